@@ -1,0 +1,1 @@
+"""escaler.api (see ARCHITECTURE.md)."""

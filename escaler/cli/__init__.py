@@ -1,0 +1,1 @@
+"""escaler.cli (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""escaler.informers (see ARCHITECTURE.md)."""

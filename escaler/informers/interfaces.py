@@ -1,0 +1,68 @@
+"""What an informer needs from the API: the ``ListerWatcher`` protocol and its value types.
+
+The informers layer sits below ``escaler.kube`` and never imports it: ``escaler.kube`` provides
+the real implementation over HTTP, and ``tests/unit`` provides an in-process fake with scripted
+streams and faults. Objects are plain JSON dicts (unstructured), exactly as the API server
+serialises them.
+
+Contract of an implementation:
+
+* ``list`` returns one page (``limit``/``continue_``) with the list's ``metadata.resourceVersion``;
+  failures raise ``escaler.errors.StatusError`` (HTTP status) or ``ConnectionFailure``.
+* ``watch`` opens a stream from ``resource_version`` with ``allowWatchBookmarks`` and the server-side
+  ``timeoutSeconds``; a client-side read timeout bounds every read so a dead TCP connection raises
+  ``ConnectionFailure`` instead of hanging. Iterating yields ``WatchEvent``s until the server
+  ends the stream (normal end: iteration stops) or the connection fails (raises). A watch ERROR
+  event is yielded as ``WatchEvent("ERROR", <metav1.Status>)``; the reflector turns it into a
+  ``StatusError``. ``close`` may be called from another thread to abort a blocked read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = ["ADDED", "BOOKMARK", "DELETED", "ERROR", "MODIFIED", "ListResult", "ListerWatcher",
+           "WatchEvent", "WatchStream"]
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+ADDED: EventType = "ADDED"
+MODIFIED: EventType = "MODIFIED"
+DELETED: EventType = "DELETED"
+BOOKMARK: EventType = "BOOKMARK"
+ERROR: EventType = "ERROR"
+
+
+@dataclass(frozen=True)
+class ListResult:
+    # the items of this page, as unstructured dicts
+    items: list[dict[str, Any]]
+    # the list's metadata.resourceVersion (the point a watch resumes from)
+    resource_version: str
+    # metadata.continue for the next page; None/"" on the last page
+    continue_token: str | None = None
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+    type: EventType
+    # the object (for ERROR, a metav1.Status; for BOOKMARK, only metadata.resourceVersion is meaningful)
+    object: dict[str, Any] = field(default_factory=dict)
+
+
+class WatchStream(Protocol):
+    def __iter__(self) -> Iterator[WatchEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class ListerWatcher(Protocol):
+    """List and watch one resource (optionally one namespace / label selector)."""
+
+    def list(self, *, resource_version: str = "", limit: int | None = None,
+             continue_: str | None = None) -> ListResult: ...
+
+    def watch(self, *, resource_version: str, timeout_seconds: int,
+              allow_bookmarks: bool = True) -> WatchStream: ...

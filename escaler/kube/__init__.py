@@ -1,0 +1,1 @@
+"""escaler.kube (see ARCHITECTURE.md)."""

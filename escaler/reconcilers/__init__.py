@@ -1,0 +1,1 @@
+"""escaler.reconcilers (see ARCHITECTURE.md)."""

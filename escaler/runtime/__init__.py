@@ -1,0 +1,1 @@
+"""escaler.runtime (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""escaler.scaling (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""escaler.signals (see ARCHITECTURE.md)."""

@@ -1,0 +1,1 @@
+"""escaler.sim (see ARCHITECTURE.md)."""

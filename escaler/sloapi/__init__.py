@@ -1,0 +1,1 @@
+"""escaler.sloapi (see ARCHITECTURE.md)."""

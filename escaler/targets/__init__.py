@@ -1,0 +1,1 @@
+"""escaler.targets (see ARCHITECTURE.md)."""

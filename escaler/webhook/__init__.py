@@ -1,0 +1,1 @@
+"""escaler.webhook (see ARCHITECTURE.md)."""

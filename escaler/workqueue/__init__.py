@@ -1,0 +1,1 @@
+"""escaler.workqueue (see ARCHITECTURE.md)."""
