@@ -75,7 +75,9 @@ class StatusError(Exception):
         )
 
     @classmethod
-    def from_response(cls, code: int, body: str | bytes | None, retry_after: str | None = None) -> StatusError:
+    def from_response(
+        cls, code: int, body: str | bytes | None, retry_after: str | None = None
+    ) -> StatusError:
         """Build from an HTTP response; the body is parsed as a Status when it is one."""
         text = cap_body(body, 64 * MAX_BODY_BYTES)
         retry_s: float | None = None

@@ -11,8 +11,6 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/versions.env"
 CACHE="${ESCALER_CACHE:-$HOME/.cache/escaler}"
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
-# Checksum DB only if reachable (GOSUMDB=off otherwise, as the issue allows).
-if [ -z "${GOSUMDB:-}" ] && ! timeout 10 go env GOSUMDB >/dev/null 2>&1; then export GOSUMDB=off; fi
 
 print=0
 comps=()
@@ -92,7 +90,20 @@ for c in "${comps[@]}"; do
   case "$c" in
     k8s) build_k8s ;;
     etcd) build_etcd ;;
-    kwok) build_goinstall kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok ;;
+    kwok)
+      build_goinstall kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
+      # The kwok binary simulates nothing without Stage configs (kwokctl embeds them; we ship the
+      # same "fast" node and pod stages from the module's source next to the binary).
+      st="$CACHE/kwok-$KWOK_VERSION/stages.yaml"
+      if [ ! -s "$st" ]; then
+        mod="$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION/kustomize/stage"
+        [ -d "$mod" ] || go mod download "sigs.k8s.io/kwok@$KWOK_VERSION"
+        for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml pod/fast/pod-ready.yaml \
+                 pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+          cat "$mod/$f"; echo "---"
+        done > "$st.tmp" && mv "$st.tmp" "$st"
+      fi
+      ;;
     helm) build_goinstall helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm ;;
   esac
 done
@@ -102,7 +113,7 @@ if [ "$print" = 1 ]; then
     case "$c" in
       k8s) for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do echo "$b=$CACHE/k8s-$K8S_VERSION/bin/$b"; done ;;
       etcd) echo "etcd=$CACHE/etcd-$ETCD_VERSION/bin/etcd" ;;
-      kwok) echo "kwok=$CACHE/kwok-$KWOK_VERSION/bin/kwok" ;;
+      kwok) echo "kwok=$CACHE/kwok-$KWOK_VERSION/bin/kwok"; echo "kwok-stages=$CACHE/kwok-$KWOK_VERSION/stages.yaml" ;;
       helm) echo "helm=$CACHE/helm-$HELM_VERSION/bin/helm" ;;
     esac
   done

@@ -14,7 +14,9 @@ Contract of an implementation:
   ``ConnectionFailure`` instead of hanging. Iterating yields ``WatchEvent``s until the server
   ends the stream (normal end: iteration stops) or the connection fails (raises). A watch ERROR
   event is yielded as ``WatchEvent("ERROR", <metav1.Status>)``; the reflector turns it into a
-  ``StatusError``. ``close`` may be called from another thread to abort a blocked read.
+  ``StatusError``. ``close`` may be called from another thread to abort a blocked read; it is
+  idempotent (the reflector closes every stream it opened, and its stop path may close it too),
+  and after it iteration ends (normally or by raising ``ConnectionFailure``) without hanging.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+"""``python -m escaler``: see ``escaler.cli.main``."""
+
+from escaler.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""Read-only views of cached objects: ``freeze`` and ``thaw``.
+
+Contract:
+
+* The informer cache hands the *same* object to every lister and every handler, so a caller that
+  mutated it would corrupt the cache for everybody (client-go's rule "objects from a lister must
+  not be mutated", which Go cannot enforce either). Here it is enforced: the store holds
+  ``freeze(obj)``, in which every JSON object is a ``FrozenDict`` and every JSON array a ``tuple``.
+* Every mutating method of ``FrozenDict`` (``__setitem__``, ``__delitem__``, ``update``, ``pop``,
+  ``popitem``, ``clear``, ``setdefault``, ``__ior__``) raises ``TypeError`` with
+  ``READ_ONLY_MESSAGE``. Reading is plain ``dict`` reading (``FrozenDict`` *is* a ``dict``), so
+  ``json.dumps``, ``obj["metadata"]["name"]``, ``.get``, iteration and ``==`` with plain dicts
+  all work, and frozen objects can be passed wherever a ``dict[str, Any]`` is read.
+* ``thaw(obj)`` returns a deep, mutable copy made of plain ``dict``s and ``list``s: the way to
+  build a patch or an update. ``copy.deepcopy(frozen)`` does the same; ``copy.copy(frozen)`` and
+  ``frozen.copy()`` give a shallow plain ``dict`` whose nested values are still frozen.
+* ``freeze`` is one pass over the object (about as costly as one ``copy.deepcopy``), and is
+  the identity on a ``FrozenDict``: the store freezes each object exactly once, and handing an
+  already-frozen object back to it costs nothing.
+
+Limitations: ``FrozenDict`` is not hashable (it is still a ``dict``), and Python cannot stop
+``dict.__setitem__(frozen, k, v)`` called on purpose; this guards against accidents, not malice.
+A ``FrozenDict`` built directly (``FrozenDict({...})``) deep-freezes its argument too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NoReturn, overload
+
+__all__ = ["READ_ONLY_MESSAGE", "FrozenDict", "freeze", "thaw"]
+
+READ_ONLY_MESSAGE = "informer cache objects are read-only; use thaw() for a mutable copy"
+
+# Leaf types of decoded JSON, left as they are (all immutable).
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
+def _read_only(*_args: Any, **_kwargs: Any) -> NoReturn:
+    raise TypeError(READ_ONLY_MESSAGE)
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` that refuses mutation; its nested values are frozen too (see module doc)."""
+
+    __slots__ = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Direct construction must not smuggle mutable children into the cache: deep-freeze.
+        # freeze() itself bypasses __init__ (dict.__new__ + dict.__setitem__) for speed.
+        for key, value in dict(*args, **kwargs).items():
+            dict.__setitem__(self, key, _freeze_value(value))
+
+    def __setitem__(self, key: str, value: Any) -> NoReturn:
+        _read_only()
+
+    def __delitem__(self, key: str) -> NoReturn:
+        _read_only()
+
+    def __ior__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        _read_only()
+
+    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _read_only()
+
+    def pop(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _read_only()
+
+    def popitem(self) -> NoReturn:
+        _read_only()
+
+    def clear(self) -> NoReturn:
+        _read_only()
+
+    def setdefault(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _read_only()
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return thaw(self)
+
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
+        # pickle through the constructor: the default dict-subclass protocol calls __setitem__.
+        return (FrozenDict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+_dict_new = dict.__new__
+_dict_set = dict.__setitem__
+
+
+def _freeze_dict(obj: Mapping[str, Any]) -> FrozenDict:
+    out: FrozenDict = _dict_new(FrozenDict)
+    for key, value in obj.items():
+        _dict_set(out, key, value if type(value) in _SCALARS else _freeze_value(value))
+    return out
+
+
+def _freeze_value(value: Any) -> Any:
+    kind = type(value)
+    if kind in _SCALARS or kind is FrozenDict:
+        return value
+    if kind is dict:
+        return _freeze_dict(value)
+    if kind is list or kind is tuple:
+        return tuple([v if type(v) in _SCALARS else _freeze_value(v) for v in value])
+    if isinstance(value, FrozenDict):
+        return value
+    if isinstance(value, Mapping):
+        return _freeze_dict(value)
+    if isinstance(value, list | tuple):
+        return tuple([_freeze_value(v) for v in value])
+    return value
+
+
+@overload
+def freeze(obj: Mapping[str, Any]) -> FrozenDict: ...
+
+
+@overload
+def freeze(obj: Any) -> Any: ...
+
+
+def freeze(obj: Any) -> Any:
+    """Deep read-only copy of a JSON value: dicts → ``FrozenDict``, lists → tuples (single pass).
+
+    Identity on a ``FrozenDict`` (already frozen all the way down) and on scalars.
+    """
+    return _freeze_value(obj)
+
+
+@overload
+def thaw(obj: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+@overload
+def thaw(obj: Any) -> Any: ...
+
+
+def thaw(obj: Any) -> Any:
+    """Deep mutable copy of a (frozen or not) JSON value: mappings → ``dict``, sequences → ``list``."""
+    kind = type(obj)
+    if kind in _SCALARS:
+        return obj
+    if isinstance(obj, Mapping):
+        return {k: v if type(v) in _SCALARS else thaw(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [v if type(v) in _SCALARS else thaw(v) for v in obj]
+    return obj

@@ -1,0 +1,83 @@
+"""The reconcile contract: ``Request`` in, ``Result`` (or an exception) out.
+
+A ``Reconciler`` is level-based: it is told only *which* object to look at (``Request``), never
+what happened to it, reads the world from informer caches and converges it. What the controller
+does with the outcome (exactly controller-runtime's ``reconcileHandler``):
+
+* returns ``Result()``                    → success: the item's rate-limit history is forgotten;
+* returns ``Result(requeue_after=d > 0)`` → forgotten, then re-added after ``d`` seconds;
+* returns ``Result(requeue=True)``        → re-added rate-limited (backoff grows per item);
+* raises ``TerminalError``                → not retried (forgotten), counted as an error;
+* raises an *expected* error              → re-added rate-limited, counted as an error; this is
+  Go's ``return ctrl.Result{}, err``. Expected errors are ``ReconcileError`` (raise it, or a
+  subclass, deliberately), ``escaler.errors.StatusError``/``ConnectionFailure`` and ``OSError``;
+* raises anything else (``KeyError``, ``TypeError``, ...) → a bug, Go's *panic*: recovered,
+  logged with its traceback, counted as a panic *and* an error, re-added rate-limited. The
+  worker thread survives.
+
+``requeue_after`` wins over ``requeue`` when both are set, as in controller-runtime.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["ReconcileError", "Reconciler", "Request", "Result", "TerminalError"]
+
+
+@dataclass(frozen=True, order=True)
+class Request:
+    """The key of one object to reconcile (``types.NamespacedName``)."""
+
+    # the object's namespace; "" for a cluster-scoped object
+    namespace: str
+    # the object's metadata.name; never empty
+    name: str
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("Request.name: must not be empty")
+
+    def __str__(self) -> str:
+        # The informer store's key format (cache.MetaNamespaceKeyFunc): "ns/name", or "name"
+        # for a cluster-scoped object, so a Request can be looked up in a store directly.
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def from_key(cls, key: str) -> Request:
+        """Parse a store key ("ns/name" or "name")."""
+        ns, sep, name = key.partition("/")
+        return cls(ns, name) if sep else cls("", ns)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the reconciler wants next; see the module docstring."""
+
+    # re-add the request through the rate limiter (exponential per-item backoff)
+    requeue: bool = False
+    # seconds after which to reconcile again (0 = do not schedule); wins over ``requeue``
+    requeue_after: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.requeue_after) or self.requeue_after < 0:
+            raise ValueError(f"Result.requeue_after: must be a finite number >= 0, got {self.requeue_after}")
+
+
+class Reconciler(Protocol):
+    """Converges the object named by ``request``; raise to retry with backoff."""
+
+    def reconcile(self, request: Request) -> Result: ...
+
+
+class TerminalError(Exception):
+    """An error retrying cannot fix (e.g. an invalid spec): logged and counted, never requeued.
+
+    The object is reconciled again only when a new event for it arrives.
+    """
+
+
+class ReconcileError(Exception):
+    """A deliberate, retryable failure (Go's returned ``error``): requeued rate-limited, no traceback."""

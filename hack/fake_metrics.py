@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Fake metric backends for the e2e tests and the demo, scriptable from a test.
+
+* ``MetricsAPIServer``: one HTTPS server answering the three aggregated metrics APIs —
+  ``metrics.k8s.io/v1beta1`` (pod and node usage), ``custom.metrics.k8s.io/v1beta2`` (per-pod and
+  per-object metrics) and ``external.metrics.k8s.io/v1beta1`` — registered in the real API server
+  as APIServices whose Service is an ``ExternalName`` to ``localhost`` (see
+  ``apiservice_manifests``). Clients, the HPA controller included, reach it only through the
+  API server, exactly as they would reach metrics-server or a Prometheus adapter in production.
+* ``PrometheusServer``: a Prometheus-compatible ``/api/v1/query`` endpoint over plain HTTP.
+
+Scripting: ``set_pod_usage`` / ``set_custom`` / ``set_external`` / ``PrometheusServer.set``
+change answers at once; ``fail(...)`` scripts an error answer. Pods are found through the real
+API server (``pod_lister``), so pod metrics follow a Deployment's real pods.
+
+Standard library only; ``python hack/fake_metrics.py --help`` runs both for the demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import re
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+SERVICE_NAMESPACE = "escaler-metrics"
+SERVICE_NAME = "fake-metrics"
+
+PodLister = Callable[[str, str], list[dict[str, Any]]]  # (namespace, labelSelector) -> pods
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _quantity(v: float) -> str:
+    """A Kubernetes quantity string for ``v`` (milli-units when fractional)."""
+    if float(v).is_integer():
+        return str(int(v))
+    return f"{round(v * 1000)}m"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+@dataclass
+class _Failure:
+    status: int
+    body: str
+
+
+def _resource_list(group_version: str, resources: list[tuple[str, str, bool]]) -> dict[str, Any]:
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
+            "resources": [{"name": n, "singularName": "", "namespaced": ns, "kind": k,
+                           "verbs": ["get", "list"]} for n, k, ns in resources]}
+
+
+@dataclass
+class MetricsAPIServer:
+    """Answers metrics.k8s.io, custom.metrics.k8s.io and external.metrics.k8s.io."""
+
+    cert_file: Path
+    key_file: Path
+    pod_lister: PodLister
+    host: str = "127.0.0.1"
+    port: int = 0
+    # (namespace, pod) -> {"cpu": cores, "memory": bytes}; "*" as pod = default for the namespace
+    pod_usage: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    # (namespace, metric) -> per-pod value (custom.metrics.k8s.io, pods/*)
+    custom_pod: dict[tuple[str, str], float] = field(default_factory=dict)
+    # (namespace, resource, name, metric) -> value (custom.metrics.k8s.io, one object)
+    custom_object: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
+    # (namespace, metric) -> list of values (external.metrics.k8s.io)
+    external: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    # API group -> scripted failure for every request to it
+    failures: dict[str, _Failure] = field(default_factory=dict)
+    # request paths seen, for assertions
+    requests: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _httpd: _Server | None = None
+
+    def set_pod_usage(self, namespace: str, pod: str = "*", cpu: float = 0.0, memory: float = 0.0) -> None:
+        with self._lock:
+            self.pod_usage[(namespace, pod)] = {"cpu": cpu, "memory": memory}
+
+    def set_custom(self, namespace: str, metric: str, value: float) -> None:
+        with self._lock:
+            self.custom_pod[(namespace, metric)] = value
+
+    def set_external(self, namespace: str, metric: str, *values: float) -> None:
+        with self._lock:
+            self.external[(namespace, metric)] = list(values)
+
+    def fail(self, group: str, status: int = 503, body: str = "backend unavailable") -> None:
+        with self._lock:
+            self.failures[group] = _Failure(status, body)
+
+    def heal(self, group: str | None = None) -> None:
+        with self._lock:
+            if group is None:
+                self.failures.clear()
+            else:
+                self.failures.pop(group, None)
+
+    # --- answers ------------------------------------------------------------------------------
+
+    def answer(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
+        with self._lock:
+            self.requests.append(path)
+        m = re.match(r"^/apis/([^/]+)/([^/]+)(/.*)?$", path)
+        if path in ("/apis", "/api"):
+            return 404, _status(404, "not served here")
+        if not m:
+            return 404, _status(404, f"no route for {path}")
+        group, version, rest = m.group(1), m.group(2), m.group(3) or ""
+        with self._lock:
+            fail = self.failures.get(group)
+        if fail and rest:
+            return fail.status, _status(fail.status, fail.body)
+        selector = query.get("labelSelector", "")
+        if group == "metrics.k8s.io":
+            if not rest:
+                return 200, _resource_list(f"{group}/{version}", [("pods", "PodMetrics", True),
+                                                                  ("nodes", "NodeMetrics", False)])
+            pm = re.match(r"^/namespaces/([^/]+)/pods(?:/([^/]+))?$", rest)
+            if pm:
+                return 200, self._pod_metrics(pm.group(1), pm.group(2), selector, version)
+            if rest.startswith("/nodes"):
+                return 200, {"kind": "NodeMetricsList", "apiVersion": f"{group}/{version}",
+                             "metadata": {}, "items": []}
+        if group == "custom.metrics.k8s.io":
+            if not rest:
+                return 200, _resource_list(f"{group}/{version}", [("pods/*", "MetricValueList", True)])
+            cm = re.match(r"^/namespaces/([^/]+)/pods/\*/([^/]+)$", rest)
+            if cm:
+                return 200, self._custom_pods(cm.group(1), cm.group(2), selector, version)
+            om = re.match(r"^/namespaces/([^/]+)/([^/]+)/([^/*]+)/([^/]+)$", rest)
+            if om:
+                return self._custom_object(*om.groups(), version=version)
+        if group == "external.metrics.k8s.io":
+            if not rest:
+                return 200, _resource_list(f"{group}/{version}", [("*", "ExternalMetricValueList", True)])
+            em = re.match(r"^/namespaces/([^/]+)/([^/]+)$", rest)
+            if em:
+                ns, metric = em.groups()
+                with self._lock:
+                    values = self.external.get((ns, metric))
+                if values is None:
+                    return 404, _status(404, f"external metric {metric} not found in {ns}")
+                return 200, {"kind": "ExternalMetricValueList", "apiVersion": f"{group}/{version}",
+                             "metadata": {}, "items": [
+                                 {"metricName": metric, "metricLabels": {}, "timestamp": _now(),
+                                  "value": _quantity(v)} for v in values]}
+        return 404, _status(404, f"no route for {path}")
+
+    def _pods(self, ns: str, selector: str) -> list[dict[str, Any]]:
+        return [p for p in self.pod_lister(ns, selector)
+                if (p.get("status") or {}).get("phase") == "Running"]
+
+    def _pod_metrics(self, ns: str, name: str | None, selector: str, version: str) -> dict[str, Any]:
+        items = []
+        for pod in self._pods(ns, selector):
+            pname = pod["metadata"]["name"]
+            if name and pname != name:
+                continue
+            with self._lock:
+                usage = self.pod_usage.get((ns, pname)) or self.pod_usage.get((ns, "*"))
+            if usage is None:
+                continue
+            containers = [{"name": c["name"], "usage": {
+                "cpu": f"{round(usage['cpu'] * 1000)}m", "memory": str(int(usage["memory"]))}}
+                for c in pod["spec"]["containers"]]
+            items.append({"metadata": {"name": pname, "namespace": ns,
+                                       "labels": pod["metadata"].get("labels", {})},
+                          "timestamp": _now(), "window": "30s", "containers": containers})
+        return {"kind": "PodMetricsList", "apiVersion": f"metrics.k8s.io/{version}",
+                "metadata": {}, "items": items}
+
+    def _custom_pods(self, ns: str, metric: str, selector: str, version: str) -> dict[str, Any]:
+        with self._lock:
+            value = self.custom_pod.get((ns, metric))
+        items = []
+        if value is not None:
+            for pod in self._pods(ns, selector):
+                items.append({"describedObject": {"kind": "Pod", "namespace": ns,
+                                                  "name": pod["metadata"]["name"], "apiVersion": "/v1"},
+                              "metric": {"name": metric, "selector": None}, "timestamp": _now(),
+                              "value": _quantity(value)})
+        return {"kind": "MetricValueList", "apiVersion": f"custom.metrics.k8s.io/{version}",
+                "metadata": {}, "items": items}
+
+    def _custom_object(self, ns: str, resource: str, name: str, metric: str,
+                       version: str) -> tuple[int, Any]:
+        with self._lock:
+            value = self.custom_object.get((ns, resource, name, metric))
+        if value is None:
+            return 404, _status(404, f"custom metric {metric} for {resource}/{name} not found")
+        return 200, {"kind": "MetricValueList", "apiVersion": f"custom.metrics.k8s.io/{version}",
+                     "metadata": {}, "items": [{
+                         "describedObject": {"kind": resource, "namespace": ns, "name": name},
+                         "metric": {"name": metric, "selector": None}, "timestamp": _now(),
+                         "value": _quantity(value)}]}
+
+    # --- serving ------------------------------------------------------------------------------
+
+    def start(self) -> MetricsAPIServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                u = urllib.parse.urlsplit(self.path)
+                q = dict(urllib.parse.parse_qsl(u.query))
+                code, body = owner.answer(u.path, q)
+                _send(self, code, body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = _Server((self.host, self.port), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(self.cert_file), str(self.key_file))
+        self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
+        self.port = int(self._httpd.server_address[1])
+        threading.Thread(target=self._httpd.serve_forever, name="fake-metrics", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+
+def apiservice_manifests(port: int, ca_bundle_pem: bytes) -> list[dict[str, Any]]:
+    """Namespace, ExternalName Service to localhost, and the three APIServices."""
+    ca = base64.b64encode(ca_bundle_pem).decode()
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVICE_NAMESPACE}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": SERVICE_NAME, "namespace": SERVICE_NAMESPACE},
+         "spec": {"type": "ExternalName", "externalName": "localhost",
+                  "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}},
+    ]
+    for group, version in (("metrics.k8s.io", "v1beta1"), ("custom.metrics.k8s.io", "v1beta2"),
+                           ("external.metrics.k8s.io", "v1beta1")):
+        docs.append({
+            "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": f"{version}.{group}"},
+            "spec": {"group": group, "version": version, "groupPriorityMinimum": 100,
+                     "versionPriority": 100, "caBundle": ca,
+                     "service": {"namespace": SERVICE_NAMESPACE, "name": SERVICE_NAME, "port": port}},
+        })
+    return docs
+
+
+@dataclass
+class PrometheusServer:
+    """A Prometheus-compatible ``/api/v1/query`` over HTTP; answers are scripted per query."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    # query string -> value (a vector of one sample) or list of (labels, value) samples
+    answers: dict[str, float | list[tuple[dict[str, str], float]]] = field(default_factory=dict)
+    # when set, every query gets this (status, body)
+    failure: _Failure | None = None
+    # seconds to stall before answering (timeouts)
+    delay: float = 0.0
+    # queries seen
+    queries: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _httpd: _Server | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def set(self, query: str, value: float | list[tuple[dict[str, str], float]]) -> None:
+        with self._lock:
+            self.answers[query] = value
+
+    def fail(self, status: int = 503, body: str = "prometheus unavailable") -> None:
+        with self._lock:
+            self.failure = _Failure(status, body)
+
+    def heal(self) -> None:
+        with self._lock:
+            self.failure = None
+
+    def answer(self, query: str) -> tuple[int, Any]:
+        with self._lock:
+            self.queries.append(query)
+            failure, value, delay = self.failure, self.answers.get(query), self.delay
+        if delay:
+            time.sleep(delay)
+        if failure:
+            return failure.status, {"status": "error", "errorType": "unavailable", "error": failure.body}
+        ts = time.time()
+        if value is None:
+            result: list[dict[str, Any]] = []
+        elif isinstance(value, list):
+            result = [{"metric": labels, "value": [ts, repr(float(v))]} for labels, v in value]
+        else:
+            result = [{"metric": {}, "value": [ts, repr(float(value))]}]
+        return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+    def start(self) -> PrometheusServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _query(self, params: dict[str, str]) -> None:
+                if urllib.parse.urlsplit(self.path).path != "/api/v1/query":
+                    _send(self, 404, {"status": "error", "error": "not found"})
+                    return
+                code, body = owner.answer(params.get("query", ""))
+                _send(self, code, body)
+
+            def do_GET(self) -> None:
+                self._query(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query)))
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                self._query(dict(urllib.parse.parse_qsl(self.rfile.read(n).decode())))
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._httpd = _Server((self.host, self.port), Handler)
+        self.port = int(self._httpd.server_address[1])
+        threading.Thread(target=self._httpd.serve_forever, name="fake-prometheus", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+
+def _status(code: int, message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message,
+            "reason": "NotFound" if code == 404 else "ServiceUnavailable"}
+
+
+def _send(h: BaseHTTPRequestHandler, code: int, body: Any) -> None:
+    data = json.dumps(body).encode()
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def kubectl_pod_lister(kubectl: str, kubeconfig: str) -> PodLister:
+    import subprocess
+
+    def lister(ns: str, selector: str) -> list[dict[str, Any]]:
+        args = [kubectl, f"--kubeconfig={kubeconfig}", "get", "pods", "-n", ns, "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        r = subprocess.run(args, capture_output=True, text=True, check=False)
+        return list(json.loads(r.stdout).get("items", [])) if r.returncode == 0 else []
+
+    return lister
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Serve the fake metric backends (demo).")
+    ap.add_argument("--cluster-dir", required=True, help="work directory of hack/cluster.py")
+    ap.add_argument("--prometheus-port", type=int, default=9090)
+    args = ap.parse_args()
+    import subprocess
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cluster import binaries  # noqa: PLC0415
+
+    d = Path(args.cluster_dir)
+    kubectl, kc = binaries()["kubectl"], str(d / "admin.kubeconfig")
+    srv = MetricsAPIServer(d / "pki/metrics-server.crt", d / "pki/metrics-server.key",
+                           kubectl_pod_lister(kubectl, kc)).start()
+    prom = PrometheusServer(port=args.prometheus_port).start()
+    docs = {"apiVersion": "v1", "kind": "List",
+            "items": apiservice_manifests(srv.port, (d / "pki/ca.crt").read_bytes())}
+    subprocess.run([kubectl, f"--kubeconfig={kc}", "apply", "-f", "-"], input=json.dumps(docs),
+                   text=True, check=True)
+    print(f"metrics APIs on :{srv.port}, prometheus on {prom.url}", flush=True)
+    threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
