@@ -337,6 +337,25 @@ class LocalCluster:
                          check=False)
         self._wait(self._nodes_ready, f"{self.nodes} kwok nodes Ready")
 
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ("system:masters",),
+                        server: str | None = None) -> Path:
+        """A kubeconfig for a distinct client-certificate user (so the audit log tells writers apart),
+        optionally pointing at another ``server`` URL (e.g. a test proxy)."""
+        subj = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+        key, csr, crt = (self.pki / f"user-{user}.{ext}" for ext in ("key", "csr", "crt"))
+        if not crt.exists():
+            _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key.name, "-out", csr.name,
+                     "-subj", subj, cwd=self.pki)
+            ext = self.pki / "client.ext"
+            ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+            _openssl("x509", "-req", "-in", csr.name, "-CA", "ca.crt", "-CAkey", "ca.key",
+                     "-CAcreateserial", "-out", crt.name, "-days", "3650", "-extfile", ext.name,
+                     cwd=self.pki)
+        name = f"user-{user}" if server is None else f"user-{user}-{abs(hash(server)) % 10**8}"
+        path = self.workdir / f"{name}.kubeconfig"
+        kubeconfig(path, server or self.server, self.pki, f"user-{user}")
+        return path
+
     # --- helpers -------------------------------------------------------------------------------
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:

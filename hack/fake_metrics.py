@@ -222,7 +222,7 @@ class MetricsAPIServer:
             def do_GET(self) -> None:
                 u = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(u.query))
-                code, body = owner.answer(u.path, q)
+                code, body = owner.answer(urllib.parse.unquote(u.path), q)
                 _send(self, code, body)
 
             def log_message(self, *args: Any) -> None:

@@ -4,7 +4,7 @@ Contract:
 
 * The n-th consecutive ``next_delay()`` (n = 0, 1, ...) draws from
   ``[d, d * (1 + jitter))`` with ``d = min(initial * factor**n, max_delay)``, and the result is
-  capped at ``max_delay``. With the reflector's defaults (0.8 s ×2, 30 s, jitter 1.0) the base
+  capped at ``max_delay``. With the reflector's defaults (0.8 s x2, 30 s, jitter 1.0) the base
   schedule is 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, ... seconds.
 * ``reset()`` starts the schedule over; the reflector calls it after a healthy period (an event
   arrived on a watch, or a watch stayed open for ``reset_after`` seconds).

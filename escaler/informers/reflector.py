@@ -7,8 +7,8 @@ Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
   from the first page, up to ``MAX_LIST_RESTARTS`` times. The complete list goes to
   ``sink.replace(items, rv)`` in one call; ``rv`` becomes the last synced resourceVersion.
 * **Watch.** From the last synced resourceVersion with bookmarks and a server-side
-  ``timeoutSeconds`` drawn uniformly from ``[MIN_WATCH_TIMEOUT, 2 × MIN_WATCH_TIMEOUT)`` per
-  watch (client-go spreads watch reconnections over 5–10 min so they do not synchronise).
+  ``timeoutSeconds`` drawn uniformly from ``[MIN_WATCH_TIMEOUT, 2 * MIN_WATCH_TIMEOUT)`` per
+  watch (client-go spreads watch reconnections over 5 to 10 min so they do not synchronise).
   ADDED/MODIFIED/DELETED go to ``sink.add/update/delete`` and advance the resourceVersion;
   BOOKMARK only advances it. Events are applied in stream order, on the ``run`` thread.
 * **A watch that ends normally** is re-opened from the last resourceVersion, without a relist.
@@ -19,7 +19,7 @@ Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
   ``DeletedFinalStateUnknown`` tombstones. A second 410 with no event in between backs off.
 * **Everything else** — 429, 5xx, ``ConnectionFailure``, other 4xx such as 403 (a missing RBAC
   permission may be granted later), unexpected exceptions — is logged and retried after
-  ``Backoff`` (0.8 s ×2 up to 30 s, jittered). A server's Retry-After is honoured when longer.
+  ``Backoff`` (0.8 s x2 up to 30 s, jittered). A server's Retry-After is honoured when longer.
   A failed list is retried as a list; a failed watch is re-opened from the last
   resourceVersion. The backoff resets once a watch delivers an event or stays open
   ``DEFAULT_BACKOFF_RESET_AFTER`` seconds.
@@ -173,7 +173,7 @@ class Reflector:
             return self._rv
 
     def next_watch_timeout(self) -> int:
-        """A fresh server-side timeoutSeconds in [MIN_WATCH_TIMEOUT, 2 × MIN_WATCH_TIMEOUT)."""
+        """A fresh server-side timeoutSeconds in [MIN_WATCH_TIMEOUT, 2 * MIN_WATCH_TIMEOUT)."""
         return int(MIN_WATCH_TIMEOUT * (1.0 + self._rng.random()))
 
     # ---- the loop -----------------------------------------------------------------------
@@ -208,7 +208,7 @@ class Reflector:
                     continue
                 self._watch(stop)
                 continue
-            except Exception as err:  # noqa: BLE001 - every failure is classified below
+            except Exception as err:  # every failure is classified below
                 failure = err
             if stop.is_set():
                 return
@@ -237,7 +237,8 @@ class Reflector:
             hint = ""
             if err.code in (401, 403):
                 hint = f" (check the RBAC permissions to list and watch for {self._name})"
-            log.warning("reflector %s: %s failed: %s%s; retrying in %.2fs", self._name, what, err, hint, delay)
+            log.warning("reflector %s: %s failed: %s%s; retrying in %.2fs",
+                        self._name, what, err, hint, delay)
         elif isinstance(err, ConnectionFailure | _ShortWatch):
             log.warning("reflector %s: %s failed: %s; retrying in %.2fs", self._name, what, err, delay)
         else:

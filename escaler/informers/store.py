@@ -132,7 +132,8 @@ class Indexer:
                 self._reindex(key, old, None)
             return old
 
-    def replace(self, objs: Iterable[Mapping[str, Any]], resource_version: str = "") -> dict[str, FrozenDict]:
+    def replace(self, objs: Iterable[Mapping[str, Any]],
+                resource_version: str = "") -> dict[str, FrozenDict]:
         """Make the store hold exactly ``objs``; returns the previous contents (key → object).
 
         ``resource_version`` is the list's resourceVersion; the store itself does not use it
@@ -165,6 +166,10 @@ class Indexer:
     def get_by_key(self, key: str) -> FrozenDict | None:
         with self._lock:
             return self._items.get(key)
+
+    def key_of(self, obj: Mapping[str, Any] | DeletedFinalStateUnknown) -> str:
+        """The store key of ``obj`` under this indexer's key function."""
+        return self._key_func(obj)
 
     def list(self) -> builtins.list[FrozenDict]:
         with self._lock:
@@ -215,7 +220,8 @@ class Indexer:
     def _index_values(self, obj: FrozenDict) -> dict[str, builtins.list[str]]:
         return {name: fn(obj) for name, fn in self._index_funcs.items()}
 
-    def _reindex(self, key: str, old: FrozenDict | None, new_values: dict[str, builtins.list[str]] | None) -> None:
+    def _reindex(self, key: str, old: FrozenDict | None,
+                 new_values: dict[str, builtins.list[str]] | None) -> None:
         for name, fn in self._index_funcs.items():
             old_vals = fn(old) if old is not None else []
             new_vals = new_values[name] if new_values is not None else []

@@ -1,0 +1,357 @@
+"""The controller: a rate-limited work queue of ``Request``s drained by N worker threads.
+
+Contract (controller-runtime's ``internal/controller``):
+
+* ``start(stop)`` starts the watch sources (registering their handlers on the informers), waits
+  — bounded by ``cache_sync_timeout`` — for their caches to sync, launches
+  ``max_concurrent_reconciles`` workers, and blocks until ``stop`` is set. A source that cannot
+  sync raises ``TimeoutError`` (the manager turns that into a failed start).
+* **One key, one worker.** The queue never hands a key to two workers at once, so a reconciler
+  never runs concurrently for the same object; different keys run in parallel.
+* **Outcomes** (see ``types.py``): success → ``forget``, result ``success``;
+  ``Result(requeue_after=d>0)`` → ``forget`` + ``add_after(d)``, result ``requeue_after``;
+  ``Result(requeue=True)`` → ``add_rate_limited``, result ``requeue``; an expected error →
+  ``add_rate_limited``, errors +1, result ``error``; ``TerminalError`` → ``forget`` (not retried),
+  errors +1 and terminal errors +1, result ``error``; any other exception is a *panic*: recovered,
+  logged with its traceback, panics +1, then handled like an error. A worker never dies of a
+  reconcile. Every reconcile's duration is observed in ``controller_runtime_reconcile_time_seconds``.
+* **Log context.** Each reconcile gets a unique ``reconcile_id`` (a UUID). While it runs,
+  ``current_reconcile()`` returns a ``ReconcileContext`` (controller, namespace, name,
+  reconcile_id) held in a ``contextvars.ContextVar``; ``ReconcileContextFilter`` copies it onto
+  every ``logging.LogRecord`` emitted meanwhile (attributes ``controller``, ``namespace``,
+  ``object_name``, ``reconcile_id`` — ``name`` is taken by the logger's name), and the
+  controller's own log lines carry the same attributes via ``extra``.
+* **Write fence.** If ``can_write`` is given (the manager's "still leader" event), a worker checks
+  it before every reconcile; once it is cleared, no new reconcile starts and the workers exit.
+* **Shutdown.** When ``stop`` is set the queue is shut down: no worker starts a new reconcile
+  (items still queued are handed back with ``done`` unprocessed), in-flight reconciles run to
+  completion, and workers are joined for at most ``shutdown_timeout`` seconds (a reconcile
+  stuck past that is abandoned, logged; worker threads are daemons). This is
+  ``shutdown_with_drain`` made bounded: the queue's own drain waits without limit.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from escaler.clock import Clock, RealClock
+from escaler.errors import ConnectionFailure, StatusError
+from escaler.runtime.metrics import (
+    RESULT_ERROR,
+    RESULT_REQUEUE,
+    RESULT_REQUEUE_AFTER,
+    RESULT_SUCCESS,
+    ControllerMetrics,
+    MetricsRegistry,
+)
+from escaler.runtime.types import ReconcileError, Reconciler, Request, Result, TerminalError
+from escaler.workqueue.queue import ShutDown
+from escaler.workqueue.ratelimiting import RateLimitingQueue
+
+__all__ = [
+    "DEFAULT_CACHE_SYNC_TIMEOUT",
+    "DEFAULT_MAX_CONCURRENT_RECONCILES",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "EXPECTED_ERRORS",
+    "Controller",
+    "ReconcileContext",
+    "ReconcileContextFilter",
+    "Source",
+    "WorkQueue",
+    "current_reconcile",
+]
+
+DEFAULT_MAX_CONCURRENT_RECONCILES = 1
+# How long start() waits for its sources' caches (controller-runtime's CacheSyncTimeout).
+DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
+# How long start() waits for in-flight reconciles after stop (the manager passes its own budget).
+DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+
+# Exceptions that are a reconciler's ordinary "return err", not a bug (no panic, no traceback).
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ReconcileError, StatusError, ConnectionFailure, OSError)
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReconcileContext:
+    """Who is being reconciled right now, on this thread."""
+
+    controller: str
+    namespace: str
+    name: str
+    reconcile_id: str
+
+
+_CURRENT: contextvars.ContextVar[ReconcileContext | None] = contextvars.ContextVar(
+    "escaler_reconcile", default=None
+)
+
+
+def current_reconcile() -> ReconcileContext | None:
+    """The reconcile running on this thread, or ``None`` outside a reconcile."""
+    return _CURRENT.get()
+
+
+class ReconcileContextFilter(logging.Filter):
+    """Adds ``controller``, ``namespace``, ``object_name`` and ``reconcile_id`` to log records
+    emitted during a reconcile (attach to a handler; never filters anything out)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ctx = _CURRENT.get()
+        if ctx is not None:
+            for attr, value in (("controller", ctx.controller), ("namespace", ctx.namespace),
+                                ("object_name", ctx.name), ("reconcile_id", ctx.reconcile_id)):
+                if not hasattr(record, attr):
+                    setattr(record, attr, value)
+        return True
+
+
+class WorkQueue(Protocol):
+    """The queue operations a controller uses (``RateLimitingQueue[Request]`` satisfies it)."""
+
+    def add(self, item: Request) -> None: ...
+
+    def get(self) -> Request: ...
+
+    def done(self, item: Request) -> None: ...
+
+    def add_after(self, item: Request, delay_seconds: float) -> None: ...
+
+    def add_rate_limited(self, item: Request) -> None: ...
+
+    def forget(self, item: Request) -> None: ...
+
+    def num_requeues(self, item: Request) -> int: ...
+
+    def shutdown(self) -> None: ...
+
+    def __len__(self) -> int: ...
+
+
+class Source(Protocol):
+    """A watch feeding the controller's queue (see ``source.Kind``)."""
+
+    def start(self, queue: Any) -> None: ...
+
+    def wait_for_sync(self, timeout: float | None) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class Controller:
+    """Reconciles ``Request``s from its queue with ``max_concurrent_reconciles`` workers."""
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        *,
+        queue: WorkQueue | None = None,
+        max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES,
+        clock: Clock | None = None,
+        metrics: ControllerMetrics | None = None,
+        log: logging.Logger | None = None,
+        can_write: threading.Event | None = None,
+        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+        cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
+    ) -> None:
+        if not name:
+            raise ValueError("Controller.name: must not be empty")
+        if not isinstance(max_concurrent_reconciles, int) or max_concurrent_reconciles < 1:
+            raise ValueError(
+                f"Controller.max_concurrent_reconciles: must be an integer >= 1, got {max_concurrent_reconciles!r}"
+            )
+        if shutdown_timeout < 0:
+            raise ValueError(f"Controller.shutdown_timeout: must be >= 0, got {shutdown_timeout}")
+        if cache_sync_timeout <= 0:
+            raise ValueError(f"Controller.cache_sync_timeout: must be > 0, got {cache_sync_timeout}")
+        # identity and collaborators; fixed after construction
+        self.name = name
+        self.reconciler = reconciler
+        self._clock: Clock = clock or RealClock()
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.shutdown_timeout = shutdown_timeout
+        self.cache_sync_timeout = cache_sync_timeout
+        self._log = log or _log
+        # None = always allowed to write; else reconciles start only while it is set
+        self._can_write = can_write
+        # per-controller metrics; a private registry when none is given (standalone use)
+        self.metrics = metrics or MetricsRegistry().controller(name)
+        # the work queue; owned by this controller (shut down when it stops)
+        self.queue: WorkQueue = queue if queue is not None else _default_queue(name, self._clock)
+        # guards _sources and _started
+        self._mu = threading.Lock()
+        # watches; started in start(), or at once when added while running
+        self._sources: list[Source] = []
+        # True once start() was called (a controller starts once)
+        self._started = False
+        # True from the workers' launch until start() returns
+        self._running = False
+
+    # ------------------------------------------------------------------ wiring
+
+    def watch(self, source: Source) -> None:
+        """Add a watch; started with the controller, or at once if it is already running."""
+        with self._mu:
+            self._sources.append(source)
+            running = self._running
+        if running:
+            source.start(self.queue)
+
+    def enqueue(self, request: Request) -> None:
+        """Ask for ``request`` to be reconciled (collapses with a pending one)."""
+        self.queue.add(request)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set; see the module docstring."""
+        with self._mu:
+            if self._started:
+                raise RuntimeError(f"controller {self.name}: already started")
+            self._started = True
+            sources = list(self._sources)
+        extra = {"controller": self.name}
+        self._log.info("starting controller %s", self.name, extra=extra)
+        # the worker threads; all launched together once the caches synced
+        workers: list[threading.Thread] = []
+        try:
+            for src in sources:
+                src.start(self.queue)
+            deadline = time.monotonic() + self.cache_sync_timeout
+            for src in sources:
+                if stop.is_set():
+                    break
+                if not src.wait_for_sync(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError(
+                        f"controller {self.name}: timed out after {self.cache_sync_timeout:g}s "
+                        f"waiting for the cache of {src!r} to sync"
+                    )
+            with self._mu:
+                self._running = True
+                late = self._sources[len(sources):]
+            for src in late:
+                src.start(self.queue)
+            self.metrics.set_max_concurrent_reconciles(self.max_concurrent_reconciles)
+            workers.extend(
+                threading.Thread(target=self._worker, args=(stop,), name=f"{self.name}-worker-{i}", daemon=True)
+                for i in range(self.max_concurrent_reconciles)
+            )
+            self._log.info("starting %d workers for controller %s", len(workers), self.name, extra=extra)
+            for w in workers:
+                w.start()
+            stop.wait()
+            self._log.info("stopping controller %s: waiting for in-flight reconciles", self.name, extra=extra)
+        finally:
+            # Wake idle workers; busy ones finish their reconcile, then hand queued items back.
+            self.queue.shutdown()
+            with self._mu:
+                all_sources = list(self._sources)
+            for src in all_sources:
+                src.stop()
+        deadline = time.monotonic() + self.shutdown_timeout
+        for w in workers:
+            w.join(max(0.0, deadline - time.monotonic()))
+        stuck = sum(1 for w in workers if w.is_alive())
+        with self._mu:
+            self._running = False
+        if stuck:
+            self._log.error("controller %s: %d reconcile(s) still running after %gs; abandoned",
+                            self.name, stuck, self.shutdown_timeout, extra=extra)
+        else:
+            self._log.info("controller %s stopped", self.name, extra=extra)
+
+    # ------------------------------------------------------------------ workers
+
+    def _worker(self, stop: threading.Event) -> None:
+        while True:
+            try:
+                if not self._process_next(stop):
+                    return
+            except Exception:  # a bug in the loop itself: log and keep the worker alive
+                self._log.exception("controller %s: worker error", self.name, extra={"controller": self.name})
+
+    def _process_next(self, stop: threading.Event) -> bool:
+        """Handle one item; False when the worker should exit."""
+        try:
+            req = self.queue.get()
+        except ShutDown:
+            return False
+        try:
+            if stop.is_set():
+                return False
+            if self._can_write is not None and not self._can_write.is_set():
+                self._log.info("controller %s: no longer allowed to write; worker exiting", self.name,
+                               extra={"controller": self.name})
+                return False
+            self.metrics.worker_busy(+1)
+            try:
+                self._reconcile_handler(req)
+            finally:
+                self.metrics.worker_busy(-1)
+            return True
+        finally:
+            self.queue.done(req)
+
+    def _reconcile_handler(self, req: Request) -> None:
+        ctx = ReconcileContext(self.name, req.namespace, req.name, str(uuid.uuid4()))
+        extra = {"controller": ctx.controller, "namespace": ctx.namespace, "object_name": ctx.name,
+                 "reconcile_id": ctx.reconcile_id}
+        token = _CURRENT.set(ctx)
+        started = self._clock.monotonic()
+        try:
+            try:
+                result = self.reconciler.reconcile(req)
+                if not isinstance(result, Result):
+                    raise TypeError(
+                        f"{type(self.reconciler).__name__}.reconcile returned {type(result).__name__}, not Result"
+                    )
+            except TerminalError as exc:
+                self._observe(RESULT_ERROR, started)
+                self.metrics.error(terminal=True)
+                self.queue.forget(req)
+                self._log.error("reconciler error (terminal, not retried) for %s: %s", req, exc, extra=extra)
+                return
+            except EXPECTED_ERRORS as exc:
+                self._observe(RESULT_ERROR, started)
+                self.metrics.error()
+                self.queue.add_rate_limited(req)
+                self._log.error("reconciler error for %s: %s", req, exc, extra=extra)
+                return
+            except Exception:
+                self._observe(RESULT_ERROR, started)
+                self.metrics.panic()
+                self.metrics.error()
+                self.queue.add_rate_limited(req)
+                self._log.exception("observed a panic in reconciler for %s (recovered; requeued)", req,
+                                    extra=extra)
+                return
+            if result.requeue_after > 0:
+                self.queue.forget(req)
+                self.queue.add_after(req, result.requeue_after)
+                self._observe(RESULT_REQUEUE_AFTER, started)
+            elif result.requeue:
+                self.queue.add_rate_limited(req)
+                self._observe(RESULT_REQUEUE, started)
+            else:
+                self.queue.forget(req)
+                self._observe(RESULT_SUCCESS, started)
+        finally:
+            _CURRENT.reset(token)
+
+    def _observe(self, result: str, started: float) -> None:
+        self.metrics.reconcile_finished(result, self._clock.monotonic() - started)
+
+
+def _default_queue(name: str, clock: Clock) -> RateLimitingQueue[Request]:
+    # A standalone controller's queue: default rate limiter on the controller's clock, no metrics.
+    q: RateLimitingQueue[Request] = RateLimitingQueue(name=name, clock=clock)
+    return q
+
