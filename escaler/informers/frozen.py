@@ -5,7 +5,9 @@ Contract:
 * The informer cache hands the *same* object to every lister and every handler, so a caller that
   mutated it would corrupt the cache for everybody (client-go's rule "objects from a lister must
   not be mutated", which Go cannot enforce either). Here it is enforced: the store holds
-  ``freeze(obj)``, in which every JSON object is a ``FrozenDict`` and every JSON array a ``tuple``.
+  ``freeze(obj)``, in which every JSON object is a ``FrozenDict`` and every JSON array a
+  ``FrozenList`` (a ``tuple`` that also compares equal to a ``list`` with equal items, so
+  ``cached == thaw(cached)`` and ``cached["spec"] == desired_spec`` mean what they say).
 * Every mutating method of ``FrozenDict`` (``__setitem__``, ``__delitem__``, ``update``, ``pop``,
   ``popitem``, ``clear``, ``setdefault``, ``__ior__``) raises ``TypeError`` with
   ``READ_ONLY_MESSAGE``. Reading is plain ``dict`` reading (``FrozenDict`` *is* a ``dict``), so
@@ -26,9 +28,9 @@ A ``FrozenDict`` built directly (``FrozenDict({...})``) deep-freezes its argumen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn, overload
+from typing import Any, NoReturn, TypeVar, overload
 
-__all__ = ["READ_ONLY_MESSAGE", "FrozenDict", "freeze", "thaw"]
+__all__ = ["READ_ONLY_MESSAGE", "FrozenDict", "FrozenList", "freeze", "thaw"]
 
 READ_ONLY_MESSAGE = "informer cache objects are read-only; use thaw() for a mutable copy"
 
@@ -89,6 +91,28 @@ class FrozenDict(dict[str, Any]):
         return f"FrozenDict({dict.__repr__(self)})"
 
 
+# JSON leaves: freeze/thaw return them unchanged (typed as such for callers)
+_Scalar = TypeVar("_Scalar", str, int, float, bool, None)
+
+class FrozenList(tuple[Any, ...]):
+    """A frozen JSON array: a ``tuple`` that compares equal to a ``list`` with equal items."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return tuple.__eq__(self, tuple(other))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return f"FrozenList({tuple.__repr__(self)})"
+
+
 _dict_new = dict.__new__
 _dict_set = dict.__setitem__
 
@@ -106,14 +130,16 @@ def _freeze_value(value: Any) -> Any:
         return value
     if kind is dict:
         return _freeze_dict(value)
+    if kind is FrozenList:
+        return value
     if kind is list or kind is tuple:
-        return tuple([v if type(v) in _SCALARS else _freeze_value(v) for v in value])
-    if isinstance(value, FrozenDict):
+        return FrozenList([v if type(v) in _SCALARS else _freeze_value(v) for v in value])
+    if isinstance(value, FrozenDict | FrozenList):
         return value
     if isinstance(value, Mapping):
         return _freeze_dict(value)
     if isinstance(value, list | tuple):
-        return tuple([_freeze_value(v) for v in value])
+        return FrozenList([_freeze_value(v) for v in value])
     return value
 
 
@@ -122,13 +148,17 @@ def freeze(obj: Mapping[str, Any]) -> FrozenDict: ...
 
 
 @overload
-def freeze(obj: Any) -> Any: ...
+def freeze(obj: list[Any] | tuple[Any, ...]) -> FrozenList: ...
+
+
+@overload
+def freeze(obj: _Scalar) -> _Scalar: ...
 
 
 def freeze(obj: Any) -> Any:
-    """Deep read-only copy of a JSON value: dicts → ``FrozenDict``, lists → tuples (single pass).
+    """Deep read-only copy of a JSON value: dicts → ``FrozenDict``, lists → ``FrozenList`` (one pass).
 
-    Identity on a ``FrozenDict`` (already frozen all the way down) and on scalars.
+    Identity on a ``FrozenDict``/``FrozenList`` (frozen all the way down) and on scalars.
     """
     return _freeze_value(obj)
 
@@ -138,7 +168,11 @@ def thaw(obj: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
 @overload
-def thaw(obj: Any) -> Any: ...
+def thaw(obj: list[Any] | tuple[Any, ...]) -> list[Any]: ...
+
+
+@overload
+def thaw(obj: _Scalar) -> _Scalar: ...
 
 
 def thaw(obj: Any) -> Any:

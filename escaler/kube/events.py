@@ -96,6 +96,8 @@ MAX_REPORTING_CHARS = 128
 # Longest object name; an Event's name is the regarding name plus "." and 16 hex digits.
 _MAX_NAME = 253
 _NAME_SUFFIX = 17
+# Real seconds between flush()'s re-checks of the writer's progress.
+_FLUSH_POLL_SECONDS = 0.05
 # Seconds stop() waits for the writer by default.
 DEFAULT_STOP_TIMEOUT = 5.0
 
@@ -414,7 +416,9 @@ class EventRecorder:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(left)
+                # nudge the writer: with a fake clock it may have parked just before a step
+                self._cond.notify_all()
+                self._cond.wait(min(left, _FLUSH_POLL_SECONDS))
             return True
 
     def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:

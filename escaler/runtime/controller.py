@@ -166,7 +166,8 @@ class Controller:
             raise ValueError("Controller.name: must not be empty")
         if not isinstance(max_concurrent_reconciles, int) or max_concurrent_reconciles < 1:
             raise ValueError(
-                f"Controller.max_concurrent_reconciles: must be an integer >= 1, got {max_concurrent_reconciles!r}"
+                "Controller.max_concurrent_reconciles: must be an integer >= 1, "
+                f"got {max_concurrent_reconciles!r}"
             )
         if shutdown_timeout < 0:
             raise ValueError(f"Controller.shutdown_timeout: must be >= 0, got {shutdown_timeout}")
@@ -225,11 +226,12 @@ class Controller:
         try:
             for src in sources:
                 src.start(self.queue)
-            deadline = time.monotonic() + self.cache_sync_timeout
+            # one deadline for all sources, on the clock the informers wait with
+            deadline = self._clock.monotonic() + self.cache_sync_timeout
             for src in sources:
                 if stop.is_set():
                     break
-                if not src.wait_for_sync(max(0.0, deadline - time.monotonic())):
+                if not src.wait_for_sync(max(0.0, deadline - self._clock.monotonic())):
                     raise TimeoutError(
                         f"controller {self.name}: timed out after {self.cache_sync_timeout:g}s "
                         f"waiting for the cache of {src!r} to sync"
@@ -241,7 +243,8 @@ class Controller:
                 src.start(self.queue)
             self.metrics.set_max_concurrent_reconciles(self.max_concurrent_reconciles)
             workers.extend(
-                threading.Thread(target=self._worker, args=(stop,), name=f"{self.name}-worker-{i}", daemon=True)
+                threading.Thread(target=self._worker, args=(stop,), name=f"{self.name}-worker-{i}",
+                                 daemon=True)
                 for i in range(self.max_concurrent_reconciles)
             )
             self._log.info("starting %d workers for controller %s", len(workers), self.name, extra=extra)
@@ -311,7 +314,8 @@ class Controller:
                 result = self.reconciler.reconcile(req)
                 if not isinstance(result, Result):
                     raise TypeError(
-                        f"{type(self.reconciler).__name__}.reconcile returned {type(result).__name__}, not Result"
+                        f"{type(self.reconciler).__name__}.reconcile returned "
+                        f"{type(result).__name__}, not Result"
                     )
             except TerminalError as exc:
                 self._observe(RESULT_ERROR, started)

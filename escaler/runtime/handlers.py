@@ -25,10 +25,10 @@ from escaler.informers.store import DeletedFinalStateUnknown
 from escaler.runtime.types import Request
 
 __all__ = [
-    "Enqueuer",
     "EnqueueRequestForObject",
     "EnqueueRequestForOwner",
     "EnqueueRequestsFromMapFunc",
+    "Enqueuer",
     "EventHandler",
     "MapFunc",
     "request_for",

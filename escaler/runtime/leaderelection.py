@@ -10,7 +10,7 @@ a ``LeaseLock`` written here. The contract, and the reasoning it rests on:
   considered live until ``observed_time + leaseDurationSeconds``. Two replicas' wall clocks may
   disagree arbitrarily and nothing breaks. ``renewTime``/``acquireTime`` are written (MicroTime,
   RFC 3339 with 6 fraction digits) for humans and other implementations only.
-* **Acquire**: try every ``retry_period`` jittered by up to ``JITTER_FACTOR`` (1.2) × the period
+* **Acquire**: try every ``retry_period`` jittered by up to ``JITTER_FACTOR`` (1.2) * the period
   (sliding: the wait starts after an attempt). An empty ``holderIdentity`` (a released lease) or
   an expired lease may be taken; ``leaseTransitions`` is incremented when the holder changes.
 * **Renew**: once leading, renew every ``retry_period``. A renewal round retries every
@@ -25,7 +25,7 @@ a ``LeaseLock`` written here. The contract, and the reasoning it rests on:
   attempt rather than after a full lease duration. The caller must have stopped every writer
   *before* cancelling (the manager does).
 * **Validation** (client-go's ``NewLeaderElector``): every duration > 0,
-  ``lease_duration > renew_deadline``, ``renew_deadline > JITTER_FACTOR × retry_period``, and a
+  ``lease_duration > renew_deadline``, ``renew_deadline > JITTER_FACTOR * retry_period``, and a
   non-empty identity; violations raise ``ValueError`` naming the field and the rule.
 
 Callbacks run on the elector's thread and must return promptly. Unlike client-go,
@@ -47,6 +47,9 @@ from typing import Any, Protocol
 
 from escaler.clock import Clock, RealClock
 from escaler.errors import StatusError, is_not_found
+from escaler.kube.discovery import ResourceMapping
+from escaler.kube.dynamic import resource_path
+from escaler.kube.rest import RestClient
 
 __all__ = [
     "DEFAULT_LEASE_DURATION",
@@ -54,6 +57,7 @@ __all__ = [
     "DEFAULT_RETRY_PERIOD",
     "JITTER_FACTOR",
     "InMemoryLeaseClient",
+    "KubeLeaseClient",
     "LeaderElectionConfig",
     "LeaderElectionRecord",
     "LeaderElector",
@@ -67,12 +71,14 @@ __all__ = [
 DEFAULT_LEASE_DURATION = 15.0
 DEFAULT_RENEW_DEADLINE = 10.0
 DEFAULT_RETRY_PERIOD = 2.0
-# client-go's leaderelection.JitterFactor: acquire attempts wait retry_period × [1, 2.2).
+# client-go's leaderelection.JitterFactor: acquire attempts wait retry_period * [1, 2.2).
 JITTER_FACTOR = 1.2
 # What a release writes as leaseDurationSeconds (client-go's release()).
 RELEASED_LEASE_DURATION_SECONDS = 1
 
 LEASE_API_VERSION = "coordination.k8s.io/v1"
+# Fixed: Leases need no discovery round trip (and must work while discovery is failing).
+LEASE_MAPPING = ResourceMapping("coordination.k8s.io", "v1", "leases", "Lease", True, frozenset())
 
 _log = logging.getLogger(__name__)
 
@@ -199,6 +205,41 @@ class LeaseLock:
         self._lease = copy.deepcopy(self._client.update(obj))
 
 
+class KubeLeaseClient:
+    """``LeaseClient`` over the API server.
+
+    Every request is bounded by ``timeout`` seconds (connect and each read): an attempt that
+    hangs must not outlive the renew deadline, or a leader could keep believing it leads after a
+    standby took over. The manager passes ``renew_deadline / 2``, as controller-runtime does.
+    """
+
+    def __init__(self, rest: RestClient, *, timeout: float) -> None:
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"KubeLeaseClient.timeout: must be > 0, got {timeout}")
+        # the manager's REST client; fixed
+        self._rest = rest
+        # (connect, read) timeout of every call; fixed
+        self._timeout = (timeout, timeout)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._rest.request("GET", resource_path(LEASE_MAPPING, namespace, name),
+                                      timeout=self._timeout)
+        except StatusError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        ns = str((obj.get("metadata") or {}).get("namespace") or "")
+        return self._rest.request("POST", resource_path(LEASE_MAPPING, ns), body=obj, timeout=self._timeout)
+
+    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        md = obj.get("metadata") or {}
+        path = resource_path(LEASE_MAPPING, str(md.get("namespace") or ""), str(md.get("name") or ""))
+        return self._rest.request("PUT", path, body=obj, timeout=self._timeout)
+
+
 class InMemoryLeaseClient:
     """A thread-safe in-process Lease store with real resourceVersion semantics (for tests and
     the simulator). Several electors sharing one instance behave like replicas sharing a cluster."""
@@ -280,7 +321,7 @@ class LeaderElectionConfig:
         if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
             raise ValueError(
                 "LeaderElectionConfig.renew_deadline: must be greater than "
-                f"{JITTER_FACTOR} × retry_period (renew_deadline > JitterFactor × retry_period), "
+                f"{JITTER_FACTOR} * retry_period (renew_deadline > JitterFactor * retry_period), "
                 f"got {self.renew_deadline} <= {JITTER_FACTOR * self.retry_period:g}"
             )
         if not self.identity:

@@ -61,7 +61,9 @@ class ControllerMetrics:
         # the controller label; fixed
         self.name = name
         # one child per result label, created eagerly so every series exists from the start
-        self._total = {r: registry.reconcile_total.labels(controller=name, result=r) for r in RECONCILE_RESULTS}
+        self._total = {
+            r: registry.reconcile_total.labels(controller=name, result=r) for r in RECONCILE_RESULTS
+        }
         # the remaining per-controller children
         self._errors = registry.reconcile_errors.labels(controller=name)
         self._terminal = registry.terminal_reconcile_errors.labels(controller=name)

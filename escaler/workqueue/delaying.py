@@ -11,7 +11,8 @@ Contract and guarantees:
 * One daemon thread waits for the earliest ready time with ``clock.wait``, so a test that steps a
   ``FakeClock`` releases items deterministically. When an ``add_after`` call that moves the
   earliest ready time returns, that thread is already parked for the new time: a test may call
-  ``FakeClock.block_until_waiters(1)`` and then ``step`` without racing it. The thread also wakes
+  ``FakeClock.block_until_waiters(1)`` (2 when metrics are enabled: their updater thread sleeps on
+  the clock too) and then ``step`` without racing it. The thread also wakes
   every ``MAX_WAIT_SECONDS`` at most (client-go's heartbeat), which bounds the cost of a missed
   wakeup and keeps real-clock timeouts small.
 * ``shutdown()``/``shutdown_with_drain()`` stop that thread; items still waiting for their ready

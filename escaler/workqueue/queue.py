@@ -175,7 +175,7 @@ class Queue(Generic[T]):
                 self._metrics.update_unfinished_work()
 
     def _stop_background(self) -> None:
-        """Stop background threads; called once shutting down, without ``_cond`` held."""
+        """Stop background threads; called by every shutdown, after the flag is set, without ``_cond``."""
         self._stopped.set()
 
     def _update_unfinished_work_loop(self) -> None:

@@ -1,4 +1,4 @@
-"""DelayingQueue: ready-time order, earliest wins, immediate adds, shutdown (client-go delaying_queue_test.go).
+"""DelayingQueue: ready-time order, earliest wins, immediate adds, shutdown (client-go delaying tests).
 
 Every test steps a FakeClock; ``block_until_waiters(1)`` before a step is race-free because the
 waiter thread is parked for the earliest ready time whenever ``add_after`` returns.

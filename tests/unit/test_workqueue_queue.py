@@ -69,7 +69,9 @@ def drain_order(q: Queue[str]) -> list[str]:
     ],
     ids=["fifo", "fifo-unsorted", "readds-collapse-keep-place", "same-item-thrice"],
 )
-def test_fifo_and_collapse(make_queue: Callable[[], Queue[str]], adds: list[str], expected: list[str]) -> None:
+def test_fifo_and_collapse(
+    make_queue: Callable[[], Queue[str]], adds: list[str], expected: list[str]
+) -> None:
     q = make_queue()
     for item in adds:
         q.add(item)

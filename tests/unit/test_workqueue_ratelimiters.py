@@ -1,4 +1,4 @@
-"""Rate limiters: exponential, fast/slow, token bucket, max-of, defaults (client-go default_rate_limiters_test.go)."""
+"""Rate limiters: exponential, fast/slow, token bucket, max-of, the controller default (client-go)."""
 
 from __future__ import annotations
 

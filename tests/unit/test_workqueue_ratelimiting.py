@@ -22,7 +22,9 @@ def queue(clock: FakeClock) -> Iterator[RateLimitingQueue[str]]:
     q.shutdown()
 
 
-def test_add_rate_limited_backs_off_and_forget_resets(queue: RateLimitingQueue[str], clock: FakeClock) -> None:
+def test_add_rate_limited_backs_off_and_forget_resets(
+    queue: RateLimitingQueue[str], clock: FakeClock
+) -> None:
     for attempt, delay in enumerate([1.0, 2.0, 4.0], start=1):
         queue.add_rate_limited("a")
         assert queue.num_requeues("a") == attempt
