@@ -109,9 +109,14 @@ class DynamicInformers:
     def register(self, key: ResourceKey, handler: ResourceEventHandler) -> Registration:
         """Attach ``handler`` to the informer for ``key``, starting one if none runs."""
         with self._lock:
+            running = key in self._entries
+        # building a ListerWatcher may do discovery (I/O): not under the lock, and only when needed
+        lw = None if running else self._lw_factory(key)
+        with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                informer = SharedInformer(self._lw_factory(key), name=str(key), clock=self._clock)
+                informer = SharedInformer(lw if lw is not None else self._lw_factory(key), name=str(key),
+                                          clock=self._clock)
                 handle = informer.add_event_handler(handler)
                 stop = threading.Event()
                 entry = _Entry(informer, stop, informer.start(stop))

@@ -90,8 +90,14 @@ class InformerFactory:
         """The informer for ``key``, created on first request (not started until ``start``)."""
         with self._lock:
             informer = self._informers.get(key)
+        if informer is not None:
+            return informer
+        # building a ListerWatcher may do discovery (I/O): not under the lock
+        lw = self._lw_factory(key)
+        with self._lock:
+            informer = self._informers.get(key)  # another thread may have won the race
             if informer is None:
-                informer = SharedInformer(self._lw_factory(key), name=str(key), clock=self._clock,
+                informer = SharedInformer(lw, name=str(key), clock=self._clock,
                                           resync_period=self._default_resync)
                 self._informers[key] = informer
             return informer

@@ -36,6 +36,8 @@ READ_ONLY_MESSAGE = "informer cache objects are read-only; use thaw() for a muta
 
 # Leaf types of decoded JSON, left as they are (all immutable).
 _SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+# the same leaves for typing: freeze/thaw return them unchanged
+_Scalar = TypeVar("_Scalar", str, int, float, bool, None)
 
 
 def _read_only(*_args: Any, **_kwargs: Any) -> NoReturn:
@@ -90,9 +92,6 @@ class FrozenDict(dict[str, Any]):
     def __repr__(self) -> str:
         return f"FrozenDict({dict.__repr__(self)})"
 
-
-# JSON leaves: freeze/thaw return them unchanged (typed as such for callers)
-_Scalar = TypeVar("_Scalar", str, int, float, bool, None)
 
 class FrozenList(tuple[Any, ...]):
     """A frozen JSON array: a ``tuple`` that compares equal to a ``list`` with equal items."""

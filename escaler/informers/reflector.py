@@ -3,7 +3,7 @@
 Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
 
 * **List.** Pages of ``page_size`` (``limit``/``continue``) from resourceVersion ``""`` (a
-  consistent read). A 410 on a continuation (the continue token expired) restarts the list
+  consistent read), each page frozen as it arrives. A 410 on a continuation (the continue token expired) restarts the list
   from the first page, up to ``MAX_LIST_RESTARTS`` times. The complete list goes to
   ``sink.replace(items, rv)`` in one call; ``rv`` becomes the last synced resourceVersion.
 * **Watch.** From the last synced resourceVersion with bookmarks and a server-side
@@ -48,6 +48,7 @@ from typing import Any, Protocol
 from escaler.clock import Clock, RealClock
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.informers.backoff import DEFAULT_BACKOFF_RESET_AFTER, Backoff
+from escaler.informers.frozen import freeze
 from escaler.informers.interfaces import (
     ADDED,
     BOOKMARK,
@@ -251,12 +252,15 @@ class Reflector:
         limit = self._page_size or None
         restarts = 0
         while True:
-            items: list[dict[str, Any]] = []
+            items: list[dict[str, Any]] = []  # frozen
             continue_: str | None = None
             try:
                 while True:
                     page: ListResult = self._lw.list(resource_version="", limit=limit, continue_=continue_)
-                    items.extend(page.items)
+                    # freeze page by page: the decoded page becomes garbage at once, so a big list
+                    # peaks at one frozen copy plus one page, not two full copies (sinks freeze
+                    # anyway, and freeze() is the identity on frozen objects)
+                    items.extend(freeze(item) for item in page.items)
                     if not page.continue_token:
                         break
                     if stop.is_set():

@@ -22,21 +22,25 @@ Contract:
   connection for every informer's long-running watch plus every worker's concurrent request, or
   requests queue behind watches (urllib3 then opens throw-away connections and logs "Connection
   pool is full"). Size it with ``pool_size_for(informers, workers)``.
-* Transport retries: unless the Configuration already sets ``retries``, urllib3 retries only a
-  failed *connect* (nothing was sent, so it is always safe) and never a read. Retrying reads and
-  5xx/429 is the callers' policy (the informers' backoff, the workqueue's rate limiter), and a
-  hidden urllib3 read retry would multiply a watch's client-side read timeout.
+* Transport retries: unless the Configuration already sets ``retries``, urllib3 retries once a
+  failed *connect* (nothing was sent, so it is always safe) and once a GET whose pooled connection
+  turned out to be closed (reset/EOF: the server dropped an idle keep-alive connection), as
+  client-go does. It never retries a read *timeout* (that would multiply the caller's timeout and
+  a watch's dead-connection detection) nor a 5xx/429: those are the callers' policy (the
+  informers' backoff, the workqueue's rate limiter).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import kubernetes.config
 import kubernetes.config.incluster_config
 import urllib3
+import urllib3.connectionpool
 from kubernetes.client import ApiClient, Configuration
 
 __all__ = [
@@ -44,6 +48,7 @@ __all__ = [
     "POOL_MARGIN",
     "SERVICE_ACCOUNT_DIR",
     "ConfigError",
+    "TransportRetry",
     "load_config",
     "new_api_client",
     "pool_size_for",
@@ -56,8 +61,10 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Connections beyond one per informer watch and one per worker: leader-election renewals, the event
 # recorder, discovery and list calls made while watches are open.
 POOL_MARGIN = 4
-# Connect retries urllib3 performs when the Configuration does not choose its own policy.
+# Connect retries, and GET retries after a reset/EOF on a reused connection, when the
+# Configuration does not choose its own policy.
 DEFAULT_CONNECT_RETRIES = 1
+DEFAULT_STALE_CONNECTION_RETRIES = 1
 
 # the library's loaders are untyped; reach them through Any so mypy --strict accepts the calls
 _kube_config: Any = kubernetes.config
@@ -154,6 +161,23 @@ def _from_service_account(env: Mapping[str, str], sa_dir: str, attempts: list[st
     return cfg
 
 
+class TransportRetry(urllib3.Retry):
+    """urllib3 retries minus read timeouts: a read that timed out is raised at once."""
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: urllib3.BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: urllib3.connectionpool.ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+            raise error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 def pool_size_for(informers: int, workers: int) -> int:
     """Connections a manager needs: one per informer watch, one per worker, plus ``POOL_MARGIN``."""
     if informers < 0 or workers < 0:
@@ -172,8 +196,9 @@ def new_api_client(config: Configuration, *, pool_size: int, user_agent: str | N
         raise ValueError(f"new_api_client: pool_size must be >= 1, got {pool_size}")
     config.connection_pool_maxsize = pool_size
     if config.retries is None:
-        config.retries = urllib3.Retry(
-            total=None, connect=DEFAULT_CONNECT_RETRIES, read=False, redirect=3, status=0, other=0
+        config.retries = TransportRetry(
+            total=None, connect=DEFAULT_CONNECT_RETRIES, read=DEFAULT_STALE_CONNECTION_RETRIES,
+            redirect=3, status=0, other=0, allowed_methods=frozenset({"GET", "HEAD"}),
         )
     client = ApiClient(configuration=config)
     if user_agent is not None:

@@ -14,11 +14,15 @@ Contract:
 * ``ResourceListerWatcher`` implements ``escaler.informers.interfaces.ListerWatcher`` (see that
   module for the contract). A watch's client-side read timeout is ``timeout_seconds +
   read_timeout_margin``: the server ends a healthy watch at ``timeout_seconds`` (and sends bookmarks
-  meanwhile), so a read that waits longer than that is a dead connection. Items of a list, which the
-  server sends without ``apiVersion``/``kind`` for built-in types, get them filled in.
+  meanwhile), so a read that waits longer than that is a dead connection. ``timeout_seconds=0``
+  sends no ``timeoutSeconds`` (the server picks its own, tens of minutes) yet reads still time out
+  after the margin alone: only sensible for streams known to be busy. Items of a list, which the
+  server sends without ``apiVersion``/``kind`` for built-in types, get them filled in (so do watch
+  objects that lack them).
 * ``lister_watcher_factory`` builds one per informer key; the discovery lookup it needs is deferred
-  to the first ``list``/``watch``, so a server that is down (or a CRD not yet installed) surfaces as
-  a retryable error inside the reflector's loop rather than at informer construction.
+  to the first ``list``/``watch``, so a server that is down (or a CRD not yet installed: 404) surfaces
+  as an error inside the reflector's loop, which backs off and retries, rather than at informer
+  construction.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
 from escaler.errors import ConnectionFailure
-from escaler.informers.interfaces import ListerWatcher, ListResult, WatchEvent
+from escaler.informers.interfaces import ListerWatcher, ListResult, WatchEvent, WatchStream
 from escaler.kube.discovery import ResourceMapping, RESTMapper
 from escaler.kube.rest import Query, RestClient
 
@@ -302,7 +306,7 @@ class ResourceListerWatcher:
         return ListResult(items, str(md.get("resourceVersion") or ""), md.get("continue") or None)
 
     def watch(self, *, resource_version: str, timeout_seconds: int,
-              allow_bookmarks: bool = True) -> _WatchStream:
+              allow_bookmarks: bool = True) -> WatchStream:
         if timeout_seconds < 0:
             raise ValueError(f"watch: timeout_seconds must be >= 0, got {timeout_seconds}")
         query: Query = [("watch", "1")]
@@ -416,7 +420,7 @@ class _DeferredListerWatcher:
         return self._resolve().list(resource_version=resource_version, limit=limit, continue_=continue_)
 
     def watch(self, *, resource_version: str, timeout_seconds: int,
-              allow_bookmarks: bool = True) -> _WatchStream:
+              allow_bookmarks: bool = True) -> WatchStream:
         return self._resolve().watch(resource_version=resource_version, timeout_seconds=timeout_seconds,
                                      allow_bookmarks=allow_bookmarks)
 

@@ -348,11 +348,11 @@ class EventRecorder:
                 self._dirty.add(key)
                 self._cond.notify_all()
                 return
-            if not self._allow(obj_key, now_mono):
-                self._spam_filtered += 1
-                return
             if len(self._ops) >= self._queue_size:
                 self._dropped += 1
+                return
+            if not self._allow(obj_key, now_mono):
+                self._spam_filtered += 1
                 return
             if s is not None:  # an ended series: forget it, start a new Event
                 del self._series[key]

@@ -1,1 +1,59 @@
-"""escaler.runtime (see ARCHITECTURE.md)."""
+"""escaler.runtime: controllers, their wiring, and the leader-elected manager that runs them.
+
+The public API an embedding operator uses (controller-runtime's shape, in Python):
+
+* ``Request``/``Result``/``Reconciler``/``TerminalError``/``ReconcileError`` — the reconcile
+  contract (``types.py``);
+* ``Controller`` — a rate-limited queue drained by N workers (``controller.py``);
+* ``ControllerBuilder`` — ``for_``/``owns``/``watches`` wiring onto a manager (``builder.py``);
+* ``handlers`` and ``predicates`` — event → request mapping and event filters;
+* ``Manager``/``ManagerOptions`` — shared clients and caches, probes, metrics, leader election
+  and graceful shutdown (``manager.py``);
+* ``LeaderElector``/``LeaderElectionConfig``/``LeaseLock`` — the Lease lock (``leaderelection.py``);
+* ``MetricsRegistry`` — controller-runtime's metric names on a per-manager registry.
+
+Minimal use::
+
+    mgr = Manager(ManagerOptions(leader_election=True, leader_election_namespace="ops"))
+    ControllerBuilder(mgr).for_("apps/v1", "Deployment").complete(MyReconciler(mgr))
+    sys.exit(mgr.start())
+"""
+
+from escaler.runtime import handlers, predicates
+from escaler.runtime.builder import ControllerBuilder
+from escaler.runtime.controller import Controller, ReconcileContextFilter, current_reconcile
+from escaler.runtime.leaderelection import (
+    InMemoryLeaseClient,
+    KubeLeaseClient,
+    LeaderElectionConfig,
+    LeaderElector,
+    LeaseClient,
+    LeaseLock,
+)
+from escaler.runtime.manager import Manager, ManagerOptions, Runnable
+from escaler.runtime.metrics import MetricsRegistry
+from escaler.runtime.types import ReconcileError, Reconciler, Request, Result, TerminalError
+
+__all__ = [
+    "Controller",
+    "ControllerBuilder",
+    "InMemoryLeaseClient",
+    "KubeLeaseClient",
+    "LeaderElectionConfig",
+    "LeaderElector",
+    "LeaseClient",
+    "LeaseLock",
+    "Manager",
+    "ManagerOptions",
+    "MetricsRegistry",
+    "ReconcileContextFilter",
+    "ReconcileError",
+    "Reconciler",
+    "Request",
+    "Result",
+    "Runnable",
+    "TerminalError",
+    "current_reconcile",
+    "handlers",
+    "predicates",
+]

@@ -100,7 +100,9 @@ class ControllerBuilder:
 
     def for_(self, api_version: str, kind: str, predicates: Sequence[Predicate] = ()) -> ControllerBuilder:
         if self._for is not None:
-            raise ValueError("ControllerBuilder.for_: may be called only once (one primary kind per controller)")
+            raise ValueError(
+                "ControllerBuilder.for_: may be called only once (one primary kind per controller)"
+            )
         self._for = _Watch(api_version, kind, None, tuple(predicates), role="for")
         return self
 
@@ -155,25 +157,8 @@ class ControllerBuilder:
         name = self._name or for_mapping.kind.lower()
         if not _NAME_RE.match(name):
             raise ValueError(f"ControllerBuilder.complete: derived name {name!r} is invalid; use named()")
-        clock = mgr.clock
-        limiter: RateLimiter[Request] = (
-            self._rate_limiter if self._rate_limiter is not None else default_controller_rate_limiter(clock)
-        )
-        queue: RateLimitingQueue[Request] = RateLimitingQueue(
-            limiter, name, clock=clock, metrics_provider=mgr.metrics.workqueue_provider
-        )
-        mgr.reserve_controller_name(name)
-        controller = Controller(
-            name,
-            reconciler,
-            queue=queue,
-            max_concurrent_reconciles=self._max_concurrent or mgr.options.max_concurrent_reconciles,
-            clock=clock,
-            metrics=mgr.metrics.controller(name),
-            can_write=mgr.can_write,
-            shutdown_timeout=mgr.options.graceful_shutdown_timeout,
-            cache_sync_timeout=mgr.options.cache_sync_timeout,
-        )
+        # Resolve everything before creating anything, so a refusal leaves no threads behind.
+        resolved: list[Kind] = []
         for watch in [self._for, *self._watches]:
             if watch.role == "for":
                 handler: EventHandler = EnqueueRequestForObject()
@@ -185,15 +170,38 @@ class ControllerBuilder:
             else:
                 assert watch.handler is not None
                 handler = watch.handler
-            mapping = for_mapping if watch is self._for else mgr.mapper.mapping_for(watch.api_version, watch.kind)
+            mapping = (
+                for_mapping if watch is self._for else mgr.mapper.mapping_for(watch.api_version, watch.kind)
+            )
             namespace = ""
             if mapping.namespaced:
                 namespace = mgr.options.namespace if watch.namespace is None else watch.namespace
             key = ResourceKey(mapping.group, mapping.version, mapping.resource, namespace=namespace,
                               label_selector=watch.label_selector)
-            informer = mgr.informers.informer_for(key)
-            controller.watch(Kind(informer, handler, [*self._global_predicates, *watch.predicates],
-                                  description=f"{watch.role} {mapping.api_version} {mapping.kind} ({key})"))
+            resolved.append(Kind(mgr.informers.informer_for(key), handler,
+                                 [*self._global_predicates, *watch.predicates],
+                                 description=f"{watch.role} {mapping.api_version} {mapping.kind} [{key}]"))
+        mgr.reserve_controller_name(name)
+        clock = mgr.clock
+        limiter: RateLimiter[Request] = (
+            self._rate_limiter if self._rate_limiter is not None else default_controller_rate_limiter(clock)
+        )
+        queue: RateLimitingQueue[Request] = RateLimitingQueue(
+            limiter, name, clock=clock, metrics_provider=mgr.metrics.workqueue_provider
+        )
+        controller = Controller(
+            name,
+            reconciler,
+            queue=queue,
+            max_concurrent_reconciles=self._max_concurrent or mgr.options.max_concurrent_reconciles,
+            clock=clock,
+            metrics=mgr.metrics.controller(name),
+            can_write=mgr.can_write,
+            shutdown_timeout=mgr.options.graceful_shutdown_timeout,
+            cache_sync_timeout=mgr.options.cache_sync_timeout,
+        )
+        for source in resolved:
+            controller.watch(source)
         mgr.add(controller, needs_leader_election=True)
         self._completed = True
         return controller

@@ -385,6 +385,8 @@ class LeaderElector:
         self._reported_leader = ""
         # run() may be called once
         self._ran = False
+        # cleared by disable_release(): then a stopped leader leaves the lease to expire
+        self._release_on_cancel = config.release_on_cancel
 
     # ----------------------------------------------------------------- observation
 
@@ -392,6 +394,12 @@ class LeaderElector:
         """True while this candidate holds the lease (between acquire and loss/release)."""
         with self._mu:
             return self._leading
+
+    def disable_release(self) -> None:
+        """Do not release the lease on stop (call before setting ``stop``): for a caller whose
+        writers may still be running, so a standby must wait for the lease to expire."""
+        with self._mu:
+            self._release_on_cancel = False
 
     def get_leader(self) -> str:
         """The holder identity last observed ("" when unknown or released)."""
@@ -428,7 +436,9 @@ class LeaderElector:
             self._leading = True
         self._call("on_started_leading", self._on_started)
         self._renew(stop)
-        if stop.is_set() and self.config.release_on_cancel:
+        with self._mu:
+            release = self._release_on_cancel
+        if stop.is_set() and release:
             self._release()
         with self._mu:
             self._leading = False
@@ -451,7 +461,9 @@ class LeaderElector:
     def _renew(self, stop: threading.Event) -> None:
         """Return on stop (still leader) or on loss (after logging it)."""
         cfg = self.config
-        while not stop.is_set():
+        # The lease was written just now: the first renewal is due one retry_period later
+        # (client-go renews at once, a redundant write).
+        while not self._clock.sleep(cfg.retry_period, stop):
             deadline = self._clock.monotonic() + cfg.renew_deadline
             while True:
                 attempt = self._try_acquire_or_renew()
@@ -472,8 +484,6 @@ class LeaderElector:
                     self._log.error("failed to renew leader lease %s within %gs: leadership lost",
                                     self._lock.describe(), cfg.renew_deadline)
                     return
-            if self._clock.sleep(cfg.retry_period, stop):
-                return
 
     def _try_acquire_or_renew(self) -> _Attempt:
         try:

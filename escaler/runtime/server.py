@@ -131,6 +131,10 @@ class HTTPServer:
         self._mu = threading.Lock()
 
     @property
+    def routes(self) -> Mapping[str, RouteHandler]:
+        return self._routes
+
+    @property
     def enabled(self) -> bool:
         return self.address is not None
 

@@ -40,7 +40,7 @@ class InformerLike(Protocol):
 
     def has_synced(self) -> bool: ...
 
-    def wait_for_sync(self, timeout: float | None = None) -> bool: ...
+    def wait_for_sync(self, timeout: float) -> bool: ...
 
 
 class EventSource:
@@ -109,7 +109,7 @@ class Kind:
             EventSource(self.handler, self.predicates, queue, self.description)
         )
 
-    def wait_for_sync(self, timeout: float | None) -> bool:
+    def wait_for_sync(self, timeout: float) -> bool:
         return self.informer.wait_for_sync(timeout)
 
     def stop(self) -> None:

@@ -543,7 +543,7 @@ class Recorded:
 class RecordingHandler:
     """A thread-safe ResourceEventHandler that records every call in order."""
 
-    def __init__(self, on_event: Callable[[Recorded], None] | None = None) -> None:
+    def __init__(self, on_event: Callable[[Recorded], object] | None = None) -> None:
         # guards events; notified on every call
         self._cond = threading.Condition()
         # every call, in delivery order

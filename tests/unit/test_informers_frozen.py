@@ -99,7 +99,7 @@ def test_freeze_copies_its_input_and_is_identity_on_frozen() -> None:
 
 
 @pytest.mark.parametrize("value", ["s", 1, 1.5, True, None], ids=["str", "int", "float", "bool", "none"])
-def test_scalars_pass_through(value: object) -> None:
+def test_scalars_pass_through(value: Any) -> None:
     assert freeze(value) is value
     assert thaw(value) is value
 
@@ -133,7 +133,8 @@ def test_direct_construction_deep_freezes() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4),
     max_leaves=20,
 )
 

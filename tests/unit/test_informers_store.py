@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fakeapi import make_obj
 
 from escaler.informers.frozen import FrozenDict
 from escaler.informers.store import (
@@ -15,8 +16,6 @@ from escaler.informers.store import (
     namespace_index_func,
     split_key,
 )
-
-from fakeapi import make_obj
 
 
 def by_app(obj: FrozenDict) -> list[str]:

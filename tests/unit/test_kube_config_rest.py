@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes.client import Configuration
-from test_kube_fakeapi import FakeAPI, Reply, status
+from test_kube_fakeapi import ABORT, FakeAPI, Reply, status
 
 from escaler.errors import ConnectionFailure, StatusError, is_retryable
 from escaler.kube.config import POOL_MARGIN, ConfigError, load_config, new_api_client, pool_size_for
@@ -65,7 +65,8 @@ def test_each_call_returns_a_new_configuration(tmp_path: Path) -> None:
 
 
 def test_context_selects_cluster(tmp_path: Path) -> None:
-    path = _kubeconfig(tmp_path / "kc", {"a": ("http://127.0.0.1:1", "ta"), "b": ("http://127.0.0.1:2", "tb")}, "a")
+    contexts = {"a": ("http://127.0.0.1:1", "ta"), "b": ("http://127.0.0.1:2", "tb")}
+    path = _kubeconfig(tmp_path / "kc", contexts, "a")
     assert load_config(str(path), "b", environ={}).host == "http://127.0.0.1:2"
     assert load_config(str(path), environ={}).host == "http://127.0.0.1:1"
 
@@ -181,7 +182,8 @@ def test_status_bodies_become_status_errors(
     with pytest.raises(StatusError) as ei:
         api.rest().request("GET", "/x")
     err = ei.value
-    assert (err.code, err.reason, err.message, err.retry_after_seconds) == (code, reason, message, retry_after)
+    got = (err.code, err.reason, err.message, err.retry_after_seconds)
+    assert got == (code, reason, message, retry_after)
     assert is_retryable(err) == (code == 429 or code >= 500)
 
 
@@ -216,6 +218,28 @@ def test_request_timeout_is_connection_failure(api: FakeAPI) -> None:
     with pytest.raises(ConnectionFailure):
         api.rest().request("GET", "/slow", timeout=(2.0, 0.2))
     assert len(api.reqs("GET", "/slow")) == 1  # urllib3 did not retry the read
+
+
+@pytest.mark.parametrize(
+    ("method", "outcome", "attempts"),
+    [("GET", "ok", 2), ("POST", "failure", 1)],
+    ids=["get-retried-once", "post-not-retried"],
+)
+def test_dropped_connection_retry_policy(api: FakeAPI, method: str, outcome: str, attempts: int) -> None:
+    calls: list[int] = []
+
+    def flaky(r: Any) -> Reply:
+        calls.append(1)
+        return Reply(ABORT) if len(calls) == 1 else Reply(200, {"ok": True})
+
+    api.on(method, "/flaky", flaky)
+    rest = api.rest()
+    if outcome == "ok":
+        assert rest.request(method, "/flaky") == {"ok": True}
+    else:
+        with pytest.raises(ConnectionFailure):
+            rest.request(method, "/flaky", body={})
+    assert len(calls) == attempts
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,8 @@ def mapper(api: FakeAPI, clock: FakeClock) -> RESTMapper:
     ("api_version", "kind", "expected"),
     [
         ("v1", "Pod", ResourceMapping("", "v1", "pods", "Pod", True, frozenset({"status"}))),
-        ("v1", "Namespace", ResourceMapping("", "v1", "namespaces", "Namespace", False, frozenset({"status"}))),
+        ("v1", "Namespace",
+         ResourceMapping("", "v1", "namespaces", "Namespace", False, frozenset({"status"}))),
         ("v1", "ConfigMap", ResourceMapping("", "v1", "configmaps", "ConfigMap", True, frozenset())),
         ("apps/v1", "Deployment",
          ResourceMapping("apps", "v1", "deployments", "Deployment", True, frozenset({"status", "scale"}))),
@@ -67,7 +68,9 @@ def test_documents_are_cached_per_group_version(api: FakeAPI, mapper: RESTMapper
     assert api.discovery_hits == {"/api/v1": 1, "/apis/apps/v1": 1}
 
 
-def test_miss_refetches_once_and_finds_a_new_crd_kind(api: FakeAPI, mapper: RESTMapper, clock: FakeClock) -> None:
+def test_miss_refetches_once_and_finds_a_new_crd_kind(
+    api: FakeAPI, mapper: RESTMapper, clock: FakeClock
+) -> None:
     mapper.mapping_for("example.com/v1", "Widget")
     # a new CRD version of the group is installed after the first lookup
     api.discovery["/apis/example.com/v1"]["resources"].append(
@@ -100,7 +103,8 @@ def test_unknown_kind_is_not_found_and_misses_are_throttled(
 def test_unserved_group_version_is_not_found(api: FakeAPI, mapper: RESTMapper, clock: FakeClock) -> None:
     with pytest.raises(StatusError) as ei:
         mapper.mapping_for("example.com/v2", "Widget")
-    assert (ei.value.code, ei.value.message) == (404, "no resource for kind Widget in apiVersion example.com/v2")
+    assert ei.value.code == 404
+    assert ei.value.message == "no resource for kind Widget in apiVersion example.com/v2"
     # the CRD version gets installed; a later miss (after the throttle) finds it
     api.discovery["/apis/example.com/v2"] = api.discovery["/apis/example.com/v1"]
     clock.step(5)

@@ -30,6 +30,8 @@ from escaler.kube.rest import RestClient
 # connection without the terminating chunk.
 STALL = "stall"
 DROP = "drop"
+# Reply(ABORT): close the connection without sending a response.
+ABORT = 0
 
 
 def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
@@ -43,8 +45,8 @@ def status(code: int, reason: str, message: str, **details: Any) -> dict[str, An
 def _res(name: str, kind: str, namespaced: bool, *subs: str) -> list[dict[str, Any]]:
     out = [{"name": name, "kind": kind, "namespaced": namespaced, "verbs": ["get", "list", "watch"]}]
     for s in subs:
-        out.append({"name": f"{name}/{s}", "kind": "Scale" if s == "scale" else kind, "namespaced": namespaced,
-                    "verbs": ["get", "update", "patch"]})
+        out.append({"name": f"{name}/{s}", "kind": "Scale" if s == "scale" else kind,
+                    "namespaced": namespaced, "verbs": ["get", "update", "patch"]})
     return out
 
 
@@ -54,7 +56,8 @@ def default_discovery() -> dict[str, dict[str, Any]]:
                 "resources": [r for rs in resources for r in rs]}
 
     return {
-        "/api/v1": doc("v1", _res("pods", "Pod", True, "status"), _res("namespaces", "Namespace", False, "status"),
+        "/api/v1": doc("v1", _res("pods", "Pod", True, "status"),
+                       _res("namespaces", "Namespace", False, "status"),
                        _res("configmaps", "ConfigMap", True), _res("nodes", "Node", False, "status")),
         "/apis/apps/v1": doc("apps/v1", _res("deployments", "Deployment", True, "status", "scale"),
                              _res("statefulsets", "StatefulSet", True, "status", "scale")),
@@ -114,6 +117,7 @@ class FakeAPI:
 
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls between header and body writes
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -214,6 +218,9 @@ class FakeAPI:
             h.close_connection = True
 
     def _send(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.status == ABORT:
+            h.close_connection = True  # hang up without answering
+            return
         data = reply.body if isinstance(reply.body, bytes) else (
             reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode())
         h.send_response(reply.status)
@@ -267,7 +274,8 @@ class FakeAPI:
                 ns, rest = rest[1], rest[2:]
             if not rest or rest[0] not in kinds:
                 return Reply(404, status(404, "NotFound", f"the server could not find {req.path}"))
-            resource, name, sub = rest[0], (rest[1] if len(rest) > 1 else ""), (rest[2] if len(rest) > 2 else "")
+            rest += ["", ""]
+            resource, name, sub = rest[0], rest[1], rest[2]
             if sub and f"{resource}/{sub}" not in kinds:
                 return Reply(404, status(404, "NotFound", f"no subresource {sub}"))
             return self._crud(req, gv, doc, kinds[resource], ns, name, sub)
@@ -281,7 +289,7 @@ class FakeAPI:
             if req.method == "GET":
                 return self._list(req, gv, api_version, resource, kind, ns)
             if req.method == "POST":
-                obj = req.body
+                obj = copy.deepcopy(req.body)
                 oname = obj.get("metadata", {}).get("name", "")
                 okey = (gv, resource, ns, oname)
                 if okey in self.objects:
@@ -300,9 +308,10 @@ class FakeAPI:
         cur_rv = cur["metadata"]["resourceVersion"]
 
         def conflict() -> Reply:
-            return Reply(409, status(409, "Conflict", f'Operation cannot be fulfilled on {resource} "{name}": '
-                                     "the object has been modified; please apply your changes to the latest "
-                                     "version and try again"))
+            return Reply(409, status(409, "Conflict",
+                                     f'Operation cannot be fulfilled on {resource} "{name}": the object has '
+                                     "been modified; please apply your changes to the latest version and "
+                                     "try again"))
 
         if sub == "scale":
             if req.method == "GET":

@@ -1,0 +1,658 @@
+"""The manager: one process's shared clients, caches, runnables and leader election (SPEC §11).
+
+A ``Manager`` owns exactly one of each shared thing — one ``ApiClient`` (from
+``escaler.kube.new_api_client``, never the library's global default), a ``RESTMapper``, a
+``DynamicClient``, an ``InformerFactory`` plus ``DynamicInformers``, an ``EventRecorder`` and a
+``MetricsRegistry`` (its own ``CollectorRegistry``) — and runs *runnables*: objects with a
+blocking ``start(stop: threading.Event) -> None`` that return once ``stop`` is set.
+Controllers are runnables that need leader election.
+
+**Start order** (``start()``), each step only after the previous one succeeded:
+
+1. the probe (``/healthz``, ``/readyz``) and metrics (``/metrics``) servers — a bind failure
+   fails the start before anything touches the cluster;
+2. the *webhooks* group (``add_webhook``);
+3. the caches: every informer requested so far is started, and all must sync within
+   ``cache_sync_timeout`` (else the start fails);
+4. the runnables that do not need leader election;
+5. leader election, when enabled (a standby replica stays here, caches warm);
+6. once elected (at once when leader election is off): ``can_write`` is set, then the leader
+   runnables (controllers) start.
+
+**Graceful stop** (``stop`` set, or SIGTERM/SIGINT when ``start()`` runs on the main thread — a
+second signal exits immediately with status 1): controllers stop taking work and their in-flight
+reconciles finish; then the lease is released (only if every leader runnable did finish: a
+reconcile still running past the deadline could still write, so the lease is then left to
+expire instead); then the non-leader runnables and caches stop, the event recorder flushes, and
+the webhooks and servers stop last (they may still be answering). All of it is bounded by
+``graceful_shutdown_timeout``; ``start()`` returns 0.
+
+**Losing the lease**: ``can_write`` is cleared *first* — controllers check it before every
+reconcile, and reconcilers may check it before writing — then every leader runnable is told to
+stop, without waiting for it (controller-runtime skips the grace period here too), the rest is
+torn down, and ``start()`` returns 1 so the process exits non-zero and its Deployment restarts it
+as a fresh standby. A failed start (bind, cache sync) or a runnable that raises also returns 1.
+
+**Readiness** (our reading of SPEC §11 "caches synced and, when elected, leading"): ``/readyz``
+passes once the caches have synced — a *standby* replica is ready, so rolling updates of a
+multi-replica Deployment proceed — and fails again if this replica was elected and then lost
+the lease (it is about to exit). ``/healthz`` passes while the process serves ("ping").
+Extra checks may be added with ``add_healthz_check``/``add_readyz_check``.
+
+For tests and embedding without a cluster, every collaborator can be injected: pass ``mapper``
+and ``lw_factory`` (and ``lease_client`` for leader election) and no API connection is made;
+``Manager.for_testing`` does that with both servers disabled.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any, Protocol
+
+from escaler.clock import Clock, RealClock
+from escaler.informers.dynamic import DynamicInformers
+from escaler.informers.factory import InformerFactory, ResourceKey
+from escaler.informers.interfaces import ListerWatcher
+from escaler.kube.config import SERVICE_ACCOUNT_DIR, load_config, new_api_client, pool_size_for
+from escaler.kube.discovery import ResourceMapping, RESTMapper
+from escaler.kube.dynamic import DynamicClient, lister_watcher_factory
+from escaler.kube.events import EventRecorder, FakeRecorder, Recorder
+from escaler.kube.rest import RestClient
+from escaler.runtime.health import Check, HealthChecks, ping
+from escaler.runtime.leaderelection import (
+    DEFAULT_LEASE_DURATION,
+    DEFAULT_RENEW_DEADLINE,
+    DEFAULT_RETRY_PERIOD,
+    KubeLeaseClient,
+    LeaderElectionConfig,
+    LeaderElector,
+    LeaseClient,
+    LeaseLock,
+)
+from escaler.runtime.metrics import EXPOSITION_CONTENT_TYPE, MetricsRegistry
+from escaler.runtime.server import HTTPServer, Response, RouteHandler, parse_bind_address
+
+__all__ = [
+    "DEFAULT_CACHE_SYNC_TIMEOUT",
+    "DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT",
+    "DEFAULT_HEALTH_PROBE_BIND_ADDRESS",
+    "DEFAULT_LEADER_ELECTION_ID",
+    "DEFAULT_METRICS_BIND_ADDRESS",
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "Manager",
+    "ManagerOptions",
+    "Mapper",
+    "Runnable",
+]
+
+DEFAULT_METRICS_BIND_ADDRESS = ":8080"
+DEFAULT_HEALTH_PROBE_BIND_ADDRESS = ":8081"
+DEFAULT_LEADER_ELECTION_ID = "escaler-manager"
+DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT = 30.0
+DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
+DEFAULT_MAX_CONCURRENT_RECONCILES = 1
+DEFAULT_EVENT_COMPONENT = "escaler"
+# The urllib3 pool is sized before controllers exist: assume this many informers and controllers
+# (each with max_concurrent_reconciles workers) unless ManagerOptions.api_pool_size says otherwise.
+POOL_ESTIMATE_INFORMERS = 16
+POOL_ESTIMATE_CONTROLLERS = 6
+# How often the main thread re-checks the stop event (bounds signal-to-shutdown latency).
+MAIN_LOOP_POLL_SECONDS = 0.1
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+
+_log = logging.getLogger(__name__)
+
+
+class Runnable(Protocol):
+    """Anything the manager runs: ``start`` blocks until ``stop`` is set, then returns."""
+
+    def start(self, stop: threading.Event) -> None: ...
+
+
+class Mapper(Protocol):
+    """What the manager and builder need from a RESTMapper."""
+
+    def mapping_for(self, api_version: str, kind: str) -> ResourceMapping: ...
+
+
+@dataclass(frozen=True)
+class ManagerOptions:
+    """Manager configuration; every field has the CLI flag's default (SPEC §11)."""
+
+    # kubeconfig path and context; None = $KUBECONFIG, in-cluster, then ~/.kube/config
+    kubeconfig: str | None = None
+    context: str | None = None
+    # namespace the caches watch for namespaced kinds; "" = all namespaces
+    namespace: str = ""
+    leader_election: bool = False
+    # the Lease's name and namespace ("" namespace = the pod's own namespace, in-cluster)
+    leader_election_id: str = DEFAULT_LEADER_ELECTION_ID
+    leader_election_namespace: str = ""
+    # "" = "<hostname>_<uuid4>", unique per process
+    leader_election_identity: str = ""
+    lease_duration: float = DEFAULT_LEASE_DURATION
+    renew_deadline: float = DEFAULT_RENEW_DEADLINE
+    retry_period: float = DEFAULT_RETRY_PERIOD
+    leader_election_release_on_cancel: bool = True
+    # "host:port", ":port", "[v6]:port", or "0" to disable
+    metrics_bind_address: str = DEFAULT_METRICS_BIND_ADDRESS
+    health_probe_bind_address: str = DEFAULT_HEALTH_PROBE_BIND_ADDRESS
+    # workers per controller unless the builder sets its own
+    max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
+    # upper bound on the whole graceful stop
+    graceful_shutdown_timeout: float = DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT
+    # upper bound on the initial cache sync
+    cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT
+    # urllib3 connections; None = pool_size_for(estimated informers, estimated workers)
+    api_pool_size: int | None = None
+    # reportingController of the Events the manager's recorder writes
+    event_component: str = DEFAULT_EVENT_COMPONENT
+    # time source for everything the manager builds; None = RealClock
+    clock: Clock | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("metrics_bind_address", "health_probe_bind_address"):
+            try:
+                parse_bind_address(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"ManagerOptions.{name}: {exc}") from None
+        if not isinstance(self.max_concurrent_reconciles, int) or self.max_concurrent_reconciles < 1:
+            raise ValueError(
+                f"ManagerOptions.max_concurrent_reconciles: must be an integer >= 1, "
+                f"got {self.max_concurrent_reconciles!r}"
+            )
+        for name in ("graceful_shutdown_timeout", "cache_sync_timeout"):
+            value = getattr(self, name)
+            minimum_ok = value > 0 if name == "cache_sync_timeout" else value >= 0
+            if not math.isfinite(value) or not minimum_ok:
+                rule = "> 0" if name == "cache_sync_timeout" else ">= 0"
+                raise ValueError(f"ManagerOptions.{name}: must be a finite number {rule}, got {value!r}")
+        if self.api_pool_size is not None and self.api_pool_size < 1:
+            raise ValueError(f"ManagerOptions.api_pool_size: must be >= 1, got {self.api_pool_size}")
+        if self.leader_election and not self.leader_election_id:
+            raise ValueError("ManagerOptions.leader_election_id: required when leader_election is on")
+        # Lease timings are validated (client-go's rules) whether or not election is on, so a bad
+        # flag fails at startup rather than on the day leader election gets enabled.
+        LeaderElectionConfig(
+            name=self.leader_election_id or DEFAULT_LEADER_ELECTION_ID, namespace="-", identity="-",
+            lease_duration=self.lease_duration, renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
+
+
+def default_identity() -> str:
+    """client-go's convention: ``<hostname>_<uuid4>``."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+def _in_cluster_namespace(sa_dir: str = SERVICE_ACCOUNT_DIR) -> str:
+    try:
+        with open(os.path.join(sa_dir, "namespace"), encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+@dataclass
+class _Group:
+    """One runnable group: started together, stopped together."""
+
+    # for logs and thread names
+    name: str
+    # set to stop every runnable of the group; never cleared
+    stop: threading.Event
+    # the runnables, in add order
+    runnables: list[Runnable]
+    # one thread per started runnable (a prefix of runnables, in order)
+    threads: list[threading.Thread]
+    # True once the group was started; runnables added later start at once
+    started: bool = False
+
+
+class Manager:
+    """Runs runnables over shared clients and caches; see the module docstring."""
+
+    def __init__(
+        self,
+        options: ManagerOptions | None = None,
+        *,
+        mapper: Mapper | None = None,
+        lw_factory: Callable[[ResourceKey], ListerWatcher] | None = None,
+        client: DynamicClient | None = None,
+        rest: RestClient | None = None,
+        lease_client: LeaseClient | None = None,
+        event_recorder: Recorder | None = None,
+        metrics: MetricsRegistry | None = None,
+    ) -> None:
+        opts = options or ManagerOptions()
+        # configuration; fixed
+        self.options = opts
+        # the one time source handed to everything built here
+        self.clock: Clock = opts.clock or RealClock()
+        if (mapper is None) != (lw_factory is None):
+            raise ValueError("Manager: inject both mapper and lw_factory, or neither")
+        if mapper is None or lw_factory is None:
+            rest = rest or self._connect(opts)
+            real_mapper = RESTMapper(rest, clock=self.clock)
+            mapper = real_mapper
+            lw_factory = lister_watcher_factory(rest, real_mapper)
+            client = client or DynamicClient(rest, real_mapper)
+        # the REST client (None when the manager was built on injected fakes)
+        self.rest: RestClient | None = rest
+        # kind → resource resolution for the builder
+        self.mapper: Mapper = mapper
+        # dynamic access to any resource; None when built on injected fakes
+        self._client: DynamicClient | None = client
+        # shared informers (controllers' caches) and ref-counted label-selected informers
+        self.informers = InformerFactory(lw_factory, clock=self.clock)
+        self.dynamic_informers = DynamicInformers(lw_factory, clock=self.clock)
+        # this manager's metrics (its own CollectorRegistry) served on /metrics
+        self.metrics = metrics or MetricsRegistry()
+        # identity in the Lease and in Events' reportingInstance
+        self.identity = opts.leader_election_identity or default_identity()
+        # Events: injected, else written through the client, else recorded in memory
+        self._recorder: Recorder = event_recorder or (
+            EventRecorder(client, component=opts.event_component, instance=self.identity[:128],
+                          clock=self.clock)
+            if client is not None else FakeRecorder()
+        )
+        # the write fence: set once elected (at once without leader election), cleared first on
+        # a lost lease; controllers check it before every reconcile
+        self.can_write = threading.Event()
+        # set once the initial cache sync succeeded; never cleared
+        self.caches_synced = threading.Event()
+        # the probe checks, with the defaults of the module docstring
+        self.healthz = HealthChecks("healthz")
+        self.readyz = HealthChecks("readyz")
+        self.healthz.add("ping", ping)
+        self.readyz.add("informers-synced", lambda: self.caches_synced.is_set() and not self._lost)
+        # guards the groups, _controller_names and _started
+        self._mu = threading.Lock()
+        self._webhooks = _Group("webhooks", threading.Event(), [], [])
+        self._others = _Group("runnables", threading.Event(), [], [])
+        self._leaders = _Group("leader-runnables", threading.Event(), [], [])
+        # names of controllers built on this manager (unique: they label metrics)
+        self._controller_names: set[str] = set()
+        # start() runs once
+        self._started = False
+        # set to end start()'s wait: stop requested, lease lost, or a runnable failed
+        self._done = threading.Event()
+        # True once the lease was lost (exit code 1, readyz fails); never reset
+        self._lost = False
+        # the first runnable failure, if any (exit code 1)
+        self._failure: str | None = None
+        # the lease client; injected, else built on the REST client at start when needed
+        self._lease_client = lease_client
+        # the elector and its thread/stop; None unless leader election runs
+        self._elector: LeaderElector | None = None
+        self._elector_thread: threading.Thread | None = None
+        self._elector_stop = threading.Event()
+        # stops the informer factory
+        self._cache_stop = threading.Event()
+        # the HTTP servers (one when both addresses are equal)
+        self._servers: list[HTTPServer] = self._build_servers(opts)
+        self._metrics_server: HTTPServer | None = next(
+            (s for s in self._servers if "/metrics" in s.routes), None)
+        self._probe_server: HTTPServer | None = next(
+            (s for s in self._servers if "/healthz" in s.routes), None)
+        if opts.leader_election:
+            self._le_namespace = opts.leader_election_namespace or _in_cluster_namespace()
+            if not self._le_namespace:
+                raise ValueError(
+                    "ManagerOptions.leader_election_namespace: required when not running in a cluster "
+                    "(no service-account namespace file)"
+                )
+            if self._lease_client is None and self.rest is None:
+                raise ValueError("Manager: leader election on injected fakes needs a lease_client")
+            self.metrics.set_leader(opts.leader_election_id, False)
+
+    @classmethod
+    def for_testing(
+        cls,
+        lw_factory: Callable[[ResourceKey], ListerWatcher],
+        mapper: Mapper,
+        lease_client: LeaseClient | None = None,
+        **overrides: Any,
+    ) -> Manager:
+        """A manager on injected fakes: no API connection, both servers disabled unless overridden."""
+        defaults: dict[str, Any] = {"metrics_bind_address": "0", "health_probe_bind_address": "0"}
+        if lease_client is not None:
+            defaults.update(leader_election=True, leader_election_namespace="default")
+        options = ManagerOptions(**{**defaults, **overrides})
+        return cls(options, mapper=mapper, lw_factory=lw_factory, lease_client=lease_client,
+                   event_recorder=FakeRecorder())
+
+    @staticmethod
+    def _connect(opts: ManagerOptions) -> RestClient:
+        cfg = load_config(opts.kubeconfig, opts.context)
+        pool = opts.api_pool_size or pool_size_for(
+            POOL_ESTIMATE_INFORMERS, POOL_ESTIMATE_CONTROLLERS * opts.max_concurrent_reconciles
+        )
+        return RestClient(new_api_client(cfg, pool_size=pool))
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def client(self) -> DynamicClient:
+        if self._client is None:
+            raise RuntimeError("Manager.client: this manager was built on injected fakes without a client")
+        return self._client
+
+    @property
+    def event_recorder(self) -> Recorder:
+        return self._recorder
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound /metrics port while serving (None when disabled or not started)."""
+        return self._metrics_server.port if self._metrics_server is not None else None
+
+    @property
+    def health_probe_port(self) -> int | None:
+        """The bound /healthz+/readyz port while serving (None when disabled or not started)."""
+        return self._probe_server.port if self._probe_server is not None else None
+
+    def is_leader(self) -> bool:
+        """True while this replica may write (elected, or leader election off, and started)."""
+        return self.can_write.is_set()
+
+    def lease_lost(self) -> bool:
+        return self._lost
+
+    # ------------------------------------------------------------------ registration
+
+    def add(self, runnable: Runnable, *, needs_leader_election: bool = True) -> None:
+        """Run ``runnable``; leader runnables start only once elected. May be called while running."""
+        self._add(self._leaders if needs_leader_election else self._others, runnable)
+
+    def add_webhook(self, runnable: Runnable) -> None:
+        """Run ``runnable`` in the webhooks group (started before the caches, stopped last)."""
+        self._add(self._webhooks, runnable)
+
+    def add_healthz_check(self, name: str, check: Check) -> None:
+        self.healthz.add(name, check)
+
+    def add_readyz_check(self, name: str, check: Check) -> None:
+        self.readyz.add(name, check)
+
+    def reserve_controller_name(self, name: str) -> None:
+        """Claim a controller name; a duplicate is refused (names label metrics)."""
+        with self._mu:
+            if name in self._controller_names:
+                raise ValueError(
+                    f"controller name {name!r}: already used by another controller of this manager; "
+                    "use ControllerBuilder.named() to pick a unique one"
+                )
+            self._controller_names.add(name)
+
+    def _add(self, group: _Group, runnable: Runnable) -> None:
+        with self._mu:
+            group.runnables.append(runnable)
+            start_now = group.started
+        if start_now:
+            self._start_runnable(group, runnable)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, stop: threading.Event | None = None) -> int:
+        """Run until ``stop`` (or a signal), a lost lease or a failure; return the exit code."""
+        with self._mu:
+            if self._started:
+                raise RuntimeError("Manager.start: a manager starts once")
+            self._started = True
+        stop = stop if stop is not None else threading.Event()
+        restore = self._install_signal_handlers(stop)
+        try:
+            return self._run(stop)
+        finally:
+            restore()
+
+    def _run(self, stop: threading.Event) -> int:
+        code = EXIT_OK
+        try:
+            code = self._start_steps(stop)
+            if code == EXIT_OK:
+                while not self._done.is_set() and not stop.is_set():
+                    self._done.wait(MAIN_LOOP_POLL_SECONDS)
+        finally:
+            code = self._shutdown(code)
+        return code
+
+    def _start_steps(self, stop: threading.Event) -> int:
+        # 1. probes and metrics
+        for server in self._servers:
+            try:
+                server.serve()
+            except OSError as exc:
+                _log.error("cannot serve %s on %s: %s", server.name, server.address, exc)
+                return EXIT_FAILURE
+        # 2. webhooks
+        self._start_group(self._webhooks)
+        # 3. caches
+        self.informers.start(self._cache_stop)
+        _log.info("waiting for caches to sync (timeout %gs)", self.options.cache_sync_timeout)
+        if not self.informers.wait_for_cache_sync(self.options.cache_sync_timeout):
+            _log.error("caches did not sync within %gs", self.options.cache_sync_timeout)
+            return EXIT_FAILURE
+        if stop.is_set() or self._done.is_set():
+            return EXIT_OK
+        self.caches_synced.set()
+        _log.info("caches synced")
+        # 4. runnables that do not need leader election
+        self._start_group(self._others)
+        # 5./6. leader election, then leader runnables
+        if self.options.leader_election:
+            self._start_leader_election()
+        else:
+            self._on_started_leading()
+        return EXIT_OK
+
+    def _start_leader_election(self) -> None:
+        opts = self.options
+        config = LeaderElectionConfig(
+            name=opts.leader_election_id, namespace=self._le_namespace, identity=self.identity,
+            lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
+            retry_period=opts.retry_period, release_on_cancel=opts.leader_election_release_on_cancel,
+        )
+        lease_client = self._lease_client
+        if lease_client is None:
+            assert self.rest is not None  # checked in __init__
+            lease_client = KubeLeaseClient(self.rest, timeout=opts.renew_deadline / 2)
+        self._elector = LeaderElector(
+            config, LeaseLock(lease_client, config.namespace, config.name), clock=self.clock,
+            on_started_leading=self._on_started_leading,
+            on_stopped_leading=self._on_stopped_leading,
+            on_new_leader=lambda holder: _log.info("current leader: %s", holder or "<none>"),
+        )
+        self._elector_thread = threading.Thread(
+            target=self._elector.run, args=(self._elector_stop,), name="leader-election", daemon=True
+        )
+        self._elector_thread.start()
+
+    def _on_started_leading(self) -> None:
+        if self.options.leader_election:
+            self.metrics.set_leader(self.options.leader_election_id, True)
+        with self._mu:
+            # atomic with _shutdown's _done.set(): never open the fence once stopping began
+            if self._done.is_set():
+                return
+            self.can_write.set()
+        _log.info("elected: starting leader runnables")
+        self._start_group(self._leaders)
+
+    def _on_stopped_leading(self) -> None:
+        if self.options.leader_election:
+            self.metrics.set_leader(self.options.leader_election_id, False)
+        if self._elector_stop.is_set():
+            return  # our own graceful release
+        # Fence first: no reconcile may start, and reconcilers checking can_write stop writing.
+        self.can_write.clear()
+        self._lost = True
+        self._leaders.stop.set()
+        _log.error("leader election lost: stopping leader runnables and exiting")
+        self._done.set()
+
+    def _start_group(self, group: _Group) -> None:
+        with self._mu:
+            group.started = True
+            runnables = list(group.runnables)
+        for runnable in runnables:
+            self._start_runnable(group, runnable)
+
+    def _start_runnable(self, group: _Group, runnable: Runnable) -> None:
+        label = getattr(runnable, "name", None) or type(runnable).__name__
+        thread = threading.Thread(target=self._run_runnable, args=(group, runnable, label),
+                                  name=f"{group.name}-{label}", daemon=True)
+        with self._mu:
+            group.threads.append(thread)
+        thread.start()
+
+    def _run_runnable(self, group: _Group, runnable: Runnable, label: str) -> None:
+        try:
+            runnable.start(group.stop)
+        except Exception as exc:
+            _log.exception("%s %s failed", group.name, label)
+            with self._mu:
+                if self._failure is None:
+                    self._failure = f"{group.name} {label}: {exc}"
+            self._done.set()
+
+    # ------------------------------------------------------------------ shutdown
+
+    def _shutdown(self, code: int) -> int:
+        lost = self._lost
+        budget = 0.0 if lost else self.options.graceful_shutdown_timeout
+        deadline = time.monotonic() + budget
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
+        with self._mu:
+            self._done.set()
+        # 1. leader runnables: stop taking work, let in-flight reconciles finish (not when lost)
+        self._leaders.stop.set()
+        leaders_done = self._join(self._leaders, left())
+        # 2. the lease: release it only when no leader runnable can still write
+        self.can_write.clear()
+        if self._elector is not None and self._elector_thread is not None:
+            if not leaders_done and not lost:
+                _log.error("leader runnables still running after %gs: not releasing the lease "
+                           "(it expires by itself)", budget)
+                self._elector.disable_release()
+            self._elector_stop.set()
+            self._elector_thread.join(left())
+        # 3. non-leader runnables and caches
+        self._others.stop.set()
+        self._join(self._others, left())
+        self._cache_stop.set()
+        self._bounded("stopping informers", self.informers.shutdown, left())
+        self._bounded("stopping dynamic informers", self.dynamic_informers.stop_all, left())
+        # 4. events, webhooks, servers
+        self._bounded("flushing events", lambda: self._stop_recorder(left()), left())
+        self._webhooks.stop.set()
+        self._join(self._webhooks, left())
+        for server in self._servers:
+            server.shutdown()
+        if self._failure is not None:
+            _log.error("manager stopped after a failure: %s", self._failure)
+            code = EXIT_FAILURE
+        if lost:
+            code = EXIT_FAILURE
+        _log.info("manager stopped (exit code %d)", code)
+        return code
+
+    def _stop_recorder(self, timeout: float) -> None:
+        stop = getattr(self._recorder, "stop", None)
+        if callable(stop):
+            stop(timeout)
+
+    def _join(self, group: _Group, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._mu:
+            threads = list(group.threads)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        stuck = [t.name for t in threads if t.is_alive()]
+        if stuck:
+            _log.warning("%s still running after %gs: %s", group.name, timeout, ", ".join(stuck))
+        return not stuck
+
+    @staticmethod
+    def _bounded(what: str, fn: Callable[[], None], timeout: float) -> None:
+        def run() -> None:
+            try:
+                fn()
+            except Exception:
+                _log.exception("%s failed", what)
+
+        t = threading.Thread(target=run, name=what.replace(" ", "-"), daemon=True)
+        t.start()
+        t.join(timeout)
+        if t.is_alive():
+            _log.warning("%s did not finish within %gs", what, timeout)
+
+    def _install_signal_handlers(self, stop: threading.Event) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        received = {"count": 0}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            received["count"] += 1
+            if received["count"] > 1:
+                _log.error("second signal %s: exiting immediately", signal.Signals(signum).name)
+                sys.stderr.flush()
+                os._exit(EXIT_FAILURE)
+            _log.info("signal %s: shutting down gracefully", signal.Signals(signum).name)
+            stop.set()
+            self._done.set()
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, prev in previous.items():
+                signal.signal(sig, prev)
+
+        return restore
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _build_servers(self, opts: ManagerOptions) -> list[HTTPServer]:
+        probe_routes: dict[str, RouteHandler] = {
+            "/healthz": lambda rest: self._probe(self.healthz, rest),
+            "/readyz": lambda rest: self._probe(self.readyz, rest),
+        }
+        metrics_routes: dict[str, RouteHandler] = {"/metrics": lambda _rest: self._serve_metrics()}
+        probe_addr, metrics_addr = opts.health_probe_bind_address, opts.metrics_bind_address
+        if parse_bind_address(probe_addr) is not None and probe_addr == metrics_addr:
+            return [HTTPServer("probes+metrics", probe_addr, {**probe_routes, **metrics_routes})]
+        servers = []
+        if parse_bind_address(probe_addr) is not None:
+            servers.append(HTTPServer("probes", probe_addr, probe_routes))
+        if parse_bind_address(metrics_addr) is not None:
+            servers.append(HTTPServer("metrics", metrics_addr, metrics_routes))
+        return servers
+
+    @staticmethod
+    def _probe(checks: HealthChecks, rest: str) -> Response:
+        result = checks.evaluate(only=rest or None)
+        if result is None:
+            return 404, "text/plain; charset=utf-8", f"no {checks.kind} check named {rest!r}\n".encode()
+        ok, body = result
+        return (200 if ok else 500), "text/plain; charset=utf-8", body.encode()
+
+    def _serve_metrics(self) -> Response:
+        return 200, EXPOSITION_CONTENT_TYPE, self.metrics.exposition()
