@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: test unit e2e lint bench crds demo build-cluster cluster-up clean
+.PHONY: test unit e2e lint bench crds demo build-cluster clean venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PY_VERSION) -m venv $(VENV)
@@ -30,7 +30,7 @@ e2e: $(STAMP)
 	$(PY) -m pytest tests/e2e -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check escaler tests bench examples
+	$(VENV)/bin/ruff check escaler tests bench examples hack
 	$(VENV)/bin/mypy escaler
 	$(VENV)/bin/lint-imports
 
@@ -45,3 +45,8 @@ build-cluster:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+## make demo: the local control plane and the toolkit's example operator, narrated
+demo: $(STAMP)
+	hack/build.sh k8s etcd kwok
+	$(PY) hack/demo.py

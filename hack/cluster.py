@@ -65,7 +65,8 @@ def free_port() -> int:
 def binaries() -> dict[str, str]:
     """Build (if needed) and locate every binary via hack/build.sh --print."""
     out = subprocess.run(
-        ["bash", str(HACK / "build.sh"), "--print", "k8s", "etcd", "kwok"], check=True, stdout=subprocess.PIPE, text=True
+        ["bash", str(HACK / "build.sh"), "--print", "k8s", "etcd", "kwok"],
+        check=True, stdout=subprocess.PIPE, text=True,
     ).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 

@@ -381,7 +381,7 @@ def main() -> int:
     import subprocess
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
-    from cluster import binaries  # noqa: PLC0415
+    from cluster import binaries
 
     d = Path(args.cluster_dir)
     kubectl, kc = binaries()["kubectl"], str(d / "admin.kubeconfig")

@@ -15,7 +15,7 @@ contract.
 from escaler.informers.backoff import Backoff
 from escaler.informers.dynamic import DynamicInformers, Registration
 from escaler.informers.factory import InformerFactory, ResourceKey
-from escaler.informers.frozen import READ_ONLY_MESSAGE, FrozenDict, freeze, thaw
+from escaler.informers.frozen import READ_ONLY_MESSAGE, FrozenDict, FrozenList, freeze, loads_frozen, thaw
 from escaler.informers.handlers import FuncHandler, ResourceEventHandler
 from escaler.informers.interfaces import (
     ADDED,
@@ -53,6 +53,7 @@ __all__ = [
     "DeletedFinalStateUnknown",
     "DynamicInformers",
     "FrozenDict",
+    "FrozenList",
     "FuncHandler",
     "HandlerRegistration",
     "IndexFunc",
@@ -71,6 +72,7 @@ __all__ = [
     "WatchStream",
     "freeze",
     "is_expired",
+    "loads_frozen",
     "meta_namespace_key",
     "namespace_index_func",
     "split_key",

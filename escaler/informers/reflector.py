@@ -3,9 +3,10 @@
 Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
 
 * **List.** Pages of ``page_size`` (``limit``/``continue``) from resourceVersion ``""`` (a
-  consistent read), each page frozen as it arrives. A 410 on a continuation (the continue token expired) restarts the list
-  from the first page, up to ``MAX_LIST_RESTARTS`` times. The complete list goes to
-  ``sink.replace(items, rv)`` in one call; ``rv`` becomes the last synced resourceVersion.
+  consistent read), each page frozen as it arrives. A 410 on a continuation (the continue
+  token expired) restarts the list from the first page, up to ``MAX_LIST_RESTARTS`` times. The
+  complete list goes to ``sink.replace(items, rv)`` in one call; ``rv`` becomes the last synced
+  resourceVersion.
 * **Watch.** From the last synced resourceVersion with bookmarks and a server-side
   ``timeoutSeconds`` drawn uniformly from ``[MIN_WATCH_TIMEOUT, 2 * MIN_WATCH_TIMEOUT)`` per
   watch (client-go spreads watch reconnections over 5 to 10 min so they do not synchronise).

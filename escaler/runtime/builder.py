@@ -197,7 +197,6 @@ class ControllerBuilder:
             clock=clock,
             metrics=mgr.metrics.controller(name),
             can_write=mgr.can_write,
-            shutdown_timeout=mgr.options.graceful_shutdown_timeout,
             cache_sync_timeout=mgr.options.cache_sync_timeout,
         )
         for source in resolved:

@@ -25,9 +25,12 @@ Contract (controller-runtime's ``internal/controller``):
   it before every reconcile; once it is cleared, no new reconcile starts and the workers exit.
 * **Shutdown.** When ``stop`` is set the queue is shut down: no worker starts a new reconcile
   (items still queued are handed back with ``done`` unprocessed), in-flight reconciles run to
-  completion, and workers are joined for at most ``shutdown_timeout`` seconds (a reconcile
-  stuck past that is abandoned, logged; worker threads are daemons). This is
-  ``shutdown_with_drain`` made bounded: the queue's own drain waits without limit.
+  completion, and ``start`` returns once every worker has exited. With ``shutdown_timeout``
+  set, it returns after at most that many seconds instead, abandoning (and logging) a reconcile
+  stuck past it — worker threads are daemons. The default (``None``) waits: under a manager,
+  the manager bounds the wait and must see a stuck controller as still running, so it does not
+  release the lease while a reconcile might still write. This is ``shutdown_with_drain`` made
+  boundable, over ``Queue.shutdown``, since the queue's own drain waits without limit.
 """
 
 from __future__ import annotations
@@ -70,8 +73,8 @@ __all__ = [
 DEFAULT_MAX_CONCURRENT_RECONCILES = 1
 # How long start() waits for its sources' caches (controller-runtime's CacheSyncTimeout).
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
-# How long start() waits for in-flight reconciles after stop (the manager passes its own budget).
-DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+# How long start() waits for in-flight reconciles after stop; None = until they finish.
+DEFAULT_SHUTDOWN_TIMEOUT: float | None = None
 
 # Exceptions that are a reconciler's ordinary "return err", not a bug (no panic, no traceback).
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ReconcileError, StatusError, ConnectionFailure, OSError)
@@ -159,7 +162,7 @@ class Controller:
         metrics: ControllerMetrics | None = None,
         log: logging.Logger | None = None,
         can_write: threading.Event | None = None,
-        shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+        shutdown_timeout: float | None = DEFAULT_SHUTDOWN_TIMEOUT,
         cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
     ) -> None:
         if not name:
@@ -169,7 +172,7 @@ class Controller:
                 "Controller.max_concurrent_reconciles: must be an integer >= 1, "
                 f"got {max_concurrent_reconciles!r}"
             )
-        if shutdown_timeout < 0:
+        if shutdown_timeout is not None and shutdown_timeout < 0:
             raise ValueError(f"Controller.shutdown_timeout: must be >= 0, got {shutdown_timeout}")
         if cache_sync_timeout <= 0:
             raise ValueError(f"Controller.cache_sync_timeout: must be > 0, got {cache_sync_timeout}")
@@ -259,15 +262,19 @@ class Controller:
                 all_sources = list(self._sources)
             for src in all_sources:
                 src.stop()
-        deadline = time.monotonic() + self.shutdown_timeout
-        for w in workers:
-            w.join(max(0.0, deadline - time.monotonic()))
+        if self.shutdown_timeout is None:
+            for w in workers:
+                w.join()
+        else:
+            deadline = time.monotonic() + self.shutdown_timeout
+            for w in workers:
+                w.join(max(0.0, deadline - time.monotonic()))
         stuck = sum(1 for w in workers if w.is_alive())
         with self._mu:
             self._running = False
         if stuck:
             self._log.error("controller %s: %d reconcile(s) still running after %gs; abandoned",
-                            self.name, stuck, self.shutdown_timeout, extra=extra)
+                            self.name, stuck, self.shutdown_timeout or 0.0, extra=extra)
         else:
             self._log.info("controller %s stopped", self.name, extra=extra)
 

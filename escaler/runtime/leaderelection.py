@@ -48,7 +48,7 @@ from typing import Any, Protocol
 from escaler.clock import Clock, RealClock
 from escaler.errors import StatusError, is_not_found
 from escaler.kube.discovery import ResourceMapping
-from escaler.kube.dynamic import resource_path
+from escaler.kube.dynamic import DynamicClient, resource_path
 from escaler.kube.rest import RestClient
 
 __all__ = [
@@ -213,11 +213,11 @@ class KubeLeaseClient:
     standby took over. The manager passes ``renew_deadline / 2``, as controller-runtime does.
     """
 
-    def __init__(self, rest: RestClient, *, timeout: float) -> None:
+    def __init__(self, client: DynamicClient | RestClient, *, timeout: float) -> None:
         if not math.isfinite(timeout) or timeout <= 0:
             raise ValueError(f"KubeLeaseClient.timeout: must be > 0, got {timeout}")
-        # the manager's REST client; fixed
-        self._rest = rest
+        # the manager's REST client (a DynamicClient's); fixed
+        self._rest: RestClient = client.rest if isinstance(client, DynamicClient) else client
         # (connect, read) timeout of every call; fixed
         self._timeout = (timeout, timeout)
 

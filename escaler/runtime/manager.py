@@ -25,7 +25,7 @@ reconciles finish; then the lease is released (only if every leader runnable did
 reconcile still running past the deadline could still write, so the lease is then left to
 expire instead); then the non-leader runnables and caches stop, the event recorder flushes, and
 the webhooks and servers stop last (they may still be answering). All of it is bounded by
-``graceful_shutdown_timeout``; ``start()`` returns 0.
+``graceful_shutdown_timeout``; ``start()`` returns 0 (1 if a leader runnable outlived it).
 
 **Losing the lease**: ``can_write`` is cleared *first* — controllers check it before every
 reconcile, and reconcilers may check it before writing — then every leader runnable is told to
@@ -38,6 +38,13 @@ passes once the caches have synced — a *standby* replica is ready, so rolling 
 multi-replica Deployment proceed — and fails again if this replica was elected and then lost
 the lease (it is about to exit). ``/healthz`` passes while the process serves ("ping").
 Extra checks may be added with ``add_healthz_check``/``add_readyz_check``.
+
+Limitations: Python cannot interrupt a thread, so a reconcile stuck in I/O past the grace period
+is abandoned (its daemon thread dies with the process), not cancelled; reconcilers that write
+should check ``can_write`` first. The urllib3 pool is sized at construction from an estimate
+(``POOL_ESTIMATE_*``; override with ``ManagerOptions.api_pool_size``), before the controllers
+that will use it exist. Signal handlers are installed only when ``start()`` runs on the main
+thread; elsewhere the caller owns the ``stop`` event.
 
 For tests and embedding without a cluster, every collaborator can be injected: pass ``mapper``
 and ``lw_factory`` (and ``lease_client`` for leader election) and no API connection is made;
@@ -110,6 +117,8 @@ POOL_ESTIMATE_INFORMERS = 16
 POOL_ESTIMATE_CONTROLLERS = 6
 # How often the main thread re-checks the stop event (bounds signal-to-shutdown latency).
 MAIN_LOOP_POLL_SECONDS = 0.1
+# After a lost lease: how long caches, non-leader runnables and servers get to stop.
+LOST_LEASE_CLEANUP_SECONDS = 2.0
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -245,6 +254,17 @@ class Manager:
         self.clock: Clock = opts.clock or RealClock()
         if (mapper is None) != (lw_factory is None):
             raise ValueError("Manager: inject both mapper and lw_factory, or neither")
+        # the Lease's namespace; "" when leader election is off (validated before building anything)
+        self._le_namespace = ""
+        if opts.leader_election:
+            self._le_namespace = opts.leader_election_namespace or _in_cluster_namespace()
+            if not self._le_namespace:
+                raise ValueError(
+                    "ManagerOptions.leader_election_namespace: required when not running in a cluster "
+                    "(no service-account namespace file)"
+                )
+            if lease_client is None and mapper is not None and rest is None:
+                raise ValueError("Manager: leader election on injected fakes needs a lease_client")
         if mapper is None or lw_factory is None:
             rest = rest or self._connect(opts)
             real_mapper = RESTMapper(rest, clock=self.clock)
@@ -310,14 +330,6 @@ class Manager:
         self._probe_server: HTTPServer | None = next(
             (s for s in self._servers if "/healthz" in s.routes), None)
         if opts.leader_election:
-            self._le_namespace = opts.leader_election_namespace or _in_cluster_namespace()
-            if not self._le_namespace:
-                raise ValueError(
-                    "ManagerOptions.leader_election_namespace: required when not running in a cluster "
-                    "(no service-account namespace file)"
-                )
-            if self._lease_client is None and self.rest is None:
-                raise ValueError("Manager: leader election on injected fakes needs a lease_client")
             self.metrics.set_leader(opts.leader_election_id, False)
 
     @classmethod
@@ -404,6 +416,9 @@ class Manager:
             group.runnables.append(runnable)
             start_now = group.started
         if start_now:
+            if self.caches_synced.is_set():
+                # informers a late controller asked for are started now; it waits for their sync
+                self.informers.start(self._cache_stop)
             self._start_runnable(group, runnable)
 
     # ------------------------------------------------------------------ lifecycle
@@ -428,9 +443,10 @@ class Manager:
             if code == EXIT_OK:
                 while not self._done.is_set() and not stop.is_set():
                     self._done.wait(MAIN_LOOP_POLL_SECONDS)
-        finally:
-            code = self._shutdown(code)
-        return code
+        except Exception:
+            _log.exception("manager start failed")
+            code = EXIT_FAILURE
+        return self._shutdown(code)
 
     def _start_steps(self, stop: threading.Event) -> int:
         # 1. probes and metrics
@@ -471,7 +487,7 @@ class Manager:
         lease_client = self._lease_client
         if lease_client is None:
             assert self.rest is not None  # checked in __init__
-            lease_client = KubeLeaseClient(self.rest, timeout=opts.renew_deadline / 2)
+            lease_client = KubeLeaseClient(self._client or self.rest, timeout=opts.renew_deadline / 2)
         self._elector = LeaderElector(
             config, LeaseLock(lease_client, config.namespace, config.name), clock=self.clock,
             on_started_leading=self._on_started_leading,
@@ -535,7 +551,10 @@ class Manager:
 
     def _shutdown(self, code: int) -> int:
         lost = self._lost
-        budget = 0.0 if lost else self.options.graceful_shutdown_timeout
+        grace = self.options.graceful_shutdown_timeout
+        # A lost lease skips the grace period for the leader runnables (they must not write
+        # again); the rest still gets a short, bounded cleanup.
+        budget = min(grace, LOST_LEASE_CLEANUP_SECONDS) if lost else grace
         deadline = time.monotonic() + budget
 
         def left() -> float:
@@ -545,7 +564,7 @@ class Manager:
             self._done.set()
         # 1. leader runnables: stop taking work, let in-flight reconciles finish (not when lost)
         self._leaders.stop.set()
-        leaders_done = self._join(self._leaders, left())
+        leaders_done = self._join(self._leaders, 0.0 if lost else left())
         # 2. the lease: release it only when no leader runnable can still write
         self.can_write.clear()
         if self._elector is not None and self._elector_thread is not None:
@@ -570,8 +589,8 @@ class Manager:
         if self._failure is not None:
             _log.error("manager stopped after a failure: %s", self._failure)
             code = EXIT_FAILURE
-        if lost:
-            code = EXIT_FAILURE
+        if lost or not leaders_done:
+            code = EXIT_FAILURE  # controller-runtime: "failed waiting for all runnables to end"
         _log.info("manager stopped (exit code %d)", code)
         return code
 
@@ -637,7 +656,9 @@ class Manager:
         }
         metrics_routes: dict[str, RouteHandler] = {"/metrics": lambda _rest: self._serve_metrics()}
         probe_addr, metrics_addr = opts.health_probe_bind_address, opts.metrics_bind_address
-        if parse_bind_address(probe_addr) is not None and probe_addr == metrics_addr:
+        parsed = parse_bind_address(probe_addr)
+        # One server when both name the same fixed port; two ":0"s mean two ephemeral ports.
+        if parsed is not None and parsed[1] != 0 and probe_addr == metrics_addr:
             return [HTTPServer("probes+metrics", probe_addr, {**probe_routes, **metrics_routes})]
         servers = []
         if parse_bind_address(probe_addr) is not None:

@@ -139,7 +139,8 @@ def fake_metrics(cluster: Cluster) -> Iterator[MetricsAPIServer]:
     srv = MetricsAPIServer(local.pki / "metrics-server.crt", local.pki / "metrics-server.key",
                            kubectl_pod_lister(cluster.kubectl_bin, str(cluster.kubeconfig))).start()
     cluster.apply(apiservice_manifests(srv.port, (local.pki / "ca.crt").read_bytes()))
-    for name in ("v1beta1.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"):
+    for name in ("v1beta1.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io",
+                 "v1beta1.external.metrics.k8s.io"):
         cluster.kubectl("wait", "--for=condition=Available", "--timeout=60s", f"apiservice/{name}")
     try:
         yield srv

@@ -25,7 +25,7 @@ from escaler.informers import (
     SharedInformer,
     WatchEvent,
 )
-from escaler.kube import RESTMapper, ResourceListerWatcher, RestClient, load_config, new_api_client
+from escaler.kube import ResourceListerWatcher, RestClient, RESTMapper, load_config, new_api_client
 
 from .conftest import Cluster, eventually
 from .proxy import TcpProxy
@@ -147,7 +147,8 @@ def test_informer_lists_then_watches_real_objects(cluster: Cluster, namespace: s
     assert cached(inf, namespace) == {"before": "3"}
     assert spy.lists == 1, "a healthy watch never relists"
     # the store equals what kubectl shows
-    names = {i["metadata"]["name"] for i in cluster.kubectl_json("get", "configmaps", "-n", namespace)["items"]}
+    listed = cluster.kubectl_json("get", "configmaps", "-n", namespace)["items"]
+    names = {i["metadata"]["name"] for i in listed}
     assert {o["metadata"]["name"] for o in inf.store.list()} == names
 
 
@@ -186,7 +187,7 @@ def test_compaction_gives_410_and_relist_loses_no_update(cluster: Cluster, names
 def test_informer_recovers_from_api_server_down_for_10s(cluster: Cluster, namespace: str,
                                                         stop: threading.Event) -> None:
     local = cluster.require_local()
-    inf, spy, rec = informer_for(cluster.kubeconfig, namespace)
+    inf, _, rec = informer_for(cluster.kubeconfig, namespace)
     inf.start(stop)
     assert inf.wait_for_sync(30)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=cm("x", 1))

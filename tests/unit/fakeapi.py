@@ -208,7 +208,8 @@ class FakeAPI:
     def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
         # guards every field below; notified on every change (wait_for)
         self._cond = threading.Condition(threading.RLock())
-        # current objects by key, each with metadata.resourceVersion set
+        # current objects by key, each with metadata.resourceVersion set; never mutated in place
+        # (a write stores a fresh copy), and only copies are handed out
         self._objects: dict[str, dict[str, Any]] = {}
         # last resourceVersion handed out (etcd revision)
         self._rv = 0
@@ -216,7 +217,8 @@ class FakeAPI:
         self._history: list[tuple[int, str, dict[str, Any], dict[str, Any] | None]] = []
         # watches from a resourceVersion older than this get 410
         self._compacted_rv = 0
-        # list snapshots by resourceVersion, for continue tokens (sorted by key)
+        # list snapshots by resourceVersion, for continue tokens (sorted by key). They hold the
+        # stored dicts themselves: stored objects are replaced on write, never mutated in place
         self._snapshots: dict[int, list[dict[str, Any]]] = {}
         # open streams (not ended by the server, not closed by the client)
         self._watches: list[FakeWatch] = []
@@ -367,12 +369,11 @@ class FakeAPI:
                                       "to display a consistent list result.")
             else:
                 rv, offset = self._rv, 0
-                snapshot = [thaw(self._objects[k]) for k in sorted(self._objects)
-                            if view.matches(self._objects[k])]
+                snapshot = [self._objects[k] for k in sorted(self._objects) if view.matches(self._objects[k])]
                 if limit:
                     self._snapshots[rv] = snapshot
             end = len(snapshot) if not limit else min(len(snapshot), offset + limit)
-            items = [thaw(o) for o in snapshot[offset:end]] if continue_ else snapshot[offset:end]
+            items = [thaw(o) for o in snapshot[offset:end]]
             token = f"{rv}:{end}" if end < len(snapshot) else None
             return ListResult(items, str(rv), token)
 

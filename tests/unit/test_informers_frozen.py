@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from escaler.informers.frozen import READ_ONLY_MESSAGE, FrozenDict, freeze, thaw
+from escaler.informers.frozen import READ_ONLY_MESSAGE, FrozenDict, FrozenList, freeze, loads_frozen, thaw
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",
@@ -131,6 +131,31 @@ def test_direct_construction_deep_freezes() -> None:
     assert fd == {"a": {"b": [1, {"c": 2}]}, "d": [3]}
 
 
+@pytest.mark.parametrize(
+    "text",
+    [json.dumps(POD), json.dumps([POD, [1, [2, {"a": []}]]]), '"s"', "3", "null", "[]", "{}"],
+    ids=["object", "nested-arrays", "string", "number", "null", "empty-array", "empty-object"],
+)
+def test_loads_frozen_decodes_straight_to_frozen(text: str) -> None:
+    value = loads_frozen(text)
+    assert value == json.loads(text)
+    assert json.dumps(value) == json.dumps(json.loads(text))
+    assert freeze(value) is value  # nothing left to freeze
+
+    def walk(v: Any) -> None:
+        assert not isinstance(v, list) or isinstance(v, FrozenList)
+        if isinstance(v, dict):
+            assert isinstance(v, FrozenDict)
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, tuple):
+            assert isinstance(v, FrozenList)
+            for x in v:
+                walk(x)
+
+    walk(value)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
     lambda children: st.lists(children, max_size=4)
@@ -143,4 +168,5 @@ json_values = st.recursive(
 def test_thaw_inverts_freeze_and_json_agrees(value: Any) -> None:
     frozen = freeze(value)
     assert thaw(frozen) == value
+    assert frozen == value and loads_frozen(json.dumps(value)) == frozen
     assert json.dumps(frozen, sort_keys=True) == json.dumps(value, sort_keys=True)

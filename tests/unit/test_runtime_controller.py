@@ -86,7 +86,7 @@ RESULT_CASES = [
     ("connection-failure", raise_(ConnectionFailure("reset")), [("add_rate_limited", REQ)], "error", 1, 0, 0),
     ("terminal-error", raise_(TerminalError("bad spec")), [("forget", REQ)], "error", 1, 1, 0),
     ("panic-keyerror", raise_(KeyError("spec")), [("add_rate_limited", REQ)], "error", 1, 0, 1),
-    ("panic-wrong-return-type", lambda r: None, [("add_rate_limited", REQ)], "error", 1, 0, 1),  # type: ignore
+    ("panic-wrong-return-type", lambda r: "not a Result", [("add_rate_limited", REQ)], "error", 1, 0, 1),
 ]
 
 
@@ -97,8 +97,8 @@ def test_result_handling(fn: Callable[[Request], Result], calls: list[tuple[obje
     ctrl, rec, q, reg = make(fn)
     with running(ctrl):
         ctrl.enqueue(REQ)
-        wait_until(lambda: sample(reg, "controller_runtime_reconcile_total", controller="ctl", result=label) == 1,
-                   what=f"result {label}")
+        wait_until(lambda: sample(reg, "controller_runtime_reconcile_total", controller="ctl",
+                                  result=label) == 1, what=f"result {label}")
         wait_until(lambda: len(q.snapshot()) == len(calls), what="queue calls")
     assert q.snapshot() == calls
     for other in ("success", "error", "requeue", "requeue_after"):
@@ -113,7 +113,7 @@ def test_result_handling(fn: Callable[[Request], Result], calls: list[tuple[obje
 
 def test_terminal_error_is_not_retried_even_after_time_passes() -> None:
     clock = FakeClock()
-    ctrl, rec, q, reg = make(raise_(TerminalError("invalid")), clock=clock)
+    ctrl, rec, q, _reg = make(raise_(TerminalError("invalid")), clock=clock)
     with running(ctrl):
         ctrl.enqueue(REQ)
         wait_until(lambda: q.snapshot() == [("forget", REQ)])
@@ -125,7 +125,11 @@ def test_terminal_error_is_not_retried_even_after_time_passes() -> None:
 
 def test_panic_is_recovered_worker_survives_and_item_is_retried(caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock()
-    outcomes: list[Callable[[], Result]] = [lambda: {}["missing"], lambda: Result()]
+    def missing_key() -> Result:
+        spec: dict[str, Result] = {}
+        return spec["missing"]
+
+    outcomes: list[Callable[[], Result]] = [missing_key, lambda: Result()]
 
     def fn(_: Request) -> Result:
         return outcomes.pop(0)()
@@ -155,7 +159,7 @@ def test_rate_limited_backoff_grows_and_success_forgets() -> None:
             raise err
         return Result()
 
-    ctrl, rec, q, reg = make(fn, clock=clock)
+    ctrl, rec, q, _reg = make(fn, clock=clock)
     with running(ctrl):
         ctrl.enqueue(REQ)
         wait_until(lambda: q.num_requeues(REQ) == 1)
@@ -193,7 +197,7 @@ def test_same_key_never_reconciled_concurrently_but_other_keys_are() -> None:
                 in_flight.discard(req)
         return Result()
 
-    ctrl, rec, q, reg = make(fn, workers=4)
+    ctrl, rec, _q, _reg = make(fn, workers=4)
     with running(ctrl):
         ctrl.enqueue(a)
         assert a_entered.wait(5)
@@ -227,8 +231,9 @@ def test_many_workers_many_keys_no_overlap() -> None:
     with running(ctrl):
         for i in range(300):
             ctrl.enqueue(keys[i % len(keys)])
-        wait_until(lambda: len(q) == 0 and sample(reg, "controller_runtime_active_workers", controller="ctl") == 0
-                   and rec.count() >= len(keys), what="queue drained")
+        wait_until(lambda: len(q) == 0 and rec.count() >= len(keys)
+                   and sample(reg, "controller_runtime_active_workers", controller="ctl") == 0,
+                   what="queue drained")
     assert overlap == []
     assert {r for r in rec.calls} == set(keys)
     assert sample(reg, "controller_runtime_max_concurrent_reconciles", controller="ctl") == 4
@@ -245,7 +250,7 @@ def test_stop_lets_in_flight_reconcile_finish_and_takes_no_new_work() -> None:
             assert gate.wait(10)
         return Result()
 
-    ctrl, rec, q, reg = make(fn, workers=1)
+    ctrl, rec, _q, reg = make(fn, workers=1)
     stop = threading.Event()
     t = threading.Thread(target=ctrl.start, args=(stop,), daemon=True)
     t.start()
@@ -271,7 +276,7 @@ def test_stuck_reconcile_is_abandoned_after_shutdown_timeout(caplog: pytest.LogC
         gate.wait(10)
         return Result()
 
-    ctrl, rec, q, reg = make(fn, shutdown_timeout=0.05)
+    ctrl, _rec, _q, _reg = make(fn, shutdown_timeout=0.05)
     stop = threading.Event()
     t = threading.Thread(target=ctrl.start, args=(stop,), daemon=True)
     t.start()
@@ -287,7 +292,7 @@ def test_stuck_reconcile_is_abandoned_after_shutdown_timeout(caplog: pytest.LogC
 def test_cleared_write_fence_stops_new_reconciles() -> None:
     can_write = threading.Event()
     can_write.set()
-    ctrl, rec, q, reg = make(lambda r: Result(), workers=1, can_write=can_write)
+    ctrl, rec, _q, _reg = make(lambda r: Result(), workers=1, can_write=can_write)
     with running(ctrl):
         ctrl.enqueue(Request("ns", "a"))
         wait_until(lambda: rec.count() == 1)
@@ -311,7 +316,7 @@ def test_each_reconcile_has_a_unique_id_in_the_log_context(caplog: pytest.LogCap
 
     caplog.handler.addFilter(ReconcileContextFilter())
     caplog.set_level(logging.INFO)
-    ctrl, rec, q, reg = make(fn)
+    ctrl, _rec, _q, _reg = make(fn)
     with running(ctrl):
         ctrl.enqueue(Request("ns", "a"))
         wait_until(lambda: len(seen) == 1)
@@ -320,7 +325,8 @@ def test_each_reconcile_has_a_unique_id_in_the_log_context(caplog: pytest.LogCap
     assert len(set(seen)) == 2
     records = [r for r in caplog.records if r.name == "test.reconciler"]
     assert [getattr(r, "reconcile_id", None) for r in records] == seen
-    assert all(getattr(r, "namespace", None) == "ns" and getattr(r, "object_name", None) == "a" for r in records)
+    assert all(getattr(r, "namespace", None) == "ns" and getattr(r, "object_name", None) == "a"
+               for r in records)
     assert current_reconcile() is None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -94,6 +94,10 @@ def put_lease(client: InMemoryLeaseClient, holder: str, renew: str, duration: in
                             "acquireTime": renew, "renewTime": renew, "leaseTransitions": transitions}})
 
 
+def renewed_at(client: InMemoryLeaseClient, when: str) -> Callable[[], bool]:
+    return lambda: bool(spec(client)["renewTime"] == when)
+
+
 def step(clock: FakeClock, seconds: float, waiters: int = 1) -> None:
     """Step once every elector is parked on the clock (deterministic hand-off)."""
     clock.block_until_waiters(waiters)
@@ -117,8 +121,7 @@ def test_leader_renews_every_retry_period() -> None:
         assert a.started.wait(5)
         for i in (1, 2, 3):
             step(clock, 2.0)
-            wait_until(lambda i=i: spec(client)["renewTime"] == f"2026-01-01T00:00:0{2 * i}.000000Z",
-                       what=f"renewal {i}")
+            wait_until(renewed_at(client, f"2026-01-01T00:00:0{2 * i}.000000Z"), what=f"renewal {i}")
         s = spec(client)
         assert s["acquireTime"] == "2026-01-01T00:00:00.000000Z"
         assert s["leaseTransitions"] == 0
