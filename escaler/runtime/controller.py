@@ -188,6 +188,7 @@ class Controller:
         self._can_write = can_write
         # per-controller metrics; a private registry when none is given (standalone use)
         self.metrics = metrics or MetricsRegistry().controller(name)
+        self.metrics.set_max_concurrent_reconciles(max_concurrent_reconciles)
         # the work queue; owned by this controller (shut down when it stops)
         self.queue: WorkQueue = queue if queue is not None else _default_queue(name, self._clock)
         # guards _sources and _started
@@ -244,7 +245,6 @@ class Controller:
                 late = self._sources[len(sources):]
             for src in late:
                 src.start(self.queue)
-            self.metrics.set_max_concurrent_reconciles(self.max_concurrent_reconciles)
             workers.extend(
                 threading.Thread(target=self._worker, args=(stop,), name=f"{self.name}-worker-{i}",
                                  daemon=True)

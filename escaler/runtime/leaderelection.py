@@ -13,11 +13,14 @@ a ``LeaseLock`` written here. The contract, and the reasoning it rests on:
 * **Acquire**: try every ``retry_period`` jittered by up to ``JITTER_FACTOR`` (1.2) * the period
   (sliding: the wait starts after an attempt). An empty ``holderIdentity`` (a released lease) or
   an expired lease may be taken; ``leaseTransitions`` is incremented when the holder changes.
-* **Renew**: once leading, renew every ``retry_period``. A renewal round retries every
+* **Renew**: once leading, renew every ``retry_period`` (the first renewal one period after
+  acquiring; client-go's immediate one is a redundant write). A renewal round retries every
   ``retry_period`` until it succeeds; if ``renew_deadline`` passes without success, leadership is
   **lost**: ``on_stopped_leading`` runs and ``run`` returns. Because
   ``lease_duration > renew_deadline``, a leader gives up before any standby can consider its lease
-  expired, so two leaders never write at once (given bounded request latency).
+  expired, so two leaders never write at once — given bounded request latency, which is why
+  ``KubeLeaseClient`` puts a timeout on every call. ``leaseDurationSeconds`` is whole seconds:
+  a fractional ``lease_duration`` is rounded up when written.
   Deliberately stricter than client-go: a renewal that finds the lease held by *another* live
   holder is lost at once instead of retrying until the deadline.
 * **Release**: on cancel (``stop`` set) with ``release_on_cancel``, a leader writes
@@ -454,9 +457,22 @@ class LeaderElector:
                 self._log.info("successfully acquired lease %s as %s", desc, self.config.identity)
                 return True
             period = self.config.retry_period * (1.0 + self._rng.random() * JITTER_FACTOR)
-            if self._clock.sleep(period, stop):
+            if self._clock.sleep(min(period, self._until_expiry()), stop):
                 return False
         return False
+
+    def _until_expiry(self) -> float:
+        """Seconds until the observed lease expires by our clock (inf when there is none to wait for).
+
+        A standby wakes exactly then instead of at its next jittered retry, so a dead leader is
+        replaced ``leaseDuration`` after we last saw it renew, not up to 2.2 retry periods later.
+        """
+        with self._mu:
+            rec = self._observed_record
+            if rec is None or not rec.holder_identity or rec.holder_identity == self.config.identity:
+                return math.inf
+            left = self._observed_time + rec.lease_duration_seconds - self._clock.monotonic()
+        return max(0.0, left)
 
     def _renew(self, stop: threading.Event) -> None:
         """Return on stop (still leader) or on loss (after logging it)."""

@@ -117,6 +117,8 @@ POOL_ESTIMATE_INFORMERS = 16
 POOL_ESTIMATE_CONTROLLERS = 6
 # How often the main thread re-checks the stop event (bounds signal-to-shutdown latency).
 MAIN_LOOP_POLL_SECONDS = 0.1
+# The initial cache sync is awaited in slices this long, re-checking the stop event between them.
+CACHE_SYNC_SLICE_SECONDS = 0.5
 # After a lost lease: how long caches, non-leader runnables and servers get to stop.
 LOST_LEASE_CLEANUP_SECONDS = 2.0
 
@@ -461,9 +463,15 @@ class Manager:
         # 3. caches
         self.informers.start(self._cache_stop)
         _log.info("waiting for caches to sync (timeout %gs)", self.options.cache_sync_timeout)
-        if not self.informers.wait_for_cache_sync(self.options.cache_sync_timeout):
-            _log.error("caches did not sync within %gs", self.options.cache_sync_timeout)
-            return EXIT_FAILURE
+        deadline = self.clock.monotonic() + self.options.cache_sync_timeout
+        # in slices, so a stop request (SIGTERM during a slow startup) is honoured promptly
+        while not self.informers.wait_for_cache_sync(
+                min(CACHE_SYNC_SLICE_SECONDS, max(0.0, deadline - self.clock.monotonic()))):
+            if stop.is_set() or self._done.is_set():
+                return EXIT_OK
+            if self.clock.monotonic() >= deadline:
+                _log.error("caches did not sync within %gs", self.options.cache_sync_timeout)
+                return EXIT_FAILURE
         if stop.is_set() or self._done.is_set():
             return EXIT_OK
         self.caches_synced.set()

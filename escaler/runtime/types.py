@@ -7,7 +7,9 @@ does with the outcome (exactly controller-runtime's ``reconcileHandler``):
 * returns ``Result()``                    → success: the item's rate-limit history is forgotten;
 * returns ``Result(requeue_after=d > 0)`` → forgotten, then re-added after ``d`` seconds;
 * returns ``Result(requeue=True)``        → re-added rate-limited (backoff grows per item);
-* raises ``TerminalError``                → not retried (forgotten), counted as an error;
+* raises ``TerminalError``                → not retried, counted as an error (and as a terminal
+  error); its backoff history is forgotten too (controller-runtime keeps it), so the next
+  event for the object starts from the base delay;
 * raises an *expected* error              → re-added rate-limited, counted as an error; this is
   Go's ``return ctrl.Result{}, err``. Expected errors are ``ReconcileError`` (raise it, or a
   subclass, deliberately), ``escaler.errors.StatusError``/``ConnectionFailure`` and ``OSError``;

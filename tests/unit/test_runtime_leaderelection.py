@@ -361,3 +361,33 @@ def test_in_memory_lease_client_enforces_resource_version() -> None:
     with pytest.raises(StatusError) as conflict:
         client.update(second)
     assert conflict.value.code == 409 and conflict.value.reason == "Conflict"
+
+
+def test_standby_wakes_exactly_when_the_observed_lease_expires() -> None:
+    class MaxJitter(random.Random):
+        def random(self) -> float:
+            return 0.999
+
+    client, clock = InMemoryLeaseClient(), FakeClock()
+    put_lease(client, "dead", "2026-01-01T00:00:00.000000Z", duration=15)
+    started = threading.Event()
+    elector = LeaderElector(config("b"), LeaseLock(client, NS, NAME), clock=clock, rng=MaxJitter(),
+                            on_started_leading=started.set)
+    stop = threading.Event()
+    t = threading.Thread(target=elector.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        # observed at t=0; jittered retries at 4.3976, 8.7952, 13.1928; the next would be 17.59,
+        # but the lease expires at 15.0, so the standby wakes then
+        for _ in range(3):
+            step(clock, 4.3976)
+        clock.block_until_waiters(1)
+        clock.step(15.0 - 3 * 4.3976 - 0.01)
+        clock.block_until_waiters(1)
+        assert not started.is_set() and not elector.is_leader()
+        clock.step(0.01)
+        assert started.wait(5), "standby did not take the lease at expiry"
+        assert spec(client)["holderIdentity"] == "b"
+    finally:
+        stop.set()
+        t.join(5)

@@ -522,3 +522,16 @@ def test_controller_added_after_start_gets_its_informers_started() -> None:
         reconciler = RecordingReconciler(rec)
         ControllerBuilder(mgr).for_("apps/v1", "Deployment").complete(reconciler)
         wait_until(lambda: reconciler.count(Request("team", "d1")) == 1, what="late controller reconciles")
+
+
+def test_stop_during_a_slow_cache_sync_is_honoured_promptly() -> None:
+    cluster = FakeCluster()
+    cluster.apis["configmaps"].fail_next_list(*[StatusError(500, "InternalError", "boom")] * 1000)
+    mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), cache_sync_timeout=600.0)
+    ControllerBuilder(mgr).for_("v1", "ConfigMap").complete(RecordingReconciler(Recorder()))
+    with running(mgr) as (stop, code):
+        wait_until(lambda: cluster.apis["configmaps"].list_calls >= 1, what="first list")
+        stop.set()
+        wait_until(lambda: bool(code), timeout=5.0, what="exit long before the sync timeout")
+    assert code == [0]
+    assert not mgr.caches_synced.is_set()
