@@ -11,15 +11,6 @@ they vary with machine load) and are never asserted. Two modes, ``ITEMS`` adds e
   stingy contract), so ``processed`` depends on scheduling and is at most ``adds``.
 """
 
-TITLE = "Workqueue add -> get -> done throughput (100,000 items over 10,000 keys)"
-NOTES = """
-`cycle`: each worker loops get -> done -> re-add (steady-state round trip, no collapsing).
-`producer`: one thread adds while the workers consume, so re-adds of a key still queued collapse
-and `processed` can be below `adds`. With CPython's GIL more workers add lock hand-offs, not
-parallelism: 4 workers are slower than 1 on this pure-queue loop (real reconciles block on I/O,
-where more workers do help). The Prometheus provider costs roughly 3-4x, one lock per metric update.
-"""
-
 
 from __future__ import annotations
 
@@ -31,6 +22,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from escaler.workqueue import MetricsProvider, NoopMetricsProvider, PrometheusMetricsProvider, Queue, ShutDown
+
+TITLE = "Workqueue add -> get -> done throughput (100,000 items over 10,000 keys)"
+NOTES = """
+`cycle`: each worker loops get -> done -> re-add (steady-state round trip, no collapsing).
+`producer`: one thread adds while the workers consume, so re-adds of a key still queued collapse
+and `processed` can be below `adds`. With CPython's GIL more workers add lock hand-offs, not
+parallelism: 4 workers are slower than 1 on this pure-queue loop (real reconciles block on I/O,
+where more workers do help). The Prometheus provider costs roughly 3-4x, one lock per metric update.
+"""
 
 ITEMS = 100_000
 KEYS = 10_000
