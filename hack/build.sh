@@ -76,17 +76,18 @@ build_etcd() {
   echo "$key" > "$out/.stamp"
 }
 
-build_goinstall() { # name version package
-  local name="$1" ver="$2" pkg="$3"
-  local out="$CACHE/$name-$ver" key="$name=$ver"
+build_goinstall() { # name version package [extra ldflags]
+  local name="$1" ver="$2" pkg="$3" extra="${4:-}"
+  local out="$CACHE/$name-$ver" key="$name=$ver ldflags=$extra"
   if stamp_ok "$out" "$key"; then return; fi
   log "building $name $ver"
   mkdir -p "$out/bin"
-  GOBIN="$out/bin" go install -trimpath -ldflags "-s -w" "$pkg@$ver"
+  GOBIN="$out/bin" go install -trimpath -ldflags "-s -w $extra" "$pkg@$ver"
   echo "$key" > "$out/.stamp"
 }
 
 for c in "${comps[@]}"; do
+  t0=$SECONDS
   case "$c" in
     k8s) build_k8s ;;
     etcd) build_etcd ;;
@@ -104,8 +105,10 @@ for c in "${comps[@]}"; do
         done > "$st.tmp" && mv "$st.tmp" "$st"
       fi
       ;;
-    helm) build_goinstall helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm ;;
+    helm) build_goinstall helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+            "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" ;;
   esac
+  if [ $((SECONDS - t0)) -gt 2 ]; then log "$c built in $((SECONDS - t0))s"; fi
 done
 
 if [ "$print" = 1 ]; then

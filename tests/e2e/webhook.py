@@ -1,0 +1,100 @@
+"""E2E helpers: run ``python -m escaler manager`` with its validating webhook and register it in
+the real API server.
+
+The manager is a subprocess, exactly as a user runs it; its serving certificate comes from
+``hack/webhook-certs.sh``; the shipped ``manifests/webhook/`` configuration is applied with each
+webhook's ``clientConfig`` pointed at the manager's loopback URL (the API server runs on this
+machine, so no Service is needed) and the CA bundle patched in.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conftest import ROOT, Cluster, eventually
+
+WEBHOOK_CONFIG = ROOT / "manifests" / "webhook" / "validating-webhook-configuration.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ManagerProcess:
+    proc: subprocess.Popen[bytes]
+    log: Path
+    webhook_port: int
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterator[ManagerProcess]:
+    certs = workdir / "webhook-certs"
+    subprocess.run(["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True,
+                   capture_output=True)
+    port = free_port()
+    log = workdir / "manager.log"
+    args = [sys.executable, "-m", "escaler", "manager", f"--kubeconfig={cluster.kubeconfig}",
+            f"--webhook-port={port}", f"--webhook-cert-dir={certs}",
+            "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
+            "--api-bind-address=127.0.0.1:0", *extra]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    mp = ManagerProcess(proc, log, port)
+    try:
+        docs = [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
+        ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+        for doc in docs:
+            cfg = copy.deepcopy(doc)
+            for hook in cfg["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+            cluster.apply(cfg)
+        eventually(lambda: proc.poll() is None and _serving(port), timeout=30,
+                   what=f"the manager's webhook on :{port}; log:\n{mp.output()[-2000:]}")
+        yield mp
+    finally:
+        for doc in [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]:
+            cluster.kubectl("delete", "validatingwebhookconfiguration", doc["metadata"]["name"],
+                            "--ignore-not-found", check=False)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _serving(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def submit(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> tuple[bool, str]:
+    """``kubectl create`` the object as a user would; (accepted, kubectl's message)."""
+    import json
+
+    r = subprocess.run([cluster.kubectl_bin, f"--kubeconfig={cluster.kubeconfig}", "create", "-n", namespace,
+                        "-f", "-"], input=json.dumps(obj), capture_output=True, text=True, timeout=60)
+    return r.returncode == 0, (r.stdout + r.stderr).strip()
