@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import escaler
+from escaler.cli import crds, manager
 
 __all__ = ["COMMANDS", "main"]
 
@@ -33,6 +34,8 @@ def _add_version(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Ha
 # name -> function that adds the sub-parser and returns its handler
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], Handler]] = {
     "version": _add_version,
+    "crds": crds.add_parser,
+    "manager": manager.add_parser,
 }
 
 

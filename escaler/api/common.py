@@ -1,0 +1,221 @@
+"""Building blocks shared by every kind: the model base, wire types, ``TargetRef``, ``Mode``.
+
+Contract of ``KubeModel`` (the base of every model in ``escaler.api``):
+
+* **Names.** Python attributes are snake_case; the JSON/YAML names are camelCase, derived by
+  ``camel`` (a trailing underscore is dropped, so ``from_`` is ``from``). Both names are
+  accepted when parsing; dumps use the JSON names.
+* **Unknown fields are kept** (``extra="allow"``): a field this version does not know, at any
+  level, survives ``parse`` → ``to_object``, so a controller older than the CRD in the cluster
+  never drops data on a write.
+* **The one dump call** is ``to_object()`` = ``model_dump(mode="json", by_alias=True,
+  exclude_none=True)``: JSON names, JSON types (times as RFC 3339 ``...Z`` strings, seconds
+  precision like ``metav1.Time``), ``None`` meaning *absent*. Model defaults are written out;
+  they are the CRD's defaults (``crdgen`` generates those from the same fields), so the result
+  is what the API server would store anyway. To clear a field, set it to ``None``.
+* **Cross-field rules** are declared in ``RULES`` (see ``escaler.api.rules``); parsing does
+  not enforce them, so an object stored before a rule existed still parses and a reconciler
+  can report it as ``InvalidSpec``. Single-field constraints (enums, minimum, lengths) are
+  enforced by parsing and by the CRD schema alike.
+
+This module imports only pydantic and the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+
+from escaler.api.rules import Rule
+
+__all__ = [
+    "MODE_DESCRIPTION",
+    "QUANTITY_PATTERN",
+    "URL_PATTERN",
+    "KubeModel",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "Mode",
+    "Quantity",
+    "TargetRef",
+    "Time",
+    "camel",
+    "quantity_value",
+]
+
+
+def camel(name: str) -> str:
+    """``min_replicas`` → ``minReplicas``; a trailing ``_`` (for Python keywords) is dropped."""
+    head, *rest = name.rstrip("_").split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _add_rules(schema: dict[str, Any], cls: type[Any]) -> None:
+    rules: tuple[Rule, ...] = getattr(cls, "RULES", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [r.to_schema() for r in rules]
+
+
+class KubeModel(BaseModel):
+    """Base of every API model; see the module docstring."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        alias_generator=camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        json_schema_extra=_add_rules,
+    )
+
+    # cross-field rules of this model (CEL for the CRD, Python for ``validate``)
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+
+    def to_object(self) -> dict[str, Any]:
+        """The JSON form to send to the API server (the only dump call reconcilers use)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+def _rfc3339(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# A metav1.Time: an aware datetime in Python, RFC 3339 in UTC with seconds precision on the wire.
+Time = Annotated[AwareDatetime, AfterValidator(_utc), PlainSerializer(_rfc3339, when_used="json")]
+
+# resource.Quantity's serialized form (the pattern controller-gen emits).
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_QUANTITY_RE = re.compile(QUANTITY_PATTERN)
+_SUFFIX: dict[str, Decimal] = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+
+
+def _check_quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and not _QUANTITY_RE.match(value):
+        raise ValueError(f"{value!r} is not a quantity (e.g. 4, 500m, 1.5, 2Gi)")
+    return value
+
+
+# A resource.Quantity: an integer or a quantity string ("4", "500m", "2Gi"), kept as written.
+Quantity = Annotated[
+    int | str,
+    AfterValidator(_check_quantity),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+
+
+def quantity_value(q: int | str) -> float:
+    """The numeric value of a quantity: ``"500m"`` → 0.5, ``"2Ki"`` → 2048.0, ``4`` → 4.0."""
+    if isinstance(q, int):
+        return float(q)
+    if not _QUANTITY_RE.match(q):
+        raise ValueError(f"{q!r} is not a quantity")
+    number = re.match(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", q)
+    assert number is not None  # the full pattern matched
+    suffix = q[number.end() :]
+    try:
+        base = Decimal(number.group(0))
+        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** Decimal(suffix[1:])
+    except (InvalidOperation, KeyError) as err:  # pragma: no cover - excluded by the pattern
+        raise ValueError(f"{q!r} is not a quantity") from err
+    return float(base * scale)
+
+
+# An http(s) URL with a host (endpoints, provider URLs); the webhook checks hosts against
+# --allowed-endpoint-hosts.
+URL_PATTERN = r"^https?://[^\s/]+(/\S*)?$"
+
+
+class Mode(StrEnum):
+    """Whether a scaler writes the target (``Active``) or only reports (``Advisory``)."""
+
+    ACTIVE = "Active"
+    ADVISORY = "Advisory"
+
+
+MODE_DESCRIPTION = (
+    "Active (default) writes the computed replica count to the target. Advisory computes and "
+    "reports everything (status, events, metrics, `escaler explain`) but never writes the "
+    "target: a dry run to compare escaler's decisions with the autoscaler in charge today."
+)
+
+
+class TargetRef(KubeModel):
+    """A reference to an object in the same namespace."""
+
+    api_version: str = Field(
+        min_length=1,
+        max_length=253,
+        description="API version of the referent, e.g. apps/v1 or leaderworkerset.x-k8s.io/v1.",
+    )
+    kind: str = Field(min_length=1, max_length=63, description="Kind of the referent, e.g. Deployment.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        description="Name of the referent, in the same namespace as this object.",
+    )
+
+
+class LabelSelectorRequirement(KubeModel):
+    """A label selector requirement: a key, an operator and values."""
+
+    key: str = Field(description="The label key that the selector applies to.")
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
+        description="In, NotIn, Exists or DoesNotExist."
+    )
+    values: list[str] | None = Field(
+        default=None, description="Values for In and NotIn (non-empty); empty for Exists and DoesNotExist."
+    )
+
+
+class LabelSelector(KubeModel):
+    """A label query over a set of series or objects (metav1.LabelSelector)."""
+
+    match_labels: dict[str, str] | None = Field(
+        default=None, description="Labels that must match exactly (ANDed with matchExpressions)."
+    )
+    match_expressions: list[LabelSelectorRequirement] | None = Field(
+        default=None, description="Label selector requirements (ANDed)."
+    )

@@ -1,0 +1,421 @@
+"""ElasticScaler (``elasticscaler.io/v1alpha1``): the general scaler, SPEC §5.
+
+One trigger per scaler: ``MetricsTrigger`` (an algorithm over metrics, or a companion HPA when
+``scalingAlgorithm: HPA``), ``StateTrigger`` (``spec.targetRef`` names a state source whose
+``status.desiredReplicas`` is followed) or ``SignalTrigger`` (scale to and from zero on external
+signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validate``:
+
+* ``trigger``: ``metricsTrigger`` is present exactly when ``type`` is MetricsTrigger;
+  ``stateTrigger``/``signalTrigger`` only with their own type (both may be omitted: neither has
+  a required field, and the defaults of ``SignalTrigger`` apply);
+* ``minReplicas <= maxReplicas``; ``minReplicas: 0`` only with ``SignalTrigger``;
+* each metric carries exactly the sub-configuration named by its ``type``, each target exactly
+  the value named by its ``type``, and the target type suits the source (Utilization only for
+  Resource, AverageValue for Custom, since a Custom metric is a per-pod average).
+
+The metric-collection and behaviour policies of SPEC §5.4 are annotations, not spec fields
+(parsed by ``escaler.scaling.annotations``).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from escaler.api.common import (
+    MODE_DESCRIPTION,
+    URL_PATTERN,
+    KubeModel,
+    LabelSelector,
+    Mode,
+    Quantity,
+    TargetRef,
+)
+from escaler.api.meta import KubeObject
+from escaler.api.rules import Rule
+from escaler.api.scaler import (
+    DEFAULT_DEFER_TIMEOUT_SECONDS,
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_MIN_REPLICAS,
+    DEFER_TIMEOUT_DESCRIPTION,
+    ScalerStatus,
+)
+
+__all__ = [
+    "DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS",
+    "DEFAULT_SCALING_ALGORITHM",
+    "HPA_ALGORITHM",
+    "MAX_METRICS",
+    "CustomMetricSource",
+    "ElasticScaler",
+    "ElasticScalerSpec",
+    "ElasticScalerStatus",
+    "ExternalMetricSource",
+    "ExternalServerMetricSource",
+    "MetricIdentifier",
+    "MetricSourceType",
+    "MetricSpec",
+    "MetricTarget",
+    "MetricTargetType",
+    "MetricsTrigger",
+    "ResourceMetricSource",
+    "SignalTrigger",
+    "StateTrigger",
+    "Trigger",
+    "TriggerType",
+]
+
+DEFAULT_SCALING_ALGORITHM = "apa"
+# The reserved algorithm name that delegates to a companion autoscaling/v2 HPA (SPEC §5.1).
+HPA_ALGORITHM = "HPA"
+DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS = 5
+DEFAULT_SIGNAL_POLL_INTERVAL_SECONDS = 10
+DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS = 600
+DEFAULT_SIGNAL_ACTIVATION_REPLICAS = 1
+# Upper bound on metrics per scaler; also bounds the CEL cost of the per-metric rules.
+MAX_METRICS = 16
+
+
+class TriggerType(StrEnum):
+    METRICS = "MetricsTrigger"
+    STATE = "StateTrigger"
+    SIGNAL = "SignalTrigger"
+
+
+class MetricSourceType(StrEnum):
+    RESOURCE = "Resource"
+    CUSTOM = "Custom"
+    EXTERNAL = "External"
+    EXTERNAL_SERVER = "ExternalServer"
+
+
+class MetricTargetType(StrEnum):
+    UTILIZATION = "Utilization"
+    AVERAGE_VALUE = "AverageValue"
+    VALUE = "Value"
+
+
+def _only_when(field: str, attr: str, type_value: str, what: str = "type") -> Rule:
+    """``field`` is present exactly when ``self.<what> == type_value``."""
+    return Rule(
+        rule=f"(self.{what} == '{type_value}') == has(self.{field})",
+        message=f"{field} is required when {what} is {type_value}, and not allowed otherwise",
+        check=lambda m: (getattr(m, what) == type_value) == (getattr(m, attr) is not None),
+        field_path=f".{field}",
+    )
+
+
+class MetricTarget(KubeModel):
+    """The target value of a metric, as in autoscaling/v2 MetricTarget."""
+
+    RULES = (
+        _only_when("averageUtilization", "average_utilization", MetricTargetType.UTILIZATION),
+        _only_when("averageValue", "average_value", MetricTargetType.AVERAGE_VALUE),
+        _only_when("value", "value", MetricTargetType.VALUE),
+    )
+
+    type: MetricTargetType = Field(
+        description="Utilization: average percent of the pods' resource requests (Resource metrics "
+        "only). AverageValue: the metric's total divided by the replica count. Value: the metric's "
+        "total, compared as is."
+    )
+    average_utilization: int | None = Field(
+        default=None,
+        ge=1,
+        description="Target average utilization, in percent of requests (type Utilization).",
+    )
+    average_value: Quantity | None = Field(
+        default=None,
+        description='Target value per replica, a quantity such as "4" or "500m" (type AverageValue).',
+    )
+    value: Quantity | None = Field(default=None, description="Target total value, a quantity (type Value).")
+
+
+class MetricIdentifier(KubeModel):
+    """A metric by name, optionally narrowed by a label selector."""
+
+    name: str = Field(min_length=1, max_length=253, description="Name of the metric.")
+    selector: LabelSelector | None = Field(
+        default=None, description="Narrows the metric's series (passed to the metrics API as its selector)."
+    )
+
+
+class ResourceMetricSource(KubeModel):
+    """A resource metric of the target's pods from metrics.k8s.io (requires metrics-server)."""
+
+    RULES = (
+        Rule(
+            rule="self.target.type != 'Value'",
+            message="target.type of a Resource metric is Utilization or AverageValue",
+            check=lambda m: m.target.type != MetricTargetType.VALUE,
+            field_path=".target.type",
+        ),
+    )
+
+    name: str = Field(min_length=1, max_length=253, description="Resource name: cpu or memory.")
+    target: MetricTarget = Field(description="Target value of the resource metric.")
+
+
+class CustomMetricSource(KubeModel):
+    """A per-pod metric of the target's pods from custom.metrics.k8s.io (requires a metrics adapter)."""
+
+    RULES = (
+        Rule(
+            rule="self.target.type == 'AverageValue'",
+            message="target.type of a Custom metric must be AverageValue (it is a per-pod average)",
+            check=lambda m: m.target.type == MetricTargetType.AVERAGE_VALUE,
+            field_path=".target.type",
+        ),
+    )
+
+    metric: MetricIdentifier = Field(description="The metric, e.g. vllm_num_requests_waiting.")
+    target: MetricTarget = Field(description="Target average value per pod.")
+
+
+class ExternalMetricSource(KubeModel):
+    """A metric not tied to any Kubernetes object, from external.metrics.k8s.io."""
+
+    RULES = (
+        Rule(
+            rule="self.target.type != 'Utilization'",
+            message="target.type of an External metric is Value or AverageValue",
+            check=lambda m: m.target.type != MetricTargetType.UTILIZATION,
+            field_path=".target.type",
+        ),
+    )
+
+    metric: MetricIdentifier = Field(description="The metric and the selector of its series.")
+    target: MetricTarget = Field(description="Target total (Value) or per-replica (AverageValue) value.")
+
+
+class ExternalServerMetricSource(KubeModel):
+    """An instant query against any Prometheus-compatible HTTP API (GET <endpoint>/api/v1/query).
+    Not supported with scalingAlgorithm HPA (Validated=False/UnsupportedMetric)."""
+
+    RULES = (
+        Rule(
+            rule="self.target.type != 'Utilization'",
+            message="target.type of an ExternalServer metric is Value or AverageValue",
+            check=lambda m: m.target.type != MetricTargetType.UTILIZATION,
+            field_path=".target.type",
+        ),
+    )
+
+    endpoint: str = Field(
+        max_length=2048,
+        pattern=URL_PATTERN,
+        description="Base URL of the query API, e.g. http://prometheus.monitoring:9090.",
+    )
+    query: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="PromQL instant query; its result must be a single number (a scalar or a "
+        "one-sample vector), the metric's total over the target.",
+    )
+    target: MetricTarget = Field(
+        description="AverageValue divides the query result by the replica count; Value compares it as is."
+    )
+    timeout_seconds: int = Field(
+        default=DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS,
+        ge=1,
+        le=300,
+        description="Timeout of one query, in seconds.",
+    )
+
+
+class MetricSpec(KubeModel):
+    """One metric; exactly the sub-configuration named by its type is set."""
+
+    RULES = (
+        _only_when("resource", "resource", MetricSourceType.RESOURCE),
+        _only_when("custom", "custom", MetricSourceType.CUSTOM),
+        _only_when("external", "external", MetricSourceType.EXTERNAL),
+        _only_when("externalServer", "external_server", MetricSourceType.EXTERNAL_SERVER),
+    )
+
+    type: MetricSourceType = Field(
+        description="Resource (metrics.k8s.io), Custom (custom.metrics.k8s.io, per pod), External "
+        "(external.metrics.k8s.io) or ExternalServer (a Prometheus-compatible query API)."
+    )
+    resource: ResourceMetricSource | None = Field(
+        default=None, description="The Resource metric (type Resource)."
+    )
+    custom: CustomMetricSource | None = Field(default=None, description="The Custom metric (type Custom).")
+    external: ExternalMetricSource | None = Field(
+        default=None, description="The External metric (type External)."
+    )
+    external_server: ExternalServerMetricSource | None = Field(
+        default=None, description="The query and its target (type ExternalServer)."
+    )
+
+
+class MetricsTrigger(KubeModel):
+    """Scale on metrics, with a registered algorithm or a companion HPA."""
+
+    scaling_algorithm: str = Field(
+        default=DEFAULT_SCALING_ALGORITHM,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        description="apa (default): the built-in algorithm, the max over metrics of "
+        "ceil(currentReplicas x current/target) outside a tolerance band, rate-limited per step. "
+        "HPA: create a companion autoscaling/v2 HorizontalPodAutoscaler named <name>-hpa that does "
+        "the scaling (ExternalServer metrics are not supported there). Any other value names an "
+        "algorithm registered in the manager (Validated=False/AlgorithmNotRegistered otherwise).",
+    )
+    algorithm_config: dict[str, str] | None = Field(
+        default=None,
+        description='Parameters of the algorithm, as strings. apa reads tolerance (default "0.1"), '
+        'scaleUpRate ("2.0": at most x2 per step) and scaleDownRate ("2.0": at most /2 per step).',
+    )
+    metrics: list[MetricSpec] = Field(
+        min_length=1,
+        max_length=MAX_METRICS,
+        description="The metrics to scale on; the algorithm combines them (apa takes the highest "
+        "recommendation). Collection and aggregation are tuned with elasticscaler.io/metrics.* "
+        "annotations.",
+    )
+
+
+class StateTrigger(KubeModel):
+    """Follow a state source: spec.targetRef names an object whose status.desiredReplicas is the
+    decision (a Tidal, or any custom resource). The written target is found by following
+    spec.targetRef links from the source (at most 5 hops). The source must carry the labels
+    elasticscaler.io/name and elasticscaler.io/namespace naming this scaler. No fields yet."""
+
+
+class SignalTrigger(KubeModel):
+    """Scale to and from zero on external activity signals, pushed to the manager (POST
+    /signal/v1/namespaces/{ns}/elasticscalers/{name} with {"active": true} or {"replicas": n}) or
+    pulled from endpoint."""
+
+    endpoint: str | None = Field(
+        default=None,
+        max_length=2048,
+        pattern=URL_PATTERN,
+        description='Optional pull source: GET returns {"active": bool, "replicas": int (optional)}. '
+        "Without it, only pushed signals are used.",
+    )
+    poll_interval_seconds: int = Field(
+        default=DEFAULT_SIGNAL_POLL_INTERVAL_SECONDS,
+        ge=1,
+        description="Seconds between two polls of endpoint.",
+    )
+    idle_timeout_seconds: int = Field(
+        default=DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS,
+        ge=1,
+        description="With no activity for this long, scale to minReplicas (which may be 0).",
+    )
+    activation_replicas: int = Field(
+        default=DEFAULT_SIGNAL_ACTIVATION_REPLICAS,
+        ge=1,
+        description="Replicas to go to from zero on the first activity signal.",
+    )
+
+
+class Trigger(KubeModel):
+    """What drives the decision; exactly one type, and only its sub-configuration."""
+
+    RULES = (
+        _only_when("metricsTrigger", "metrics_trigger", TriggerType.METRICS),
+        Rule(
+            rule="!has(self.stateTrigger) || self.type == 'StateTrigger'",
+            message="stateTrigger is only allowed when type is StateTrigger",
+            check=lambda m: m.state_trigger is None or m.type == TriggerType.STATE,
+            field_path=".stateTrigger",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            rule="!has(self.signalTrigger) || self.type == 'SignalTrigger'",
+            message="signalTrigger is only allowed when type is SignalTrigger",
+            check=lambda m: m.signal_trigger is None or m.type == TriggerType.SIGNAL,
+            field_path=".signalTrigger",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    type: TriggerType = Field(
+        description="MetricsTrigger: scale on metrics (metricsTrigger required). StateTrigger: "
+        "follow the status.desiredReplicas of the object named by spec.targetRef. SignalTrigger: "
+        "scale to and from zero on activity signals (signalTrigger optional)."
+    )
+    metrics_trigger: MetricsTrigger | None = Field(
+        default=None, description="Configuration of a MetricsTrigger; required with that type."
+    )
+    state_trigger: StateTrigger | None = Field(
+        default=None, description="Configuration of a StateTrigger (no fields yet); only with that type."
+    )
+    signal_trigger: SignalTrigger | None = Field(
+        default=None,
+        description="Configuration of a SignalTrigger; only with that type (defaults apply when omitted).",
+    )
+
+
+class ElasticScalerSpec(KubeModel):
+    """Desired behaviour of an ElasticScaler."""
+
+    RULES = (
+        Rule(
+            rule="self.minReplicas <= self.maxReplicas",
+            message="minReplicas must be less than or equal to maxReplicas",
+            check=lambda m: m.min_replicas <= m.max_replicas,
+            field_path=".minReplicas",
+        ),
+        Rule(
+            rule="self.minReplicas > 0 || self.trigger.type == 'SignalTrigger'",
+            message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger",
+            check=lambda m: m.min_replicas > 0 or m.trigger.type == TriggerType.SIGNAL,
+            field_path=".minReplicas",
+        ),
+    )
+
+    target_ref: TargetRef = Field(
+        description="The workload to scale (anything with a /scale subresource or spec.replicas: "
+        "Deployment, StatefulSet, LeaderWorkerSet, ResourceScalingGroup, ...). With StateTrigger, "
+        "the state source instead (e.g. a Tidal), whose own spec.targetRef chain leads to the "
+        "workload. A workload is managed by at most one escaler scaler (Validated=False/TargetConflict)."
+    )
+    min_replicas: int = Field(
+        default=DEFAULT_MIN_REPLICAS,
+        ge=0,
+        description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger.",
+    )
+    max_replicas: int = Field(
+        default=DEFAULT_MAX_REPLICAS,
+        ge=1,
+        description="Upper bound of the replica count; at least minReplicas.",
+    )
+    defer_timeout_seconds: int = Field(
+        default=DEFAULT_DEFER_TIMEOUT_SECONDS, ge=0, description=DEFER_TIMEOUT_DESCRIPTION
+    )
+    mode: Mode = Field(default=Mode.ACTIVE, description=MODE_DESCRIPTION)
+    trigger: Trigger = Field(description="What drives the decision.")
+
+
+class ElasticScalerStatus(ScalerStatus):
+    """Observed state of an ElasticScaler (HPA v2 model)."""
+
+    hpa_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Name of the companion HorizontalPodAutoscaler (scalingAlgorithm HPA), whose "
+        "replicas and conditions this status mirrors.",
+    )
+    resolved_target_ref: TargetRef | None = Field(
+        default=None,
+        description="The workload replicas are written to: spec.targetRef, or for StateTrigger the "
+        "end of the targetRef chain from the state source.",
+    )
+
+
+class ElasticScaler(KubeObject):
+    """Scales a workload on metrics, on a state source (e.g. a Tidal) or on activity signals."""
+
+    API_VERSION = "elasticscaler.io/v1alpha1"
+    KIND = "ElasticScaler"
+
+    spec: ElasticScalerSpec = Field(description="Desired behaviour.")
+    status: ElasticScalerStatus | None = Field(
+        default=None, description="Observed state, written by the controller."
+    )

@@ -1,0 +1,198 @@
+"""LLMScaler (``llm.escaler.io/v1alpha1``): the LLM-specific scaler, SPEC §8.
+
+Decides from Prometheus queries (``desired = ceil(value / targetPerReplica)``, the max over the
+usable metrics) or from a custom decision provider (GET ``customProvider.url`` →
+``{"replicas": n}``, e.g. the SLO decision engine). Status is the shared scaler status (SPEC §3)
+plus the deprecated ``DecisionAvailable`` condition mirroring ScalingActive.
+
+Rules (CEL and ``validate``): ``metricProvider: Custom`` requires ``customProvider``,
+``Prometheus`` requires ``prometheus`` (both may be configured, so switching the provider is a
+one-field edit); ``minReplicas <= maxReplicas``. ``minReplicas: 0`` is allowed: a custom
+provider may decide zero (SLO bounds of 0 scale to zero).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from escaler.api.common import MODE_DESCRIPTION, URL_PATTERN, KubeModel, Mode, TargetRef
+from escaler.api.meta import KubeObject
+from escaler.api.rules import Rule
+from escaler.api.scaler import (
+    DEFAULT_DEFER_TIMEOUT_SECONDS,
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_MIN_REPLICAS,
+    DEFER_TIMEOUT_DESCRIPTION,
+    ScalerStatus,
+)
+
+__all__ = [
+    "DEFAULT_PROVIDER_TIMEOUT_SECONDS",
+    "DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS",
+    "CustomProvider",
+    "LLMScaleDown",
+    "LLMScaler",
+    "LLMScalerSpec",
+    "LLMScalerStatus",
+    "MetricProvider",
+    "PrometheusMetric",
+    "PrometheusProvider",
+]
+
+DEFAULT_PROVIDER_TIMEOUT_SECONDS = 5
+DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS = 300
+MAX_PROMETHEUS_METRICS = 16
+
+
+class MetricProvider(StrEnum):
+    PROMETHEUS = "Prometheus"
+    CUSTOM = "Custom"
+
+
+class PrometheusMetric(KubeModel):
+    """One query and the share of it a replica should carry."""
+
+    name: str = Field(
+        min_length=1, max_length=63, description="Name of the metric (shown in status.currentMetrics)."
+    )
+    query: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="PromQL instant query returning one number: the total load over the target.",
+    )
+    target_per_replica: float = Field(
+        gt=0,
+        description="Load one replica should carry: this metric recommends ceil(value / targetPerReplica).",
+    )
+
+
+class PrometheusProvider(KubeModel):
+    """Prometheus queries, each recommending a replica count; the highest wins."""
+
+    endpoint: str = Field(
+        max_length=2048,
+        pattern=URL_PATTERN,
+        description="Base URL of a Prometheus-compatible query API, e.g. http://prometheus:9090.",
+    )
+    metrics: list[PrometheusMetric] = Field(
+        min_length=1,
+        max_length=MAX_PROMETHEUS_METRICS,
+        description="Every metric is evaluated each sync; K of M usable metrics recommend the max of "
+        "their counts; none usable is ScalingActive=False/DecisionUnavailable (replicas held).",
+    )
+    timeout_seconds: int = Field(
+        default=DEFAULT_PROVIDER_TIMEOUT_SECONDS,
+        ge=1,
+        le=300,
+        description="Timeout of one query, in seconds.",
+    )
+
+
+class CustomProvider(KubeModel):
+    """An HTTP decision source, e.g. the SLO decision engine's /decisions/{serviceId}."""
+
+    url: str = Field(
+        max_length=2048,
+        pattern=URL_PATTERN,
+        description='URL answering GET with {"replicas": n} (other fields are ignored). Anything else '
+        "is ScalingActive=False/DecisionUnavailable and replicas are held.",
+    )
+    timeout_seconds: int = Field(
+        default=DEFAULT_PROVIDER_TIMEOUT_SECONDS,
+        ge=1,
+        le=300,
+        description="Timeout of one request, in seconds.",
+    )
+
+
+class LLMScaleDown(KubeModel):
+    """Scale-down behaviour (scale-up is never limited)."""
+
+    stabilization_window_seconds: int = Field(
+        default=DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS,
+        ge=0,
+        description="Scale down only to the highest recommendation seen within this window (seconds).",
+    )
+    max_step_replicas: int | None = Field(
+        default=None, ge=1, description="At most this many replicas removed per sync; unlimited when absent."
+    )
+
+
+class LLMScalerSpec(KubeModel):
+    """Desired behaviour of an LLMScaler."""
+
+    RULES = (
+        Rule(
+            rule="self.metricProvider != 'Custom' || has(self.customProvider)",
+            message="customProvider is required when metricProvider is Custom",
+            check=lambda m: m.metric_provider != MetricProvider.CUSTOM or m.custom_provider is not None,
+            field_path=".customProvider",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            rule="self.metricProvider != 'Prometheus' || has(self.prometheus)",
+            message="prometheus is required when metricProvider is Prometheus",
+            check=lambda m: m.metric_provider != MetricProvider.PROMETHEUS or m.prometheus is not None,
+            field_path=".prometheus",
+            reason="FieldValueRequired",
+        ),
+        Rule(
+            rule="self.minReplicas <= self.maxReplicas",
+            message="minReplicas must be less than or equal to maxReplicas",
+            check=lambda m: m.min_replicas <= m.max_replicas,
+            field_path=".minReplicas",
+        ),
+    )
+
+    target_ref: TargetRef = Field(
+        description="The workload to scale (anything with a /scale subresource or spec.replicas). A "
+        "workload is managed by at most one escaler scaler (Validated=False/TargetConflict)."
+    )
+    min_replicas: int = Field(
+        default=DEFAULT_MIN_REPLICAS,
+        ge=0,
+        description="Lower bound of the replica count (0 allows scale to zero).",
+    )
+    max_replicas: int = Field(
+        default=DEFAULT_MAX_REPLICAS,
+        ge=1,
+        description="Upper bound of the replica count; at least minReplicas.",
+    )
+    defer_timeout_seconds: int = Field(
+        default=DEFAULT_DEFER_TIMEOUT_SECONDS, ge=0, description=DEFER_TIMEOUT_DESCRIPTION
+    )
+    mode: Mode = Field(default=Mode.ACTIVE, description=MODE_DESCRIPTION)
+    metric_provider: MetricProvider = Field(
+        default=MetricProvider.PROMETHEUS,
+        description="Prometheus (default): decide from spec.prometheus. Custom: read the decision from "
+        "spec.customProvider. Switching overwrites the conditions at once.",
+    )
+    prometheus: PrometheusProvider | None = Field(
+        default=None, description="Queries used when metricProvider is Prometheus (required then)."
+    )
+    custom_provider: CustomProvider | None = Field(
+        default=None, description="Decision source used when metricProvider is Custom (required then)."
+    )
+    scale_down: LLMScaleDown = Field(
+        default_factory=lambda: LLMScaleDown(),
+        json_schema_extra={"default": {}},
+        description="Scale-down stabilization and step limit.",
+    )
+
+
+class LLMScalerStatus(ScalerStatus):
+    """Observed state of an LLMScaler (HPA v2 model, plus the deprecated DecisionAvailable condition)."""
+
+
+class LLMScaler(KubeObject):
+    """Scales an LLM serving workload from Prometheus queries or a custom decision provider."""
+
+    API_VERSION = "llm.escaler.io/v1alpha1"
+    KIND = "LLMScaler"
+
+    spec: LLMScalerSpec = Field(description="Desired behaviour.")
+    status: LLMScalerStatus | None = Field(
+        default=None, description="Observed state, written by the controller."
+    )

@@ -1,0 +1,132 @@
+"""What the two scaler kinds (ElasticScaler, LLMScaler) share: defaults and the status model.
+
+The status follows the HPA v2 model (SPEC §3): conditions are the source of truth (no phase, no
+summary Ready condition); ``currentMetrics`` says *why* (value, target and the replicas each
+metric recommends); ``recentDecisions`` keeps the last ``MAX_RECENT_DECISIONS`` decisions, oldest
+first (``ScalerStatus.record`` appends and trims, keeping the CRD's ``maxItems``).
+
+Every field is optional: a field is written when the controller knows its value, and absent
+otherwise (``None`` in Python), never a made-up zero.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from escaler.api.common import KubeModel, Time
+from escaler.api.conditions import Condition, conditions_field
+
+__all__ = [
+    "DEFAULT_DEFER_TIMEOUT_SECONDS",
+    "DEFAULT_MAX_REPLICAS",
+    "DEFAULT_MIN_REPLICAS",
+    "MAX_RECENT_DECISIONS",
+    "MetricStatus",
+    "RecentDecision",
+    "ScalerStatus",
+]
+
+DEFAULT_MIN_REPLICAS = 1
+DEFAULT_MAX_REPLICAS = 10
+# How long a guard may hold a write before it is forced (0 = never force), SPEC §4 step 5.
+DEFAULT_DEFER_TIMEOUT_SECONDS = 600
+MAX_RECENT_DECISIONS = 10
+# Longest text copied from an error into status (SPEC §3: error bodies capped at 1 KiB).
+MAX_ERROR_LENGTH = 1024
+
+DEFER_TIMEOUT_DESCRIPTION = (
+    "Seconds a guard (RolloutInProgress, ScaleDownSettling) may hold a write before it is forced "
+    "(AbleToScale=True/DeferralTimedOut); forced writes are then paced to at most one per this "
+    "interval. 0 never forces a held write."
+)
+
+
+class MetricStatus(KubeModel):
+    """What one metric read this sync, and the replicas it recommends."""
+
+    name: str = Field(
+        max_length=1024,
+        description="The metric: a resource name (cpu), a metric name, an ExternalServer query, or "
+        "an LLMScaler Prometheus metric's name.",
+    )
+    type: str | None = Field(
+        default=None,
+        max_length=63,
+        description="Source type: Resource, Custom, External, ExternalServer (ElasticScaler) or "
+        "Prometheus (LLMScaler).",
+    )
+    value: float | None = Field(
+        default=None, description="The aggregated value read this sync; absent when the read failed."
+    )
+    target: float | None = Field(default=None, description="The target the value is compared with.")
+    target_type: str | None = Field(
+        default=None,
+        max_length=63,
+        description="How the target is read: Utilization (percent of requests), AverageValue (per "
+        "replica) or Value (total).",
+    )
+    recommended_replicas: int | None = Field(
+        default=None, ge=0, description="The replica count this metric alone recommends."
+    )
+    error: str | None = Field(
+        default=None,
+        max_length=MAX_ERROR_LENGTH,
+        description="Why this metric produced no recommendation this sync (capped at 1 KiB).",
+    )
+
+
+class RecentDecision(KubeModel):
+    """One replica-count decision: when, from, to, why, and the pipeline step that bound it."""
+
+    time: Time = Field(description="When the decision was taken.")
+    from_: int = Field(ge=0, description="Replica count before the decision.")
+    to: int = Field(ge=0, description="Replica count decided.")
+    reason: str = Field(max_length=1024, description="Why, in words (e.g. the metric that drove it).")
+    bound_by: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The decision-pipeline step that last changed the count: Recommend, Stabilize, "
+        "StepLimit, Clamp or Guard.",
+    )
+
+
+class ScalerStatus(KubeModel):
+    """Observed state of a scaler (HPA v2 model)."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation at the last status write."
+    )
+    current_replicas: int | None = Field(
+        default=None, ge=0, description="Replicas of the target at the last sync."
+    )
+    desired_replicas: int | None = Field(
+        default=None, ge=0, description="Replicas the controller decided at the last sync."
+    )
+    last_scale_time: Time | None = Field(
+        default=None,
+        description="When the controller last wrote replicas to the target (a normal or a forced "
+        "write); unchanged on every other sync.",
+    )
+    deferred_since: Time | None = Field(
+        default=None,
+        description="Set while a guard holds a write (rollout in progress, scale-down settling); "
+        "cleared when the write happens.",
+    )
+    current_metrics: list[MetricStatus] = Field(
+        default=[], description="Per metric: the value read, its target and the replicas it recommends."
+    )
+    recent_decisions: list[RecentDecision] = Field(
+        default=[],
+        max_length=MAX_RECENT_DECISIONS,
+        description=f"The last {MAX_RECENT_DECISIONS} decisions, oldest first.",
+    )
+    conditions: list[Condition] = conditions_field(
+        "ScalingActive (a decision could be computed), AbleToScale (the target can be written; "
+        "its reason says whether a guard or stabilization is holding), ScalingLimited (a bound or "
+        "step limit changed the count), Validated and MetricsPipeline. A scaler is failing when "
+        "AbleToScale or ScalingActive is False."
+    )
+
+    def record(self, decision: RecentDecision) -> None:
+        """Append ``decision`` to ``recent_decisions``, dropping the oldest beyond the limit."""
+        self.recent_decisions = [*self.recent_decisions, decision][-MAX_RECENT_DECISIONS:]

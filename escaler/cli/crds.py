@@ -1,0 +1,62 @@
+"""``escaler crds [--out DIR]``: the CustomResourceDefinitions generated from ``escaler.api``.
+
+Without ``--out``, prints every CRD as one multi-document YAML stream (``kubectl apply -f -``).
+With ``--out DIR``, writes one ``<plural>.<group>.yaml`` per CRD into DIR (created if missing)
+and removes any other generated CRD file there (one that starts with the generated-file header),
+so a renamed kind leaves nothing stale behind; other files are left alone. ``make crds`` runs
+``escaler crds --out manifests/crds``, and a unit test keeps that directory equal to the
+generator's output. Exit code 0, or 1 when DIR cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from escaler.api.crdgen import HEADER, render_crds_yaml, render_stream
+
+__all__ = ["add_parser", "run", "write_dir"]
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> Callable[[argparse.Namespace], int]:
+    p = sub.add_parser(
+        "crds",
+        help="print the generated CustomResourceDefinitions",
+        description="Print the CRDs of every escaler kind (generated from escaler.api), or write one file "
+        "per CRD into --out.",
+    )
+    p.add_argument("--out", metavar="DIR", type=Path, help="write <plural>.<group>.yaml files into DIR")
+    return run
+
+
+def write_dir(out: Path) -> list[Path]:
+    """Write every CRD into ``out``, remove stale generated files; return the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = render_crds_yaml()
+    for stale in sorted(out.glob("*.yaml")):
+        if stale.name not in files and stale.read_text(encoding="utf-8").startswith(HEADER):
+            stale.unlink()
+    written = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out is None:
+        sys.stdout.write(render_stream())
+        return 0
+    try:
+        written = write_dir(args.out)
+    except OSError as err:
+        print(f"escaler crds: {err}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    return 0

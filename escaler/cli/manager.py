@@ -1,0 +1,292 @@
+"""``escaler manager``: the controller process (SPEC §11).
+
+Parses and validates the flags (a bad value exits 2 with a message naming the flag), sets up
+structured logging, builds a ``Manager`` (probes, metrics, leader election, graceful shutdown on
+SIGTERM), adds the validating admission webhook when ``--webhook-port`` is not 0, registers the
+reconcilers, and runs until stopped. Exit codes: 0 after a graceful stop, 1 when the manager
+fails (no cluster configuration, a bind failure, a lost lease), 2 for a usage error.
+
+The webhook needs a serving certificate: ``--webhook-cert-dir DIR`` (``DIR/tls.crt`` and
+``DIR/tls.key``, the layout of a mounted ``kubernetes.io/tls`` Secret, cert-manager's or
+``hack/webhook-certs.sh``'s) or ``--webhook-cert-file`` with ``--webhook-key-file``. Without one,
+a non-zero ``--webhook-port`` is refused (exit 2) rather than silently serving no webhook: pass
+``--webhook-port=0`` to run without it.
+
+Flags read by parts that land later (kept here so the command line is stable):
+``--metrics-trigger-poll-interval`` (the MetricsTrigger poller) and ``--api-bind-address`` (the
+signal and decision API); ``--allowed-endpoint-hosts`` is enforced by the webhook now and by the
+collectors later. ``ManagerFlags`` carries every parsed value for ``register_reconcilers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import ssl
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from escaler.cli.flags import bind_address, duration_seconds, host_patterns, port, positive_int
+from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
+from escaler.kube.config import ConfigError
+from escaler.runtime import Manager, ManagerOptions
+from escaler.runtime.manager import (
+    DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
+    DEFAULT_LEADER_ELECTION_ID,
+    DEFAULT_MAX_CONCURRENT_RECONCILES,
+    DEFAULT_METRICS_BIND_ADDRESS,
+)
+from escaler.webhook import CheckContext, WebhookServer, validators
+from escaler.webhook.server import DEFAULT_WEBHOOK_PORT, CertificateReloader
+
+__all__ = [
+    "DEFAULT_API_BIND_ADDRESS",
+    "DEFAULT_METRICS_TRIGGER_POLL_INTERVAL",
+    "EXIT_USAGE",
+    "ManagerFlags",
+    "UsageError",
+    "add_parser",
+    "build_manager",
+    "flags_from_args",
+    "register_reconcilers",
+    "run",
+]
+
+DEFAULT_API_BIND_ADDRESS = ":8082"
+DEFAULT_METRICS_TRIGGER_POLL_INTERVAL = "30s"
+DEFAULT_LOG_FORMAT = "json"
+DEFAULT_LOG_LEVEL = "info"
+CERT_FILE_NAME = "tls.crt"
+KEY_FILE_NAME = "tls.key"
+EXIT_USAGE = 2
+
+_log = logging.getLogger("escaler.manager")
+
+
+class UsageError(Exception):
+    """A flag combination that cannot work; the message names the flag(s)."""
+
+
+@dataclass(frozen=True)
+class ManagerFlags:
+    """The validated command line."""
+
+    # None = $KUBECONFIG, in-cluster, then ~/.kube/config
+    kubeconfig: str | None
+    # "" = every namespace
+    namespace: str
+    leader_elect: bool
+    leader_election_id: str
+    # "" = the pod's namespace (in-cluster)
+    leader_election_namespace: str
+    metrics_bind_address: str
+    health_probe_bind_address: str
+    # seconds; 0 = no polling (watch events only)
+    metrics_trigger_poll_interval: float
+    max_concurrent_reconciles: int
+    # 0 = webhook disabled
+    webhook_port: int
+    # the serving pair; both set exactly when webhook_port != 0
+    webhook_cert_file: str | None
+    webhook_key_file: str | None
+    api_bind_address: str
+    # normalised --allowed-endpoint-hosts; () = every host
+    allowed_endpoint_hosts: tuple[str, ...]
+    log_format: str
+    log_level: str
+
+    def manager_options(self) -> ManagerOptions:
+        return ManagerOptions(
+            kubeconfig=self.kubeconfig,
+            namespace=self.namespace,
+            leader_election=self.leader_elect,
+            leader_election_id=self.leader_election_id,
+            leader_election_namespace=self.leader_election_namespace,
+            metrics_bind_address=self.metrics_bind_address,
+            health_probe_bind_address=self.health_probe_bind_address,
+            max_concurrent_reconciles=self.max_concurrent_reconciles,
+        )
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> Callable[[argparse.Namespace], int]:
+    p = sub.add_parser(
+        "manager",
+        help="run the controller manager (reconcilers, admission webhook, probes, metrics)",
+        description="Run the escaler controller manager until SIGTERM. Every flag shows its default.",
+    )
+    add_arguments(p)
+    return run
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kubeconfig", metavar="PATH", default=None,
+                   help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)")
+    p.add_argument("--namespace", metavar="NS", default="",
+                   help="watch only this namespace (default: '' = all namespaces)")
+    p.add_argument("--leader-elect", action="store_true", default=False,
+                   help="elect a leader on a coordination.k8s.io/v1 Lease before writing (default: false)")
+    p.add_argument("--leader-election-id", metavar="NAME", default=DEFAULT_LEADER_ELECTION_ID,
+                   help=f"name of the Lease (default: {DEFAULT_LEADER_ELECTION_ID})")
+    p.add_argument("--leader-election-namespace", metavar="NS", default="",
+                   help="namespace of the Lease (default: '' = the pod's own namespace)")
+    p.add_argument("--metrics-bind-address", metavar="ADDR", type=bind_address,
+                   default=DEFAULT_METRICS_BIND_ADDRESS,
+                   help=f"serve /metrics here; 0 disables (default: {DEFAULT_METRICS_BIND_ADDRESS})")
+    p.add_argument("--health-probe-bind-address", metavar="ADDR", type=bind_address,
+                   default=DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
+                   help="serve /healthz and /readyz here; 0 disables "
+                        f"(default: {DEFAULT_HEALTH_PROBE_BIND_ADDRESS})")
+    p.add_argument("--metrics-trigger-poll-interval", metavar="DURATION", type=duration_seconds,
+                   default=duration_seconds(DEFAULT_METRICS_TRIGGER_POLL_INTERVAL),
+                   help="how often every MetricsTrigger scaler is re-evaluated, spread over the interval; "
+                        f"0 disables polling (default: {DEFAULT_METRICS_TRIGGER_POLL_INTERVAL})")
+    p.add_argument("--max-concurrent-reconciles", metavar="N", type=positive_int,
+                   default=DEFAULT_MAX_CONCURRENT_RECONCILES,
+                   help=f"workers per controller (default: {DEFAULT_MAX_CONCURRENT_RECONCILES})")
+    p.add_argument("--webhook-port", metavar="PORT", type=port, default=DEFAULT_WEBHOOK_PORT,
+                   help="HTTPS port of the validating admission webhook; 0 disables it "
+                        f"(default: {DEFAULT_WEBHOOK_PORT})")
+    p.add_argument("--webhook-cert-dir", metavar="DIR", default="",
+                   help=f"directory holding the webhook's {CERT_FILE_NAME} and {KEY_FILE_NAME} "
+                        "(a mounted kubernetes.io/tls Secret) (default: none)")
+    p.add_argument("--webhook-cert-file", metavar="PATH", default="",
+                   help="webhook serving certificate (PEM), instead of --webhook-cert-dir (default: none)")
+    p.add_argument("--webhook-key-file", metavar="PATH", default="",
+                   help="webhook serving key (PEM), with --webhook-cert-file (default: none)")
+    p.add_argument("--api-bind-address", metavar="ADDR", type=bind_address, default=DEFAULT_API_BIND_ADDRESS,
+                   help="serve the signal and decision API here; 0 disables "
+                        f"(default: {DEFAULT_API_BIND_ADDRESS})")
+    p.add_argument("--allowed-endpoint-hosts", metavar="HOSTS", type=host_patterns, default=(),
+                   help="comma list of hosts (or *.domain) that endpoint URLs in specs may name; "
+                        "empty allows every host (default: '')")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT,
+                   help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
+                   help=f"lowest level logged (default: {DEFAULT_LOG_LEVEL})")
+
+
+def _webhook_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    cert_dir, cert_file, key_file = args.webhook_cert_dir, args.webhook_cert_file, args.webhook_key_file
+    if args.webhook_port == 0:
+        return None, None
+    if cert_dir and (cert_file or key_file):
+        raise UsageError(
+            "--webhook-cert-dir and --webhook-cert-file/--webhook-key-file are mutually exclusive")
+    if bool(cert_file) != bool(key_file):
+        given, missing = ("--webhook-cert-file", "--webhook-key-file") if cert_file else (
+            "--webhook-key-file", "--webhook-cert-file")
+        raise UsageError(f"{given} needs {missing}")
+    if cert_dir:
+        flag = "--webhook-cert-dir"
+        cert_file, key_file = os.path.join(cert_dir, CERT_FILE_NAME), os.path.join(cert_dir, KEY_FILE_NAME)
+    elif cert_file:
+        flag = "--webhook-cert-file/--webhook-key-file"
+    else:
+        raise UsageError(
+            f"--webhook-port={args.webhook_port} needs a serving certificate: pass --webhook-cert-dir "
+            f"(with {CERT_FILE_NAME} and {KEY_FILE_NAME}) or --webhook-cert-file and --webhook-key-file, "
+            "or --webhook-port=0 to run without the webhook")
+    for path in (cert_file, key_file):
+        if not os.path.isfile(path):
+            raise UsageError(f"{flag}: {path} does not exist")
+    try:
+        CertificateReloader(cert_file, key_file).load()
+    except (OSError, ssl.SSLError) as exc:
+        raise UsageError(f"{flag}: cannot load {cert_file} with {key_file}: {exc}") from None
+    return cert_file, key_file
+
+
+def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
+    """The validated flags; ``UsageError`` naming the flag when a combination cannot work."""
+    if args.leader_elect and not args.leader_election_id:
+        raise UsageError("--leader-election-id must not be empty with --leader-elect")
+    cert_file, key_file = _webhook_files(args)
+    return ManagerFlags(
+        kubeconfig=args.kubeconfig or None,
+        namespace=args.namespace,
+        leader_elect=args.leader_elect,
+        leader_election_id=args.leader_election_id,
+        leader_election_namespace=args.leader_election_namespace,
+        metrics_bind_address=args.metrics_bind_address,
+        health_probe_bind_address=args.health_probe_bind_address,
+        metrics_trigger_poll_interval=args.metrics_trigger_poll_interval,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
+        webhook_port=args.webhook_port,
+        webhook_cert_file=cert_file,
+        webhook_key_file=key_file,
+        api_bind_address=args.api_bind_address,
+        allowed_endpoint_hosts=tuple(args.allowed_endpoint_hosts),
+        log_format=args.log_format,
+        log_level=args.log_level,
+    )
+
+
+def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
+    """Register one reconciler per escaler kind on ``mgr``.
+
+    None is registered yet: the ElasticScaler, Tidal, ResourceScalingGroup, LLMScaler and SLO
+    reconcilers land with their own issues, each adding its ``ControllerBuilder(mgr)...complete()``
+    call here (with ``flags`` for the poll interval, worker count and allowed endpoint hosts).
+    Until then the manager runs its probes, metrics, leader election and the admission webhook.
+    """
+    del mgr, flags
+
+
+def build_manager(
+    flags: ManagerFlags, manager_factory: Callable[[ManagerOptions], Manager] = Manager,
+) -> Manager:
+    """The manager with the webhook (if enabled) and the reconcilers; not started."""
+    mgr = manager_factory(flags.manager_options())
+    if flags.webhook_port:
+        assert flags.webhook_cert_file is not None and flags.webhook_key_file is not None
+        server = WebhookServer(
+            validators(CheckContext(flags.allowed_endpoint_hosts)),
+            cert_file=flags.webhook_cert_file, key_file=flags.webhook_key_file,
+            bind_address=f":{flags.webhook_port}", registry=mgr.metrics.registry,
+        )
+        mgr.add_webhook(server)
+        mgr.add_readyz_check("webhook", server.serving.is_set)
+    register_reconcilers(mgr, flags)
+    return mgr
+
+
+# ManagerOptions field (in its ValueError messages) → the flag that sets it
+_OPTION_FLAGS = {
+    "leader_election": "--leader-elect",
+    "leader_election_namespace": "--leader-election-namespace",
+    "leader_election_id": "--leader-election-id",
+    "metrics_bind_address": "--metrics-bind-address",
+    "health_probe_bind_address": "--health-probe-bind-address",
+    "max_concurrent_reconciles": "--max-concurrent-reconciles",
+}
+_OPTION_RE = re.compile(r"ManagerOptions\.(\w+)")
+
+
+def _flag_message(message: str) -> str:
+    return _OPTION_RE.sub(lambda m: _OPTION_FLAGS.get(m.group(1), m.group(0)), message)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        flags = flags_from_args(args)
+    except UsageError as exc:
+        print(f"escaler manager: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(flags.log_format, flags.log_level)
+    try:
+        mgr = build_manager(flags)
+    except ConfigError as exc:
+        _log.error("cannot connect to Kubernetes: %s", exc)
+        return 1
+    except ValueError as exc:
+        print(f"escaler manager: error: {_flag_message(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    _log.info("starting manager", extra={
+        "webhookPort": flags.webhook_port, "watchNamespace": flags.namespace or "*",
+        "leaderElect": flags.leader_elect})
+    return mgr.start()

@@ -1,0 +1,246 @@
+"""Scaler annotations: keys, defaults, allowed values and their one parser (SPEC §3, §5.4).
+
+Two families:
+
+* **pause** (every scaler kind, SPEC §3): ``elasticscaler.io/paused`` (``"true"``/``"false"``;
+  freeze: no writes) and ``elasticscaler.io/paused-replicas`` (an integer >= 0; pin to N);
+* **metrics and behavior policies** (ElasticScaler, MetricsTrigger with an algorithm, SPEC §5.4):
+  ``elasticscaler.io/metrics.*`` and ``elasticscaler.io/behavior.*``, see ``POLICY_KEYS``.
+
+``parse_annotations(annotations, policies=...)`` returns ``(ScalerAnnotations, problems)``: every
+value that parses is used, every other one falls back to its default and yields one
+``AnnotationProblem`` naming the key (as the path ``metadata.annotations[<key>]``), the rule and
+the default used. The admission webhook turns problems into denials; the reconciler uses the
+values and reports each problem once as a Warning event (never silently, SPEC §5.4). A key under
+``elasticscaler.io/metrics.`` or ``elasticscaler.io/behavior.`` that is not one of ours is a
+problem too (a typo such as ``metrics.windowSecond`` would otherwise be ignored silently).
+
+Numbers are parsed strictly (``escaler.scaling.strconv``): ``"60"``, ``"2.5"``; not ``" 60"``,
+``"6_0"``, ``"nan"``. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from escaler.scaling.strconv import parse_bool, parse_int, parse_number
+
+__all__ = [
+    "AGGREGATION_TYPES",
+    "ANNOTATION_PREFIX",
+    "DEFAULTS",
+    "ENABLE_OUTLIER_FILTER",
+    "GC_FACTOR",
+    "MAX_STABILIZATION_WINDOW_SECONDS",
+    "METRICS_AGGREGATION_TYPE",
+    "MISSING_DATA_POLICIES",
+    "MISSING_DATA_POLICY",
+    "OUTLIER_THRESHOLD",
+    "PAUSED",
+    "PAUSED_REPLICAS",
+    "PAUSE_KEYS",
+    "POLICY_KEYS",
+    "POLICY_PREFIXES",
+    "SCALE_DOWN_MAX_PODS_PER_STEP",
+    "SCALE_DOWN_STABILIZATION_WINDOW",
+    "SCALE_UP_MAX_PODS_PER_STEP",
+    "SCALE_UP_STABILIZATION_WINDOW",
+    "WINDOW_SECONDS",
+    "AnnotationProblem",
+    "ScalerAnnotations",
+    "annotation_path",
+    "parse_annotations",
+]
+
+ANNOTATION_PREFIX = "elasticscaler.io/"
+
+WINDOW_SECONDS = "elasticscaler.io/metrics.windowSeconds"
+GC_FACTOR = "elasticscaler.io/metrics.gcFactor"
+METRICS_AGGREGATION_TYPE = "elasticscaler.io/metrics.aggregationType"
+MISSING_DATA_POLICY = "elasticscaler.io/metrics.missingDataPolicy"
+ENABLE_OUTLIER_FILTER = "elasticscaler.io/metrics.enableOutlierFilter"
+OUTLIER_THRESHOLD = "elasticscaler.io/metrics.outlierThreshold"
+SCALE_UP_STABILIZATION_WINDOW = "elasticscaler.io/behavior.scaleUp.stabilizationWindowSeconds"
+SCALE_DOWN_STABILIZATION_WINDOW = "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds"
+SCALE_UP_MAX_PODS_PER_STEP = "elasticscaler.io/behavior.scaleUp.maxPodsPerStep"
+SCALE_DOWN_MAX_PODS_PER_STEP = "elasticscaler.io/behavior.scaleDown.maxPodsPerStep"
+PAUSED = "elasticscaler.io/paused"
+PAUSED_REPLICAS = "elasticscaler.io/paused-replicas"
+
+AGGREGATION_TYPES = ("Average", "Max", "Min", "P50", "P90", "P95", "P99", "Latest")
+MISSING_DATA_POLICIES = ("Ignore", "TreatAsZero", "Fail")
+# the stabilization windows' upper bound (HPA's behavior API uses the same one hour)
+MAX_STABILIZATION_WINDOW_SECONDS = 3600
+# keys under these prefixes are ours: an unknown one is a typo
+POLICY_PREFIXES = ("elasticscaler.io/metrics.", "elasticscaler.io/behavior.")
+
+
+@dataclass(frozen=True)
+class ScalerAnnotations:
+    """The parsed annotations; every field holds its SPEC default unless a valid value was given."""
+
+    # aggregation window over the sample buffer, seconds; >= 1
+    window_seconds: int = 60
+    # samples are kept for window_seconds * gc_factor; >= 1
+    gc_factor: float = 2.0
+    # one of AGGREGATION_TYPES
+    aggregation_type: str = "Average"
+    # one of MISSING_DATA_POLICIES
+    missing_data_policy: str = "Ignore"
+    # drop samples beyond outlier_threshold * MAD from the median
+    enable_outlier_filter: bool = False
+    # > 0
+    outlier_threshold: float = 3.0
+    # 0..MAX_STABILIZATION_WINDOW_SECONDS
+    scale_up_stabilization_seconds: int = 0
+    # 0..MAX_STABILIZATION_WINDOW_SECONDS
+    scale_down_stabilization_seconds: int = 300
+    # >= 1; None = unlimited
+    scale_up_max_pods_per_step: int | None = None
+    # >= 1; None = unlimited
+    scale_down_max_pods_per_step: int | None = None
+    # freeze: no writes
+    paused: bool = False
+    # pin to this count; None = not pinned; >= 0
+    paused_replicas: int | None = None
+
+
+DEFAULTS = ScalerAnnotations()
+
+
+@dataclass(frozen=True)
+class AnnotationProblem:
+    """One annotation that could not be used; ``str()`` is the message for events and denials."""
+
+    # the annotation key
+    key: str
+    # the value as written (repr'd, capped, in messages)
+    value: Any
+    # what the value must be
+    rule: str
+    # the default used instead (None when the key is unknown or has no default, e.g. unlimited)
+    default: Any = None
+
+    @property
+    def path(self) -> str:
+        return annotation_path(self.key)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.rule}, got {_show(self.value)}"
+
+    def fallback_message(self) -> str:
+        """For the reconciler's Warning event: the problem and the default used."""
+        fallback = "ignored" if self.default is None else f"using the default {self.default}"
+        return f"{self}; {fallback}"
+
+
+def annotation_path(key: str) -> str:
+    """The field path of an annotation, Kubernetes-style: ``metadata.annotations[<key>]``."""
+    return f"metadata.annotations[{key}]" if key else "metadata.annotations"
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 64 else text[:61] + "..."
+
+
+# parser: str -> value, raising ValueError with the rule
+Parser = Callable[[str], Any]
+
+
+def _int_in(low: int, high: int | None) -> Parser:
+    rule = f"must be an integer >= {low}" if high is None else f"must be an integer in [{low}, {high}]"
+
+    def parse(text: str) -> int:
+        try:
+            value = parse_int(text)
+        except ValueError:
+            raise ValueError(rule) from None
+        if value < low or (high is not None and value > high):
+            raise ValueError(rule)
+        return value
+    return parse
+
+
+def _number_at_least(low: float, *, strict: bool) -> Parser:
+    def parse(text: str) -> float:
+        value = parse_number(text)
+        if value < low or (strict and value == low):
+            raise ValueError(f"must be a number {'>' if strict else '>='} {low:g}")
+        return value
+    return parse
+
+
+def _one_of(allowed: tuple[str, ...]) -> Parser:
+    def parse(text: str) -> str:
+        if text not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return text
+    return parse
+
+
+# key → (ScalerAnnotations field, parser)
+_POLICY: dict[str, tuple[str, Parser]] = {
+    WINDOW_SECONDS: ("window_seconds", _int_in(1, None)),
+    GC_FACTOR: ("gc_factor", _number_at_least(1, strict=False)),
+    METRICS_AGGREGATION_TYPE: ("aggregation_type", _one_of(AGGREGATION_TYPES)),
+    MISSING_DATA_POLICY: ("missing_data_policy", _one_of(MISSING_DATA_POLICIES)),
+    ENABLE_OUTLIER_FILTER: ("enable_outlier_filter", parse_bool),
+    OUTLIER_THRESHOLD: ("outlier_threshold", _number_at_least(0, strict=True)),
+    SCALE_UP_STABILIZATION_WINDOW: ("scale_up_stabilization_seconds",
+                                    _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS)),
+    SCALE_DOWN_STABILIZATION_WINDOW: ("scale_down_stabilization_seconds",
+                                      _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS)),
+    SCALE_UP_MAX_PODS_PER_STEP: ("scale_up_max_pods_per_step", _int_in(1, None)),
+    SCALE_DOWN_MAX_PODS_PER_STEP: ("scale_down_max_pods_per_step", _int_in(1, None)),
+}
+_PAUSE: dict[str, tuple[str, Parser]] = {
+    PAUSED: ("paused", parse_bool),
+    PAUSED_REPLICAS: ("paused_replicas", _int_in(0, None)),
+}
+POLICY_KEYS = tuple(_POLICY)
+PAUSE_KEYS = tuple(_PAUSE)
+assert {f.name for f in fields(ScalerAnnotations)} == {f for f, _ in (*_POLICY.values(), *_PAUSE.values())}
+
+
+def _unknown_rule(key: str) -> str:
+    close = difflib.get_close_matches(key, POLICY_KEYS, n=1)
+    if close:
+        return f"unknown escaler annotation (did you mean {close[0]}?)"
+    return "unknown escaler annotation (known: " + ", ".join(POLICY_KEYS) + ")"
+
+
+def parse_annotations(
+    annotations: Mapping[str, Any] | None, *, policies: bool = True
+) -> tuple[ScalerAnnotations, list[AnnotationProblem]]:
+    """Parse the pause annotations and, with ``policies``, the §5.4 ones; see the module docstring.
+
+    Never raises: a non-mapping ``annotations`` gives the defaults and one problem.
+    """
+    if annotations is None:
+        return DEFAULTS, []
+    if not isinstance(annotations, Mapping):
+        return DEFAULTS, [AnnotationProblem("", annotations, "must be a map of strings to strings")]
+    table = {**_PAUSE, **_POLICY} if policies else dict(_PAUSE)
+    values: dict[str, Any] = {}
+    problems: list[AnnotationProblem] = []
+    for key in sorted((k for k in annotations if isinstance(k, str)), key=str):
+        raw = annotations[key]
+        entry = table.get(key)
+        if entry is None:
+            if policies and key.startswith(POLICY_PREFIXES):
+                problems.append(AnnotationProblem(key, raw, _unknown_rule(key)))
+            continue
+        attr, parse = entry
+        default = getattr(DEFAULTS, attr)
+        if not isinstance(raw, str):
+            problems.append(AnnotationProblem(key, raw, "must be a string", default))
+            continue
+        try:
+            values[attr] = parse(raw)
+        except ValueError as exc:
+            problems.append(AnnotationProblem(key, raw, str(exc), default))
+    return replace(DEFAULTS, **values), problems

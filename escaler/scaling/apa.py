@@ -1,0 +1,240 @@
+"""``apa``, the built-in default scaling algorithm (SPEC §5.2).
+
+For each metric (see ``algorithm.py`` for what a value means per target type):
+
+* ``ratio`` = observed load per replica / target per replica, i.e. ``value / target`` for
+  ``Utilization`` and ``AverageValue``, and ``value / (target * current)`` for ``Value`` (a
+  total spread over the current replicas);
+* inside the tolerance band, ``|ratio - 1| <= tolerance`` (inclusive), the metric recommends
+  the current count — small wobbles never move the workload;
+* outside it, ``ceil(current * ratio)`` for ``Utilization``/``AverageValue`` and
+  ``ceil(value / target)`` for ``Value`` (the same number, computed without the division by
+  ``current``).
+
+The recommendation is the **max** over the metrics, then one step is limited:
+
+* upwards to ``ceil(current * scaleUpRate)`` — ceil, so that a rate such as 1.5 still lets one
+  replica become two (``floor`` would pin small workloads forever);
+* downwards to ``floor(current / scaleDownRate)`` — floor, so that every rate > 1 lets the count
+  shrink by at least one (``ceil(3 / 1.1)`` would be 3 again).
+
+Both rates must be > 1 (a rate of 1 would forbid that direction altogether: use minReplicas or
+maxReplicas for that).
+
+**From zero** (``current == 0``) there is no per-replica load and nothing to multiply the rate
+by: a metric with any load recommends at least 1 (``Value``: ``ceil(value / target)``;
+``Utilization``/``AverageValue``: 1, the most that can be inferred with no pods), a metric with no
+load recommends 0, and the upward rate limit does not apply. (``minReplicas`` is >= 1 for
+MetricsTrigger scalers; this only matters for a target that someone else scaled to zero.)
+
+**No decision**: an empty metric list, or any metric whose value is missing, NaN, infinite or
+negative, raises ``NoDecision`` naming the metric — never a count. Deciding which metrics are
+usable (``missingDataPolicy``, partial metrics) is the caller's job, before this function runs.
+
+**Config** (``algorithmConfig``, strings): ``tolerance`` (default 0.1, a number in [0, 1)),
+``scaleUpRate`` and ``scaleDownRate`` (default 2.0, numbers > 1). A bad or unknown key is a
+``ValueError`` naming the key (``parse_config``; the admission webhook refuses it too).
+
+Products are rounded with a 1e-9 relative slack before ``ceil``/``floor`` so that float noise
+(``3 * (0.3 / 0.1) = 9.000000000000002``) never adds or removes a replica.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from escaler.scaling.algorithm import (
+    TARGET_AVERAGE_VALUE,
+    TARGET_TYPES,
+    TARGET_UTILIZATION,
+    TARGET_VALUE,
+    AlgorithmContext,
+    MetricValue,
+    NoDecision,
+    is_usable,
+)
+from escaler.scaling.strconv import parse_number
+
+__all__ = [
+    "APA",
+    "CONFIG_KEYS",
+    "DEFAULT_SCALE_DOWN_RATE",
+    "DEFAULT_SCALE_UP_RATE",
+    "DEFAULT_TOLERANCE",
+    "KEY_SCALE_DOWN_RATE",
+    "KEY_SCALE_UP_RATE",
+    "KEY_TOLERANCE",
+    "ApaConfig",
+    "ApaConfigError",
+    "apa",
+    "config_errors",
+    "limit_step",
+    "metric_ratio",
+    "parse_config",
+    "recommend_metric",
+]
+
+APA = "apa"
+KEY_TOLERANCE = "tolerance"
+KEY_SCALE_UP_RATE = "scaleUpRate"
+KEY_SCALE_DOWN_RATE = "scaleDownRate"
+CONFIG_KEYS = (KEY_TOLERANCE, KEY_SCALE_UP_RATE, KEY_SCALE_DOWN_RATE)
+DEFAULT_TOLERANCE = 0.1
+DEFAULT_SCALE_UP_RATE = 2.0
+DEFAULT_SCALE_DOWN_RATE = 2.0
+
+# algorithmConfig key → ApaConfig field
+_FIELDS = {
+    KEY_TOLERANCE: "tolerance", KEY_SCALE_UP_RATE: "scale_up_rate", KEY_SCALE_DOWN_RATE: "scale_down_rate",
+}
+# relative slack absorbing float noise before ceil/floor and at the tolerance boundary
+_EPS = 1e-9
+
+
+class ApaConfigError(ValueError):
+    """A bad ``algorithmConfig`` entry: ``key`` and ``rule``; ``str()`` is ``"<key>: <rule>"``."""
+
+    def __init__(self, key: str, rule: str) -> None:
+        super().__init__(f"{key}: {rule}")
+        # the algorithmConfig key
+        self.key = key
+        # what its value must be (with the value found)
+        self.rule = rule
+
+
+def _tolerance_ok(v: float) -> bool:
+    return math.isfinite(v) and 0 <= v < 1
+
+
+def _rate_ok(v: float) -> bool:
+    return math.isfinite(v) and v > 1
+
+
+# key → (range check, what the value must be)
+_RANGES = {
+    KEY_TOLERANCE: (_tolerance_ok, "must be a number >= 0 and < 1"),
+    KEY_SCALE_UP_RATE: (_rate_ok, "must be a number > 1"),
+    KEY_SCALE_DOWN_RATE: (_rate_ok, "must be a number > 1"),
+}
+
+
+@dataclass(frozen=True)
+class ApaConfig:
+    """The parsed ``algorithmConfig`` of ``apa``; validated on construction."""
+
+    # half-width of the no-change band around ratio 1; 0 <= tolerance < 1
+    tolerance: float = DEFAULT_TOLERANCE
+    # one step may multiply the count by at most this; finite, > 1
+    scale_up_rate: float = DEFAULT_SCALE_UP_RATE
+    # one step may divide the count by at most this; finite, > 1
+    scale_down_rate: float = DEFAULT_SCALE_DOWN_RATE
+
+    def __post_init__(self) -> None:
+        for key, attr in _FIELDS.items():
+            ok, rule = _RANGES[key]
+            value = getattr(self, attr)
+            if not ok(value):
+                raise ApaConfigError(key, f"{rule}, got {value!r}")
+
+
+def _parse_entry(key: str, text: object) -> float:
+    if key not in CONFIG_KEYS:
+        raise ApaConfigError(key, f"unknown apa setting; the settings are {', '.join(CONFIG_KEYS)}")
+    if not isinstance(text, str):
+        raise ApaConfigError(key, f"must be a string holding a number, got {text!r}")
+    try:
+        value = parse_number(text)
+    except ValueError as exc:
+        raise ApaConfigError(key, f"{exc}, got {text!r}") from None
+    ok, rule = _RANGES[key]
+    if not ok(value):
+        raise ApaConfigError(key, f"{rule}, got {text!r}")
+    return value
+
+
+def config_errors(config: Mapping[str, object]) -> list[ApaConfigError]:
+    """Every bad or unknown ``algorithmConfig`` entry, sorted by key (the webhook reports all)."""
+    errors = []
+    for key in sorted(config, key=str):
+        try:
+            _parse_entry(str(key), config[key])
+        except ApaConfigError as exc:
+            errors.append(exc)
+    return errors
+
+
+def parse_config(config: Mapping[str, str]) -> ApaConfig:
+    """``algorithmConfig`` → ``ApaConfig``; ``ApaConfigError`` naming the first bad or unknown key."""
+    values = {key: _parse_entry(key, config[key]) for key in sorted(config)}
+    return ApaConfig(**{_FIELDS[key]: value for key, value in values.items()})
+
+
+def _ceil(x: float) -> int:
+    return math.ceil(x - _EPS * max(1.0, abs(x)))
+
+
+def _floor(x: float) -> int:
+    return math.floor(x + _EPS * max(1.0, abs(x)))
+
+
+def _check(metric: MetricValue) -> tuple[float, float]:
+    """(value, target) of a metric fit for a decision; NoDecision / ValueError otherwise."""
+    if metric.target_type not in TARGET_TYPES:
+        raise ValueError(f"metric {metric.name!r}: target type {metric.target_type!r} is not one of "
+                         f"{', '.join(TARGET_TYPES)}")
+    target = metric.target_value
+    if isinstance(target, bool) or not isinstance(target, int | float) or not math.isfinite(target) \
+            or target <= 0:
+        raise ValueError(f"metric {metric.name!r}: target must be a finite number > 0, got {target!r}")
+    value = metric.value
+    if value is None:
+        raise NoDecision(f"metric {metric.name!r}: no sample")
+    if not is_usable(value):
+        raise NoDecision(f"metric {metric.name!r}: unusable sample {value!r}")
+    return float(value), float(target)
+
+
+def metric_ratio(current_replicas: int, metric: MetricValue) -> float:
+    """Observed load per replica / target per replica (``inf`` from zero replicas with load)."""
+    value, target = _check(metric)
+    if metric.target_type == TARGET_VALUE:
+        if current_replicas == 0:
+            return math.inf if value > 0 else 1.0
+        return value / (target * current_replicas)
+    return value / target
+
+
+def recommend_metric(current_replicas: int, metric: MetricValue, tolerance: float) -> int:
+    """The count one metric recommends (see the module docstring)."""
+    value, target = _check(metric)
+    if current_replicas == 0:
+        if value <= 0:
+            return 0
+        return max(1, _ceil(value / target)) if metric.target_type == TARGET_VALUE else 1
+    ratio = metric_ratio(current_replicas, metric)
+    if abs(ratio - 1.0) <= tolerance + _EPS:
+        return current_replicas
+    if metric.target_type == TARGET_VALUE:
+        return _ceil(value / target)
+    assert metric.target_type in (TARGET_UTILIZATION, TARGET_AVERAGE_VALUE)
+    return _ceil(current_replicas * ratio)
+
+
+def limit_step(current_replicas: int, desired: int, cfg: ApaConfig) -> int:
+    """Bound one step by the scale-up and scale-down rates."""
+    if desired > current_replicas and current_replicas > 0:
+        return min(desired, _ceil(current_replicas * cfg.scale_up_rate))
+    if desired < current_replicas:
+        return max(desired, _floor(current_replicas / cfg.scale_down_rate))
+    return desired
+
+
+def apa(ctx: AlgorithmContext, /) -> int:
+    """The ``apa`` recommendation for ``ctx`` (see the module docstring)."""
+    cfg = parse_config(ctx.config)
+    if not ctx.metrics:
+        raise NoDecision("no metrics to evaluate")
+    desired = max(recommend_metric(ctx.current_replicas, m, cfg.tolerance) for m in ctx.metrics)
+    return limit_step(ctx.current_replicas, desired, cfg)

@@ -1,0 +1,131 @@
+"""The scaling-algorithm registry (SPEC §5.2): algorithm names → pure functions.
+
+Contract:
+
+* ``register_algorithm(name, fn)`` makes ``fn`` (an ``Algorithm``: a pure function of an
+  ``AlgorithmContext`` to a count) selectable as ``spec.trigger.metricsTrigger.scalingAlgorithm:
+  <name>``. Names are RFC 1123 DNS labels (lowercase letters, digits and ``-``, at most 63
+  characters, alphanumeric at both ends), so they read well in YAML and in condition messages.
+  Registering a taken name raises ``ValueError`` unless ``replace=True``.
+* ``HPA`` is *reserved*: it is not a function but "delegate to a companion HorizontalPodAutoscaler"
+  (SPEC §5.1), so it can be neither registered nor looked up; ``is_known_algorithm("HPA")`` is
+  True. The reservation is case-insensitive (``hpa`` is refused too) so that no plug-in can be
+  mistaken for it.
+* ``apa`` (``escaler.scaling.apa``) is registered at import.
+* ``get_algorithm(name)`` raises ``AlgorithmNotRegistered`` (a ``KeyError``) whose message names
+  the algorithm and lists the registered ones.
+* The registry is process-wide and thread-safe. The admission webhook and the reconcilers run in
+  the manager process, so an embedding operator registers its algorithms before
+  ``Manager.start()`` and both see them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from escaler.scaling.algorithm import Algorithm
+from escaler.scaling.apa import APA, apa
+
+__all__ = [
+    "DEFAULT_ALGORITHM",
+    "HPA",
+    "AlgorithmNotRegistered",
+    "get_algorithm",
+    "is_known_algorithm",
+    "register_algorithm",
+    "registered_algorithms",
+    "unregister_algorithm",
+    "validate_algorithm_name",
+]
+
+# the reserved name: delegate to a companion HPA (SPEC §5.1)
+HPA = "HPA"
+# what an omitted scalingAlgorithm means
+DEFAULT_ALGORITHM = APA
+
+_NAME_RE = re.compile(r"^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$")
+_MAX_NAME_LENGTH = 63
+
+
+class AlgorithmNotRegistered(KeyError):
+    """``get_algorithm`` of an unknown name; ``str()`` is the plain message (no KeyError quotes)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        # the human-readable message
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# guards _algorithms
+_mu = threading.Lock()
+# name → function; names are valid DNS labels, never HPA
+_algorithms: dict[str, Algorithm] = {APA: apa}
+
+
+def validate_algorithm_name(name: str) -> None:
+    """``ValueError`` naming the rule when ``name`` cannot be registered."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"algorithm name: must be a non-empty string, got {name!r}")
+    if name.upper() == HPA:
+        raise ValueError(f"algorithm name {name!r}: reserved (HPA delegates to a companion HPA)")
+    if len(name) > _MAX_NAME_LENGTH or not _NAME_RE.match(name):
+        raise ValueError(
+            f"algorithm name {name!r}: must be a DNS label (lowercase letters, digits and '-', "
+            f"alphanumeric at both ends, at most {_MAX_NAME_LENGTH} characters)"
+        )
+
+
+def register_algorithm(name: str, fn: Algorithm, *, replace: bool = False) -> None:
+    """Make ``fn`` selectable as ``scalingAlgorithm: name``; see the module docstring."""
+    validate_algorithm_name(name)
+    if not callable(fn):
+        raise ValueError(f"algorithm {name!r}: must be callable, got {type(fn).__name__}")
+    with _mu:
+        if name in _algorithms and not replace:
+            raise ValueError(f"algorithm {name!r}: already registered (pass replace=True to replace it)")
+        _algorithms[name] = fn
+
+
+def unregister_algorithm(name: str) -> None:
+    """Remove a registration (plug-in teardown, tests); ``AlgorithmNotRegistered`` if absent."""
+    with _mu:
+        if name not in _algorithms:
+            raise AlgorithmNotRegistered(_not_registered(name))
+        del _algorithms[name]
+
+
+def _not_registered(name: str) -> str:
+    known = ", ".join(sorted(_algorithms)) or "none"
+    return f"scaling algorithm {name!r} is not registered (registered: {known}; or {HPA})"
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The function registered as ``name``; ``AlgorithmNotRegistered`` otherwise (also for HPA)."""
+    with _mu:
+        fn = _algorithms.get(name)
+        if fn is None:
+            if name == HPA:
+                raise AlgorithmNotRegistered(
+                    f"scaling algorithm {HPA!r} is not a function: it delegates to a companion HPA")
+            raise AlgorithmNotRegistered(_not_registered(name))
+        return fn
+
+
+def registered_algorithms() -> list[str]:
+    """The registered names, sorted (``HPA`` is not among them)."""
+    with _mu:
+        return sorted(_algorithms)
+
+
+def is_known_algorithm(name: str) -> bool:
+    """True for ``HPA`` and every registered name — what ``scalingAlgorithm`` may say."""
+    if not isinstance(name, str):
+        return False
+    if name == HPA:
+        return True
+    with _mu:
+        return name in _algorithms

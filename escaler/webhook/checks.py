@@ -1,0 +1,193 @@
+"""The admission checks CEL cannot express (SPEC §10), over the raw object.
+
+The CRD's schema and CEL rules (``escaler.api``) cover types, enums, bounds and cross-field
+rules; the webhook re-runs those through the models (``validation.py``). What needs code
+lives here:
+
+* ``spec.trigger.metricsTrigger.scalingAlgorithm`` names ``HPA`` or a registered algorithm
+  (``escaler.scaling.is_known_algorithm`` — the registry of *this* process, the manager, which
+  is the one that will run it);
+* ``algorithmConfig`` entries are valid for ``apa`` (only checked when ``apa`` is selected: a
+  plug-in's settings are its own business);
+* ``HPA`` with an ``ExternalServer`` metric is refused (the companion HPA cannot read it;
+  the reconciler would report ``Validated=False/UnsupportedMetric``);
+* every endpoint URL: syntax and scheme (``escaler.scaling.endpoints``) and, when
+  ``--allowed-endpoint-hosts`` is set, its host;
+* Tidal schedules: ``CRON_TZ=<zone> <5-field cron>`` (``escaler.scaling.schedule``), and a
+  rule whose ``end`` equals its ``start`` (it could never be active);
+* annotations: ``elasticscaler.io/paused``/``paused-replicas`` on every kind, the §5.4 metric
+  and behavior annotations on ElasticScaler (``escaler.scaling.annotations``).
+
+Every function takes the raw object (``request.object`` of an AdmissionReview) and returns
+``FieldError``s. They never raise: a value of the wrong type is skipped here (the schema check
+reports it), so these checks add to the structural ones instead of duplicating them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from escaler.api.rules import FieldError
+from escaler.scaling.annotations import parse_annotations
+from escaler.scaling.apa import APA, config_errors
+from escaler.scaling.endpoints import check_endpoint_url, host_allowed
+from escaler.scaling.registry import DEFAULT_ALGORITHM, HPA, is_known_algorithm, registered_algorithms
+from escaler.scaling.schedule import parse_schedule
+
+__all__ = ["EXTRA_CHECKS", "Check", "CheckContext", "Checks", "check_common"]
+
+EXTERNAL_SERVER = "ExternalServer"
+
+
+class CheckContext:
+    """What a check may know besides the object: the manager's policy flags (no cluster reads)."""
+
+    def __init__(self, allowed_endpoint_hosts: Sequence[str] = ()) -> None:
+        # --allowed-endpoint-hosts, normalised (escaler.scaling.endpoints.parse_host_patterns); () = any
+        self.allowed_endpoint_hosts = tuple(allowed_endpoint_hosts)
+
+
+class Checks:
+    """Accumulates FieldErrors and warnings for one object."""
+
+    def __init__(self, ctx: CheckContext) -> None:
+        # the policy flags
+        self.ctx = ctx
+        # the denials, in check order
+        self.errors: list[FieldError] = []
+        # admission warnings (shown by kubectl, never a denial)
+        self.warnings: list[str] = []
+
+    def fail(self, path: str, rule: str) -> None:
+        self.errors.append(FieldError(path, rule))
+
+    def endpoint(self, path: str, url: Any) -> None:
+        """Syntax, scheme and allowed host of one endpoint URL (absent = not checked)."""
+        if url is None:
+            return
+        try:
+            host = check_endpoint_url(url)
+        except ValueError as exc:
+            self.fail(path, f"invalid endpoint URL {_show(url)}: {exc}")
+            return
+        patterns = self.ctx.allowed_endpoint_hosts
+        if not host_allowed(host, patterns):
+            self.fail(path, f"host {host!r} is not allowed by the manager's --allowed-endpoint-hosts "
+                            f"({','.join(patterns)})")
+
+
+Check = Callable[[Mapping[str, Any], Checks], None]
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one (wrong types are the schema's to report)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _annotations(obj: Mapping[str, Any], checks: Checks, *, policies: bool) -> None:
+    raw = _map(obj.get("metadata")).get("annotations")
+    if raw is None:
+        return
+    _, problems = parse_annotations(raw, policies=policies)
+    for p in problems:
+        checks.fail(p.path, f"{p.rule}, got {_show(p.value)}" if p.key else p.rule)
+
+
+# ---------------------------------------------------------------- per kind
+
+
+def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
+    _annotations(obj, checks, policies=True)
+    trigger = _map(_map(obj.get("spec")).get("trigger"))
+    mt_path = "spec.trigger.metricsTrigger"
+    mt = trigger.get("metricsTrigger")
+    if isinstance(mt, Mapping):
+        algorithm = mt.get("scalingAlgorithm", DEFAULT_ALGORITHM)
+        if algorithm is None:
+            algorithm = DEFAULT_ALGORITHM
+        if isinstance(algorithm, str) and not is_known_algorithm(algorithm):
+            registered = ", ".join(registered_algorithms()) or "none"
+            checks.fail(f"{mt_path}.scalingAlgorithm",
+                        f"scaling algorithm {algorithm!r} is not registered in this manager "
+                        f"(AlgorithmNotRegistered; registered: {registered}; or {HPA})")
+        config = mt.get("algorithmConfig")
+        if algorithm == APA and isinstance(config, Mapping):
+            for err in config_errors(config):
+                checks.fail(f"{mt_path}.algorithmConfig[{err.key}]", err.rule)
+        for i, metric in enumerate(_list(mt.get("metrics"))):
+            metric = _map(metric)
+            path = f"{mt_path}.metrics[{i}]"
+            server = metric.get("externalServer")
+            if algorithm == HPA and (metric.get("type") == EXTERNAL_SERVER or server is not None):
+                checks.fail(f"{path}.type",
+                            f"{EXTERNAL_SERVER} metrics cannot be used with scalingAlgorithm {HPA} "
+                            "(UnsupportedMetric: the companion HPA reads only the metrics APIs); "
+                            f"use {APA} or another registered algorithm")
+            checks.endpoint(f"{path}.externalServer.endpoint", _map(server).get("endpoint"))
+    signal = trigger.get("signalTrigger")
+    checks.endpoint("spec.trigger.signalTrigger.endpoint", _map(signal).get("endpoint"))
+
+
+def check_llmscaler(obj: Mapping[str, Any], checks: Checks) -> None:
+    _annotations(obj, checks, policies=False)
+    spec = _map(obj.get("spec"))
+    checks.endpoint("spec.prometheus.endpoint", _map(spec.get("prometheus")).get("endpoint"))
+    checks.endpoint("spec.customProvider.url", _map(spec.get("customProvider")).get("url"))
+
+
+def check_rsg(obj: Mapping[str, Any], checks: Checks) -> None:
+    _annotations(obj, checks, policies=False)
+    prometheus = _map(_map(_map(obj.get("spec")).get("scaleDown")).get("prometheus"))
+    checks.endpoint("spec.scaleDown.prometheus.endpoint", prometheus.get("endpoint"))
+
+
+def check_tidal(obj: Mapping[str, Any], checks: Checks) -> None:
+    _annotations(obj, checks, policies=False)
+    for i, rule in enumerate(_list(_map(obj.get("spec")).get("rules"))):
+        rule = _map(rule)
+        name = rule.get("name")
+        label = f"rule {name!r}" if isinstance(name, str) and name else f"rule #{i}"
+        parsed = {}
+        for field in ("start", "end"):
+            value = rule.get(field)
+            if value is None:
+                continue  # required: the schema reports it
+            try:
+                parsed[field] = parse_schedule(value)
+            except ValueError as exc:
+                checks.fail(f"spec.rules[{i}].{field}", f"{label}: {exc}")
+        if len(parsed) == 2 and parsed["start"] == parsed["end"]:
+            checks.fail(f"spec.rules[{i}].end", f"{label}: end is the same schedule as start, so the rule "
+                                                "could never be active")
+    labels = _map(_map(obj.get("metadata")).get("labels"))
+    missing = [k for k in ("elasticscaler.io/name", "elasticscaler.io/namespace") if not labels.get(k)]
+    if missing:
+        checks.warnings.append(
+            f"metadata.labels: {' and '.join(missing)} missing: no ElasticScaler will be told when this "
+            "Tidal's desiredReplicas changes (Ready=False/MissingRequiredLabels)")
+
+
+def check_common(obj: Mapping[str, Any], checks: Checks) -> None:
+    """What every kind gets: the pause annotations."""
+    _annotations(obj, checks, policies=False)
+
+
+# kind → its extra checks
+EXTRA_CHECKS: dict[str, Check] = {
+    "ElasticScaler": check_elasticscaler,
+    "Tidal": check_tidal,
+    "ResourceScalingGroup": check_rsg,
+    "LLMScaler": check_llmscaler,
+    "LLMSLORequirement": check_common,
+    "JobSLORequirement": check_common,
+}

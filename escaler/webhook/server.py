@@ -1,0 +1,369 @@
+"""``WebhookServer``: the HTTPS server the API server calls for admission (SPEC §10).
+
+Contract:
+
+* Serves TLS (1.2 or later) with the certificate and key at ``cert_file``/``key_file`` (a
+  mounted Secret — cert-manager's or ``hack/webhook-certs.sh``'s ``tls.crt``/``tls.key``). The
+  files are re-read when they change (size, mtime or inode — a Secret volume update swaps a
+  symlink), checked on each new connection: a rotated certificate is picked up without a
+  restart. A pair that fails to load keeps the previous one (logged once per change).
+* Routes: ``POST <path>`` for each ``Route`` (an AdmissionReview in, one out — see
+  ``admission.review``); ``GET /healthz`` → ``200 ok``. Another method on a route is 405,
+  another path 404. A body must carry ``Content-Length`` (411 otherwise) and be at most
+  ``MAX_BODY_BYTES`` (413). No request ever gets a 500 from a handler bug: ``review`` answers
+  every body.
+* One thread per connection (daemon), HTTP/1.1 keep-alive; the TLS handshake runs in that
+  thread, not in the accept loop, so a client that stalls mid-handshake delays only itself.
+  Every socket has a ``CONNECTION_TIMEOUT_SECONDS`` timeout (an idle keep-alive connection is
+  closed after it).
+* A ``Runnable``: ``start(stop)`` binds (raising ``OSError``/``ssl.SSLError`` on a busy port or a
+  bad certificate, which fails the manager's start), serves until ``stop`` is set, then closes.
+  ``Manager.add_webhook(server)`` runs it before the caches and stops it last. ``serve()`` and
+  ``shutdown()`` do the same without blocking, for tests; ``port`` is the bound port.
+* Metrics, when a ``CollectorRegistry`` is given, use controller-runtime's names:
+  ``controller_runtime_webhook_requests_total{webhook,code}``,
+  ``controller_runtime_webhook_requests_in_flight{webhook}`` and
+  ``controller_runtime_webhook_latency_seconds{webhook}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from escaler.runtime.server import parse_bind_address
+from escaler.webhook.admission import Route, Validate, review
+
+__all__ = [
+    "CONNECTION_TIMEOUT_SECONDS",
+    "DEFAULT_WEBHOOK_PORT",
+    "MAX_BODY_BYTES",
+    "CertificateReloader",
+    "WebhookServer",
+]
+
+DEFAULT_WEBHOOK_PORT = 9443
+# an AdmissionReview carries the object and the old object, each at most ~3 MiB in etcd
+MAX_BODY_BYTES = 8 * 1024 * 1024
+# handshake, request read and keep-alive idle bound per connection
+CONNECTION_TIMEOUT_SECONDS = 10.0
+# how long shutdown() waits for the accept loop to finish its current poll
+_SHUTDOWN_JOIN_SECONDS = 5.0
+
+_log = logging.getLogger(__name__)
+
+# (status, content type, body)
+Response = tuple[int, str, bytes]
+# POST handler: body → response
+PostHandler = Callable[[bytes], Response]
+
+
+class CertificateReloader:
+    """An ``SSLContext`` for a cert/key pair, rebuilt when the files change."""
+
+    def __init__(self, cert_file: str, key_file: str) -> None:
+        # the PEM paths; fixed
+        self.cert_file = cert_file
+        self.key_file = key_file
+        # guards the fields below
+        self._mu = threading.Lock()
+        # the signature (stat of both files) of the pair in _context, and the last one tried
+        self._loaded: tuple[Any, ...] | None = None
+        self._tried: tuple[Any, ...] | None = None
+        # the serving context; None until the first successful load
+        self._context: ssl.SSLContext | None = None
+
+    def _signature(self) -> tuple[Any, ...]:
+        sig: list[Any] = []
+        for path in (self.cert_file, self.key_file):
+            st = os.stat(path)
+            sig.extend((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(sig)
+
+    def _build(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+    def load(self) -> ssl.SSLContext:
+        """Load the pair now; raises (``OSError``, ``ssl.SSLError``) when it cannot be loaded."""
+        with self._mu:
+            sig = self._signature()
+            ctx = self._build()
+            self._context, self._loaded, self._tried = ctx, sig, sig
+            return ctx
+
+    def current(self) -> ssl.SSLContext:
+        """The context for a new connection, reloaded first if the files changed."""
+        with self._mu:
+            ctx = self._context
+            try:
+                sig = self._signature()
+            except OSError:
+                sig = None
+            if ctx is not None and (sig is None or sig == self._loaded or sig == self._tried):
+                return ctx
+            self._tried = sig
+            try:
+                self._context, self._loaded = self._build(), sig
+                if ctx is not None:
+                    _log.info("webhook serving certificate reloaded from %s", self.cert_file)
+            except (OSError, ssl.SSLError) as exc:
+                if ctx is None:
+                    raise
+                _log.warning("webhook certificate %s changed but cannot be loaded (%s); "
+                             "still serving the previous one", self.cert_file, exc)
+            assert self._context is not None
+            return self._context
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry | None, name: str) -> None:
+        # the webhook label value
+        self.name = name
+        # None when no registry was given (then nothing is recorded)
+        self.requests: Counter | None = None
+        self.in_flight: Gauge | None = None
+        self.latency: Histogram | None = None
+        if registry is not None:
+            self.requests = Counter("controller_runtime_webhook_requests_total",
+                                    "Total number of admission requests by HTTP status code.",
+                                    ["webhook", "code"], registry=registry)
+            self.in_flight = Gauge("controller_runtime_webhook_requests_in_flight",
+                                   "Current number of admission requests being served.",
+                                   ["webhook"], registry=registry)
+            self.latency = Histogram("controller_runtime_webhook_latency_seconds",
+                                     "Histogram of the latency of processing admission requests",
+                                     ["webhook"], registry=registry)
+
+    def observe(self, path: str, code: int, seconds: float) -> None:
+        if self.requests is not None and self.latency is not None:
+            self.requests.labels(webhook=path, code=str(code)).inc()
+            self.latency.labels(webhook=path).observe(seconds)
+
+    def flight(self, path: str, delta: int) -> None:
+        if self.in_flight is not None:
+            self.in_flight.labels(webhook=path).inc(delta)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "escaler-webhook"
+    protocol_version = "HTTP/1.1"
+    timeout = CONNECTION_TIMEOUT_SECONDS
+    # set per server in WebhookServer.serve()
+    posts: Mapping[str, PostHandler] = {}
+    metrics: _Metrics
+
+    def _send(self, status: int, ctype: str, body: bytes, *, close: bool = False,
+              headers: Sequence[tuple[str, str]] = ()) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for key, value in headers:
+            self.send_header(key, value)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _text(self, status: int, text: str, **kw: Any) -> None:
+        self._send(status, "text/plain; charset=utf-8", text.encode(), **kw)
+
+    def _path(self) -> str:
+        return self.path.split("?", 1)[0]
+
+    def do_GET(self) -> None:
+        path = self._path()
+        if path == "/healthz":
+            self._text(200, "ok")
+        elif path in self.posts:
+            self._text(405, "use POST\n", headers=[("Allow", "POST")])
+        else:
+            self._text(404, "404 page not found\n")
+
+    do_HEAD = do_GET
+
+    def do_POST(self) -> None:
+        path = self._path()
+        handler = self.posts.get(path)
+        if handler is None:
+            self._text(404, "404 page not found\n", close=True)
+            return
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            self._text(411, "Content-Length required\n", close=True)
+            return
+        length_header = self.headers.get("Content-Length")
+        try:
+            length = int(length_header) if length_header is not None else -1
+        except ValueError:
+            length = -1
+        if length < 0:
+            self._text(411, "Content-Length required\n", close=True)
+            return
+        if length > MAX_BODY_BYTES:
+            self._text(413, f"body larger than {MAX_BODY_BYTES} bytes\n", close=True)
+            return
+        started = time.monotonic()
+        self.metrics.flight(path, 1)
+        try:
+            body = self.rfile.read(length)
+            if len(body) < length:
+                self.close_connection = True
+                return
+            status, ctype, payload = handler(body)
+            self._send(status, ctype, payload)
+            self.metrics.observe(path, status, time.monotonic() - started)
+        finally:
+            self.metrics.flight(path, -1)
+
+    def _not_allowed(self) -> None:
+        self._text(405, "method not allowed\n", headers=[("Allow", "GET, HEAD, POST")], close=True)
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("%s - %s", self.address_string(), format % args)
+
+
+class _TLSServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # allow a quick restart on the same port (TIME_WAIT)
+    allow_reuse_address = True
+    # the certificate source; set before serving
+    certs: CertificateReloader
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # The handshake happens here, in the connection's own thread (see the module docstring).
+        try:
+            request.settimeout(CONNECTION_TIMEOUT_SECONDS)
+            tls = self.certs.current().wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:
+            _log.debug("webhook TLS handshake with %s failed: %s", client_address, exc)
+            self.shutdown_request(request)
+            return
+        try:
+            self.finish_request(tls, client_address)
+        except Exception:
+            self.handle_error(tls, client_address)
+        finally:
+            self.shutdown_request(tls)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        _log.debug("webhook connection from %s failed", client_address, exc_info=True)
+
+
+class _TLSServer6(_TLSServer):
+    address_family = socket.AF_INET6
+
+
+def _json(status_and_doc: tuple[int, dict[str, Any]]) -> Response:
+    status, doc = status_and_doc
+    return status, "application/json", json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _post_handler(route: Route, validate: Validate) -> PostHandler:
+    def handle(body: bytes) -> Response:
+        return _json(review(route, body, validate))
+    return handle
+
+
+class WebhookServer:
+    """The admission webhook's HTTPS server; see the module docstring."""
+
+    def __init__(
+        self,
+        routes: Mapping[Route, Validate],
+        *,
+        cert_file: str,
+        key_file: str,
+        bind_address: str = f":{DEFAULT_WEBHOOK_PORT}",
+        registry: CollectorRegistry | None = None,
+        name: str = "webhook",
+    ) -> None:
+        address = parse_bind_address(bind_address)
+        if address is None:
+            raise ValueError(f"WebhookServer: bind address {bind_address!r} disables the server; "
+                             "do not create one instead")
+        # for logs and the manager's thread name
+        self.name = name
+        # (host, port, ipv6); fixed
+        self.address = address
+        # path → POST handler; fixed
+        self._posts: dict[str, PostHandler] = {
+            route.path: _post_handler(route, validate) for route, validate in routes.items()
+        }
+        # the TLS material, reloaded on change
+        self.certs = CertificateReloader(cert_file, key_file)
+        # request metrics (no-op without a registry)
+        self._metrics = _Metrics(registry, name)
+        # guards _server/_thread
+        self._mu = threading.Lock()
+        # the bound server; None before serve() and after shutdown()
+        self._server: _TLSServer | None = None
+        # the accept loop's thread; None before serve()
+        self._thread: threading.Thread | None = None
+        # set once serving (for a readiness check)
+        self.serving = threading.Event()
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted(self._posts)
+
+    @property
+    def port(self) -> int | None:
+        with self._mu:
+            return int(self._server.server_address[1]) if self._server is not None else None
+
+    def serve(self) -> None:
+        """Load the certificate, bind, and serve from a daemon thread; raises on failure."""
+        self.certs.load()
+        host, port, ipv6 = self.address
+        handler = type("Handler", (_Handler,), {"posts": self._posts, "metrics": self._metrics})
+        server_cls = _TLSServer6 if ipv6 else _TLSServer
+        with self._mu:
+            if self._server is not None:
+                raise RuntimeError("WebhookServer: already serving")
+            server = server_cls((host, port), handler)
+            server.certs = self.certs
+            self._server = server
+            self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
+                                            name=f"https-{self.name}", daemon=True)
+            self._thread.start()
+        self.serving.set()
+        _log.info("serving the admission webhook on %s:%d (%s)", host or "*", self.port or 0,
+                  ", ".join(self.paths))
+
+    def shutdown(self) -> None:
+        """Stop serving and close the socket; idempotent."""
+        self.serving.clear()
+        with self._mu:
+            server, thread = self._server, self._thread
+            self._server = None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(_SHUTDOWN_JOIN_SECONDS)
+
+    def start(self, stop: threading.Event) -> None:
+        """The ``Runnable`` entry point: serve until ``stop`` is set."""
+        self.serve()
+        try:
+            stop.wait()
+        finally:
+            self.shutdown()

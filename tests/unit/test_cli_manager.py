@@ -1,0 +1,344 @@
+"""``python -m escaler manager``: flags (defaults, help, usage errors naming the flag), webhook
+certificate flags, logging, and a manager built from flags serving its webhook."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import json
+import logging
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime_fakes import FakeCluster, FakeMapper, http_get
+from webhook_samples import review_body, sample
+
+from escaler.cli import manager as cli
+from escaler.cli.flags import duration_seconds
+from escaler.cli.logging_setup import setup_logging
+from escaler.cli.main import build_parser, main
+from escaler.runtime import Manager, ManagerOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+FLAGS = [
+    "--kubeconfig",
+    "--namespace",
+    "--leader-elect",
+    "--leader-election-id",
+    "--leader-election-namespace",
+    "--metrics-bind-address",
+    "--health-probe-bind-address",
+    "--metrics-trigger-poll-interval",
+    "--max-concurrent-reconciles",
+    "--webhook-port",
+    "--webhook-cert-dir",
+    "--webhook-cert-file",
+    "--webhook-key-file",
+    "--api-bind-address",
+    "--allowed-endpoint-hosts",
+    "--log-format",
+]
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """``run()`` installs a root handler; put the root logger back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser, _ = build_parser()
+    return parser.parse_args(["manager", *argv])
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs openssl")
+    out = tmp_path_factory.mktemp("certs")
+    subprocess.run(
+        ["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(out)], check=True, capture_output=True
+    )
+    return out
+
+
+def test_help_lists_every_flag_with_its_default() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "escaler", "manager", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    ).stdout
+    flat = " ".join(out.split())
+    for flag in FLAGS:
+        assert flag in out
+    for default in (":8080", ":8081", ":8082", "30s", "9443", "escaler-manager", "json"):
+        assert f"(default: {default})" in flat
+    assert flat.count("(default:") >= len(FLAGS)
+
+
+def test_defaults() -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0"))
+    assert flags == cli.ManagerFlags(
+        kubeconfig=None,
+        namespace="",
+        leader_elect=False,
+        leader_election_id="escaler-manager",
+        leader_election_namespace="",
+        metrics_bind_address=":8080",
+        health_probe_bind_address=":8081",
+        metrics_trigger_poll_interval=30.0,
+        max_concurrent_reconciles=1,
+        webhook_port=0,
+        webhook_cert_file=None,
+        webhook_key_file=None,
+        api_bind_address=":8082",
+        allowed_endpoint_hosts=(),
+        log_format="json",
+        log_level="info",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30.0),
+        ("2m", 120.0),
+        ("1h30m", 5400.0),
+        ("500ms", 0.5),
+        ("0", 0.0),
+        ("45", 45.0),
+        ("1.5s", 1.5),
+    ],
+    ids=["seconds", "minutes", "compound", "millis", "zero-off", "plain-seconds", "fraction"],
+)
+def test_duration(text: str, seconds: float) -> None:
+    assert duration_seconds(text) == seconds
+
+
+BAD_FLAGS = [
+    ("poll-interval-unit", ["--metrics-trigger-poll-interval", "3x"], "--metrics-trigger-poll-interval"),
+    ("poll-interval-negative", ["--metrics-trigger-poll-interval=-5s"], "--metrics-trigger-poll-interval"),
+    ("reconciles-zero", ["--max-concurrent-reconciles", "0"], "--max-concurrent-reconciles"),
+    ("webhook-port-range", ["--webhook-port", "70000"], "--webhook-port"),
+    ("metrics-bind", ["--metrics-bind-address", "8080"], "--metrics-bind-address"),
+    ("probe-bind", ["--health-probe-bind-address", "localhost"], "--health-probe-bind-address"),
+    ("api-bind", ["--api-bind-address", ":http"], "--api-bind-address"),
+    ("allowed-hosts", ["--allowed-endpoint-hosts", "ok.example,bad host"], "--allowed-endpoint-hosts"),
+    ("log-format", ["--log-format", "xml"], "--log-format"),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag"), [c[1:] for c in BAD_FLAGS], ids=[c[0] for c in BAD_FLAGS])
+def test_invalid_flag_exits_2_naming_it(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["manager", "--webhook-port=0", *argv])
+    assert exc.value.code == 2
+    assert f"argument {flag}" in capsys.readouterr().err
+
+
+def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(["manager", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("escaler manager: error: ")
+    return err
+
+
+def test_webhook_without_certificate_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _usage_error([], capsys)
+    assert "--webhook-port=9443 needs a serving certificate" in err and "--webhook-cert-dir" in err
+
+
+def test_cert_file_without_key_refused(certs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--webhook-cert-file needs --webhook-key-file" in _usage_error(
+        ["--webhook-cert-file", str(certs / "tls.crt")], capsys
+    )
+
+
+def test_cert_dir_and_files_exclusive(certs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "mutually exclusive" in _usage_error(
+        [
+            "--webhook-cert-dir",
+            str(certs),
+            "--webhook-cert-file",
+            str(certs / "tls.crt"),
+            "--webhook-key-file",
+            str(certs / "tls.key"),
+        ],
+        capsys,
+    )
+
+
+def test_cert_dir_without_files_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert f"--webhook-cert-dir: {tmp_path}/tls.crt does not exist" in _usage_error(
+        ["--webhook-cert-dir", str(tmp_path)], capsys
+    )
+
+
+def test_unloadable_cert_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "tls.crt").write_text("x")
+    (tmp_path / "tls.key").write_text("y")
+    assert "--webhook-cert-dir: cannot load" in _usage_error(["--webhook-cert-dir", str(tmp_path)], capsys)
+
+
+def test_leader_election_needs_namespace_outside_cluster(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    err = _usage_error(
+        [
+            "--webhook-port=0",
+            "--leader-elect",
+            "--kubeconfig",
+            str(tmp_path / "none"),
+            "--log-format=console",
+        ],
+        capsys,
+    )
+    assert "--leader-election-namespace: required" in err
+
+
+def test_missing_kubeconfig_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manager", "--webhook-port=0", "--kubeconfig", str(tmp_path / "none")]) == 1
+
+
+def test_cert_dir_and_files_resolve(certs: Path) -> None:
+    by_dir = cli.flags_from_args(parse("--webhook-cert-dir", str(certs)))
+    by_files = cli.flags_from_args(
+        parse("--webhook-cert-file", str(certs / "tls.crt"), "--webhook-key-file", str(certs / "tls.key"))
+    )
+    assert by_dir.webhook_cert_file == by_files.webhook_cert_file == str(certs / "tls.crt")
+    assert by_dir.webhook_key_file == by_files.webhook_key_file == str(certs / "tls.key")
+
+
+def test_allowed_hosts_parsed() -> None:
+    flags = cli.flags_from_args(
+        parse("--webhook-port=0", "--allowed-endpoint-hosts", "Prometheus.Monitoring, *.svc.cluster.local")
+    )
+    assert flags.allowed_endpoint_hosts == ("prometheus.monitoring", "*.svc.cluster.local")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_built_manager_serves_webhook_with_allowed_hosts(certs: Path) -> None:
+    port = free_port()
+    flags = cli.flags_from_args(
+        parse(
+            "--webhook-cert-dir",
+            str(certs),
+            f"--webhook-port={port}",
+            "--health-probe-bind-address=127.0.0.1:0",
+            "--metrics-bind-address=0",
+            "--allowed-endpoint-hosts=prometheus.monitoring",
+        )
+    )
+
+    def factory(opts: ManagerOptions) -> Manager:
+        return Manager.for_testing(
+            FakeCluster().lw_factory, FakeMapper(), health_probe_bind_address=opts.health_probe_bind_address
+        )
+
+    mgr = cli.build_manager(flags, factory)
+    stop = threading.Event()
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(mgr.start(stop)), daemon=True)
+    t.start()
+    try:
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+
+        def post(obj: dict[str, Any]) -> dict[str, Any]:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+            conn.request("POST", "/validate-elasticscaler-io-v1alpha1-elasticscaler", body=review_body(obj))
+            doc: dict[str, Any] = json.loads(conn.getresponse().read())
+            conn.close()
+            return doc["response"]
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert post(sample("elasticscaler"))["allowed"] is True
+                break
+            except (ConnectionRefusedError, ssl.SSLError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        other = sample(
+            "elasticscaler",
+            {"spec.trigger.metricsTrigger.metrics[3].externalServer.endpoint": "http://evil.example:9090"},
+        )
+        denied = post(other)
+        assert denied["allowed"] is False and "--allowed-endpoint-hosts" in denied["status"]["message"]
+        probe_port = mgr.health_probe_port
+        assert probe_port is not None
+        status, _body, _ = http_get(probe_port, "/readyz/webhook")
+        assert status == 200
+    finally:
+        stop.set()
+        t.join(30)
+    assert codes == [0]
+
+
+def test_json_log_lines_carry_reconcile_context() -> None:
+    out = io.StringIO()
+    handler = setup_logging("json", "info", stream=out)
+    try:
+        log = logging.getLogger("escaler.test")
+        log.info(
+            "scaled %s",
+            "up",
+            extra={
+                "controller": "elasticscaler",
+                "namespace": "team",
+                "object_name": "llama",
+                "reconcile_id": "r-1",
+                "replicas": 4,
+            },
+        )
+        log.debug("hidden")
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError:
+            log.exception("failed")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert len(lines) == 2
+    first = lines[0]
+    assert first["level"] == "info" and first["logger"] == "escaler.test" and first["message"] == "scaled up"
+    assert (
+        first["controller"] == "elasticscaler" and first["namespace"] == "team" and first["name"] == "llama"
+    )
+    assert first["reconcileID"] == "r-1" and first["replicas"] == 4
+    assert first["time"].endswith("Z")
+    assert "RuntimeError: boom" in lines[1]["error"]
+
+
+def test_console_log_lines() -> None:
+    out = io.StringIO()
+    handler = setup_logging("console", "debug", stream=out)
+    try:
+        logging.getLogger("escaler.test").debug("hello", extra={"namespace": "team"})
+    finally:
+        logging.getLogger().removeHandler(handler)
+    line = out.getvalue().strip()
+    assert " DEBUG   escaler.test hello namespace=team" in line

@@ -1,0 +1,134 @@
+"""The algorithm registry (SPEC §5.2): names, duplicates, lookups, the reserved HPA name."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from escaler.scaling import (
+    HPA,
+    AlgorithmContext,
+    AlgorithmNotRegistered,
+    MetricValue,
+    Recommendation,
+    apa,
+    get_algorithm,
+    is_known_algorithm,
+    register_algorithm,
+    registered_algorithms,
+    unregister_algorithm,
+)
+
+
+def keep_current(ctx: AlgorithmContext) -> int:
+    return ctx.current_replicas
+
+
+@pytest.fixture
+def registry() -> Iterator[list[str]]:
+    """Names registered by a test; removed afterwards so tests do not leak into each other."""
+    added: list[str] = []
+    yield added
+    for name in added:
+        if name in registered_algorithms():
+            unregister_algorithm(name)
+
+
+def test_apa_is_built_in() -> None:
+    assert "apa" in registered_algorithms()
+    assert get_algorithm("apa") is apa
+    assert is_known_algorithm("apa")
+
+
+def test_register_and_get(registry: list[str]) -> None:
+    register_algorithm("keep-current", keep_current)
+    registry.append("keep-current")
+    fn = get_algorithm("keep-current")
+    assert fn(AlgorithmContext(current_replicas=3)) == 3
+    assert is_known_algorithm("keep-current")
+    assert registered_algorithms() == sorted(registered_algorithms())
+
+
+def test_algorithm_sees_read_only_context(registry: list[str]) -> None:
+    seen: list[AlgorithmContext] = []
+
+    def spy(ctx: AlgorithmContext) -> int:
+        seen.append(ctx)
+        return len(ctx.history) + len(ctx.metrics)
+
+    register_algorithm("spy", spy)
+    registry.append("spy")
+    ctx = AlgorithmContext(
+        current_replicas=2,
+        metrics=(MetricValue("q", "External", 5.0, "Value", 1.0),),
+        config={"k": "v"},
+        history=(Recommendation(time=10.0, replicas=2), Recommendation(time=40.0, replicas=3)),
+    )
+    assert get_algorithm("spy")(ctx) == 3
+    assert seen[0].config == {"k": "v"}
+
+
+def test_duplicate_needs_replace(registry: list[str]) -> None:
+    register_algorithm("dup", keep_current)
+    registry.append("dup")
+    with pytest.raises(ValueError, match="'dup': already registered"):
+        register_algorithm("dup", lambda ctx: 1)
+    register_algorithm("dup", lambda ctx: 1, replace=True)
+    assert get_algorithm("dup")(AlgorithmContext(current_replicas=5)) == 1
+
+
+BAD_NAMES = [
+    ("empty", "", "non-empty"),
+    ("not-a-string", 7, "non-empty string"),
+    ("uppercase", "MyAlgo", "DNS label"),
+    ("underscore", "my_algo", "DNS label"),
+    ("leading-dash", "-algo", "DNS label"),
+    ("trailing-dash", "algo-", "DNS label"),
+    ("dot", "my.algo", "DNS label"),
+    ("too-long", "a" * 64, "at most 63"),
+    ("reserved-HPA", "HPA", "reserved"),
+    ("reserved-hpa-lowercase", "hpa", "reserved"),
+]
+
+
+@pytest.mark.parametrize(("name", "match"), [c[1:] for c in BAD_NAMES], ids=[c[0] for c in BAD_NAMES])
+def test_bad_names_refused(name: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        register_algorithm(name, keep_current)
+
+
+def test_not_callable_refused() -> None:
+    with pytest.raises(ValueError, match="must be callable"):
+        register_algorithm("not-callable", 42)  # type: ignore[arg-type]
+
+
+def test_unknown_name_message_lists_registered() -> None:
+    with pytest.raises(AlgorithmNotRegistered) as err:
+        get_algorithm("nope")
+    assert str(err.value).startswith("scaling algorithm 'nope' is not registered (registered: apa")
+    assert isinstance(err.value, KeyError)
+
+
+def test_hpa_is_known_but_not_a_function() -> None:
+    assert is_known_algorithm(HPA)
+    assert HPA not in registered_algorithms()
+    with pytest.raises(AlgorithmNotRegistered, match="delegates to a companion HPA"):
+        get_algorithm(HPA)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["nope", "hpa", "", None, 3, ["apa"]],
+    ids=["unregistered", "hpa-lowercase", "empty", "none", "int", "list"],
+)
+def test_is_known_algorithm_false(name: object) -> None:
+    assert not is_known_algorithm(name)  # type: ignore[arg-type]
+
+
+def test_unregister(registry: list[str]) -> None:
+    register_algorithm("gone", keep_current)
+    unregister_algorithm("gone")
+    assert not is_known_algorithm("gone")
+    with pytest.raises(AlgorithmNotRegistered):
+        unregister_algorithm("gone")

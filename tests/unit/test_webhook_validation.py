@@ -1,0 +1,605 @@
+"""Spec-level validation of every kind (SPEC §10): one mistake per case, denied with the field path
+in the message; the same object with that mistake fixed is allowed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from webhook_samples import DELETE, SAMPLES, put, sample
+
+from escaler.api.registry import KINDS
+from escaler.scaling import register_algorithm, unregister_algorithm
+from escaler.scaling.endpoints import parse_host_patterns
+from escaler.webhook.checks import CheckContext
+from escaler.webhook.validation import ROUTES, validate_object
+
+MT = "spec.trigger.metricsTrigger"
+ANN = "metadata.annotations"
+
+# (id, sample, the mistake {path: value}, the field path the denial must name, the fix {path: value})
+CASES: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = [
+    # ---- ElasticScaler: what CEL also checks
+    (
+        "es-trigger-type-mismatch",
+        "elasticscaler",
+        {"spec.trigger.type": "StateTrigger"},
+        "spec.trigger.metricsTrigger",
+        {"spec.trigger.type": "MetricsTrigger"},
+    ),
+    (
+        "es-two-trigger-configs",
+        "elasticscaler",
+        {"spec.trigger.signalTrigger": {}},
+        "spec.trigger.signalTrigger",
+        {"spec.trigger.signalTrigger": DELETE},
+    ),
+    (
+        "es-min-above-max",
+        "elasticscaler",
+        {"spec.minReplicas": 11},
+        "spec.minReplicas",
+        {"spec.minReplicas": 10},
+    ),
+    (
+        "es-min-zero-without-signal",
+        "elasticscaler",
+        {"spec.minReplicas": 0},
+        "spec.minReplicas",
+        {"spec.minReplicas": 1},
+    ),
+    (
+        "es-metric-type-without-its-config",
+        "elasticscaler",
+        {f"{MT}.metrics[0].type": "Custom"},
+        f"{MT}.metrics[0].custom",
+        {f"{MT}.metrics[0].type": "Resource"},
+    ),
+    (
+        "es-target-type-without-its-value",
+        "elasticscaler",
+        {f"{MT}.metrics[1].custom.target.type": "Value"},
+        f"{MT}.metrics[1].custom.target.value",
+        {f"{MT}.metrics[1].custom.target.type": "AverageValue"},
+    ),
+    (
+        "es-utilization-on-external",
+        "elasticscaler",
+        {f"{MT}.metrics[2].external.target": {"type": "Utilization", "averageUtilization": 50}},
+        f"{MT}.metrics[2].external.target.type",
+        {f"{MT}.metrics[2].external.target": {"type": "Value", "value": "50"}},
+    ),
+    (
+        "es-bad-quantity",
+        "elasticscaler",
+        {f"{MT}.metrics[3].externalServer.target.averageValue": "eight"},
+        f"{MT}.metrics[3].externalServer.target.averageValue",
+        {f"{MT}.metrics[3].externalServer.target.averageValue": "8"},
+    ),
+    (
+        "es-unknown-trigger-type",
+        "elasticscaler",
+        {"spec.trigger.type": "CronTrigger"},
+        "spec.trigger.type",
+        {"spec.trigger.type": "MetricsTrigger"},
+    ),
+    # ---- ElasticScaler: what only the webhook checks
+    (
+        "es-algorithm-not-registered",
+        "elasticscaler",
+        {f"{MT}.scalingAlgorithm": "magic"},
+        f"{MT}.scalingAlgorithm",
+        {f"{MT}.scalingAlgorithm": "apa"},
+    ),
+    (
+        "es-apa-config-not-a-number",
+        "elasticscaler",
+        {f"{MT}.algorithmConfig.tolerance": "ten percent"},
+        f"{MT}.algorithmConfig[tolerance]",
+        {f"{MT}.algorithmConfig.tolerance": "0.2"},
+    ),
+    (
+        "es-apa-config-unknown-key",
+        "elasticscaler",
+        {f"{MT}.algorithmConfig.scaleUpRatio": "3"},
+        f"{MT}.algorithmConfig[scaleUpRatio]",
+        {f"{MT}.algorithmConfig.scaleUpRatio": DELETE},
+    ),
+    (
+        "es-apa-rate-not-above-1",
+        "elasticscaler",
+        {f"{MT}.algorithmConfig.scaleDownRate": "1"},
+        f"{MT}.algorithmConfig[scaleDownRate]",
+        {f"{MT}.algorithmConfig.scaleDownRate": "1.5"},
+    ),
+    (
+        "es-hpa-with-externalserver",
+        "elasticscaler",
+        {f"{MT}.scalingAlgorithm": "HPA", f"{MT}.algorithmConfig": DELETE},
+        f"{MT}.metrics[3].type",
+        {
+            f"{MT}.metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
+                }
+            ]
+        },
+    ),
+    (
+        "es-endpoint-scheme",
+        "elasticscaler",
+        {f"{MT}.metrics[3].externalServer.endpoint": "ftp://prom:9090"},
+        f"{MT}.metrics[3].externalServer.endpoint",
+        {f"{MT}.metrics[3].externalServer.endpoint": "https://prom:9090"},
+    ),
+    (
+        "es-endpoint-whitespace",
+        "elasticscaler",
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://prom etheus:9090"},
+        f"{MT}.metrics[3].externalServer.endpoint",
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://prometheus:9090"},
+    ),
+    (
+        "es-endpoint-no-host",
+        "elasticscaler",
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://:9090/x"},
+        f"{MT}.metrics[3].externalServer.endpoint",
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://10.0.0.7:9090/x"},
+    ),
+    (
+        "es-endpoint-bad-port",
+        "elasticscaler",
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://prometheus:99999"},
+        f"{MT}.metrics[3].externalServer.endpoint",
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://prometheus:9999"},
+    ),
+    (
+        "es-signal-endpoint-relative",
+        "signal-scaler",
+        {"spec.trigger.signalTrigger.endpoint": "gateway/activity"},
+        "spec.trigger.signalTrigger.endpoint",
+        {"spec.trigger.signalTrigger.endpoint": "http://gateway/activity"},
+    ),
+    (
+        "es-ann-window-zero",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "0"},
+        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
+        {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "120"},
+    ),
+    (
+        "es-ann-gc-factor-below-1",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.gcFactor]": "0.5"},
+        f"{ANN}[elasticscaler.io/metrics.gcFactor]",
+        {f"{ANN}[elasticscaler.io/metrics.gcFactor]": "1.5"},
+    ),
+    (
+        "es-ann-aggregation-type",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "Median"},
+        f"{ANN}[elasticscaler.io/metrics.aggregationType]",
+        {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "P50"},
+    ),
+    (
+        "es-ann-missing-data-policy",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]": "Skip"},
+        f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]",
+        {f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]": "TreatAsZero"},
+    ),
+    (
+        "es-ann-outlier-filter",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]": "yes"},
+        f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]",
+        {f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]": "true"},
+    ),
+    (
+        "es-ann-outlier-threshold",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.outlierThreshold]": "0"},
+        f"{ANN}[elasticscaler.io/metrics.outlierThreshold]",
+        {f"{ANN}[elasticscaler.io/metrics.outlierThreshold]": "2.5"},
+    ),
+    (
+        "es-ann-stabilization-too-long",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "4000"},
+        f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]",
+        {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "3600"},
+    ),
+    (
+        "es-ann-max-pods-zero",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]": "0"},
+        f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]",
+        {f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]": "1"},
+    ),
+    (
+        "es-ann-typo",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/metrics.windowSecond]": "30"},
+        f"{ANN}[elasticscaler.io/metrics.windowSecond]",
+        {f"{ANN}[elasticscaler.io/metrics.windowSecond]": DELETE},
+    ),
+    (
+        "es-paused-not-bool",
+        "elasticscaler",
+        {f"{ANN}[elasticscaler.io/paused]": "yes"},
+        f"{ANN}[elasticscaler.io/paused]",
+        {f"{ANN}[elasticscaler.io/paused]": "true"},
+    ),
+    # ---- Tidal
+    (
+        "tidal-no-cron-tz",
+        "tidal",
+        {"spec.rules[0].start": "0 9 * * 1-5"},
+        "spec.rules[0].start",
+        {"spec.rules[0].start": "CRON_TZ=UTC 0 9 * * 1-5"},
+    ),
+    (
+        "tidal-unknown-zone",
+        "tidal",
+        {"spec.rules[0].start": "CRON_TZ=Mars/Olympus 0 9 * * 1-5"},
+        "spec.rules[0].start",
+        {"spec.rules[0].start": "CRON_TZ=Europe/Paris 0 9 * * 1-5"},
+    ),
+    (
+        "tidal-bad-cron-field",
+        "tidal",
+        {"spec.rules[1].end": "CRON_TZ=UTC 61 4 * * *"},
+        "spec.rules[1].end",
+        {"spec.rules[1].end": "CRON_TZ=UTC 59 4 * * *"},
+    ),
+    (
+        "tidal-six-fields",
+        "tidal",
+        {"spec.rules[1].end": "CRON_TZ=UTC 0 30 4 * * *"},
+        "spec.rules[1].end",
+        {"spec.rules[1].end": "CRON_TZ=UTC 30 4 * * *"},
+    ),
+    (
+        "tidal-never-fires",
+        "tidal",
+        {"spec.rules[1].start": "CRON_TZ=UTC 0 1 30 2 *"},
+        "spec.rules[1].start",
+        {"spec.rules[1].start": "CRON_TZ=UTC 0 1 28 2 *"},
+    ),
+    (
+        "tidal-end-equals-start",
+        "tidal",
+        {"spec.rules[1].end": "CRON_TZ=UTC 0 1 * * *"},
+        "spec.rules[1].end",
+        {"spec.rules[1].end": "CRON_TZ=UTC 0 2 * * *"},
+    ),
+    (
+        "tidal-duplicate-rule-names",
+        "tidal",
+        {"spec.rules[1].name": "weekday-peak"},
+        "spec.rules",
+        {"spec.rules[1].name": "weekend"},
+    ),
+    (
+        "tidal-negative-replicas",
+        "tidal",
+        {"spec.rules[0].replicas": -1},
+        "spec.rules[0].replicas",
+        {"spec.rules[0].replicas": 0},
+    ),
+    (
+        "tidal-paused-replicas",
+        "tidal",
+        {f"{ANN}[elasticscaler.io/paused-replicas]": "-1"},
+        f"{ANN}[elasticscaler.io/paused-replicas]",
+        {f"{ANN}[elasticscaler.io/paused-replicas]": "0"},
+    ),
+    # ---- ResourceScalingGroup
+    (
+        "rsg-endpoint-without-scheme",
+        "rsg",
+        {"spec.scaleDown.prometheus.endpoint": "prometheus:9090"},
+        "spec.scaleDown.prometheus.endpoint",
+        {"spec.scaleDown.prometheus.endpoint": "http://prometheus:9090"},
+    ),
+    (
+        "rsg-replicas-per-group-zero",
+        "rsg",
+        {"spec.members[0].replicasPerGroup": 0},
+        "spec.members[0].replicasPerGroup",
+        {"spec.members[0].replicasPerGroup": 1},
+    ),
+    (
+        "rsg-duplicate-members",
+        "rsg",
+        {"spec.members[1].name": "prefill"},
+        "spec.members",
+        {"spec.members[1].name": "decode"},
+    ),
+    (
+        "rsg-no-members",
+        "rsg",
+        {"spec.members": []},
+        "spec.members",
+        {
+            "spec.members": [
+                {"name": "all", "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"}}
+            ]
+        },
+    ),
+    (
+        "rsg-unknown-strategy",
+        "rsg",
+        {"spec.strategy": "Clone"},
+        "spec.strategy",
+        {"spec.strategy": "GroupReplication"},
+    ),
+    # ---- LLMScaler
+    (
+        "llms-custom-without-provider",
+        "llmscaler",
+        {"spec.metricProvider": "Custom", "spec.customProvider": DELETE},
+        "spec.customProvider",
+        {"spec.customProvider": {"url": "http://slo:8080/decisions/x"}},
+    ),
+    (
+        "llms-prometheus-endpoint-no-host",
+        "llmscaler",
+        {"spec.prometheus.endpoint": "https://"},
+        "spec.prometheus.endpoint",
+        {"spec.prometheus.endpoint": "https://prometheus"},
+    ),
+    (
+        "llms-custom-url-credentials",
+        "llmscaler",
+        {"spec.customProvider.url": "http://user:secret@slo:8080/decisions/x"},
+        "spec.customProvider.url",
+        {"spec.customProvider.url": "http://slo:8080/decisions/x"},
+    ),
+    (
+        "llms-min-above-max",
+        "llmscaler",
+        {"spec.minReplicas": 17},
+        "spec.minReplicas",
+        {"spec.minReplicas": 16},
+    ),
+    (
+        "llms-target-per-replica-zero",
+        "llmscaler",
+        {"spec.prometheus.metrics[0].targetPerReplica": 0},
+        "spec.prometheus.metrics[0].targetPerReplica",
+        {"spec.prometheus.metrics[0].targetPerReplica": 0.5},
+    ),
+    (
+        "llms-paused-bad",
+        "llmscaler",
+        {f"{ANN}[elasticscaler.io/paused]": "True"},
+        f"{ANN}[elasticscaler.io/paused]",
+        {f"{ANN}[elasticscaler.io/paused]": "false"},
+    ),
+    # ---- LLMSLORequirement
+    (
+        "llmslo-bound-types-differ",
+        "llmslo",
+        {"spec.bounds.max.type": "replica"},
+        "spec.bounds.max.type",
+        {"spec.bounds.min.type": "replica"},
+    ),
+    (
+        "llmslo-pdengine-max-1",
+        "llmslo",
+        {"spec.bounds.max.value": 1},
+        "spec.bounds.max.value",
+        {"spec.bounds.max.value": 2},
+    ),
+    (
+        "llmslo-pdengine-needs-pd",
+        "llmslo",
+        {"spec.deployType": "aggregated"},
+        "spec.bounds",
+        {"spec.deployType": "pd"},
+    ),
+    (
+        "llmslo-negative-bound",
+        "llmslo",
+        {"spec.bounds.min.value": -1},
+        "spec.bounds.min.value",
+        {"spec.bounds.min.value": 0},
+    ),
+    (
+        "llmslo-min-above-max",
+        "llmslo",
+        {"spec.bounds.min.value": 5},
+        "spec.bounds.min.value",
+        {"spec.bounds.min.value": 4},
+    ),
+    # ---- JobSLORequirement
+    (
+        "jobslo-max-not-replica",
+        "jobslo",
+        {"spec.bounds.max.type": "concurrency"},
+        "spec.bounds.max.type",
+        {"spec.bounds.max.type": "replica"},
+    ),
+    (
+        "jobslo-min-pdengine",
+        "jobslo",
+        {"spec.bounds.min.type": "pdengine"},
+        "spec.bounds.min.type",
+        {"spec.bounds.min.type": "replica"},
+    ),
+    (
+        "jobslo-queue-missing",
+        "jobslo",
+        {"spec.queue": DELETE},
+        "spec.queue",
+        {"spec.queue": {"maxDepth": 10, "promql": "sum(q)"}},
+    ),
+    (
+        "jobslo-min-above-max",
+        "jobslo",
+        {"spec.bounds.min": {"type": "replica", "value": 5}},
+        "spec.bounds.min.value",
+        {"spec.bounds.min.value": 4},
+    ),
+]
+
+
+def _kind(name: str) -> str:
+    return str(SAMPLES[name]["kind"])
+
+
+def test_table_covers_every_kind() -> None:
+    assert len(CASES) >= 25
+    assert {_kind(c[1]) for c in CASES} == set(KINDS)
+    assert len({c[0] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_valid_samples_allowed(name: str) -> None:
+    outcome = validate_object(_kind(name), sample(name))
+    assert outcome.errors == []
+
+
+@pytest.mark.parametrize(
+    ("name", "mistake", "path", "fix"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_mistake_denied_and_fix_allowed(
+    name: str, mistake: dict[str, Any], path: str, fix: dict[str, Any]
+) -> None:
+    broken = sample(name, mistake)
+    errors = validate_object(_kind(name), broken).errors
+    assert errors, "the mistake was not denied"
+    assert path in [e.path for e in errors], [str(e) for e in errors]
+    assert all(str(e).startswith(f"{e.path}: ") or not e.path for e in errors)
+    fixed = sample(name, mistake)
+    for fix_path, value in fix.items():
+        put(fixed, fix_path, value)
+    assert validate_object(_kind(name), fixed).errors == []
+
+
+def test_message_names_rule_and_value() -> None:
+    errors = validate_object(
+        "Tidal", sample("tidal", {"spec.rules[0].start": "CRON_TZ=Mars/Olympus 0 9 * * *"})
+    ).errors
+    assert [str(e) for e in errors] == [
+        "spec.rules[0].start: rule 'weekday-peak': unknown time zone 'Mars/Olympus' "
+        "(an IANA zone such as Asia/Shanghai or UTC)"
+    ]
+    errors = validate_object(
+        "ElasticScaler", sample("elasticscaler", {f"{MT}.scalingAlgorithm": "magic"})
+    ).errors
+    assert str(errors[0]).startswith(
+        "spec.trigger.metricsTrigger.scalingAlgorithm: scaling algorithm 'magic' is not registered"
+    )
+
+
+def test_every_error_reported_at_once() -> None:
+    obj = sample(
+        "elasticscaler",
+        {
+            f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "-5",
+            f"{ANN}[elasticscaler.io/paused-replicas]": "many",
+            f"{MT}.scalingAlgorithm": "magic",
+            f"{MT}.metrics[3].externalServer.endpoint": "gopher://x",
+        },
+    )
+    paths = sorted(e.path for e in validate_object("ElasticScaler", obj).errors)
+    assert paths == [
+        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
+        f"{ANN}[elasticscaler.io/paused-replicas]",
+        f"{MT}.metrics[3].externalServer.endpoint",
+        f"{MT}.scalingAlgorithm",
+    ]
+
+
+def test_url_pattern_error_replaced_by_specific_one() -> None:
+    obj = sample("elasticscaler", {f"{MT}.metrics[3].externalServer.endpoint": "ftp://prom"})
+    errors = validate_object("ElasticScaler", obj).errors
+    assert [str(e) for e in errors] == [
+        f"{MT}.metrics[3].externalServer.endpoint: invalid endpoint URL 'ftp://prom': "
+        "scheme 'ftp' is not supported (use http or https)"
+    ]
+
+
+@pytest.fixture
+def plugin() -> Iterator[str]:
+    register_algorithm("keep-current", lambda ctx: ctx.current_replicas)
+    yield "keep-current"
+    unregister_algorithm("keep-current")
+
+
+def test_registered_plugin_allowed_and_its_config_not_checked(plugin: str) -> None:
+    obj = sample(
+        "elasticscaler", {f"{MT}.scalingAlgorithm": plugin, f"{MT}.algorithmConfig": {"anything": "x"}}
+    )
+    assert validate_object("ElasticScaler", obj).errors == []
+
+
+def test_hpa_without_externalserver_allowed() -> None:
+    obj = sample("elasticscaler", {f"{MT}.scalingAlgorithm": "HPA", f"{MT}.metrics[3]": DELETE})
+    del obj["spec"]["trigger"]["metricsTrigger"]["algorithmConfig"]
+    assert validate_object("ElasticScaler", obj).errors == []
+
+
+def test_default_algorithm_is_apa_and_its_config_checked() -> None:
+    obj = sample("elasticscaler", {f"{MT}.scalingAlgorithm": DELETE, f"{MT}.algorithmConfig.tolerance": "2"})
+    paths = [e.path for e in validate_object("ElasticScaler", obj).errors]
+    assert paths == [f"{MT}.algorithmConfig[tolerance]"]
+
+
+@pytest.mark.parametrize(
+    ("patterns", "url", "allowed"),
+    [
+        ("prometheus.monitoring", "http://prometheus.monitoring:9090", True),
+        ("prometheus.monitoring", "http://evil.example:9090", False),
+        ("*.svc.cluster.local", "https://prom.monitoring.svc.cluster.local", True),
+        ("*.svc.cluster.local", "https://svc.cluster.local", False),
+        ("", "http://anything:1", True),
+    ],
+    ids=["exact-match", "exact-mismatch", "wildcard-match", "wildcard-needs-subdomain", "no-list-allows-all"],
+)
+def test_allowed_endpoint_hosts(patterns: str, url: str, allowed: bool) -> None:
+    ctx = CheckContext(parse_host_patterns(patterns))
+    obj = sample("elasticscaler", {f"{MT}.metrics[3].externalServer.endpoint": url})
+    errors = validate_object("ElasticScaler", obj, ctx).errors
+    assert (errors == []) == allowed
+    if not allowed:
+        assert errors[0].path == f"{MT}.metrics[3].externalServer.endpoint"
+        assert "--allowed-endpoint-hosts" in errors[0].message
+
+
+def test_tidal_missing_labels_is_a_warning_not_a_denial() -> None:
+    obj = sample("tidal", {"metadata.labels": DELETE})
+    outcome = validate_object("Tidal", obj)
+    assert outcome.errors == []
+    assert (
+        outcome.warnings
+        and "elasticscaler.io/name and elasticscaler.io/namespace missing" in outcome.warnings[0]
+    )
+
+
+@pytest.mark.parametrize("obj", [None, [], "spec", 3], ids=["null", "list", "string", "int"])
+def test_non_object_denied(obj: Any) -> None:
+    errors = validate_object("Tidal", obj).errors
+    assert errors and "must be a JSON object" in errors[0].message
+
+
+def test_wrong_kind_in_object_denied() -> None:
+    obj = sample("tidal", {"kind": "ElasticScaler"})
+    errors = validate_object("Tidal", obj).errors
+    assert errors and "a Tidal has kind 'Tidal'" in str(errors[0])
+
+
+def test_routes_match_kinds_registry() -> None:
+    assert [r.path for r in ROUTES] == [info.webhook_path for info in KINDS.values()]
+    assert [r.path for r in ROUTES] == [
+        "/validate-elasticscaler-io-v1alpha1-elasticscaler",
+        "/validate-tidal-io-v1alpha1-tidal",
+        "/validate-autoscaling-openfuyao-com-v1alpha1-resourcescalinggroup",
+        "/validate-llm-escaler-io-v1alpha1-llmscaler",
+        "/validate-llm-escaler-io-v1alpha1-llmslorequirement",
+        "/validate-llm-escaler-io-v1alpha1-jobslorequirement",
+    ]
