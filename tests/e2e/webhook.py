@@ -47,17 +47,28 @@ class ManagerProcess:
 @contextmanager
 def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterator[ManagerProcess]:
     certs = workdir / "webhook-certs"
-    subprocess.run(["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True, capture_output=True
+    )
     port = free_port()
     log = workdir / "manager.log"
-    args = [sys.executable, "-m", "escaler", "manager", f"--kubeconfig={cluster.kubeconfig}",
-            f"--webhook-port={port}", f"--webhook-cert-dir={certs}",
-            "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
-            "--api-bind-address=127.0.0.1:0", *extra]
+    args = [
+        sys.executable,
+        "-m",
+        "escaler",
+        "manager",
+        f"--kubeconfig={cluster.kubeconfig}",
+        f"--webhook-port={port}",
+        f"--webhook-cert-dir={certs}",
+        "--metrics-bind-address=127.0.0.1:0",
+        "--health-probe-bind-address=127.0.0.1:0",
+        "--api-bind-address=127.0.0.1:0",
+        *extra,
+    ]
     with open(log, "wb") as f:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
     mp = ManagerProcess(proc, log, port)
     try:
         docs = [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
@@ -68,13 +79,21 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterat
                 path = hook["clientConfig"]["service"]["path"]
                 hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
             cluster.apply(cfg)
-        eventually(lambda: proc.poll() is None and _serving(port), timeout=30,
-                   what=f"the manager's webhook on :{port}; log:\n{mp.output()[-2000:]}")
+        eventually(
+            lambda: proc.poll() is None and _serving(port),
+            timeout=30,
+            what=f"the manager's webhook on :{port}; log:\n{mp.output()[-2000:]}",
+        )
         yield mp
     finally:
         for doc in [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]:
-            cluster.kubectl("delete", "validatingwebhookconfiguration", doc["metadata"]["name"],
-                            "--ignore-not-found", check=False)
+            cluster.kubectl(
+                "delete",
+                "validatingwebhookconfiguration",
+                doc["metadata"]["name"],
+                "--ignore-not-found",
+                check=False,
+            )
         if proc.poll() is None:
             proc.terminate()
             try:
@@ -95,6 +114,11 @@ def submit(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> tuple[bool,
     """``kubectl create`` the object as a user would; (accepted, kubectl's message)."""
     import json
 
-    r = subprocess.run([cluster.kubectl_bin, f"--kubeconfig={cluster.kubeconfig}", "create", "-n", namespace,
-                        "-f", "-"], input=json.dumps(obj), capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [cluster.kubectl_bin, f"--kubeconfig={cluster.kubeconfig}", "create", "-n", namespace, "-f", "-"],
+        input=json.dumps(obj),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return r.returncode == 0, (r.stdout + r.stderr).strip()

@@ -1,0 +1,269 @@
+"""The CRDs and the validating webhook on the real API server, as a user meets them.
+
+* the generated CRDs are Established, ``kubectl explain`` shows the field docs, and
+  ``kubectl get es,tidal,rsg,llms,llmslo,jobslo`` shows the specified columns;
+* every CEL/schema rule is enforced by the API server alone (no webhook registered): the
+  shared refusal tables of ``tests/unit/api_cases.py`` replayed with server-side dry runs;
+* with ``python -m escaler manager`` serving the webhook, registered in the API server, a table
+  of invalid objects across all six kinds is refused — by the schema/CEL or by the webhook —
+  with the field path in kubectl's message, and the same object with the one mistake fixed is
+  created; deletes are allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, Cluster, eventually
+from .webhook import manager_with_webhook, submit
+
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
+from api_cases import (
+    REFUSED_BY_RULE,
+    REFUSED_BY_SCHEMA,
+    load_samples,
+    mutate,
+    server_disagreements,
+)
+
+pytestmark = pytest.mark.e2e
+
+ES_M, ES_S, ES_SIG = "ElasticScaler/llama-decode", "ElasticScaler/llama-es", "ElasticScaler/llama-batch"
+LLMS, LLMSLO, JOB = "LLMScaler/chat-llama", "LLMSLORequirement/chat-llama", "JobSLORequirement/batch-embed"
+RSG, TIDAL = "ResourceScalingGroup/llama-pd", "Tidal/llama-office-hours"
+MT = "spec.trigger.metricsTrigger"
+ANN = "metadata.annotations"
+
+# Checks that need code, not CEL: only the webhook can refuse these.
+WEBHOOK_ONLY: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "es/algorithm-not-registered",
+        ES_M,
+        {f"{MT}.scalingAlgorithm": "no-such-algo"},
+        f"{MT}.scalingAlgorithm",
+    ),
+    ("es/hpa-with-externalserver", ES_M, {f"{MT}.scalingAlgorithm": "HPA"}, f"{MT}.metrics[3].type"),
+    (
+        "es/externalserver-url-scheme",
+        ES_M,
+        {f"{MT}.metrics[3].externalServer.endpoint": "ftp://prom:9090"},
+        f"{MT}.metrics[3].externalServer.endpoint",
+    ),
+    (
+        "es/externalserver-url-no-host",
+        ES_M,
+        {f"{MT}.metrics[3].externalServer.endpoint": "http://"},
+        f"{MT}.metrics[3].externalServer.endpoint",
+    ),
+    (
+        "es/apa-config-not-a-number",
+        ES_M,
+        {f"{MT}.algorithmConfig.tolerance": "lots"},
+        f"{MT}.algorithmConfig[tolerance]",
+    ),
+    (
+        "es/signal-endpoint-url",
+        ES_SIG,
+        {"spec.trigger.signalTrigger.endpoint": "gateway llm/activity"},
+        "spec.trigger.signalTrigger.endpoint",
+    ),
+    (
+        "es/annotation-window-not-int",
+        ES_M,
+        {f"{ANN}.elasticscaler\\.io/metrics\\.windowSeconds": "a minute"},
+        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
+    ),
+    (
+        "es/annotation-aggregation-enum",
+        ES_M,
+        {f"{ANN}.elasticscaler\\.io/metrics\\.aggregationType": "Median"},
+        f"{ANN}[elasticscaler.io/metrics.aggregationType]",
+    ),
+    (
+        "es/annotation-paused-replicas",
+        ES_S,
+        {f"{ANN}": {"elasticscaler.io/paused-replicas": "-2"}},
+        f"{ANN}[elasticscaler.io/paused-replicas]",
+    ),
+    ("tidal/cron-without-tz", TIDAL, {"spec.rules[0].start": "0 9 * * 1-5"}, "spec.rules[0].start"),
+    (
+        "tidal/unknown-zone",
+        TIDAL,
+        {"spec.rules[1].end": "CRON_TZ=Mars/Olympus 0 14 * * 1-5"},
+        "spec.rules[1].end",
+    ),
+    (
+        "tidal/bad-cron-field",
+        TIDAL,
+        {"spec.rules[2].start": "CRON_TZ=Asia/Shanghai 0 25 * * *"},
+        "spec.rules[2].start",
+    ),
+    (
+        "llms/prometheus-url",
+        LLMS,
+        {"spec.prometheus.endpoint": "prometheus:9090"},
+        "spec.prometheus.endpoint",
+    ),
+    (
+        "rsg/scaledown-prometheus-url",
+        RSG,
+        {"spec.scaleDown.prometheus.endpoint": "tcp://prometheus:9090"},
+        "spec.scaleDown.prometheus.endpoint",
+    ),
+]
+
+
+def _set_annotation_path(obj: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``mutate`` with annotation keys (which contain dots) written as escaped dotted paths."""
+    out = copy.deepcopy(obj)
+    plain = {}
+    for path, value in changes.items():
+        if path.startswith(f"{ANN}.") and "\\." in path:
+            key = path[len(ANN) + 1 :].replace("\\.", ".")
+            out["metadata"].setdefault("annotations", {})[key] = value
+        else:
+            plain[path] = value
+    return mutate(out, plain)
+
+
+def _unique(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["name"] = f"{out['metadata']['name'][:40]}-{uuid.uuid4().hex[:6]}"
+    out["metadata"].pop("namespace", None)
+    return out
+
+
+def all_cases() -> list[tuple[str, str, dict[str, Any], str]]:
+    cases = [(c.id, c.sample, c.changes, c.errors[0][0]) for c in REFUSED_BY_RULE]
+    cases += [(cid, sample, changes, path) for cid, sample, changes, path in REFUSED_BY_SCHEMA]
+    return cases + WEBHOOK_ONLY
+
+
+def test_crds_established_and_explained(cluster: Cluster) -> None:
+    crds = cluster.kubectl_json("get", "crd")["items"]
+    names = {c["metadata"]["name"] for c in crds}
+    expected = {p.stem for p in (ROOT / "manifests" / "crds").glob("*.yaml")}
+    assert expected <= names and len(expected) == 6
+    for c in crds:
+        if c["metadata"]["name"] in expected:
+            conds = {x["type"]: x["status"] for x in c["status"]["conditions"]}
+            assert conds.get("Established") == "True" and conds.get("NamesAccepted") == "True"
+    out = cluster.kubectl("explain", "elasticscaler.spec.trigger.metricsTrigger")
+    assert "scalingAlgorithm" in out and "metrics" in out
+    assert "apa" in out  # the field doc names the default algorithm
+    field_doc = cluster.kubectl("explain", "elasticscaler.spec.minReplicas")
+    assert "DESCRIPTION" in field_doc and len(field_doc.split("DESCRIPTION:", 1)[1].strip()) > 20
+
+
+def test_printer_columns(cluster: Cluster, namespace: str) -> None:
+    for doc in load_samples().values():
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+    out = cluster.kubectl("get", "es,tidal,rsg,llms,llmslo,jobslo", "-n", namespace)
+    headers = [line.split() for line in out.splitlines() if line.startswith("NAME")]
+    scaler = ["NAME", "TARGET", "MIN", "MAX", "CURRENT", "DESIRED", "ACTIVE", "ABLETOSCALE", "SCALING", "AGE"]
+    assert headers.count(scaler) == 2, out  # es and llms
+    assert ["NAME", "DESIRED", "ACTIVE-RULES", "NEXT", "READY", "AGE"] in headers, out
+    assert ["NAME", "STRATEGY", "REPLICAS", "READY", "AGE"] in headers, out
+    assert headers.count(["NAME", "SERVICE", "REPLICAS", "REASON", "AGE"]) == 2, out
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.splitlines()
+        if line.strip() and not line.startswith("NAME")
+    }
+    assert rows["elasticscaler.elasticscaler.io/llama-decode"][1:4] == ["llama-decode", "1", "10"], out
+
+
+def test_cel_and_schema_rules_enforced_by_the_api_server_alone(cluster: Cluster, namespace: str) -> None:
+    hooks = cluster.kubectl("get", "validatingwebhookconfigurations", "-o", "name")
+    assert "escaler" not in hooks, "this test must run without the webhook"
+
+    def dry_run(obj: dict[str, Any]) -> tuple[bool, str]:
+        r = subprocess.run(
+            [
+                cluster.kubectl_bin,
+                f"--kubeconfig={cluster.kubeconfig}",
+                "create",
+                "-n",
+                namespace,
+                "--dry-run=server",
+                "-f",
+                "-",
+            ],
+            input=json.dumps(obj),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return r.returncode == 0, r.stdout + r.stderr
+
+    assert server_disagreements(dry_run) == []
+
+
+def test_invalid_objects_refused_fixed_ones_accepted(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    samples = load_samples()
+    cases = all_cases()
+    assert len(cases) >= 25 and len({s.split("/")[0] for _, s, _, _ in cases}) == 6
+    failures: list[str] = []
+    with manager_with_webhook(cluster, tmp_path) as mgr:
+        # the webhook is live once a webhook-only mistake is refused
+        probe = _unique(_set_annotation_path(samples[ES_M], {f"{MT}.scalingAlgorithm": "no-such-algo"}))
+
+        def webhook_refuses() -> bool:
+            ok, _ = submit(cluster, namespace, probe)
+            if ok:
+                cluster.kubectl("delete", "es", probe["metadata"]["name"], "-n", namespace, check=False)
+            return not ok
+
+        eventually(
+            webhook_refuses,
+            timeout=30,
+            what=f"the webhook to take effect; manager log:\n{mgr.output()[-3000:]}",
+        )
+
+        for cid, sample, changes, path in cases:
+            bad = _unique(_set_annotation_path(samples[sample], changes))
+            ok, msg = submit(cluster, namespace, bad)
+            if ok:
+                failures.append(f"{cid}: accepted")
+            elif path not in msg:
+                failures.append(f"{cid}: {path!r} not in {msg!r}")
+            fixed = _unique(samples[sample])
+            ok, msg = submit(cluster, namespace, fixed)
+            if not ok:
+                failures.append(f"{cid}: fixed object refused: {msg}")
+        # deletes are always allowed
+        kinds = "es,tidal,rsg,llms,llmslo,jobslo"
+        cluster.kubectl("delete", kinds, "--all", "-n", namespace)
+        assert cluster.kubectl("get", kinds, "-n", namespace, "-o", "name").strip() == ""
+        # an update that breaks a rule is refused too (UPDATE is matched)
+        obj = _unique(samples[TIDAL])
+        assert submit(cluster, namespace, obj)[0]
+        r = subprocess.run(
+            [
+                cluster.kubectl_bin,
+                f"--kubeconfig={cluster.kubeconfig}",
+                "patch",
+                "tidal",
+                obj["metadata"]["name"],
+                "-n",
+                namespace,
+                "--type=json",
+                "-p",
+                json.dumps([{"op": "replace", "path": "/spec/rules/0/start", "value": "0 9 * * *"}]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode != 0 and "spec.rules[0].start" in r.stderr, r.stderr
+    assert failures == [], "\n".join(failures)
