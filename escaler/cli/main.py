@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import escaler
-from escaler.cli import crds, manager
+from escaler.cli import crds, explain, manager
 
 __all__ = ["COMMANDS", "main"]
 
@@ -36,6 +36,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     "version": _add_version,
     "crds": crds.add_parser,
     "manager": manager.add_parser,
+    "explain": explain.add_parser,
 }
 
 

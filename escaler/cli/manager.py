@@ -12,10 +12,19 @@ The webhook needs a serving certificate: ``--webhook-cert-dir DIR`` (``DIR/tls.c
 a non-zero ``--webhook-port`` is refused (exit 2) rather than silently serving no webhook: pass
 ``--webhook-port=0`` to run without it.
 
+The API server (``--api-bind-address``, default ``:8082``; ``0`` disables it) carries the routes
+reconcilers register on ``mgr.api_server`` (the SignalTrigger push, the SLO decisions). It serves
+HTTPS when ``--api-cert-dir DIR`` holds ``tls.crt``/``tls.key``, plain HTTP otherwise, and checks
+every request's bearer token with a TokenReview and a SubjectAccessReview made with the
+manager's own credentials — so the manager's ServiceAccount needs ``create`` on
+``tokenreviews.authentication.k8s.io`` and ``subjectaccessreviews.authorization.k8s.io`` (the
+``system:auth-delegator`` ClusterRole). It runs on the elected leader only (see
+``Manager.add_api_server``).
+
 Flags read by parts that land later (kept here so the command line is stable):
-``--metrics-trigger-poll-interval`` (the MetricsTrigger poller) and ``--api-bind-address`` (the
-signal and decision API); ``--allowed-endpoint-hosts`` is enforced by the webhook now and by the
-collectors later. ``ManagerFlags`` carries every parsed value for ``register_reconcilers``.
+``--metrics-trigger-poll-interval`` (the MetricsTrigger poller); ``--allowed-endpoint-hosts`` is
+enforced by the webhook now and by the collectors later. ``ManagerFlags`` carries every parsed
+value for ``register_reconcilers``.
 """
 
 from __future__ import annotations
@@ -32,15 +41,17 @@ from dataclasses import dataclass
 from escaler.cli.flags import bind_address, duration_seconds, host_patterns, port, positive_int
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.kube.config import ConfigError
-from escaler.runtime import Manager, ManagerOptions
+from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
     DEFAULT_LEADER_ELECTION_ID,
     DEFAULT_MAX_CONCURRENT_RECONCILES,
     DEFAULT_METRICS_BIND_ADDRESS,
 )
+from escaler.runtime.server import parse_bind_address
+from escaler.runtime.tls import CertificateReloader
 from escaler.webhook import CheckContext, WebhookServer, validators
-from escaler.webhook.server import DEFAULT_WEBHOOK_PORT, CertificateReloader
+from escaler.webhook.server import DEFAULT_WEBHOOK_PORT
 
 __all__ = [
     "DEFAULT_API_BIND_ADDRESS",
@@ -92,7 +103,11 @@ class ManagerFlags:
     # the serving pair; both set exactly when webhook_port != 0
     webhook_cert_file: str | None
     webhook_key_file: str | None
+    # "0" = API server disabled
     api_bind_address: str
+    # the API server's serving pair (HTTPS); both None = plain HTTP
+    api_cert_file: str | None
+    api_key_file: str | None
     # normalised --allowed-endpoint-hosts; () = every host
     allowed_endpoint_hosts: tuple[str, ...]
     log_format: str
@@ -161,6 +176,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-bind-address", metavar="ADDR", type=bind_address, default=DEFAULT_API_BIND_ADDRESS,
                    help="serve the signal and decision API here; 0 disables "
                         f"(default: {DEFAULT_API_BIND_ADDRESS})")
+    p.add_argument("--api-cert-dir", metavar="DIR", default="",
+                   help=f"directory holding the API server's {CERT_FILE_NAME} and {KEY_FILE_NAME}; "
+                        "given, it serves HTTPS, else plain HTTP (default: none)")
     p.add_argument("--allowed-endpoint-hosts", metavar="HOSTS", type=host_patterns, default=(),
                    help="comma list of hosts (or *.domain) that endpoint URLs in specs may name; "
                         "empty allows every host (default: '')")
@@ -191,6 +209,11 @@ def _webhook_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
             f"--webhook-port={args.webhook_port} needs a serving certificate: pass --webhook-cert-dir "
             f"(with {CERT_FILE_NAME} and {KEY_FILE_NAME}) or --webhook-cert-file and --webhook-key-file, "
             "or --webhook-port=0 to run without the webhook")
+    _check_pair(flag, cert_file, key_file)
+    return cert_file, key_file
+
+
+def _check_pair(flag: str, cert_file: str, key_file: str) -> None:
     for path in (cert_file, key_file):
         if not os.path.isfile(path):
             raise UsageError(f"{flag}: {path} does not exist")
@@ -198,6 +221,14 @@ def _webhook_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
         CertificateReloader(cert_file, key_file).load()
     except (OSError, ssl.SSLError) as exc:
         raise UsageError(f"{flag}: cannot load {cert_file} with {key_file}: {exc}") from None
+
+
+def _api_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    if not args.api_cert_dir or parse_bind_address(args.api_bind_address) is None:
+        return None, None
+    cert_file = os.path.join(args.api_cert_dir, CERT_FILE_NAME)
+    key_file = os.path.join(args.api_cert_dir, KEY_FILE_NAME)
+    _check_pair("--api-cert-dir", cert_file, key_file)
     return cert_file, key_file
 
 
@@ -206,6 +237,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
     if args.leader_elect and not args.leader_election_id:
         raise UsageError("--leader-election-id must not be empty with --leader-elect")
     cert_file, key_file = _webhook_files(args)
+    api_cert_file, api_key_file = _api_files(args)
     return ManagerFlags(
         kubeconfig=args.kubeconfig or None,
         namespace=args.namespace,
@@ -220,6 +252,8 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         webhook_cert_file=cert_file,
         webhook_key_file=key_file,
         api_bind_address=args.api_bind_address,
+        api_cert_file=api_cert_file,
+        api_key_file=api_key_file,
         allowed_endpoint_hosts=tuple(args.allowed_endpoint_hosts),
         log_format=args.log_format,
         log_level=args.log_level,
@@ -237,11 +271,30 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     del mgr, flags
 
 
+def _kube_authenticator(mgr: Manager) -> Authenticator:
+    if mgr.rest is None:
+        raise ValueError("--api-bind-address: the API server checks tokens with the cluster's "
+                         "TokenReview and SubjectAccessReview, but this manager has no cluster connection")
+    return KubeAuthenticator(mgr.rest, clock=mgr.clock)
+
+
 def build_manager(
-    flags: ManagerFlags, manager_factory: Callable[[ManagerOptions], Manager] = Manager,
+    flags: ManagerFlags,
+    manager_factory: Callable[[ManagerOptions], Manager] = Manager,
+    api_authenticator: Callable[[Manager], Authenticator | None] = _kube_authenticator,
 ) -> Manager:
-    """The manager with the webhook (if enabled) and the reconcilers; not started."""
+    """The manager with the webhook and API server (if enabled) and the reconcilers; not started.
+
+    ``api_authenticator`` builds the API server's authenticator from the manager (default: the
+    TokenReview/SubjectAccessReview ``KubeAuthenticator`` on ``mgr.rest``; ``None`` turns
+    authentication off — for tests and embedding only).
+    """
     mgr = manager_factory(flags.manager_options())
+    if parse_bind_address(flags.api_bind_address) is not None:
+        mgr.add_api_server(ApiServer(
+            flags.api_bind_address, cert_file=flags.api_cert_file, key_file=flags.api_key_file,
+            authenticator=api_authenticator(mgr), registry=mgr.metrics.registry,
+        ))
     if flags.webhook_port:
         assert flags.webhook_cert_file is not None and flags.webhook_key_file is not None
         server = WebhookServer(
@@ -287,6 +340,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"escaler manager: error: {_flag_message(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     _log.info("starting manager", extra={
-        "webhookPort": flags.webhook_port, "watchNamespace": flags.namespace or "*",
+        "webhookPort": flags.webhook_port, "apiBindAddress": flags.api_bind_address,
+        "watchNamespace": flags.namespace or "*",
         "leaderElect": flags.leader_elect})
     return mgr.start()

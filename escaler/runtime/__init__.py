@@ -10,7 +10,9 @@ The public API an embedding operator uses (controller-runtime's shape, in Python
 * ``Manager``/``ManagerOptions`` — shared clients and caches, probes, metrics, leader election
   and graceful shutdown (``manager.py``);
 * ``LeaderElector``/``LeaderElectionConfig``/``LeaseLock`` — the Lease lock (``leaderelection.py``);
-* ``MetricsRegistry`` — controller-runtime's metric names on a per-manager registry.
+* ``MetricsRegistry`` — controller-runtime's metric names on a per-manager registry;
+* ``ApiServer`` (``apiserver.py``) — the authenticated JSON API routes register on
+  (``Manager.api_server``), with ``KubeAuthenticator``/``ResourceAttributes`` (``authn.py``).
 
 Minimal use::
 
@@ -20,6 +22,14 @@ Minimal use::
 """
 
 from escaler.runtime import handlers, predicates
+from escaler.runtime.apiserver import ApiError, ApiRequest, ApiResponse, ApiServer
+from escaler.runtime.authn import (
+    AccessDecision,
+    Authenticator,
+    KubeAuthenticator,
+    ResourceAttributes,
+    UserInfo,
+)
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller, ReconcileContextFilter, current_reconcile
 from escaler.runtime.leaderelection import (
@@ -35,9 +45,16 @@ from escaler.runtime.metrics import MetricsRegistry
 from escaler.runtime.types import ReconcileError, Reconciler, Request, Result, TerminalError
 
 __all__ = [
+    "AccessDecision",
+    "ApiError",
+    "ApiRequest",
+    "ApiResponse",
+    "ApiServer",
+    "Authenticator",
     "Controller",
     "ControllerBuilder",
     "InMemoryLeaseClient",
+    "KubeAuthenticator",
     "KubeLeaseClient",
     "LeaderElectionConfig",
     "LeaderElector",
@@ -50,9 +67,11 @@ __all__ = [
     "ReconcileError",
     "Reconciler",
     "Request",
+    "ResourceAttributes",
     "Result",
     "Runnable",
     "TerminalError",
+    "UserInfo",
     "current_reconcile",
     "handlers",
     "predicates",

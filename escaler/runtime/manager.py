@@ -17,7 +17,7 @@ Controllers are runnables that need leader election.
 4. the runnables that do not need leader election;
 5. leader election, when enabled (a standby replica stays here, caches warm);
 6. once elected (at once when leader election is off): ``can_write`` is set, then the leader
-   runnables (controllers) start.
+   runnables (controllers, and the API server of ``add_api_server``) start.
 
 **Graceful stop** (``stop`` set, or SIGTERM/SIGINT when ``start()`` runs on the main thread — a
 second signal exits immediately with status 1): controllers stop taking work and their in-flight
@@ -76,6 +76,7 @@ from escaler.kube.discovery import ResourceMapping, RESTMapper
 from escaler.kube.dynamic import DynamicClient, lister_watcher_factory
 from escaler.kube.events import EventRecorder, FakeRecorder, Recorder
 from escaler.kube.rest import RestClient
+from escaler.runtime.apiserver import ApiServer
 from escaler.runtime.health import Check, HealthChecks, ping
 from escaler.runtime.leaderelection import (
     DEFAULT_LEASE_DURATION,
@@ -331,6 +332,8 @@ class Manager:
             (s for s in self._servers if "/metrics" in s.routes), None)
         self._probe_server: HTTPServer | None = next(
             (s for s in self._servers if "/healthz" in s.routes), None)
+        # the API server reconcilers add routes to during setup; None unless add_api_server ran
+        self.api_server: ApiServer | None = None
         if opts.leader_election:
             self.metrics.set_leader(opts.leader_election_id, False)
 
@@ -396,6 +399,21 @@ class Manager:
     def add_webhook(self, runnable: Runnable) -> None:
         """Run ``runnable`` in the webhooks group (started before the caches, stopped last)."""
         self._add(self._webhooks, runnable)
+
+    def add_api_server(self, server: ApiServer) -> None:
+        """Run ``server`` as ``api_server``, a *leader* runnable (at most one per manager).
+
+        Leader-only because its routes act through the controllers (a signal push enqueues on
+        the ElasticScaler controller), which run only on the leader: a standby does not bind
+        the port, so a client's connection is refused at once and it retries, rather than
+        being accepted by a replica that could only drop the request. See
+        ``escaler.runtime.apiserver`` for the limitation this implies behind a Service.
+        """
+        with self._mu:
+            if self.api_server is not None:
+                raise ValueError("Manager.add_api_server: this manager already has an API server")
+            self.api_server = server
+        self.add(server, needs_leader_election=True)
 
     def add_healthz_check(self, name: str, check: Check) -> None:
         self.healthz.add(name, check)

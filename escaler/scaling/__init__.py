@@ -8,7 +8,26 @@ Public API so far:
   ``DEFAULT_ALGORITHM``; the built-in ``apa`` (``escaler.scaling.apa``);
 * ``escaler.scaling.annotations`` — the pause and §5.4 annotation keys, defaults and parser;
 * ``escaler.scaling.schedule`` — Tidal's ``CRON_TZ=<zone> <cron>`` syntax;
-* ``escaler.scaling.endpoints`` — endpoint URL syntax and ``--allowed-endpoint-hosts`` matching.
+* ``escaler.scaling.endpoints`` — endpoint URL syntax and ``--allowed-endpoint-hosts`` matching;
+* sample windows (SPEC §5.4, ``escaler.scaling.window``): ``SampleWindow``, ``MetricWindows``,
+  ``WindowPolicy``;
+* the decision pipeline (SPEC §4, ``escaler.scaling.pipeline``): ``decide(PipelineInput) ->
+  Decision`` and its steps ``stabilize`` (``stabilizer``), ``limit_step``, ``clamp`` (``limits``),
+  ``guards``, ``defer`` (``guards``); inputs ``RecommendResult``, ``Behavior``, ``PipelineState``,
+  ``TargetSnapshot``; ``explain_lines`` for ``escaler explain``;
+* the condition model (SPEC §3, ``escaler.scaling.conditions``): ``conditions_for(SyncOutcome, ...)
+  -> (conditions, events)``, ``ConditionValue``, ``EventValue``, ``TargetError``, ``Validation``,
+  ``health``.
+
+Reconciler sketch (time is an argument; nothing here reads a clock or the API)::
+
+    decision = decide(PipelineInput(now=clock.now().timestamp(), current_replicas=scale.spec_replicas,
+                                    recommend=RecommendResult.from_metrics(n, evaluated=k, total=m),
+                                    behavior=Behavior.from_annotations(ann, min_replicas=1, max_replicas=10),
+                                    target=TargetSnapshot(...), state=kept_state))
+    if decision.write: ...write decision.desired through the ResourceHandler...
+    conditions, events = conditions_for(SyncOutcome(decision=decision), generation, now_iso, previous)
+    return Result(requeue_after=decision.requeue_after)
 
 Registering an algorithm::
 
@@ -28,6 +47,27 @@ from escaler.scaling.algorithm import (
     Recommendation,
 )
 from escaler.scaling.apa import apa
+from escaler.scaling.conditions import (
+    ConditionValue,
+    EventValue,
+    SyncOutcome,
+    TargetError,
+    Validation,
+    conditions_for,
+    health,
+)
+from escaler.scaling.guards import DeferralOutcome, GuardHold, TargetSnapshot, defer, guards
+from escaler.scaling.limits import clamp, limit_step
+from escaler.scaling.pipeline import (
+    Behavior,
+    Decision,
+    PipelineInput,
+    PipelineState,
+    RecommendResult,
+    Step,
+    decide,
+    explain_lines,
+)
 from escaler.scaling.registry import (
     DEFAULT_ALGORITHM,
     HPA,
@@ -38,6 +78,8 @@ from escaler.scaling.registry import (
     registered_algorithms,
     unregister_algorithm,
 )
+from escaler.scaling.stabilizer import stabilize
+from escaler.scaling.window import MetricWindows, SampleWindow, WindowPolicy
 
 __all__ = [
     "DEFAULT_ALGORITHM",
@@ -45,13 +87,39 @@ __all__ = [
     "Algorithm",
     "AlgorithmContext",
     "AlgorithmNotRegistered",
+    "Behavior",
+    "ConditionValue",
+    "Decision",
+    "DeferralOutcome",
+    "EventValue",
+    "GuardHold",
     "MetricValue",
+    "MetricWindows",
     "NoDecision",
+    "PipelineInput",
+    "PipelineState",
+    "RecommendResult",
     "Recommendation",
+    "SampleWindow",
+    "Step",
+    "SyncOutcome",
+    "TargetError",
+    "TargetSnapshot",
+    "Validation",
+    "WindowPolicy",
     "apa",
+    "clamp",
+    "conditions_for",
+    "decide",
+    "defer",
+    "explain_lines",
     "get_algorithm",
+    "guards",
+    "health",
     "is_known_algorithm",
+    "limit_step",
     "register_algorithm",
     "registered_algorithms",
+    "stabilize",
     "unregister_algorithm",
 ]

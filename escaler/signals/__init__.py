@@ -1,1 +1,62 @@
-"""escaler.signals (see ARCHITECTURE.md)."""
+"""escaler.signals: metric and decision sources — the metrics APIs, Prometheus, activity signals.
+
+Layering (ARCHITECTURE.md): above ``escaler.kube``, below ``escaler.runtime``; independent of
+``escaler.targets`` (a collector sees the target through the ``PodTarget`` protocol, which
+``TargetSnapshot`` satisfies). Every collector returns a ``Sample`` (a finite value, or an error
+capped at 1 KiB) and never raises for data problems. Each module's docstring states its contract:
+
+* ``sample`` — ``Sample``, ``PodTarget``;
+* ``quantity`` — ``parse_quantity`` (Kubernetes quantities as floats);
+* ``metricsapi`` — GETs against the aggregated metrics APIs, with actionable errors;
+* ``resource`` / ``custom`` / ``external`` — metrics.k8s.io, custom.metrics.k8s.io,
+  external.metrics.k8s.io;
+* ``fetch`` / ``prometheus`` — bounded GETs to user endpoints; ExternalServer instant queries;
+* ``collector`` — ``MetricsCollector`` (one sample per MetricSpec) and ``to_metric_value``;
+* ``signal_pull`` — SignalTrigger's pull endpoint → ``SignalReading``.
+
+Typical use in a reconciler::
+
+    collector = MetricsCollector(rest, dynamic, requests.Session, clock,
+                                 allowed=lambda host: host_allowed(host, patterns))
+    pairs = collector.collect(ns, spec.trigger.metrics_trigger.metrics, snapshot, snapshot.spec_replicas)
+    values = [to_metric_value(spec, sample) for spec, sample in pairs]   # ValueError → InvalidSpec
+"""
+
+from escaler.signals.collector import (
+    DEFAULT_COLLECT_BUDGET_SECONDS,
+    MetricsCollector,
+    metric_name,
+    to_metric_value,
+)
+from escaler.signals.custom import CustomCollector
+from escaler.signals.external import ExternalCollector, per_target_type
+from escaler.signals.fetch import FetchError, fetch
+from escaler.signals.prometheus import parse_query_response, query_prometheus
+from escaler.signals.quantity import parse_quantity
+from escaler.signals.resource import PodLister, PodUsage, ResourceCollector, resource_sample
+from escaler.signals.sample import PodTarget, Sample
+from escaler.signals.signal_pull import SignalReading, parse_signal, pull_signal
+
+__all__ = [
+    "DEFAULT_COLLECT_BUDGET_SECONDS",
+    "CustomCollector",
+    "ExternalCollector",
+    "FetchError",
+    "MetricsCollector",
+    "PodLister",
+    "PodTarget",
+    "PodUsage",
+    "ResourceCollector",
+    "Sample",
+    "SignalReading",
+    "fetch",
+    "metric_name",
+    "parse_quantity",
+    "parse_query_response",
+    "parse_signal",
+    "per_target_type",
+    "pull_signal",
+    "query_prometheus",
+    "resource_sample",
+    "to_metric_value",
+]

@@ -13,7 +13,8 @@ Contract:
   ``MAX_BODY_BYTES`` (413). No request ever gets a 500 from a handler bug: ``review`` answers
   every body.
 * One thread per connection (daemon), HTTP/1.1 keep-alive; the TLS handshake runs in that
-  thread, not in the accept loop, so a client that stalls mid-handshake delays only itself.
+  thread, not in the accept loop, so a client that stalls mid-handshake delays only itself
+  (``escaler.runtime.tls``, shared with the manager's API server).
   Every socket has a ``CONNECTION_TIMEOUT_SECONDS`` timeout (an idle keep-alive connection is
   closed after it).
 * A ``Runnable``: ``start(stop)`` binds (raising ``OSError``/``ssl.SSLError`` on a busy port or a
@@ -30,18 +31,21 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from escaler.runtime.server import parse_bind_address
+from escaler.runtime.tls import (
+    DEFAULT_CONNECTION_TIMEOUT_SECONDS,
+    CertificateReloader,
+    ConnectionServer,
+    server_class,
+)
 from escaler.webhook.admission import Route, Validate, review
 
 __all__ = [
@@ -56,7 +60,7 @@ DEFAULT_WEBHOOK_PORT = 9443
 # an AdmissionReview carries the object and the old object, each at most ~3 MiB in etcd
 MAX_BODY_BYTES = 8 * 1024 * 1024
 # handshake, request read and keep-alive idle bound per connection
-CONNECTION_TIMEOUT_SECONDS = 10.0
+CONNECTION_TIMEOUT_SECONDS = DEFAULT_CONNECTION_TIMEOUT_SECONDS
 # how long shutdown() waits for the accept loop to finish its current poll
 _SHUTDOWN_JOIN_SECONDS = 5.0
 
@@ -66,66 +70,6 @@ _log = logging.getLogger(__name__)
 Response = tuple[int, str, bytes]
 # POST handler: body → response
 PostHandler = Callable[[bytes], Response]
-
-
-class CertificateReloader:
-    """An ``SSLContext`` for a cert/key pair, rebuilt when the files change."""
-
-    def __init__(self, cert_file: str, key_file: str) -> None:
-        # the PEM paths; fixed
-        self.cert_file = cert_file
-        self.key_file = key_file
-        # guards the fields below
-        self._mu = threading.Lock()
-        # the signature (stat of both files) of the pair in _context, and the last one tried
-        self._loaded: tuple[Any, ...] | None = None
-        self._tried: tuple[Any, ...] | None = None
-        # the serving context; None until the first successful load
-        self._context: ssl.SSLContext | None = None
-
-    def _signature(self) -> tuple[Any, ...]:
-        sig: list[Any] = []
-        for path in (self.cert_file, self.key_file):
-            st = os.stat(path)
-            sig.extend((st.st_ino, st.st_size, st.st_mtime_ns))
-        return tuple(sig)
-
-    def _build(self) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(self.cert_file, self.key_file)
-        return ctx
-
-    def load(self) -> ssl.SSLContext:
-        """Load the pair now; raises (``OSError``, ``ssl.SSLError``) when it cannot be loaded."""
-        with self._mu:
-            sig = self._signature()
-            ctx = self._build()
-            self._context, self._loaded, self._tried = ctx, sig, sig
-            return ctx
-
-    def current(self) -> ssl.SSLContext:
-        """The context for a new connection, reloaded first if the files changed."""
-        with self._mu:
-            ctx = self._context
-            try:
-                sig = self._signature()
-            except OSError:
-                sig = None
-            if ctx is not None and (sig is None or sig == self._loaded or sig == self._tried):
-                return ctx
-            self._tried = sig
-            try:
-                self._context, self._loaded = self._build(), sig
-                if ctx is not None:
-                    _log.info("webhook serving certificate reloaded from %s", self.cert_file)
-            except (OSError, ssl.SSLError) as exc:
-                if ctx is None:
-                    raise
-                _log.warning("webhook certificate %s changed but cannot be loaded (%s); "
-                             "still serving the previous one", self.cert_file, exc)
-            assert self._context is not None
-            return self._context
 
 
 class _Metrics:
@@ -239,37 +183,6 @@ class _Handler(BaseHTTPRequestHandler):
         _log.debug("%s - %s", self.address_string(), format % args)
 
 
-class _TLSServer(ThreadingHTTPServer):
-    daemon_threads = True
-    # allow a quick restart on the same port (TIME_WAIT)
-    allow_reuse_address = True
-    # the certificate source; set before serving
-    certs: CertificateReloader
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        # The handshake happens here, in the connection's own thread (see the module docstring).
-        try:
-            request.settimeout(CONNECTION_TIMEOUT_SECONDS)
-            tls = self.certs.current().wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError) as exc:
-            _log.debug("webhook TLS handshake with %s failed: %s", client_address, exc)
-            self.shutdown_request(request)
-            return
-        try:
-            self.finish_request(tls, client_address)
-        except Exception:
-            self.handle_error(tls, client_address)
-        finally:
-            self.shutdown_request(tls)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        _log.debug("webhook connection from %s failed", client_address, exc_info=True)
-
-
-class _TLSServer6(_TLSServer):
-    address_family = socket.AF_INET6
-
-
 def _json(status_and_doc: tuple[int, dict[str, Any]]) -> Response:
     status, doc = status_and_doc
     return status, "application/json", json.dumps(doc, separators=(",", ":")).encode()
@@ -307,13 +220,13 @@ class WebhookServer:
             route.path: _post_handler(route, validate) for route, validate in routes.items()
         }
         # the TLS material, reloaded on change
-        self.certs = CertificateReloader(cert_file, key_file)
+        self.certs = CertificateReloader(cert_file, key_file, name=name)
         # request metrics (no-op without a registry)
         self._metrics = _Metrics(registry, name)
         # guards _server/_thread
         self._mu = threading.Lock()
         # the bound server; None before serve() and after shutdown()
-        self._server: _TLSServer | None = None
+        self._server: ConnectionServer | None = None
         # the accept loop's thread; None before serve()
         self._thread: threading.Thread | None = None
         # set once serving (for a readiness check)
@@ -333,12 +246,14 @@ class WebhookServer:
         self.certs.load()
         host, port, ipv6 = self.address
         handler = type("Handler", (_Handler,), {"posts": self._posts, "metrics": self._metrics})
-        server_cls = _TLSServer6 if ipv6 else _TLSServer
+        server_cls = server_class(ipv6)
         with self._mu:
             if self._server is not None:
                 raise RuntimeError("WebhookServer: already serving")
             server = server_cls((host, port), handler)
             server.certs = self.certs
+            server.connection_timeout = CONNECTION_TIMEOUT_SECONDS
+            server.log_name = self.name
             self._server = server
             self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
                                             name=f"https-{self.name}", daemon=True)

@@ -27,7 +27,14 @@ from escaler.cli import manager as cli
 from escaler.cli.flags import duration_seconds
 from escaler.cli.logging_setup import setup_logging
 from escaler.cli.main import build_parser, main
-from escaler.runtime import Manager, ManagerOptions
+from escaler.runtime import (
+    AccessDecision,
+    ApiResponse,
+    Manager,
+    ManagerOptions,
+    ResourceAttributes,
+    UserInfo,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = [
@@ -45,6 +52,7 @@ FLAGS = [
     "--webhook-cert-file",
     "--webhook-key-file",
     "--api-bind-address",
+    "--api-cert-dir",
     "--allowed-endpoint-hosts",
     "--log-format",
 ]
@@ -108,6 +116,8 @@ def test_defaults() -> None:
         webhook_cert_file=None,
         webhook_key_file=None,
         api_bind_address=":8082",
+        api_cert_file=None,
+        api_key_file=None,
         allowed_endpoint_hosts=(),
         log_format="json",
         log_level="info",
@@ -249,6 +259,7 @@ def test_built_manager_serves_webhook_with_allowed_hosts(certs: Path) -> None:
             f"--webhook-port={port}",
             "--health-probe-bind-address=127.0.0.1:0",
             "--metrics-bind-address=0",
+            "--api-bind-address=0",
             "--allowed-endpoint-hosts=prometheus.monitoring",
         )
     )
@@ -342,3 +353,73 @@ def test_console_log_lines() -> None:
         logging.getLogger().removeHandler(handler)
     line = out.getvalue().strip()
     assert " DEBUG   escaler.test hello namespace=team" in line
+
+
+def _testing_factory(opts: ManagerOptions) -> Manager:
+    return Manager.for_testing(FakeCluster().lw_factory, FakeMapper())
+
+
+class _OneToken:
+    def authenticate(self, token: str) -> UserInfo | None:
+        return UserInfo("pusher") if token == "t" else None
+
+    def authorize(self, user: UserInfo, attributes: ResourceAttributes) -> AccessDecision:
+        return AccessDecision(attributes.namespace == "default", "only default")
+
+
+def test_built_manager_serves_the_api_over_tls_with_registered_routes(certs: Path) -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0", "--api-bind-address=127.0.0.1:0",
+                                      "--api-cert-dir", str(certs)))
+    assert flags.api_cert_file == str(certs / "tls.crt") and flags.api_key_file == str(certs / "tls.key")
+    mgr = cli.build_manager(flags, _testing_factory, api_authenticator=lambda _m: _OneToken())
+    server = mgr.api_server
+    assert server is not None and server.tls
+    # what a reconciler does during setup
+    server.add_route(
+        "POST", "/signal/v1/namespaces/{namespace}/elasticscalers/{name}",
+        lambda req: ApiResponse(202, {"name": req.params["name"], "user": req.user and req.user.username}),
+        authz=ResourceAttributes(verb="update", group="elasticscaler.io", resource="elasticscalers",
+                                 subresource="signal", namespace="{namespace}", name="{name}"))
+    stop = threading.Event()
+    codes: list[int] = []
+    t = threading.Thread(target=lambda: codes.append(mgr.start(stop)), daemon=True)
+    t.start()
+    try:
+        assert server.serving.wait(10) and server.port is not None
+        ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+
+        def post(ns: str, token: str) -> tuple[int, Any]:
+            assert server.port is not None
+            conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=ctx, timeout=10)
+            conn.request("POST", f"/signal/v1/namespaces/{ns}/elasticscalers/llama", body=b'{"active":true}',
+                         headers={"Authorization": f"Bearer {token}"})
+            resp = conn.getresponse()
+            doc = json.loads(resp.read())
+            conn.close()
+            return resp.status, doc
+
+        assert post("default", "t") == (202, {"name": "llama", "user": "pusher"})
+        assert post("default", "x")[0] == 401
+        assert post("prod", "t")[0] == 403
+    finally:
+        stop.set()
+        t.join(30)
+    assert codes == [0]
+
+
+def test_api_disabled_means_no_api_server() -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0", "--api-bind-address=0", "--api-cert-dir=/nope"))
+    assert flags.api_cert_file is None
+    assert cli.build_manager(flags, _testing_factory).api_server is None
+
+
+def test_api_cert_dir_without_files_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert f"--api-cert-dir: {tmp_path}/tls.crt does not exist" in _usage_error(
+        ["--webhook-port=0", "--api-cert-dir", str(tmp_path)], capsys
+    )
+
+
+def test_api_default_authenticator_needs_a_cluster_connection() -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0", "--api-bind-address=127.0.0.1:0"))
+    with pytest.raises(ValueError, match=r"--api-bind-address: .*TokenReview"):
+        cli.build_manager(flags, _testing_factory)

@@ -1,0 +1,247 @@
+"""``escaler explain -n NS NAME``: one ElasticScaler's last decision, step by step (SPEC §12).
+
+Reads the scaler (its status is the record: ``currentMetrics``, ``recentDecisions``, the
+conditions) and its recent Events (``events.k8s.io/v1``, ``fieldSelector regarding.name=NAME``),
+and prints:
+
+1. **Inputs** — every metric's value, target and the replicas it alone recommends (or its error),
+   or the State/Signal decision read;
+2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends);
+3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
+4. **Step limits** and 5. **Clamp** — ``ScalingLimited`` (the last step that changed the count);
+6. **Guard** — a held write (``RolloutInProgress``/``ScaleDownSettling``, ``deferredSince``) or a
+   forced one (``DeferralTimedOut``);
+7. **Write** — current → desired, ``lastScaleTime``, and the last recorded decision with the
+   pipeline trail the controller stored in its reason;
+
+then the last decisions, the recent events, and the health verdict of SPEC §3: *failing* when
+AbleToScale or ScalingActive is False, *waiting* when AbleToScale is True with a guard or
+stabilization reason, else *ok*. Exit code 0, 1 when the scaler cannot be read, 2 for usage.
+
+``render(obj, events)`` is pure (the tests call it directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from escaler.errors import ConnectionFailure, StatusError, is_not_found
+from escaler.kube.config import ConfigError, load_config, new_api_client
+from escaler.kube.discovery import RESTMapper
+from escaler.kube.dynamic import DynamicClient
+from escaler.kube.events import EVENTS_MAPPING
+from escaler.kube.rest import RestClient
+
+__all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run"]
+
+SCALER_REF = ("elasticscaler.io/v1alpha1", "ElasticScaler")
+GUARD_REASONS = frozenset({"RolloutInProgress", "ScaleDownSettling", "DeferralTimedOut"})
+STABILIZATION_REASONS = frozenset({"ScaleDownStabilized"})
+# how many events are shown (newest last)
+MAX_EVENTS = 15
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> Callable[[argparse.Namespace], int]:
+    p = sub.add_parser(
+        "explain",
+        help="explain an ElasticScaler's last decision step by step",
+        description="Print one ElasticScaler's last decision pipeline (inputs, recommendation, "
+        "stabilization, limits, clamp, guard, write) from its status and recent Events.",
+    )
+    p.add_argument("-n", "--namespace", default="default", help="namespace of the scaler (default: default)")
+    p.add_argument("name", help="name of the ElasticScaler")
+    p.add_argument("--kubeconfig", metavar="PATH", default=None,
+                   help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)")
+    p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    return run
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    status = obj.get("status") or {}
+    return {str(c.get("type")): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
+
+
+def health(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(verdict, why): failing / waiting / ok, per the health rule of SPEC §3."""
+    conds = _conditions(obj)
+    for t in ("AbleToScale", "ScalingActive"):
+        c = conds.get(t)
+        if c is not None and c.get("status") == "False":
+            return "failing", f"{t}=False/{c.get('reason')}: {c.get('message', '')}"
+    able = conds.get("AbleToScale")
+    if able is not None and able.get("reason") in GUARD_REASONS | STABILIZATION_REASONS:
+        return "waiting", f"AbleToScale=True/{able.get('reason')}: {able.get('message', '')}"
+    if not conds:
+        return "waiting", "no conditions yet: the controller has not synced this scaler"
+    return "ok", "AbleToScale and ScalingActive are not False"
+
+
+def _cond_line(conds: Mapping[str, Mapping[str, Any]], t: str) -> str:
+    c = conds.get(t)
+    if c is None:
+        return f"{t}: (not reported)"
+    return f"{t}={c.get('status')}/{c.get('reason')}: {c.get('message', '')}"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return "-" if v is None else str(v)
+
+
+def _trigger(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec") or {}
+    return spec.get("trigger") or {}
+
+
+def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The explanation of one scaler (see the module docstring)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conds = _conditions(obj)
+    trig = _trigger(obj)
+    ref = spec.get("targetRef") or {}
+    resolved = status.get("resolvedTargetRef") or ref
+    lines: list[str] = []
+    add = lines.append
+    add(f"ElasticScaler {meta.get('namespace')}/{meta.get('name')} "
+        f"(generation {meta.get('generation')}, observed {status.get('observedGeneration', '-')})")
+    algo = ""
+    if trig.get("type") == "MetricsTrigger":
+        algo = f", algorithm {(trig.get('metricsTrigger') or {}).get('scalingAlgorithm', 'apa')}"
+    add(f"  trigger {trig.get('type')}{algo}; mode {spec.get('mode', 'Active')}; "
+        f"bounds [{spec.get('minReplicas', 1)}, {spec.get('maxReplicas', 10)}]")
+    add(f"  target {resolved.get('kind')} {resolved.get('name')}"
+        + (f" (via {ref.get('kind')} {ref.get('name')})" if resolved is not ref and resolved != ref else ""))
+    if status.get("hpaName"):
+        add(f"  companion HPA {status['hpaName']} does the scaling; this status mirrors it")
+    annotations = meta.get("annotations") or {}
+    if annotations.get("elasticscaler.io/paused") == "true":
+        add("  PAUSED (elasticscaler.io/paused): no writes")
+    if "elasticscaler.io/paused-replicas" in annotations:
+        add(f"  PINNED to {annotations['elasticscaler.io/paused-replicas']} (elasticscaler.io/paused-replicas)")
+    add("")
+    add("1. Inputs")
+    metrics = status.get("currentMetrics") or []
+    if not metrics:
+        add("   (no metric read: " + ("the decision comes from the trigger's source)"
+                                      if trig.get("type") != "MetricsTrigger" else "none recorded yet)"))
+    for m in metrics:
+        head = f"   - {m.get('type', '')} {m.get('name')}: "
+        if m.get("error"):
+            add(head + f"ERROR {m['error']}")
+        else:
+            add(head + f"value {_fmt(m.get('value'))} vs target {_fmt(m.get('target'))} "
+                f"({m.get('targetType', '-')}) -> recommends {_fmt(m.get('recommendedReplicas'))}")
+    if "MetricsPipeline" in conds:
+        add(f"   {_cond_line(conds, 'MetricsPipeline')}")
+    add("2. Recommendation")
+    add(f"   {_cond_line(conds, 'ScalingActive')}")
+    add("3. Stabilization")
+    able = conds.get("AbleToScale") or {}
+    if able.get("reason") in STABILIZATION_REASONS:
+        add(f"   held by the stabilization window: {able.get('message', '')}")
+    else:
+        add("   no hold (the count was not kept above this sync's recommendation)")
+    limited = conds.get("ScalingLimited") or {}
+    add("4. Step limits")
+    if limited.get("reason") in ("ScaleUpLimit", "ScaleDownLimit"):
+        add(f"   {limited.get('reason')}: {limited.get('message', '')}")
+    else:
+        add("   no step limit bound the count")
+    add("5. Clamp to [min, max]")
+    if limited.get("reason") in ("TooFewReplicas", "TooManyReplicas"):
+        add(f"   {limited.get('reason')}: {limited.get('message', '')}")
+    else:
+        add("   within bounds" + (f" ({_cond_line(conds, 'ScalingLimited')})" if limited else ""))
+    add("6. Guard")
+    if able.get("reason") in GUARD_REASONS:
+        add(f"   {able.get('reason')}: {able.get('message', '')}")
+        if status.get("deferredSince"):
+            add(f"   deferred since {status['deferredSince']}")
+    else:
+        add("   no guard held the write")
+    add("7. Write")
+    add(f"   current {_fmt(status.get('currentReplicas'))} -> desired {_fmt(status.get('desiredReplicas'))}; "
+        f"last scale {status.get('lastScaleTime', 'never')}")
+    add(f"   {_cond_line(conds, 'AbleToScale')}")
+    decisions = status.get("recentDecisions") or []
+    if decisions:
+        last = decisions[-1]
+        add(f"   last decision {last.get('time')}: {last.get('from')} -> {last.get('to')} "
+            f"(bound by {last.get('boundBy') or '-'})")
+        for part in str(last.get("reason", "")).split("; "):
+            add(f"     {part}")
+    if "Validated" in conds:
+        add("")
+        add(_cond_line(conds, "Validated"))
+    if decisions:
+        add("")
+        add(f"Recent decisions ({len(decisions)}):")
+        for d in decisions:
+            add(f"  {d.get('time')}  {d.get('from')} -> {d.get('to')}  [{d.get('boundBy') or '-'}]  "
+                f"{str(d.get('reason', ''))[:160]}")
+    add("")
+    add(f"Events ({min(len(events), MAX_EVENTS)} most recent):" if events else "Events: none")
+    for ev in list(events)[-MAX_EVENTS:]:
+        series = ev.get("series") or {}
+        count = f" x{series.get('count')}" if series.get("count") else ""
+        when = series.get("lastObservedTime") or ev.get("eventTime") or \
+            (ev.get("metadata") or {}).get("creationTimestamp")
+        add(f"  {when}  {ev.get('type')}  {ev.get('reason')}{count}: {ev.get('note', '')}")
+    verdict, why = health(obj)
+    add("")
+    add(f"Health: {verdict} ({why})")
+    return "\n".join(lines) + "\n"
+
+
+def _event_time(ev: Mapping[str, Any]) -> str:
+    series = ev.get("series") or {}
+    return str(series.get("lastObservedTime") or ev.get("eventTime")
+               or (ev.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def fetch_events(client: DynamicClient, namespace: str, name: str) -> list[Mapping[str, Any]]:
+    """The scaler's Events, oldest first (field selector, else a filtered list)."""
+    try:
+        body = client.list(EVENTS_MAPPING, namespace, field_selector=f"regarding.name={name}")
+    except StatusError as err:
+        if err.code != 400:
+            raise
+        body = client.list(EVENTS_MAPPING, namespace)
+    items = [i for i in body.get("items") or () if isinstance(i, Mapping)]
+    mine = [i for i in items if (i.get("regarding") or {}).get("name") == name
+            and (i.get("regarding") or {}).get("kind") == SCALER_REF[1]]
+    return sorted(mine, key=_event_time)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_config(args.kubeconfig, args.context)
+    except ConfigError as err:
+        print(f"escaler explain: {err}", file=sys.stderr)
+        return 1
+    rest = RestClient(new_api_client(cfg, pool_size=2))
+    client = DynamicClient(rest, RESTMapper(rest))
+    try:
+        obj = client.get(SCALER_REF, args.name, args.namespace)
+    except StatusError as err:
+        what = "not found" if is_not_found(err) else str(err)
+        print(f"escaler explain: ElasticScaler {args.namespace}/{args.name}: {what}", file=sys.stderr)
+        return 1
+    except ConnectionFailure as err:
+        print(f"escaler explain: {err}", file=sys.stderr)
+        return 1
+    try:
+        events = fetch_events(client, args.namespace, args.name)
+    except (StatusError, ConnectionFailure) as err:
+        print(f"escaler explain: cannot list events: {err}", file=sys.stderr)
+        events = []
+    sys.stdout.write(render(obj, events))
+    return 0

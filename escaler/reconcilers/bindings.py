@@ -1,0 +1,240 @@
+"""Target bindings: which scaler owns each workload, shared by every escaler scaler kind (SPEC §5).
+
+A workload (namespace + API group + kind + name: a ``TargetKey``) is managed by at most one
+scaler of any escaler kind (ElasticScaler, LLMScaler). When several bind the same target, the
+*oldest* wins — by ``metadata.creationTimestamp``, then kind, then name — deterministically and
+from any replica's point of view; every other one reports ``Validated=False/TargetConflict`` and
+never writes. A HorizontalPodAutoscaler that escaler does not own and that targets the same
+workload is a conflict too: the scaler holds rather than fight it.
+
+Contract:
+
+* **Level-based.** Claims are read from the informer caches of the scaler kinds, never from
+  in-memory registrations that depend on reconcile order: after a restart, the very first
+  reconcile of the younger scaler already sees the older one (the caches synced before any
+  reconcile started). Each claim source adds an indexer (``TARGET_INDEX``) to its informer that
+  maps a scaler object to the ``TargetKey`` it claims (``target_of``), so a lookup is one index
+  read per kind.
+* **Shared.** ``bindings_for(mgr)`` returns the one ``TargetBindings`` of a manager; each scaler
+  kind's setup calls ``add_source(kind, informer, target_of)`` once, and every reconciler asks
+  the same object, so an ElasticScaler and an LLMScaler on one Deployment resolve identically.
+* ``winner(target, me)`` includes ``me`` even when the cache does not show its claim yet (a
+  StateTrigger scaler claims the end of its chain only once its status says so).
+* ``foreign_hpas(target)`` lists HPAs from an HPA informer (``set_hpa_informer``) whose
+  ``scaleTargetRef`` is the target and that carry no controller ownerReference to an escaler
+  kind. The companion HPA of a ``scalingAlgorithm: HPA`` ElasticScaler is therefore not foreign.
+* Thread-safe: sources are added at setup; lookups only read the informers' indexers.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from escaler.informers.frozen import FrozenDict
+from escaler.kube.discovery import parse_api_version
+
+__all__ = [
+    "ESCALER_GROUPS",
+    "HPA_TARGET_INDEX",
+    "TARGET_INDEX",
+    "Claim",
+    "TargetBindings",
+    "TargetKey",
+    "bindings_for",
+    "claim_of",
+]
+
+# name of the indexer added to each claim source's informer, and to the HPA informer
+TARGET_INDEX = "escaler.io/target"
+HPA_TARGET_INDEX = "escaler.io/hpa-target"
+# API groups of the escaler scaler kinds: an HPA controlled by one of these is escaler's own
+ESCALER_GROUPS = frozenset({"elasticscaler.io", "llm.escaler.io"})
+# creationTimestamp of a claim whose object has none yet (sorts last: the youngest)
+_NO_TIMESTAMP = "9999-12-31T23:59:59Z"
+
+
+@dataclass(frozen=True, order=True)
+class TargetKey:
+    """A workload: namespace, API group ("" = core), kind and name. Versions do not matter."""
+
+    namespace: str
+    group: str
+    kind: str
+    name: str
+
+    @classmethod
+    def from_ref(cls, namespace: str, api_version: str, kind: str, name: str) -> TargetKey:
+        group, _ = parse_api_version(api_version)
+        return cls(namespace, group, kind, name)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.group or 'core'}/{self.kind}/{self.name}"
+
+    def describe(self) -> str:
+        """For messages: ``Deployment.apps llama``."""
+        kind = f"{self.kind}.{self.group}" if self.group else self.kind
+        return f"{kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One scaler binding a target; ordered so that the winner sorts first."""
+
+    # RFC 3339 creationTimestamp as the API server wrote it (lexical order = time order)
+    created: str
+    kind: str
+    namespace: str
+    name: str
+
+    @property
+    def sort_key(self) -> tuple[str, str, str]:
+        return (self.created or _NO_TIMESTAMP, self.kind, self.name)
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def claim_of(kind: str, obj: Mapping[str, Any]) -> Claim:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return Claim(str(meta.get("creationTimestamp") or ""), kind, str(meta.get("namespace") or ""),
+                 str(meta.get("name") or ""))
+
+
+class Indexed(Protocol):
+    """What a claim source needs from a ``SharedInformer``."""
+
+    def add_indexers(self, indexers: Mapping[str, Callable[[FrozenDict], list[str]]]) -> None: ...
+
+    @property
+    def indexer(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class _Source:
+    kind: str
+    informer: Indexed
+    target_of: Callable[[Mapping[str, Any]], TargetKey | None]
+
+
+def _controller_owner_group(obj: Mapping[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    for ref in refs or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return parse_api_version(str(ref.get("apiVersion") or ""))[0]
+    return None
+
+
+def hpa_target(obj: Mapping[str, Any]) -> TargetKey | None:
+    """The workload an autoscaling HPA scales (its ``spec.scaleTargetRef``)."""
+    spec = obj.get("spec")
+    ref = spec.get("scaleTargetRef") if isinstance(spec, Mapping) else None
+    meta = obj.get("metadata")
+    if not isinstance(ref, Mapping) or not isinstance(meta, Mapping):
+        return None
+    kind, name = ref.get("kind"), ref.get("name")
+    if not kind or not name:
+        return None
+    try:
+        return TargetKey.from_ref(str(meta.get("namespace") or ""), str(ref.get("apiVersion") or "v1"),
+                                  str(kind), str(name))
+    except ValueError:
+        return None
+
+
+class TargetBindings:
+    """Resolves target conflicts across scaler kinds from informer caches; see the module docstring."""
+
+    def __init__(self) -> None:
+        # guards _sources and _hpa
+        self._mu = threading.Lock()
+        # one per scaler kind; a kind is added once
+        self._sources: dict[str, _Source] = {}
+        # the HPA informer (indexed by HPA_TARGET_INDEX), once set
+        self._hpa: Indexed | None = None
+
+    def add_source(self, kind: str, informer: Indexed,
+                   target_of: Callable[[Mapping[str, Any]], TargetKey | None]) -> None:
+        """Register the informer of scaler ``kind``; ``target_of`` gives the target an object claims."""
+
+        def index(obj: FrozenDict) -> list[str]:
+            try:
+                key = target_of(obj)
+            except Exception:  # a malformed object claims nothing
+                return []
+            return [str(key)] if key is not None else []
+
+        with self._mu:
+            if kind in self._sources:
+                raise ValueError(f"TargetBindings.add_source: kind {kind!r} already added")
+            informer.add_indexers({TARGET_INDEX: index})
+            self._sources[kind] = _Source(kind, informer, target_of)
+
+    def set_hpa_informer(self, informer: Indexed) -> None:
+        """Use ``informer`` (autoscaling/v2 HPAs) to find HPAs escaler does not own; idempotent."""
+        with self._mu:
+            if self._hpa is not None:
+                return
+            informer.add_indexers({HPA_TARGET_INDEX: lambda obj: [str(k)] if (k := hpa_target(obj)) else []})
+            self._hpa = informer
+
+    def claimants(self, target: TargetKey) -> list[Claim]:
+        """Every scaler whose cached object claims ``target``, winner first."""
+        with self._mu:
+            sources = list(self._sources.values())
+        claims = [claim_of(src.kind, obj) for src in sources
+                  for obj in src.informer.indexer.by_index(TARGET_INDEX, str(target))]
+        return sorted(set(claims), key=lambda c: c.sort_key)
+
+    def winner(self, target: TargetKey, me: Claim) -> Claim:
+        """The claim that owns ``target``, counting ``me`` whether or not its claim is cached yet."""
+        others = [c for c in self.claimants(target) if (c.kind, c.namespace, c.name) != (me.kind, me.namespace,
+                                                                                        me.name)]
+        return min([me, *others], key=lambda c: c.sort_key)
+
+    def same_target(self, kind: str, obj: Mapping[str, Any]) -> list[Claim]:
+        """The other claims on the target ``obj`` (of ``kind``) claims (for waking conflict losers)."""
+        with self._mu:
+            src = self._sources.get(kind)
+        if src is None:
+            return []
+        try:
+            target = src.target_of(obj)
+        except Exception:
+            return []
+        if target is None:
+            return []
+        me = claim_of(kind, obj)
+        return [c for c in self.claimants(target) if (c.kind, c.name) != (me.kind, me.name)]
+
+    def foreign_hpas(self, target: TargetKey) -> list[str]:
+        """Names of HPAs on ``target`` that escaler does not control (sorted)."""
+        with self._mu:
+            hpa = self._hpa
+        if hpa is None:
+            return []
+        out = []
+        for obj in hpa.indexer.by_index(HPA_TARGET_INDEX, str(target)):
+            if _controller_owner_group(obj) in ESCALER_GROUPS:
+                continue
+            out.append(str(obj["metadata"]["name"]))
+        return sorted(out)
+
+
+# one TargetBindings per manager (or any object standing for one process's shared state)
+_by_owner: weakref.WeakKeyDictionary[object, TargetBindings] = weakref.WeakKeyDictionary()
+_by_owner_mu = threading.Lock()
+
+
+def bindings_for(owner: object) -> TargetBindings:
+    """The ``TargetBindings`` shared by every scaler kind set up on ``owner`` (a ``Manager``)."""
+    with _by_owner_mu:
+        found = _by_owner.get(owner)
+        if found is None:
+            found = _by_owner[owner] = TargetBindings()
+        return found

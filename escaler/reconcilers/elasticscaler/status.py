@@ -1,0 +1,96 @@
+"""Status writes: only when the status changed, through the status subresource (ARCHITECTURE.md).
+
+``StatusWriter.write(mapping, obj, new_status)`` compares ``new_status`` (the JSON form the
+reconciler computed) with the status of ``obj`` (the cached object the reconcile started from)
+and, only when they differ, sends a JSON merge patch to ``.../status`` that sets every field of
+the new status and nulls every field the old one had and the new one has not (a merge patch
+replaces lists wholesale, so conditions, currentMetrics and recentDecisions are written as a
+whole). No ``resourceVersion`` is sent: only the elected leader writes a scaler's status and a
+merge patch touches nothing but status, so a write based on a cache a few milliseconds behind
+is still correct, and it costs no 409 round trip.
+
+A cache can lag our own write: the next reconcile may start from the object as it was *before*
+the write and compute the very status just written. ``StatusWriter`` remembers, per object,
+the resourceVersion it wrote against and the status it wrote; while the cache still shows that
+old resourceVersion, an equal status is not written again.
+
+Counted: ``writes`` (status patches sent) and ``skipped`` (unchanged, nothing sent).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from escaler.informers.frozen import thaw
+
+__all__ = ["StatusClient", "StatusWriter", "status_patch"]
+
+
+class StatusClient(Protocol):
+    """What the writer needs of ``DynamicClient``."""
+
+    def patch_status(self, m: Any, name: str, patch: Any, namespace: str | None = None,
+                     patch_type: Any = "merge") -> dict[str, Any]: ...
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A merge patch turning status ``old`` into ``new`` (absent keys nulled)."""
+    patch: dict[str, Any] = {k: None for k in old if k not in new}
+    patch.update(new)
+    return {"status": patch}
+
+
+class StatusWriter:
+    """Writes a status only when it changed; see the module docstring."""
+
+    def __init__(self, client: StatusClient) -> None:
+        # performs the patch; fixed
+        self._client = client
+        # guards the fields below
+        self._mu = threading.Lock()
+        # uid → (resourceVersion the last write was based on, the status written)
+        self._last: dict[str, tuple[str, dict[str, Any]]] = {}
+        # patches sent / writes skipped as unchanged (for tests and debugging)
+        self.writes = 0
+        self.skipped = 0
+
+    def changed(self, obj: Mapping[str, Any], new_status: Mapping[str, Any]) -> bool:
+        """True when writing ``new_status`` would change what the cluster holds."""
+        old = obj.get("status")
+        old_status = thaw(old) if isinstance(old, Mapping) else {}
+        if old_status == new_status:
+            return False
+        meta = _meta(obj)
+        with self._mu:
+            last = self._last.get(str(meta.get("uid") or meta.get("name")))
+        # the cache still shows the object our last write was based on: compare with what we wrote
+        return not (last is not None and last[0] == str(meta.get("resourceVersion") or "")
+                    and last[1] == new_status)
+
+    def write(self, mapping: Any, obj: Mapping[str, Any], new_status: dict[str, Any]) -> dict[str, Any] | None:
+        """Patch the status when it changed; returns the server's object, or None when skipped."""
+        if not self.changed(obj, new_status):
+            with self._mu:
+                self.skipped += 1
+            return None
+        meta = _meta(obj)
+        old = obj.get("status")
+        patch = status_patch(thaw(old) if isinstance(old, Mapping) else {}, new_status)
+        out = self._client.patch_status(mapping, str(meta["name"]), patch, str(meta.get("namespace") or "")
+                                        or None, patch_type="merge")
+        with self._mu:
+            self.writes += 1
+            self._last[str(meta.get("uid") or meta.get("name"))] = (str(meta.get("resourceVersion") or ""),
+                                                                    dict(new_status))
+        return out
+
+    def forget(self, obj_uid: str) -> None:
+        with self._mu:
+            self._last.pop(obj_uid, None)

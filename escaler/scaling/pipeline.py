@@ -1,0 +1,717 @@
+"""The decision pipeline (SPEC §4), shared by every scaler: ``decide(PipelineInput) -> Decision``.
+
+One pure function per step, composed in this order:
+
+1. **recommend** — done before ``decide`` by the trigger's source (an algorithm over metrics, a
+   State source, a signal, a custom provider); ``PipelineInput.recommend`` (a
+   ``RecommendResult``) carries its raw count, or why there is none (``no_decision`` →
+   ``ScalingActive=False/DecisionUnavailable``; ``invalid`` → ``False/InvalidSpec``);
+2. **stabilize** (``stabilizer.stabilize``) — scale-down keeps the highest recommendation within
+   its window, scale-up the lowest;
+3. **limit_step** (``limits.limit_step``) — per-direction, per-sync step limits (LLMScaler never
+   caps scale-up: ``Behavior.allow_scale_up_limit=False``);
+4. **clamp** (``limits.clamp``) to ``[minReplicas, maxReplicas]`` — *last*, so a lowered
+   ``maxReplicas`` applies at once, even while a scale-down is being stabilized;
+5. **guards** + **defer** (``guards.guards``, ``guards.defer``) — ``RolloutInProgress`` /
+   ``ScaleDownSettling`` hold the write; a held write is forced after ``deferTimeoutSeconds``
+   and forced writes are paced;
+6. **write** — ``Decision.write`` says whether the reconciler writes ``Decision.desired`` now
+   (only when the count changes, never in Advisory mode).
+
+Special cases, in precedence order:
+
+* ``paused_replicas`` (``elasticscaler.io/paused-replicas: N``): pin to N. Stabilization, limits,
+  clamp and guards are bypassed (they are still computed and shown, not applied); the write
+  happens when N differs from the current count. If ``paused`` is also set, the pin wins (as
+  KEDA's ``paused-replicas`` does).
+* ``paused`` (``elasticscaler.io/paused: "true"``): freeze. Nothing is written, the desired count
+  is the current one, the history is left as it was and a running deferral is cleared (nothing is
+  being held). The pipeline is still computed and shown, for ``escaler explain``.
+* ``InvalidSpec`` / ``DecisionUnavailable``: no recommendation; the current count is held, apart
+  from the min/max bounds (``clamp(current)``), and that write still passes the guards. The
+  history is not touched.
+* ``ScalingDisabled``: the target is at 0 replicas and the trigger cannot scale from zero
+  (``RecommendResult.can_scale_from_zero=False``): nothing is written (not even to reach
+  ``minReplicas``: 0 is how a user switches a workload off).
+* ``advisory``: everything is computed, including the deferral state machine (as if the
+  would-be write had happened, so the reported state is what Active mode would show), but
+  ``Decision.write`` is False; ``Decision.would_write`` says what Active mode would do.
+
+Time: ``PipelineInput.now`` is **wall-clock seconds since the epoch** (the reconciler passes
+``clock.now().timestamp()``), because ``deferredSince`` is persisted in status and must survive a
+restart; the stabilization history (in memory) uses the same clock. Nothing here reads a clock.
+
+``Decision.requeue_after`` is the delay in seconds until the earliest moment the outcome can
+change with no new event — the end of the stabilization window holding the count, or the moment a
+held write will be forced (which includes the pacing of forced writes) — or ``None`` when only a
+new event (a metric poll, a target change) can change it. Never a fixed tick.
+
+``Decision.steps`` keeps each step's input, output and a note, so ``explain_lines`` (``escaler
+explain``) can print the pipeline step by step; ``Decision.bound_by`` names the *last* step that
+changed the count (one of ``BOUND_BY_STEPS``) and ``Decision.limited_by`` the last step limit or
+bound that did (what ``ScalingLimited`` reports). Pure: no I/O, no clock, no kube.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from escaler.scaling.annotations import DEFAULTS, PAUSED, PAUSED_REPLICAS, ScalerAnnotations
+from escaler.scaling.guards import (
+    DeferralOutcome,
+    GuardHold,
+    TargetSnapshot,
+    defer,
+    guards,
+)
+from escaler.scaling.limits import clamp, limit_step
+from escaler.scaling.stabilizer import History, HistoryEntry, as_history, stabilization_changes_at, stabilize
+from escaler.scaling.text import MAX_ERROR_BYTES, cap_text, format_time
+
+__all__ = [
+    "ACTIVITIES",
+    "BOUND_BY_STEPS",
+    "DECISION_UNAVAILABLE",
+    "DEFAULT_DEFER_TIMEOUT_SECONDS",
+    "FROM_DECISION",
+    "FROM_METRICS",
+    "INVALID_SPEC",
+    "LIMIT_STEPS",
+    "MAX_REASON_LENGTH",
+    "RECOMMENDED",
+    "SCALING_DISABLED",
+    "STEP_GUARD",
+    "STEP_MAX_REPLICAS",
+    "STEP_MIN_REPLICAS",
+    "STEP_PAUSED",
+    "STEP_PAUSED_REPLICAS",
+    "STEP_SCALE_DOWN_LIMIT",
+    "STEP_SCALE_UP_LIMIT",
+    "STEP_STABILIZE",
+    "Behavior",
+    "Decision",
+    "PipelineInput",
+    "PipelineState",
+    "RecommendResult",
+    "Step",
+    "clamp",
+    "decide",
+    "defer",
+    "explain_lines",
+    "guards",
+    "limit_step",
+    "stabilize",
+]
+
+# How long a guard may hold a write before it is forced (0 = never force), SPEC §4 step 5.
+# (The same default as escaler.api.scaler.DEFAULT_DEFER_TIMEOUT_SECONDS, which scaling cannot import.)
+DEFAULT_DEFER_TIMEOUT_SECONDS = 600
+# RecentDecision.reason's maxLength
+MAX_REASON_LENGTH = 1024
+# a DecisionUnavailable / InvalidSpec message: the source plus the error capped at 1 KiB
+_MAX_SOURCE_MESSAGE_BYTES = 2 * MAX_ERROR_BYTES
+
+# where a recommendation came from: decides ScalingActive's True reason and whether MetricsPipeline
+# is written
+FROM_METRICS = "Metrics"    # an algorithm over metrics, or LLMScaler Prometheus → MetricsAvailable
+FROM_DECISION = "Decision"  # a State source, a signal, a custom provider → DecisionReceived
+_KINDS = (FROM_METRICS, FROM_DECISION)
+
+# Decision.activity: what ScalingActive says about this sync
+RECOMMENDED = "Recommended"                 # ScalingActive=True
+DECISION_UNAVAILABLE = "DecisionUnavailable"
+INVALID_SPEC = "InvalidSpec"
+SCALING_DISABLED = "ScalingDisabled"
+ACTIVITIES = (RECOMMENDED, DECISION_UNAVAILABLE, INVALID_SPEC, SCALING_DISABLED)
+
+# Decision.bound_by values: the step that last changed the count
+STEP_STABILIZE = "stabilize"
+STEP_SCALE_UP_LIMIT = "scaleUpLimit"
+STEP_SCALE_DOWN_LIMIT = "scaleDownLimit"
+STEP_MIN_REPLICAS = "minReplicas"
+STEP_MAX_REPLICAS = "maxReplicas"
+STEP_GUARD = "guard"
+STEP_PAUSED = "paused"                  # the freeze kept the current count
+STEP_PAUSED_REPLICAS = "pausedReplicas"  # the pin replaced the pipeline's count
+BOUND_BY_STEPS = (STEP_STABILIZE, STEP_SCALE_UP_LIMIT, STEP_SCALE_DOWN_LIMIT, STEP_MIN_REPLICAS,
+                  STEP_MAX_REPLICAS, STEP_GUARD, STEP_PAUSED, STEP_PAUSED_REPLICAS)
+# the steps ScalingLimited reports
+LIMIT_STEPS = (STEP_SCALE_UP_LIMIT, STEP_SCALE_DOWN_LIMIT, STEP_MIN_REPLICAS, STEP_MAX_REPLICAS)
+
+# Step.name values (the rows of escaler explain)
+_RECOMMEND = "recommend"
+_HOLD = "hold"
+_STABILIZE = "stabilize"
+_LIMIT = "stepLimit"
+_CLAMP = "clamp"
+_GUARD = "guard"
+_PIN = "pausedReplicas"
+_PAUSE = "paused"
+_WRITE = "write"
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+        and value >= 0
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class RecommendResult:
+    """The recommend step's result: a raw count, or why there is none. Exactly one of
+    ``replicas``, ``unavailable``, ``invalid_spec`` is set; use the constructors."""
+
+    # the raw recommendation, >= 0; None when there is no decision
+    replicas: int | None = None
+    # DecisionUnavailable: the message, naming the source and the (capped) error
+    unavailable: str | None = None
+    # InvalidSpec: the message, naming the field and the rule
+    invalid_spec: str | None = None
+    # FROM_METRICS | FROM_DECISION
+    kind: str = FROM_METRICS
+    # who decided, for messages ("custom provider http://...", "Tidal default/night"); may be ""
+    source: str = ""
+    # usable metrics this sync (FROM_METRICS); 0 <= evaluated <= total
+    evaluated: int = 0
+    # metrics in the spec (FROM_METRICS)
+    total: int = 0
+    # why, in words, for recentDecisions and events (e.g. "cpu 140% of 70%"); may be ""
+    detail: str = ""
+    # per unusable metric, "name: error" (capped), for the MetricsPipeline message
+    metric_errors: tuple[str, ...] = ()
+    # False for a trigger that cannot scale a target up from 0 replicas (→ ScalingDisabled)
+    can_scale_from_zero: bool = True
+
+    def __post_init__(self) -> None:
+        given = [x is not None for x in (self.replicas, self.unavailable, self.invalid_spec)]
+        if sum(given) != 1:
+            raise ValueError(
+                "RecommendResult: exactly one of replicas, unavailable, invalid_spec must be set")
+        if self.replicas is not None and not _is_count(self.replicas):
+            raise ValueError(f"RecommendResult.replicas must be an integer >= 0, got {self.replicas!r}")
+        if self.kind not in _KINDS:
+            raise ValueError(f"RecommendResult.kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        if not (_is_count(self.evaluated) and _is_count(self.total) and self.evaluated <= self.total):
+            raise ValueError(f"RecommendResult: need 0 <= evaluated <= total, got {self.evaluated!r} of "
+                             f"{self.total!r}")
+        if self.kind == FROM_METRICS and self.replicas is not None and self.evaluated < 1:
+            raise ValueError("RecommendResult: a metrics recommendation needs at least one evaluated metric")
+        object.__setattr__(self, "metric_errors", tuple(cap_text(e) for e in self.metric_errors))
+        # backstop for callers that build the messages themselves: no_decision already caps the error
+        # at 1 KiB; a whole message (source included) never exceeds 2 KiB
+        for name in ("unavailable", "invalid_spec"):
+            text = getattr(self, name)
+            if text is not None:
+                object.__setattr__(self, name, cap_text(text, _MAX_SOURCE_MESSAGE_BYTES))
+
+    @classmethod
+    def from_metrics(cls, replicas: int, *, evaluated: int, total: int, detail: str = "",
+                     metric_errors: tuple[str, ...] = (), can_scale_from_zero: bool = True,
+                     ) -> RecommendResult:
+        """``evaluated`` of ``total`` metrics recommend ``replicas`` (ScalingActive=True/MetricsAvailable)."""
+        return cls(replicas=replicas, kind=FROM_METRICS, evaluated=evaluated, total=total, detail=detail,
+                   metric_errors=metric_errors, can_scale_from_zero=can_scale_from_zero)
+
+    @classmethod
+    def from_decision(cls, replicas: int, *, source: str, detail: str = "",
+                      can_scale_from_zero: bool = True) -> RecommendResult:
+        """A State/Signal/custom decision of ``replicas`` (ScalingActive=True/DecisionReceived)."""
+        return cls(replicas=replicas, kind=FROM_DECISION, source=source, detail=detail,
+                   can_scale_from_zero=can_scale_from_zero)
+
+    @classmethod
+    def no_decision(cls, source: str, error: str, *, kind: str = FROM_METRICS, evaluated: int = 0,
+                    total: int = 0, metric_errors: tuple[str, ...] = (),
+                    can_scale_from_zero: bool = True) -> RecommendResult:
+        """No usable signal (ScalingActive=False/DecisionUnavailable): message ``"<source>: <error>"``,
+        the error capped at 1 KiB. (LLMScaler Custom passes ``source="custom provider returned no
+        decision"`` so that the message starts as SPEC §8 says.)"""
+        return cls(unavailable=f"{source}: {cap_text(error)}" if source else cap_text(error), kind=kind,
+                   source=source, evaluated=evaluated, total=total, metric_errors=metric_errors,
+                   can_scale_from_zero=can_scale_from_zero)
+
+    @classmethod
+    def invalid(cls, message: str, *, kind: str = FROM_METRICS, total: int = 0) -> RecommendResult:
+        """The spec cannot produce a decision (ScalingActive=False/InvalidSpec)."""
+        return cls(invalid_spec=cap_text(message), kind=kind, total=total)
+
+    def summary(self) -> str:
+        """One line: what the source said (the ScalingActive message)."""
+        if self.invalid_spec is not None:
+            return self.invalid_spec
+        if self.unavailable is not None:
+            return self.unavailable
+        if self.kind == FROM_METRICS:
+            return f"evaluated {self.evaluated} of {self.total} metrics; recommends {self.replicas} replicas"
+        source = self.source or "the decision source"
+        return f"received a decision from {source}: {self.replicas} replicas"
+
+
+@dataclass(frozen=True)
+class Behavior:
+    """A scaler's bounds and behavior policies (validated)."""
+
+    # lower bound; >= 0
+    min_replicas: int
+    # upper bound; >= min_replicas
+    max_replicas: int
+    # scale-up stabilization window, seconds; >= 0
+    scale_up_stabilization_seconds: float = DEFAULTS.scale_up_stabilization_seconds
+    # scale-down stabilization window, seconds; >= 0
+    scale_down_stabilization_seconds: float = DEFAULTS.scale_down_stabilization_seconds
+    # at most this many replicas added per sync; >= 1, None = unlimited
+    scale_up_max_pods: int | None = DEFAULTS.scale_up_max_pods_per_step
+    # at most this many replicas removed per sync; >= 1, None = unlimited
+    scale_down_max_pods: int | None = DEFAULTS.scale_down_max_pods_per_step
+    # False for LLMScaler: scale-up is never capped (scale_up_max_pods is then ignored)
+    allow_scale_up_limit: bool = True
+    # seconds a guard may hold a write before it is forced; >= 0, 0 = never force
+    defer_timeout_seconds: float = DEFAULT_DEFER_TIMEOUT_SECONDS
+
+    def __post_init__(self) -> None:
+        if not (_is_count(self.min_replicas) and _is_count(self.max_replicas)):
+            raise ValueError(f"Behavior: minReplicas and maxReplicas must be integers >= 0, got "
+                             f"{self.min_replicas!r} and {self.max_replicas!r}")
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"Behavior: minReplicas ({self.min_replicas}) must be <= maxReplicas "
+                             f"({self.max_replicas})")
+        for name in ("scale_up_stabilization_seconds", "scale_down_stabilization_seconds",
+                     "defer_timeout_seconds"):
+            if not _is_seconds(getattr(self, name)):
+                raise ValueError(f"Behavior.{name} must be a finite number >= 0, got {getattr(self, name)!r}")
+        for name in ("scale_up_max_pods", "scale_down_max_pods"):
+            value = getattr(self, name)
+            if value is not None and not (_is_count(value) and value >= 1):
+                raise ValueError(f"Behavior.{name} must be an integer >= 1 or None, got {value!r}")
+
+    @classmethod
+    def from_annotations(cls, annotations: ScalerAnnotations, *, min_replicas: int, max_replicas: int,
+                         defer_timeout_seconds: float = DEFAULT_DEFER_TIMEOUT_SECONDS) -> Behavior:
+        """ElasticScaler: the bounds from the spec, the behavior from the §5.4 annotations."""
+        return cls(
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            scale_up_stabilization_seconds=annotations.scale_up_stabilization_seconds,
+            scale_down_stabilization_seconds=annotations.scale_down_stabilization_seconds,
+            scale_up_max_pods=annotations.scale_up_max_pods_per_step,
+            scale_down_max_pods=annotations.scale_down_max_pods_per_step,
+            defer_timeout_seconds=defer_timeout_seconds,
+        )
+
+    @classmethod
+    def for_llmscaler(cls, *, min_replicas: int, max_replicas: int,
+                      scale_down_stabilization_seconds: float = DEFAULTS.scale_down_stabilization_seconds,
+                      scale_down_max_step_replicas: int | None = None,
+                      defer_timeout_seconds: float = DEFAULT_DEFER_TIMEOUT_SECONDS) -> Behavior:
+        """LLMScaler (SPEC §8): ``scaleDown`` only; no scale-up stabilization and no ScaleUpLimit."""
+        return cls(
+            min_replicas=min_replicas,
+            max_replicas=max_replicas,
+            scale_up_stabilization_seconds=0,
+            scale_down_stabilization_seconds=scale_down_stabilization_seconds,
+            scale_up_max_pods=None,
+            scale_down_max_pods=scale_down_max_step_replicas,
+            allow_scale_up_limit=False,
+            defer_timeout_seconds=defer_timeout_seconds,
+        )
+
+
+@dataclass(frozen=True)
+class PipelineState:
+    """What a scaler carries from one sync to the next (the reconciler keeps it)."""
+
+    # past recommendations, oldest first, compacted (see stabilizer); in memory only
+    history: History = ()
+    # start of the running deferral (status.deferredSince), epoch seconds; None when nothing is held
+    deferred_since: float | None = None
+    # the last forced write, epoch seconds, for pacing; None when never. A reconciler that does not
+    # keep it may pass status.lastScaleTime (paces forced writes against normal ones too; restart-safe)
+    last_forced_write: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "history", as_history(self.history))
+        for name in ("deferred_since", "last_forced_write"):
+            value = getattr(self, name)
+            if value is not None and not _is_time(value):
+                raise ValueError(f"PipelineState.{name} must be a finite number or None, got {value!r}")
+
+    @classmethod
+    def of(cls, history: tuple[HistoryEntry, ...] = (), deferred_since: float | None = None,
+           last_forced_write: float | None = None) -> PipelineState:
+        """Build from plain ``(time, replicas)`` pairs as well as ``Recommendation`` values."""
+        return cls(as_history(history), deferred_since, last_forced_write)
+
+
+@dataclass(frozen=True)
+class PipelineInput:
+    """Everything ``decide`` reads; immutable."""
+
+    # wall-clock seconds since the epoch (see the module docstring)
+    now: float
+    # the target's spec.replicas (the count a write changes); >= 0
+    current_replicas: int
+    # the recommend step's result
+    recommend: RecommendResult
+    # bounds and behavior
+    behavior: Behavior
+    # the target as the guards see it; None = no guard information (nothing is held)
+    target: TargetSnapshot | None = None
+    # what the previous sync left
+    state: PipelineState = field(default_factory=PipelineState)
+    # elasticscaler.io/paused
+    paused: bool = False
+    # elasticscaler.io/paused-replicas; >= 0, None = not pinned
+    paused_replicas: int | None = None
+    # spec.mode == Advisory: compute and report, never write
+    advisory: bool = False
+
+    def __post_init__(self) -> None:
+        if not _is_time(self.now):
+            raise ValueError(f"PipelineInput.now must be a finite number, got {self.now!r}")
+        if not _is_count(self.current_replicas):
+            raise ValueError(f"PipelineInput.current_replicas must be an integer >= 0, got "
+                             f"{self.current_replicas!r}")
+        if self.paused_replicas is not None and not _is_count(self.paused_replicas):
+            raise ValueError(f"PipelineInput.paused_replicas must be an integer >= 0 or None, got "
+                             f"{self.paused_replicas!r}")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of ``escaler explain``: a step's input and output count and what it did."""
+
+    # recommend | hold | stabilize | stepLimit | clamp | guard | pausedReplicas | paused | write
+    name: str
+    # the count the step received (None for recommend)
+    before: int | None
+    # the count it produced (None when recommend had no decision)
+    after: int | None
+    # what it did, in words
+    note: str
+    # the BOUND_BY_STEPS name when this step changed the count, else None
+    bound: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The pipeline's result: the counts after each step, what to write, and the state to keep."""
+
+    # the sync's time (epoch seconds)
+    now: float
+    # the target's count before this sync
+    current: int
+    # RECOMMENDED | DECISION_UNAVAILABLE | INVALID_SPEC | SCALING_DISABLED (→ ScalingActive)
+    activity: str
+    # the recommend step's result (for messages)
+    recommend: RecommendResult
+    # the bounds and behavior used
+    behavior: Behavior
+    # the raw recommendation; None without a decision
+    recommendation: int | None
+    # after stabilize (the current count when there was no recommendation)
+    stabilized: int
+    # after the step limits
+    limited: int
+    # after the min/max clamp
+    clamped: int
+    # the final desired count (status.desiredReplicas): the clamped count, the pin, or (paused,
+    # ScalingDisabled) the current count. While a guard holds the write it is the held count.
+    desired: int
+    # write `desired` to the target now (never in Advisory mode)
+    write: bool
+    # what Active mode would do: desired != current and nothing holds it (write, ignoring Advisory)
+    would_write: bool
+    # the write is forced after deferTimeoutSeconds (DeferralTimedOut)
+    forced: bool
+    # the guard seen this sync (holding, or forced through); None when no guard applies
+    guard: GuardHold | None
+    # a guard holds the write this sync (not forced)
+    held: bool
+    # a deferral started this sync: emit ScalingDeferred (once per deferral)
+    deferral_started: bool
+    # while held: when the write will be forced (epoch seconds); None otherwise or never
+    force_at: float | None
+    # the scale-down window kept the final count above what the recommendation alone gives
+    down_stabilized: bool
+    # the scale-up window kept the final count below what the recommendation alone gives
+    up_stabilized: bool
+    # the last step that changed the count (BOUND_BY_STEPS), None when none did
+    bound_by: str | None
+    # the last step limit or bound that changed the count (LIMIT_STEPS) → ScalingLimited
+    limited_by: str | None
+    # why, in words, for status.recentDecisions and events; <= MAX_REASON_LENGTH bytes
+    reason: str
+    # the state to keep for the next sync, assuming the write (if any) succeeds
+    state: PipelineState
+    # the state this sync started from
+    previous_state: PipelineState
+    # seconds until the outcome can change with no new event; None = only an event can change it
+    requeue_after: float | None
+    # each step's input, output and note, in pipeline order
+    steps: tuple[Step, ...]
+    # the input's pause flags and mode
+    paused: bool = False
+    paused_replicas: int | None = None
+    advisory: bool = False
+
+    @property
+    def pinned(self) -> bool:
+        """``elasticscaler.io/paused-replicas`` decided the count."""
+        return self.paused_replicas is not None
+
+    @property
+    def frozen(self) -> bool:
+        """``elasticscaler.io/paused`` froze the count (and no pin overrides it)."""
+        return self.paused and self.paused_replicas is None
+
+    @property
+    def state_after_failed_write(self) -> PipelineState:
+        """The state to keep when the write failed: the new history, the previous deferral times."""
+        return replace(self.state, deferred_since=self.previous_state.deferred_since,
+                       last_forced_write=self.previous_state.last_forced_write)
+
+
+def _activity(rr: RecommendResult, current: int) -> str:
+    if rr.invalid_spec is not None:
+        return INVALID_SPEC
+    if current == 0 and not rr.can_scale_from_zero:
+        return SCALING_DISABLED
+    if rr.replicas is None:
+        return DECISION_UNAVAILABLE
+    return RECOMMENDED
+
+
+def _stabilize_note(b: Behavior, before: int, after: int) -> str:
+    if after > before:
+        return (f"held at {after} by the scale-down stabilization window "
+                f"({b.scale_down_stabilization_seconds:g}s)")
+    if after < before:
+        return f"held at {after} by the scale-up stabilization window ({b.scale_up_stabilization_seconds:g}s)"
+    return (f"windows: scale-up {b.scale_up_stabilization_seconds:g}s, "
+            f"scale-down {b.scale_down_stabilization_seconds:g}s")
+
+
+def _limit_note(b: Behavior, before: int, after: int) -> str:
+    if after < before:
+        return f"limited to {after} by the scale-up step limit ({b.scale_up_max_pods} per sync)"
+    if after > before:
+        return f"limited to {after} by the scale-down step limit ({b.scale_down_max_pods} per sync)"
+    if not b.allow_scale_up_limit:
+        up = "never limited"
+    else:
+        up = "unlimited" if b.scale_up_max_pods is None else f"{b.scale_up_max_pods} per sync"
+    down = "unlimited" if b.scale_down_max_pods is None else f"{b.scale_down_max_pods} per sync"
+    return f"limits: scale-up {up}, scale-down {down}"
+
+
+def _clamp_step(b: Behavior, before: int) -> Step:
+    after = clamp(before, b.min_replicas, b.max_replicas)
+    if after > before:
+        return Step(_CLAMP, before, after, f"raised to minReplicas {b.min_replicas}", STEP_MIN_REPLICAS)
+    if after < before:
+        return Step(_CLAMP, before, after, f"capped at maxReplicas {b.max_replicas}", STEP_MAX_REPLICAS)
+    return Step(_CLAMP, before, after, f"within [{b.min_replicas}, {b.max_replicas}]")
+
+
+def _guard_step(clamped: int, current: int, outcome: DeferralOutcome, timeout: float) -> Step:
+    assert outcome.hold is not None
+    hold = outcome.hold
+    if outcome.forced:
+        return Step(_GUARD, clamped, clamped,
+                    f"{hold.reason}: {hold.message}; the held write is forced after deferTimeoutSeconds "
+                    f"{timeout:g}")
+    when = "never forced (deferTimeoutSeconds 0)" if outcome.force_at is None \
+        else f"forced at {format_time(outcome.force_at)}"
+    since = "" if outcome.deferred_since is None else f" since {format_time(outcome.deferred_since)}"
+    return Step(_GUARD, clamped, current, f"held by {hold.reason}{since}: {hold.message}; {when}", STEP_GUARD)
+
+
+def _write_step(d_current: int, desired: int, would_write: bool, write: bool, forced: bool,
+                held: bool, frozen: bool) -> Step:
+    if write:
+        return Step(_WRITE, d_current, desired, "forced write" if forced else "write")
+    if would_write:
+        return Step(_WRITE, d_current, d_current, f"no write: Advisory mode (Active would write {desired})")
+    if held:
+        return Step(_WRITE, d_current, d_current, "no write: held by a guard")
+    if frozen:
+        return Step(_WRITE, d_current, d_current, f"no write: paused ({PAUSED})")
+    return Step(_WRITE, d_current, d_current, "no write: the count does not change")
+
+
+def decide(inp: PipelineInput) -> Decision:
+    """Run the pipeline once; see the module docstring."""
+    b, rr, cur, now, prev = inp.behavior, inp.recommend, inp.current_replicas, inp.now, inp.state
+    activity = _activity(rr, cur)
+    steps: list[Step] = []
+    history = prev.history
+    down_stabilized = up_stabilized = False
+    stabilization_end: float | None = None
+
+    if activity == RECOMMENDED:
+        rec = rr.replicas
+        assert rec is not None
+        steps.append(Step(_RECOMMEND, None, rec, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
+        stabilized, history, changed = stabilize(
+            prev.history, rec, now, b.scale_up_stabilization_seconds, b.scale_down_stabilization_seconds,
+            current=cur)
+        steps.append(Step(_STABILIZE, rec, stabilized, _stabilize_note(b, rec, stabilized),
+                          STEP_STABILIZE if changed else None))
+        limited = limit_step(cur, stabilized, b.scale_up_max_pods, b.scale_down_max_pods,
+                             b.allow_scale_up_limit)
+        bound = None if limited == stabilized else (
+            STEP_SCALE_UP_LIMIT if limited < stabilized else STEP_SCALE_DOWN_LIMIT)
+        steps.append(Step(_LIMIT, stabilized, limited, _limit_note(b, stabilized, limited), bound))
+        clamp_step = _clamp_step(b, limited)
+        steps.append(clamp_step)
+        clamped = clamp(limited, b.min_replicas, b.max_replicas)
+        # what the count would be without stabilization: tells whether the window decided it
+        plain = clamp(
+            limit_step(cur, rec, b.scale_up_max_pods, b.scale_down_max_pods, b.allow_scale_up_limit),
+            b.min_replicas, b.max_replicas)
+        down_stabilized, up_stabilized = clamped > plain, clamped < plain
+        if down_stabilized or up_stabilized:
+            stabilization_end = stabilization_changes_at(
+                history, stabilized, rec, now, b.scale_up_stabilization_seconds,
+                b.scale_down_stabilization_seconds)
+    elif activity == SCALING_DISABLED:
+        steps.append(Step(_RECOMMEND, None, rr.replicas, rr.summary()))
+        steps.append(Step(_HOLD, None, cur, "scaling is disabled: the target has 0 replicas and the trigger "
+                                            "cannot scale from zero"))
+        stabilized = limited = clamped = cur
+    else:
+        steps.append(Step(_RECOMMEND, None, None, rr.summary()))
+        steps.append(Step(_HOLD, None, cur,
+                          f"no decision: the current count {cur} is held, apart from the min/max bounds"))
+        stabilized = limited = cur
+        steps.append(_clamp_step(b, cur))
+        clamped = clamp(cur, b.min_replicas, b.max_replicas)
+
+    outcome: DeferralOutcome | None = None
+    deferred_since: float | None = None
+    last_forced = prev.last_forced_write
+    if inp.paused_replicas is not None:
+        desired = inp.paused_replicas
+        steps.append(Step(_PIN, clamped, desired, f"pinned to {desired} by {PAUSED_REPLICAS}; the pipeline "
+                                                  f"is bypassed", STEP_PAUSED_REPLICAS if desired != clamped
+                          else None))
+        history = prev.history
+    elif inp.paused:
+        desired = cur
+        steps.append(Step(_PAUSE, clamped, cur, f"frozen at {cur} by {PAUSED}: nothing is written",
+                          STEP_PAUSED if cur != clamped else None))
+        history = prev.history
+    elif activity == SCALING_DISABLED:
+        desired = cur
+    else:
+        desired = clamped
+        outcome = defer(guards(inp.target, cur, desired), prev.deferred_since, prev.last_forced_write, now,
+                        b.defer_timeout_seconds)
+        if outcome.hold is not None:
+            steps.append(_guard_step(clamped, cur, outcome, b.defer_timeout_seconds))
+        deferred_since, last_forced = outcome.deferred_since, outcome.last_forced_write
+
+    held = outcome is not None and outcome.held
+    forced = outcome is not None and outcome.forced
+    would_write = desired != cur and not held and not (inp.paused and inp.paused_replicas is None)
+    write = would_write and not inp.advisory
+    frozen = inp.paused and inp.paused_replicas is None
+    steps.append(_write_step(cur, desired, would_write, write, forced, held, frozen))
+
+    bound_by = next((s.bound for s in reversed(steps) if s.bound is not None), None)
+    limited_by = next((s.bound for s in reversed(steps) if s.bound in LIMIT_STEPS), None)
+
+    waits: list[float] = []
+    if stabilization_end is not None and not inp.paused and inp.paused_replicas is None:
+        waits.append(stabilization_end - now)
+    if outcome is not None and outcome.held and outcome.force_at is not None:
+        waits.append(outcome.force_at - now)
+    requeue_after = min((w for w in waits if w > 0), default=None)
+
+    return Decision(
+        now=now,
+        current=cur,
+        activity=activity,
+        recommend=rr,
+        behavior=b,
+        recommendation=rr.replicas,
+        stabilized=stabilized,
+        limited=limited,
+        clamped=clamped,
+        desired=desired,
+        write=write,
+        would_write=would_write,
+        forced=forced,
+        guard=None if outcome is None else outcome.hold,
+        held=held,
+        deferral_started=outcome is not None and outcome.started,
+        force_at=None if outcome is None else outcome.force_at,
+        down_stabilized=down_stabilized,
+        up_stabilized=up_stabilized,
+        bound_by=bound_by,
+        limited_by=limited_by,
+        reason=_reason(activity, rr, cur, steps, forced),
+        state=PipelineState(history=history, deferred_since=deferred_since, last_forced_write=last_forced),
+        previous_state=prev,
+        requeue_after=requeue_after,
+        steps=tuple(steps),
+        paused=inp.paused,
+        paused_replicas=inp.paused_replicas,
+        advisory=inp.advisory,
+    )
+
+
+def _reason(activity: str, rr: RecommendResult, current: int, steps: list[Step], forced: bool) -> str:
+    if activity == RECOMMENDED:
+        base = rr.summary() + (f" ({rr.detail})" if rr.detail else "")
+    elif activity == SCALING_DISABLED:
+        base = "scaling is disabled: the target has 0 replicas and the trigger cannot scale from zero"
+    elif activity == INVALID_SPEC:
+        base = f"invalid spec ({rr.invalid_spec}); holding {current}"
+    else:
+        base = f"no decision ({rr.unavailable}); holding {current}"
+    parts = [base]
+    for step in steps:
+        if step.bound is not None or (forced and step.name == _GUARD):
+            parts.append(step.note)
+    return cap_text("; ".join(parts), MAX_REASON_LENGTH)
+
+
+def explain_lines(decision: Decision) -> list[str]:
+    """The pipeline step by step, for ``escaler explain``: one line per step, then the outcome."""
+    d, b = decision, decision.behavior
+    mode = "Advisory" if d.advisory else "Active"
+    flags = ""
+    if d.pinned:
+        flags = f", pinned by {PAUSED_REPLICAS}"
+    elif d.paused:
+        flags = f", paused by {PAUSED}"
+    lines = [f"at {format_time(d.now)}: current {d.current} replicas, bounds [{b.min_replicas}, "
+             f"{b.max_replicas}], mode {mode}{flags}"]
+    for i, step in enumerate(d.steps, 1):
+        if step.before is None:
+            counts = "-" if step.after is None else f"{step.after}"
+        else:
+            counts = f"{step.before} -> {step.after}"
+        mark = f" [bound: {step.bound}]" if step.bound else ""
+        lines.append(f"{i}. {step.name}: {counts}: {step.note}{mark}")
+    lines.append(f"desired {d.desired}; " + (
+        ("forced write " if d.forced else "write ") + f"{d.current} -> {d.desired}" if d.write
+        else "no write"))
+    lines.append(f"bound by: {d.bound_by or 'nothing'}; ScalingLimited: {d.limited_by or 'nothing'}")
+    if d.state.deferred_since is not None:
+        lines.append(f"deferred since {format_time(d.state.deferred_since)}")
+    if d.requeue_after is not None:
+        lines.append(f"requeue after {d.requeue_after:g}s (at {format_time(d.now + d.requeue_after)})")
+    else:
+        lines.append("requeue: on the next event or poll")
+    return lines
+

@@ -1,0 +1,328 @@
+"""Sample windows (SPEC §5.4): the in-memory metric samples of one scaler, and their aggregation.
+
+Contract:
+
+* Time is an argument. Every method takes ``now`` — monotonic seconds from the caller's clock
+  (``Clock.monotonic()``) — and nothing here reads a clock, so the simulator and the tests step
+  time by passing numbers.
+* ``SampleWindow.add(now, value)`` records one sample. NaN, ±Inf, booleans and non-numbers never
+  enter a window: ``add`` raises ``ValueError`` (the collector reports the metric as unusable
+  instead). Samples are kept ordered by time (a sample stamped earlier than the newest one is
+  inserted in place, after any sample with the same time).
+* ``gc(now, window_seconds, gc_factor)`` drops samples older than ``window_seconds * gc_factor``
+  (``metrics.windowSeconds`` * ``metrics.gcFactor``), i.e. keeps those with
+  ``time > now - window * gcFactor``. As a backstop against a caller that never collects, a window
+  never holds more than ``MAX_SAMPLES`` samples (the oldest go first).
+* ``aggregate(now, window_seconds, aggregation, missing_policy, outlier_filter, outlier_threshold)``
+  reduces the samples *in the window* — ``now - window_seconds < time <= now`` (the last
+  ``window_seconds`` seconds; a sample stamped after ``now`` is not counted) — to one number:
+
+  - ``Average`` (arithmetic mean), ``Max``, ``Min``, ``Latest`` (the newest sample);
+  - ``P50``, ``P90``, ``P95``, ``P99``: **nearest-rank** percentiles — the smallest sample such
+    that at least p % of the samples are <= it, i.e. ``sorted[ceil(p/100 * n) - 1]``. Nearest
+    rank always returns a value that was observed (no interpolated ``4.7`` requests waiting),
+    and P50 of an even count is the lower middle sample.
+
+  With no sample in the window, the ``missingDataPolicy`` decides: ``Ignore`` → ``None`` (the
+  metric is unusable this sync; an algorithm given ``None`` raises ``NoDecision``),
+  ``TreatAsZero`` → ``0.0``, ``Fail`` → ``NoDecision`` naming the metric.
+* The outlier filter (``metrics.enableOutlierFilter``) runs before the aggregation, over the
+  samples in the window: with ``median`` the median and ``MAD`` the median absolute deviation
+  ``median(|x - median|)`` (raw, not scaled by 1.4826), a sample is dropped when
+  ``|x - median| > threshold * MAD``. When ``MAD`` is 0 (half or more of the samples are equal)
+  every sample is kept: nothing can be called an outlier against a zero spread; with fewer than
+  three samples nothing is dropped either. The filter never turns data into missing data (should
+  it reject every sample, which a threshold below 1 can do, all are kept); with it, ``Latest`` is
+  the newest sample that survived.
+
+``MetricWindows`` holds one ``SampleWindow`` per metric name for one scaler, with the scaler's
+``WindowPolicy`` (built from its parsed annotations) applied on ``aggregate`` and ``gc``.
+
+Neither class is thread-safe: a scaler's windows have one owner, its reconcile, which the
+workqueue never runs concurrently for the same key. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from statistics import median
+
+from escaler.scaling.algorithm import NoDecision
+from escaler.scaling.annotations import (
+    AGGREGATION_TYPES,
+    DEFAULTS,
+    MISSING_DATA_POLICIES,
+    ScalerAnnotations,
+)
+
+__all__ = [
+    "AVERAGE",
+    "FAIL",
+    "IGNORE",
+    "LATEST",
+    "MAX",
+    "MAX_SAMPLES",
+    "MIN",
+    "P50",
+    "P90",
+    "P95",
+    "P99",
+    "TREAT_AS_ZERO",
+    "MetricWindows",
+    "SampleWindow",
+    "WindowPolicy",
+    "filter_outliers",
+    "percentile",
+]
+
+AVERAGE, MAX, MIN, P50, P90, P95, P99, LATEST = AGGREGATION_TYPES
+IGNORE, TREAT_AS_ZERO, FAIL = MISSING_DATA_POLICIES
+# the percentile each P-aggregation selects
+_PERCENTILES = {P50: 50.0, P90: 90.0, P95: 95.0, P99: 99.0}
+# hard cap on one window's length: a 30 s poll keeps ~4 samples per 60 s window * gcFactor 2;
+# even a 1 s poll with an hour-long window * 1 fits
+MAX_SAMPLES = 4096
+
+
+def _check_value(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"sample must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"sample must be finite, got {value!r}")
+    return float(value)
+
+
+def _check_time(now: float, what: str = "now") -> float:
+    if isinstance(now, bool) or not isinstance(now, int | float) or not math.isfinite(now):
+        raise ValueError(f"{what} must be a finite number of seconds, got {now!r}")
+    return float(now)
+
+
+def _positive(value: float) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+        and value > 0
+
+
+def _check_policy(
+    window_seconds: float, aggregation: str, missing_policy: str, outlier_threshold: float
+) -> None:
+    if not _positive(window_seconds):
+        raise ValueError(f"window_seconds must be a finite number > 0, got {window_seconds!r}")
+    if aggregation not in AGGREGATION_TYPES:
+        raise ValueError(f"aggregation must be one of {', '.join(AGGREGATION_TYPES)}, got {aggregation!r}")
+    if missing_policy not in MISSING_DATA_POLICIES:
+        raise ValueError(
+            f"missing_policy must be one of {', '.join(MISSING_DATA_POLICIES)}, got {missing_policy!r}")
+    if not _positive(outlier_threshold):
+        raise ValueError(f"outlier_threshold must be a finite number > 0, got {outlier_threshold!r}")
+
+
+def _check_gc(window_seconds: float, gc_factor: float) -> None:
+    if not _positive(window_seconds):
+        raise ValueError(f"window_seconds must be a finite number > 0, got {window_seconds!r}")
+    if not (_positive(gc_factor) and gc_factor >= 1):
+        raise ValueError(f"gc_factor must be a finite number >= 1, got {gc_factor!r}")
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Nearest-rank percentile ``p`` (0 < p <= 100) of a non-empty collection."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("percentile of no values")
+    if not 0 < p <= 100:
+        raise ValueError(f"percentile must be in (0, 100], got {p!r}")
+    rank = math.ceil(p / 100 * len(ordered))
+    return ordered[max(rank, 1) - 1]
+
+
+def filter_outliers(values: list[float], threshold: float) -> list[float]:
+    """``values`` without those beyond ``threshold * MAD`` from the median (order kept)."""
+    if len(values) < 3:
+        # one or two samples: the median sits on (or midway between) them; nothing stands out
+        return list(values)
+    center = median(values)
+    mad = median(abs(v - center) for v in values)
+    if mad == 0:
+        return list(values)
+    limit = threshold * mad
+    kept = [v for v in values if abs(v - center) <= limit]
+    # a threshold below 1 can reject even the middle samples; never turn data into missing data
+    return kept or list(values)
+
+
+class SampleWindow:
+    """The samples of one metric; see the module docstring."""
+
+    def __init__(self) -> None:
+        # (time, value) pairs ordered by time (ties in insertion order); every value is finite;
+        # at most MAX_SAMPLES long
+        self._samples: list[tuple[float, float]] = []
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        return iter(tuple(self._samples))
+
+    def samples(self) -> tuple[tuple[float, float], ...]:
+        """Every kept ``(time, value)``, oldest first."""
+        return tuple(self._samples)
+
+    def add(self, now: float, value: float) -> None:
+        """Record ``value`` observed at ``now``; ``ValueError`` for NaN, Inf or a non-number."""
+        t = _check_time(now)
+        v = _check_value(value)
+        if not self._samples or self._samples[-1][0] <= t:
+            self._samples.append((t, v))
+        else:
+            bisect.insort_right(self._samples, (t, v), key=lambda s: s[0])
+        if len(self._samples) > MAX_SAMPLES:
+            del self._samples[: len(self._samples) - MAX_SAMPLES]
+
+    def gc(self, now: float, window_seconds: float, gc_factor: float) -> int:
+        """Drop samples older than ``window_seconds * gc_factor``; returns how many were dropped."""
+        t = _check_time(now)
+        _check_gc(window_seconds, gc_factor)
+        cutoff = t - window_seconds * gc_factor
+        # first index with time > cutoff
+        keep_from = bisect.bisect_right(self._samples, cutoff, key=lambda s: s[0])
+        del self._samples[:keep_from]
+        return keep_from
+
+    def in_window(self, now: float, window_seconds: float) -> list[tuple[float, float]]:
+        """The ``(time, value)`` pairs with ``now - window_seconds < time <= now``, oldest first."""
+        t = _check_time(now)
+        lo = bisect.bisect_right(self._samples, t - window_seconds, key=lambda s: s[0])
+        hi = bisect.bisect_right(self._samples, t, key=lambda s: s[0])
+        return self._samples[lo:hi]
+
+    def aggregate(
+        self,
+        now: float,
+        window_seconds: float,
+        aggregation: str = DEFAULTS.aggregation_type,
+        missing_policy: str = DEFAULTS.missing_data_policy,
+        outlier_filter: bool = DEFAULTS.enable_outlier_filter,
+        outlier_threshold: float = DEFAULTS.outlier_threshold,
+        *,
+        metric: str = "metric",
+    ) -> float | None:
+        """The window's aggregate; see the module docstring. ``metric`` names it in ``NoDecision``."""
+        _check_policy(window_seconds, aggregation, missing_policy, outlier_threshold)
+        values = [v for _, v in self.in_window(now, window_seconds)]
+        if not values:
+            if missing_policy == TREAT_AS_ZERO:
+                return 0.0
+            if missing_policy == FAIL:
+                raise NoDecision(
+                    f"metric {metric!r}: no sample in the last {window_seconds:g}s "
+                    f"(missingDataPolicy {FAIL})")
+            return None
+        if outlier_filter:
+            values = filter_outliers(values, outlier_threshold)
+        return _reduce(values, aggregation)
+
+
+def _reduce(values: list[float], aggregation: str) -> float:
+    if aggregation == AVERAGE:
+        return math.fsum(values) / len(values)
+    if aggregation == MAX:
+        return max(values)
+    if aggregation == MIN:
+        return min(values)
+    if aggregation == LATEST:
+        return values[-1]
+    return percentile(values, _PERCENTILES[aggregation])
+
+
+@dataclass(frozen=True)
+class WindowPolicy:
+    """How a scaler's windows are kept and aggregated (the ``metrics.*`` annotations, SPEC §5.4)."""
+
+    # the aggregation window, seconds; > 0
+    window_seconds: float = DEFAULTS.window_seconds
+    # samples are kept for window_seconds * gc_factor; >= 1
+    gc_factor: float = DEFAULTS.gc_factor
+    # one of AGGREGATION_TYPES
+    aggregation: str = DEFAULTS.aggregation_type
+    # one of MISSING_DATA_POLICIES
+    missing_policy: str = DEFAULTS.missing_data_policy
+    # drop samples beyond outlier_threshold * MAD before aggregating
+    outlier_filter: bool = DEFAULTS.enable_outlier_filter
+    # > 0
+    outlier_threshold: float = DEFAULTS.outlier_threshold
+
+    def __post_init__(self) -> None:
+        _check_policy(self.window_seconds, self.aggregation, self.missing_policy, self.outlier_threshold)
+        _check_gc(self.window_seconds, self.gc_factor)
+
+    @classmethod
+    def from_annotations(cls, annotations: ScalerAnnotations) -> WindowPolicy:
+        """The policy a scaler's parsed annotations give (defaults for what they leave out)."""
+        return cls(
+            window_seconds=annotations.window_seconds,
+            gc_factor=annotations.gc_factor,
+            aggregation=annotations.aggregation_type,
+            missing_policy=annotations.missing_data_policy,
+            outlier_filter=annotations.enable_outlier_filter,
+            outlier_threshold=annotations.outlier_threshold,
+        )
+
+
+class MetricWindows:
+    """One scaler's sample windows, keyed by metric name; see the module docstring."""
+
+    def __init__(self, policy: WindowPolicy | None = None) -> None:
+        # applied by aggregate() and gc(); replaced when the scaler's annotations change
+        self.policy: WindowPolicy = policy or WindowPolicy()
+        # metric name → its window; a window is never empty after gc()
+        self._windows: dict[str, SampleWindow] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._windows
+
+    def __len__(self) -> int:
+        return len(self._windows)
+
+    def names(self) -> list[str]:
+        """The metric names with samples, sorted."""
+        return sorted(self._windows)
+
+    def window(self, name: str) -> SampleWindow:
+        """The window of ``name`` (created empty on first use)."""
+        window = self._windows.get(name)
+        if window is None:
+            window = self._windows[name] = SampleWindow()
+        return window
+
+    def add(self, name: str, now: float, value: float) -> None:
+        """Record a sample of ``name``; ``ValueError`` for NaN, Inf or a non-number."""
+        _check_value(value)
+        self.window(name).add(now, value)
+
+    def aggregate(self, name: str, now: float) -> float | None:
+        """``name``'s aggregate under ``policy``; a metric never sampled counts as missing."""
+        p = self.policy
+        window = self._windows.get(name) or SampleWindow()
+        return window.aggregate(now, p.window_seconds, p.aggregation, p.missing_policy,
+                                p.outlier_filter, p.outlier_threshold, metric=name)
+
+    def gc(self, now: float) -> int:
+        """Collect every window under ``policy`` and forget empty ones; returns samples dropped."""
+        dropped = 0
+        for name in list(self._windows):
+            window = self._windows[name]
+            dropped += window.gc(now, self.policy.window_seconds, self.policy.gc_factor)
+            if not window:
+                del self._windows[name]
+        return dropped
+
+    def retain(self, names: Iterable[str]) -> None:
+        """Forget the windows of metrics no longer in the spec."""
+        keep = set(names)
+        for name in list(self._windows):
+            if name not in keep:
+                del self._windows[name]

@@ -1,0 +1,219 @@
+"""``MetricsCollector``: one sample per metric of a MetricsTrigger scaler (SPEC §5, §5.2).
+
+Contract:
+
+* ``collect(namespace, metrics, target, current_replicas)`` returns ``[(spec, Sample), ...]`` in
+  spec order, one pair per metric, dispatching on ``spec.type``:
+
+  ==============  ===========================================  ======================================
+  type            source                                       value (by target type)
+  ==============  ===========================================  ======================================
+  Resource        metrics.k8s.io, the target's pods            Utilization: % of requests;
+                                                               AverageValue: usage per pod
+  Custom          custom.metrics.k8s.io, the target's pods     AverageValue: the per-pod average
+  External        external.metrics.k8s.io, metric selector     Value: the total; AverageValue:
+                                                               total / current_replicas
+  ExternalServer  Prometheus ``/api/v1/query``                 Value: the result; AverageValue:
+                                                               result / current_replicas
+  ==============  ===========================================  ======================================
+
+  Those are the meanings ``escaler.scaling.algorithm.MetricValue`` documents. Data problems are
+  error samples (see each collector's module); nothing is raised for them. Resource metrics of
+  one scaler share one pod list and one metrics read per call.
+* A call is bounded: once ``budget_seconds`` (on the injected clock) have passed, the remaining
+  metrics are not read (error samples say so), and a Prometheus query never waits longer than
+  what is left of the budget. Sixteen slow queries cannot hold a reconcile worker for an hour.
+* ``to_metric_value(spec, sample)`` builds the algorithm's ``MetricValue`` (name: the resource name,
+  the metric name, or the ExternalServer query; the target from the spec). It raises
+  ``ValueError`` naming the field when the spec's target cannot be read (a quantity that does
+  not parse, a missing value): the spec cannot produce a decision (``InvalidSpec``).
+* ExternalServer endpoints go through the ``allowed(host)`` hook (``--allowed-endpoint-hosts``;
+  see ``escaler.scaling.endpoints.host_allowed``) and carry ``prometheus_bearer_token`` when one
+  is configured. Each worker thread gets its own ``requests.Session`` from the factory.
+
+Thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import requests
+
+from escaler.api.elasticscaler import MetricSourceType, MetricSpec, MetricTarget, MetricTargetType
+from escaler.clock import Clock, RealClock
+from escaler.kube.dynamic import DynamicClient
+from escaler.kube.rest import RestClient
+from escaler.kube.scale import selector_string
+from escaler.scaling.algorithm import MetricValue
+from escaler.signals.custom import CustomCollector
+from escaler.signals.external import ExternalCollector, per_target_type
+from escaler.signals.fetch import HostAllowed
+from escaler.signals.prometheus import query_prometheus
+from escaler.signals.quantity import parse_quantity
+from escaler.signals.resource import PodLister, PodUsage, ResourceCollector
+from escaler.signals.sample import PodTarget, Sample
+
+if TYPE_CHECKING:
+    from escaler.api.common import LabelSelector
+
+__all__ = ["DEFAULT_COLLECT_BUDGET_SECONDS", "MetricsCollector", "metric_name", "to_metric_value"]
+
+# Longest one collect() call may spend; the longest single ExternalServer timeout allowed by the API.
+DEFAULT_COLLECT_BUDGET_SECONDS = 300.0
+
+SessionFactory = Callable[[], requests.Session]
+
+
+def metric_name(spec: MetricSpec) -> str:
+    """The display name of a metric: resource name, metric name, or the ExternalServer query."""
+    if spec.type == MetricSourceType.RESOURCE and spec.resource is not None:
+        return spec.resource.name
+    if spec.type == MetricSourceType.CUSTOM and spec.custom is not None:
+        return spec.custom.metric.name
+    if spec.type == MetricSourceType.EXTERNAL and spec.external is not None:
+        return spec.external.metric.name
+    if spec.type == MetricSourceType.EXTERNAL_SERVER and spec.external_server is not None:
+        return spec.external_server.query
+    return str(spec.type)
+
+
+def _target_of(spec: MetricSpec) -> MetricTarget | None:
+    source = {
+        MetricSourceType.RESOURCE: spec.resource,
+        MetricSourceType.CUSTOM: spec.custom,
+        MetricSourceType.EXTERNAL: spec.external,
+        MetricSourceType.EXTERNAL_SERVER: spec.external_server,
+    }.get(spec.type)
+    return source.target if source is not None else None
+
+
+def _field_of(spec: MetricSpec) -> str:
+    return {
+        MetricSourceType.RESOURCE: "resource",
+        MetricSourceType.CUSTOM: "custom",
+        MetricSourceType.EXTERNAL: "external",
+        MetricSourceType.EXTERNAL_SERVER: "externalServer",
+    }[spec.type]
+
+
+def to_metric_value(spec: MetricSpec, sample: Sample) -> MetricValue:
+    """The algorithm's view of one collected metric (see the module docstring)."""
+    target = _target_of(spec)
+    path = f"{_field_of(spec)}.target"
+    if target is None:
+        raise ValueError(f"{_field_of(spec)}: required when type is {spec.type}")
+    if target.type == MetricTargetType.UTILIZATION:
+        if target.average_utilization is None:
+            raise ValueError(f"{path}.averageUtilization: required when type is Utilization")
+        target_value = float(target.average_utilization)
+    elif target.type == MetricTargetType.AVERAGE_VALUE:
+        target_value = _target_quantity(target.average_value, f"{path}.averageValue", target.type)
+    else:
+        target_value = _target_quantity(target.value, f"{path}.value", target.type)
+    return MetricValue(
+        name=metric_name(spec),
+        type=str(spec.type),
+        value=sample.value,
+        target_type=str(target.type),
+        target_value=target_value,
+    )
+
+
+def _target_quantity(q: int | str | None, path: str, target_type: str) -> float:
+    if q is None:
+        raise ValueError(f"{path}: required when type is {target_type}")
+    try:
+        return parse_quantity(q)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def _selector(sel: LabelSelector | None) -> str:
+    return selector_string(sel.to_object()) if sel is not None else ""
+
+
+class MetricsCollector:
+    """Collects every metric of a scaler (see the module docstring)."""
+
+    def __init__(
+        self,
+        rest: RestClient,
+        dynamic: DynamicClient,
+        prometheus_session_factory: SessionFactory = requests.Session,
+        clock: Clock | None = None,
+        *,
+        pod_lister: PodLister | None = None,
+        allowed: HostAllowed | None = None,
+        prometheus_bearer_token: str | None = None,
+        budget_seconds: float = DEFAULT_COLLECT_BUDGET_SECONDS,
+    ) -> None:
+        if budget_seconds <= 0:
+            raise ValueError(f"MetricsCollector: budget_seconds must be > 0, got {budget_seconds}")
+        # the three kube-backed collectors; stateless
+        self._resource = ResourceCollector(rest, dynamic, pod_lister=pod_lister)
+        self._custom = CustomCollector(rest)
+        self._external = ExternalCollector(rest)
+        # makes one requests.Session per thread that queries Prometheus
+        self._session_factory = prometheus_session_factory
+        # holds that thread's session (attribute "session")
+        self._local = threading.local()
+        # measures the budget and the Prometheus total timeouts
+        self._clock: Clock = clock or RealClock()
+        # --allowed-endpoint-hosts hook; None allows every host
+        self._allowed = allowed
+        # sent as "Authorization: Bearer" to Prometheus when set
+        self._token = prometheus_bearer_token
+        # seconds one collect() may spend
+        self._budget = budget_seconds
+
+    def collect(self, namespace: str, metrics: Sequence[MetricSpec], target: PodTarget,
+                current_replicas: int) -> list[tuple[MetricSpec, Sample]]:
+        if isinstance(current_replicas, bool) or not isinstance(current_replicas, int) \
+                or current_replicas < 0:
+            raise ValueError(f"collect: current_replicas must be an integer >= 0, got {current_replicas!r}")
+        deadline = self._clock.monotonic() + self._budget
+        memo: dict[str, PodUsage | Sample] = {}
+        out: list[tuple[MetricSpec, Sample]] = []
+        for spec in metrics:
+            left = deadline - self._clock.monotonic()
+            if left <= 0:
+                sample = Sample.fail(f"{metric_name(spec)}: not read: the collection budget of "
+                                     f"{self._budget:g}s was used up by the metrics before it")
+            else:
+                sample = self._one(namespace, spec, target, current_replicas, memo, left)
+            out.append((spec, sample))
+        return out
+
+    def to_metric_value(self, spec: MetricSpec, sample: Sample) -> MetricValue:
+        return to_metric_value(spec, sample)
+
+    def _one(self, namespace: str, spec: MetricSpec, target: PodTarget, current_replicas: int,
+             memo: dict[str, PodUsage | Sample], time_left: float) -> Sample:
+        t = spec.type
+        if t == MetricSourceType.RESOURCE and spec.resource is not None:
+            r = spec.resource
+            return self._resource.collect(namespace, r.name, str(r.target.type), target, memo)
+        if t == MetricSourceType.CUSTOM and spec.custom is not None:
+            c = spec.custom
+            return self._custom.collect(namespace, c.metric.name, target, _selector(c.metric.selector))
+        if t == MetricSourceType.EXTERNAL and spec.external is not None:
+            e = spec.external
+            return self._external.collect(namespace, e.metric.name, _selector(e.metric.selector),
+                                          str(e.target.type), current_replicas)
+        if t == MetricSourceType.EXTERNAL_SERVER and spec.external_server is not None:
+            s = spec.external_server
+            total = query_prometheus(self._session(), s.endpoint, s.query,
+                                     min(float(s.timeout_seconds), time_left),
+                                     bearer_token=self._token, allowed=self._allowed, clock=self._clock)
+            return per_target_type(total, str(s.target.type), current_replicas, f"query {s.query!r}")
+        return Sample.fail(f"metric of type {t}: its {_field_of(spec)} configuration is missing")
+
+    def _session(self) -> requests.Session:
+        session: requests.Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._session_factory()
+            self._local.session = session
+        return session

@@ -1,0 +1,80 @@
+"""``HandlerRegistry``: which ``ResourceHandler`` serves a target's ``apiVersion``/``kind``.
+
+Contract:
+
+* Handlers are keyed by ``(group, kind)``: every version of a group's kind shares one handler (the
+  handler reads the version it is given from the reference).
+* ``handler_for(api_version, kind)`` returns the registered handler, else the generic one (any kind
+  with a ``/scale`` subresource, or ``spec.replicas`` without one). It raises ``ValueError`` for an
+  unparsable ``api_version`` (the reconciler's ``InvalidSpec``). It never touches the network:
+  whether the kind exists is found out by ``read``.
+* ``register(group, kind, handler)`` adds or *replaces* a handler, so an embedding operator can
+  teach escaler its own workload kinds or override a built-in one. Thread-safe; meant to be
+  called at start-up.
+* ``default_registry(dynamic, cache_get=...)`` holds the built-ins (``escaler.targets.workloads``):
+  Deployment, StatefulSet, LeaderWorkerSet, ResourceScalingGroup.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from escaler.kube.discovery import parse_api_version
+from escaler.kube.dynamic import DynamicClient
+from escaler.targets.handler import CacheGet, GenericScaleHandler, ResourceHandler
+from escaler.targets.workloads import (
+    DEPLOYMENT,
+    LEADER_WORKER_SET,
+    RESOURCE_SCALING_GROUP,
+    STATEFUL_SET,
+    DeploymentHandler,
+    LeaderWorkerSetHandler,
+    ResourceScalingGroupHandler,
+    StatefulSetHandler,
+)
+
+__all__ = ["HandlerRegistry", "default_registry"]
+
+
+class HandlerRegistry:
+    """(group, kind) → ResourceHandler, with a generic fallback; thread-safe."""
+
+    def __init__(self, generic: ResourceHandler) -> None:
+        # serves every kind nobody registered
+        self._generic = generic
+        # guards _handlers
+        self._lock = threading.Lock()
+        # (group, kind) → handler; group "" is the core group
+        self._handlers: dict[tuple[str, str], ResourceHandler] = {}
+
+    @property
+    def generic(self) -> ResourceHandler:
+        return self._generic
+
+    def register(self, group: str, kind: str, handler: ResourceHandler) -> None:
+        if not kind:
+            raise ValueError("HandlerRegistry.register: kind must not be empty")
+        if group:
+            parse_api_version(f"{group}/v1")  # validates the group name
+        with self._lock:
+            self._handlers[(group, kind)] = handler
+
+    def handler_for(self, api_version: str, kind: str) -> ResourceHandler:
+        group, _ = parse_api_version(api_version)
+        with self._lock:
+            return self._handlers.get((group, kind), self._generic)
+
+    def registered(self) -> list[tuple[str, str]]:
+        """The (group, kind) pairs with their own handler, sorted."""
+        with self._lock:
+            return sorted(self._handlers)
+
+
+def default_registry(dynamic: DynamicClient, *, cache_get: CacheGet | None = None) -> HandlerRegistry:
+    """A registry with the built-in handlers, all reading through ``cache_get`` when given."""
+    reg = HandlerRegistry(GenericScaleHandler(dynamic, cache_get=cache_get))
+    reg.register(*DEPLOYMENT, DeploymentHandler(dynamic, cache_get=cache_get))
+    reg.register(*STATEFUL_SET, StatefulSetHandler(dynamic, cache_get=cache_get))
+    reg.register(*LEADER_WORKER_SET, LeaderWorkerSetHandler(dynamic, cache_get=cache_get))
+    reg.register(*RESOURCE_SCALING_GROUP, ResourceScalingGroupHandler(dynamic, cache_get=cache_get))
+    return reg

@@ -1,0 +1,208 @@
+"""escaler.signals.collector: dispatch by metric type, per-target-type values, the budget, MetricValue."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from test_kube_fakeapi import FakeAPI, Reply, Req
+
+from escaler.api.elasticscaler import MetricSpec
+from escaler.clock import FakeClock
+from escaler.kube.discovery import RESTMapper
+from escaler.kube.dynamic import DynamicClient
+from escaler.scaling.algorithm import MetricValue
+from escaler.signals import MetricsCollector, Sample, to_metric_value
+from escaler.targets import TargetSnapshot
+
+NS = "ns1"
+
+
+def snapshot(replicas: int = 2, selector: str = "app=web") -> TargetSnapshot:
+    return TargetSnapshot(api_version="apps/v1", kind="Deployment", namespace=NS, name="web", uid="u",
+                          generation=1, observed_generation=1, spec_replicas=replicas,
+                          status_replicas=replicas, ready_replicas=replicas, updated_replicas=replicas,
+                          selector=selector, resource_version="1", rollout_in_progress=False,
+                          settling_scale_down=False)
+
+
+def m(obj: dict[str, Any]) -> MetricSpec:
+    return MetricSpec.model_validate(obj)
+
+
+def resource(name: str, target: dict[str, Any]) -> MetricSpec:
+    return m({"type": "Resource", "resource": {"name": name, "target": target}})
+
+
+def prom_metric(endpoint: str, query: str, target: dict[str, Any], timeout: int = 5) -> MetricSpec:
+    return m({"type": "ExternalServer", "externalServer": {"endpoint": endpoint, "query": query,
+                                                           "target": target, "timeoutSeconds": timeout}})
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    with FakeAPI() as a:
+        for name in ("a", "b"):
+            a.put_object("/api/v1", "pods", {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": NS, "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1",
+                                                                                   "memory": "1Gi"}}}]},
+                "status": {"phase": "Running"}})
+        a.on("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ns1/pods", lambda _r: Reply(200, {"items": [
+            {"metadata": {"name": "a"}, "containers": [{"name": "c", "usage": {"cpu": "500m",
+                                                                               "memory": "256Mi"}}]},
+            {"metadata": {"name": "b"}, "containers": [{"name": "c", "usage": {"cpu": "700m",
+                                                                               "memory": "768Mi"}}]}]}))
+        a.on("GET", re.escape("/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns1/pods/*/waiting"),
+             lambda _r: Reply(200, {"items": [{"value": "3"}, {"value": "5"}]}))
+        a.on("GET", "/apis/external.metrics.k8s.io/v1beta1/namespaces/ns1/queue_depth",
+             lambda _r: Reply(200, {"items": [{"value": "60"}, {"value": "40"}]}))
+        a.on("GET", "/api/v1/query", lambda r: Reply(200, {"status": "success", "data": {
+            "resultType": "scalar", "result": [0, "12" if "running" in r.q()["query"] else "0"]}}))
+        yield a
+
+
+@pytest.fixture
+def collector(api: FakeAPI) -> MetricsCollector:
+    rest = api.rest()
+    return MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, FakeClock())
+
+
+def test_collect_dispatches_every_type_in_order(api: FakeAPI, collector: MetricsCollector) -> None:
+    specs = [
+        resource("cpu", {"type": "Utilization", "averageUtilization": 70}),
+        resource("memory", {"type": "AverageValue", "averageValue": "1Gi"}),
+        m({"type": "Custom", "custom": {"metric": {"name": "waiting"},
+                                        "target": {"type": "AverageValue", "averageValue": "4"}}}),
+        m({"type": "External", "external": {"metric": {"name": "queue_depth",
+                                                       "selector": {"matchLabels": {"q": "llama"}}},
+                                            "target": {"type": "Value", "value": "100"}}}),
+        m({"type": "External", "external": {"metric": {"name": "queue_depth"},
+                                            "target": {"type": "AverageValue", "averageValue": "30"}}}),
+        prom_metric(api.url, "sum(running)", {"type": "AverageValue", "averageValue": "8"}),
+        prom_metric(api.url, "sum(running)", {"type": "Value", "value": "8"}),
+    ]
+    out = collector.collect(NS, specs, snapshot(replicas=4), 4)
+    assert [s for s, _ in out] == specs
+    assert [sample for _, sample in out] == [
+        Sample(60.0),                 # (0.5 + 0.7) / (1 + 1) cores
+        Sample(512.0 * 2**20),        # (256Mi + 768Mi) / 2 pods
+        Sample(4.0),                  # per-pod average
+        Sample(100.0),                # Value: the total
+        Sample(25.0),                 # AverageValue: total / 4 replicas
+        Sample(3.0),                  # 12 / 4 replicas
+        Sample(12.0),                 # the query's result
+    ]
+    # cpu and memory share one pod list and one metrics read
+    assert len(api.reqs("GET", "/apis/metrics.k8s.io/")) == 1
+    assert len(api.reqs("GET", "/api/v1/namespaces/ns1/pods")) == 1
+    assert api.reqs("GET", "/apis/external.metrics.k8s.io/")[0].q() == {"labelSelector": "q=llama"}
+
+
+def test_metric_values_for_the_algorithm(collector: MetricsCollector) -> None:
+    specs = [resource("cpu", {"type": "Utilization", "averageUtilization": 70}),
+             prom_metric("http://prom:9090", "sum(x)", {"type": "Value", "value": "8"})]
+    values = [collector.to_metric_value(s, Sample(1.5)) for s in specs]
+    assert values == [MetricValue("cpu", "Resource", 1.5, "Utilization", 70.0),
+                      MetricValue("sum(x)", "ExternalServer", 1.5, "Value", 8.0)]
+    assert to_metric_value(specs[0], Sample.fail("down")).value is None
+
+
+TO_VALUE: list[tuple[str, dict[str, Any], tuple[str, str, str, float] | str]] = [
+    ("utilization", {"type": "Resource", "resource": {"name": "memory", "target": {
+        "type": "Utilization", "averageUtilization": 80}}}, ("memory", "Resource", "Utilization", 80.0)),
+    ("custom-milli", {"type": "Custom", "custom": {"metric": {"name": "rps"}, "target": {
+        "type": "AverageValue", "averageValue": "500m"}}}, ("rps", "Custom", "AverageValue", 0.5)),
+    ("external-int", {"type": "External", "external": {"metric": {"name": "qd"}, "target": {
+        "type": "Value", "value": 100}}}, ("qd", "External", "Value", 100.0)),
+    ("server-average", {"type": "ExternalServer", "externalServer": {
+        "endpoint": "http://p:9090", "query": "q", "target": {"type": "AverageValue", "averageValue": "2k"}}},
+     ("q", "ExternalServer", "AverageValue", 2000.0)),
+    ("fractional-exponent", {"type": "External", "external": {"metric": {"name": "qd"}, "target": {
+        "type": "Value", "value": "1e1.5"}}}, "external.target.value: '1e1.5' is not a Kubernetes quantity"),
+    ("missing-target-value", {"type": "External", "external": {"metric": {"name": "qd"}, "target": {
+        "type": "AverageValue"}}}, "external.target.averageValue: required when type is AverageValue"),
+    ("missing-utilization", {"type": "Resource", "resource": {"name": "cpu", "target": {
+        "type": "Utilization"}}}, "resource.target.averageUtilization: required"),
+    ("missing-source", {"type": "Custom"}, "custom: required when type is Custom"),
+]
+
+
+@pytest.mark.parametrize(("obj", "expected"), [c[1:] for c in TO_VALUE], ids=[c[0] for c in TO_VALUE])
+def test_to_metric_value(obj: dict[str, Any], expected: tuple[str, str, str, float] | str) -> None:
+    spec = m(obj)
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=re.escape(expected)):
+            to_metric_value(spec, Sample(1.0))
+    else:
+        v = to_metric_value(spec, Sample(1.0))
+        assert (v.name, v.type, v.target_type, v.target_value) == expected
+        assert v.value == 1.0
+
+
+def test_missing_source_is_an_error_sample_not_an_exception(collector: MetricsCollector) -> None:
+    ((_, sample),) = collector.collect(NS, [m({"type": "External"})], snapshot(), 2)
+    assert sample.error is not None and "external configuration is missing" in sample.error
+
+
+def test_budget_stops_reading_further_metrics(api: FakeAPI) -> None:
+    clock = FakeClock()
+
+    def slow(_r: Req) -> Reply:
+        clock.step(100)  # this query takes "100 s"
+        return Reply(200, {"status": "success", "data": {"resultType": "scalar", "result": [0, "1"]}})
+
+    api.on("GET", "/api/v1/query", slow)
+    rest = api.rest()
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, clock,
+                         budget_seconds=50)
+    specs = [prom_metric(api.url, "a", {"type": "Value", "value": "1"}, timeout=300),
+             prom_metric(api.url, "b", {"type": "Value", "value": "1"})]
+    (_, first), (_, second) = c.collect(NS, specs, snapshot(), 2)
+    # the first query is cut at what was left of the budget (50 s), not its own 300 s
+    assert first.error is not None and "timed out after 50s" in first.error
+    assert second.error == "b: not read: the collection budget of 50s was used up by the metrics before it"
+    assert len(api.reqs("GET", "/api/v1/query")) == 1
+
+
+def test_one_session_per_thread_and_allow_hook_and_token(api: FakeAPI) -> None:
+    made: list[requests.Session] = []
+
+    def factory() -> requests.Session:
+        s = requests.Session()
+        made.append(s)
+        return s
+
+    hosts: list[str] = []
+    rest = api.rest()
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), factory, FakeClock(),
+                         allowed=lambda h: hosts.append(h) is None, prometheus_bearer_token="tok")
+    spec = prom_metric(api.url, "sum(running)", {"type": "Value", "value": "1"})
+    c.collect(NS, [spec], snapshot(), 1)
+    c.collect(NS, [spec], snapshot(), 1)
+    assert len(made) == 1
+    other = threading.Thread(target=c.collect, args=(NS, [spec], snapshot(), 1))
+    other.start()
+    other.join(10)
+    assert len(made) == 2
+    assert hosts == ["127.0.0.1"] * 3
+    assert {r.headers["authorization"] for r in api.reqs("GET", "/api/v1/query")} == {"Bearer tok"}
+    for s in made:
+        s.close()
+
+
+@pytest.mark.parametrize("replicas", [-1, True, 1.0], ids=["negative", "bool", "float"])
+def test_collect_refuses_bad_replicas(collector: MetricsCollector, replicas: Any) -> None:
+    with pytest.raises(ValueError, match="current_replicas"):
+        collector.collect(NS, [], snapshot(), replicas)
+
+
+def test_budget_must_be_positive(api: FakeAPI) -> None:
+    rest = api.rest()
+    with pytest.raises(ValueError, match="budget_seconds"):
+        MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), budget_seconds=0)
