@@ -14,9 +14,10 @@ and prints:
 7. **Write** — current → desired, ``lastScaleTime``, and the last recorded decision with the
    pipeline trail the controller stored in its reason;
 
-then the last decisions, the recent events, and the health verdict of SPEC §3: *failing* when
-AbleToScale or ScalingActive is False, *waiting* when AbleToScale is True with a guard or
-stabilization reason, else *ok*. Exit code 0, 1 when the scaler cannot be read, 2 for usage.
+then the last decisions, the recent events, and the health verdict of SPEC §3
+(``escaler.scaling.conditions.health``): *failing* when AbleToScale, ScalingActive or Validated
+is False, *waiting* when AbleToScale is True with a guard or stabilization reason, else *ok*.
+Exit code 0, 1 when the scaler cannot be read, 2 for usage.
 
 ``render(obj, events)`` is pure (the tests call it directly).
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from escaler.errors import ConnectionFailure, StatusError, is_not_found
@@ -34,6 +36,7 @@ from escaler.kube.discovery import RESTMapper
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.events import EVENTS_MAPPING
 from escaler.kube.rest import RestClient
+from escaler.scaling.conditions import health as rule
 
 __all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run"]
 
@@ -66,19 +69,28 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(c.get("type")): c for c in status.get("conditions") or () if isinstance(c, Mapping)}
 
 
+@dataclass(frozen=True)
+class _Cond:
+    type: str
+    status: str
+    reason: str
+
+
 def health(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(verdict, why): failing / waiting / ok, per the health rule of SPEC §3."""
+    """(verdict, why): failing / waiting / ok, per the health rule (``escaler.scaling.conditions.health``)."""
     conds = _conditions(obj)
-    for t in ("AbleToScale", "ScalingActive"):
-        c = conds.get(t)
-        if c is not None and c.get("status") == "False":
-            return "failing", f"{t}=False/{c.get('reason')}: {c.get('message', '')}"
-    able = conds.get("AbleToScale")
-    if able is not None and able.get("reason") in GUARD_REASONS | STABILIZATION_REASONS:
-        return "waiting", f"AbleToScale=True/{able.get('reason')}: {able.get('message', '')}"
     if not conds:
         return "waiting", "no conditions yet: the controller has not synced this scaler"
-    return "ok", "AbleToScale and ScalingActive are not False"
+    verdict = rule([_Cond(t, str(c.get("status")), str(c.get("reason"))) for t, c in conds.items()])
+    if verdict == "failing":
+        for t in ("AbleToScale", "ScalingActive", "Validated"):
+            c = conds.get(t)
+            if c is not None and c.get("status") == "False":
+                return verdict, f"{t}=False/{c.get('reason')}: {c.get('message', '')}"
+    able = conds.get("AbleToScale") or {}
+    if verdict == "waiting":
+        return verdict, f"AbleToScale=True/{able.get('reason')}: {able.get('message', '')}"
+    return verdict, "AbleToScale, ScalingActive and Validated are not False; no guard or window holds"
 
 
 def _cond_line(conds: Mapping[str, Mapping[str, Any]], t: str) -> str:
@@ -125,7 +137,8 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     if annotations.get("elasticscaler.io/paused") == "true":
         add("  PAUSED (elasticscaler.io/paused): no writes")
     if "elasticscaler.io/paused-replicas" in annotations:
-        add(f"  PINNED to {annotations['elasticscaler.io/paused-replicas']} (elasticscaler.io/paused-replicas)")
+        pin = annotations["elasticscaler.io/paused-replicas"]
+        add(f"  PINNED to {pin} (elasticscaler.io/paused-replicas)")
     add("")
     add("1. Inputs")
     metrics = status.get("currentMetrics") or []

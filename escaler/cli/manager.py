@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from escaler.cli.flags import bind_address, duration_seconds, host_patterns, port, positive_int
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.kube.config import ConfigError
+from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
@@ -263,12 +264,16 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
 def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     """Register one reconciler per escaler kind on ``mgr``.
 
-    None is registered yet: the ElasticScaler, Tidal, ResourceScalingGroup, LLMScaler and SLO
-    reconcilers land with their own issues, each adding its ``ControllerBuilder(mgr)...complete()``
-    call here (with ``flags`` for the poll interval, worker count and allowed endpoint hosts).
-    Until then the manager runs its probes, metrics, leader election and the admission webhook.
+    Registered: ElasticScaler (``escaler.reconcilers.elasticscaler``: its controller, the
+    MetricsTrigger poller at ``--metrics-trigger-poll-interval``, endpoint hosts checked against
+    ``--allowed-endpoint-hosts``, and the SignalTrigger push route on ``mgr.api_server`` when the
+    API server is enabled). The Tidal, ResourceScalingGroup, LLMScaler and SLO reconcilers land
+    with their own issues, each adding its setup call here.
     """
-    del mgr, flags
+    setup_elasticscaler(
+        mgr, poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
+        max_concurrent_reconciles=flags.max_concurrent_reconciles,
+    )
 
 
 def _kube_authenticator(mgr: Manager) -> Authenticator:

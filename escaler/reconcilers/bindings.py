@@ -193,8 +193,8 @@ class TargetBindings:
 
     def winner(self, target: TargetKey, me: Claim) -> Claim:
         """The claim that owns ``target``, counting ``me`` whether or not its claim is cached yet."""
-        others = [c for c in self.claimants(target) if (c.kind, c.namespace, c.name) != (me.kind, me.namespace,
-                                                                                        me.name)]
+        mine = (me.kind, me.namespace, me.name)
+        others = [c for c in self.claimants(target) if (c.kind, c.namespace, c.name) != mine]
         return min([me, *others], key=lambda c: c.sort_key)
 
     def same_target(self, kind: str, obj: Mapping[str, Any]) -> list[Claim]:

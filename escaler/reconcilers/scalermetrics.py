@@ -15,6 +15,7 @@ On the manager's registry (``mgr.metrics.registry``), registered once per regist
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -47,10 +48,8 @@ class ScalerMetrics:
         for collector, extra in ((self.desired_replicas, ()), (self.metric_errors, ()),
                                  (self.scale_writes, ("success",)), (self.scale_writes, ("conflict",)),
                                  (self.scale_writes, ("error",))):
-            try:
+            with contextlib.suppress(KeyError):
                 collector.remove(namespace, name, *extra)
-            except KeyError:
-                pass
 
 
 _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ScalerMetrics] = weakref.WeakKeyDictionary()

@@ -33,7 +33,12 @@ CONFIGMAPS = ResourceMapping("", "v1", "configmaps", "ConfigMap", True)
 DEPLOYMENTS = ResourceMapping("apps", "v1", "deployments", "Deployment", True)
 NODES = ResourceMapping("", "v1", "nodes", "Node", False)
 SCALERS = ResourceMapping("escaler.io", "v1alpha1", "elasticscalers", "ElasticScaler", True)
-ALL_MAPPINGS = (CONFIGMAPS, DEPLOYMENTS, NODES, SCALERS)
+# what the ElasticScaler controller registered by ``escaler manager`` resolves at setup
+ES_SCALERS = ResourceMapping("elasticscaler.io", "v1alpha1", "elasticscalers", "ElasticScaler", True,
+                             frozenset({"status"}))
+HPAS = ResourceMapping("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True,
+                       frozenset({"status"}))
+ALL_MAPPINGS = (CONFIGMAPS, DEPLOYMENTS, NODES, SCALERS, ES_SCALERS, HPAS)
 
 
 class FakeMapper:

@@ -41,8 +41,8 @@ __all__ = [
     "desired_hpa",
     "hpa_name",
     "metric_statuses",
-    "owner_reference",
     "owned_by",
+    "owner_reference",
     "spec_drift",
 ]
 
@@ -104,10 +104,11 @@ def _identifier(name: str, selector: Any) -> dict[str, Any]:
 def translate_metric(m: MetricSpec, index: int) -> dict[str, Any]:
     """One ElasticScaler metric as an autoscaling/v2 ``MetricSpec``."""
     if m.type == MetricSourceType.RESOURCE and m.resource is not None:
-        return {"type": "Resource", "resource": {"name": m.resource.name, "target": _target(m.resource.target)}}
+        return {"type": "Resource",
+                "resource": {"name": m.resource.name, "target": _target(m.resource.target)}}
     if m.type == MetricSourceType.CUSTOM and m.custom is not None:
-        return {"type": "Pods", "pods": {"metric": _identifier(m.custom.metric.name, m.custom.metric.selector),
-                                         "target": _target(m.custom.target)}}
+        metric = _identifier(m.custom.metric.name, m.custom.metric.selector)
+        return {"type": "Pods", "pods": {"metric": metric, "target": _target(m.custom.target)}}
     if m.type == MetricSourceType.EXTERNAL and m.external is not None:
         return {"type": "External", "external": {
             "metric": _identifier(m.external.metric.name, m.external.metric.selector),
@@ -234,7 +235,8 @@ def metric_statuses(scaler: ElasticScaler, hpa: Mapping[str, Any] | None) -> lis
         elif m.custom is not None:
             name, target, src_key, match_type = m.custom.metric.name, m.custom.target, "pods", "Pods"
         elif m.external is not None:
-            name, target, src_key, match_type = m.external.metric.name, m.external.target, "external", "External"
+            name, target = m.external.metric.name, m.external.target
+            src_key, match_type = "external", "External"
         if target is None:
             continue
         value: float | None = None

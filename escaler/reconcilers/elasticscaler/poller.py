@@ -4,7 +4,7 @@ Metrics change without any Kubernetes event, so MetricsTrigger scalers (with an 
 HPA path needs none) are re-enqueued every ``--metrics-trigger-poll-interval`` (default 30 s;
 0 disables polling). To avoid a burst of N collections at once, each scaler gets a fixed
 *phase* in ``[0, interval)``, derived from a stable hash of its namespace/name, and is enqueued
-at ``k × interval + phase`` on the manager's clock — so N scalers are spread evenly over the
+at ``k x interval + phase`` on the manager's clock — so N scalers are spread evenly over the
 interval on average, and one scaler is polled at the same offset every cycle, whichever
 replica leads.
 
@@ -69,7 +69,7 @@ class MetricsPoller:
         self.tick = min(tick, interval) if interval > 0 else tick
         # guards _due
         self._mu = threading.Lock()
-        # scaler → monotonic time of its next enqueue (always k × interval + phase)
+        # scaler → monotonic time of its next enqueue (always k x interval + phase)
         self._due: dict[Request, float] = {}
         self.name = "elasticscaler-metrics-poller"
 

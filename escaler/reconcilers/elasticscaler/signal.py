@@ -134,7 +134,8 @@ def recommend(entry: SignalEntry, now: float, *, current: int, min_replicas: int
                                     True, 0.0)
     left = idle_timeout - idle_for
     if entry.replicas is not None:
-        return SignalRecommendation(entry.replicas, f"signal requested {entry.replicas} replicas", False, left)
+        return SignalRecommendation(entry.replicas, f"signal requested {entry.replicas} replicas", False,
+                                    left)
     if entry.last_activity is None:
         return SignalRecommendation(current, "no signal received yet; holding the current count", False, left)
     if current == 0:

@@ -140,8 +140,8 @@ def resolve_chain(scaler: ObjectRef, source: ObjectRef, read: Reader,
                              + " -> ".join(r.describe() for r in [*path, nxt]))
         nxt_obj = read(nxt)
         if nxt_obj is None:
-            raise ChainError(f"{current.describe()}: spec.targetRef {nxt.describe()} not found (dangling link)",
-                             nxt)
+            raise ChainError(f"{current.describe()}: spec.targetRef {nxt.describe()} not found "
+                             "(dangling link)", nxt)
         visited.add(nxt.identity)
         path.append(nxt)
         current, current_obj = nxt, nxt_obj

@@ -10,9 +10,10 @@ merge patch touches nothing but status, so a write based on a cache a few millis
 is still correct, and it costs no 409 round trip.
 
 A cache can lag our own write: the next reconcile may start from the object as it was *before*
-the write and compute the very status just written. ``StatusWriter`` remembers, per object,
-the resourceVersion it wrote against and the status it wrote; while the cache still shows that
-old resourceVersion, an equal status is not written again.
+the write. ``StatusWriter`` remembers, per object, the resourceVersion it wrote against and the
+status it wrote; while the cache still shows that old resourceVersion, ``base_status`` hands out
+the status we wrote (a read-modify-write of ``recentDecisions`` on the stale copy would drop the
+entry just added) and an equal status is not written again.
 
 Counted: ``writes`` (status patches sent) and ``skipped`` (unchanged, nothing sent).
 """
@@ -61,6 +62,18 @@ class StatusWriter:
         self.writes = 0
         self.skipped = 0
 
+    def base_status(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The status to build this sync's on: the cached one, or — while the cache has not seen our
+        last write yet — the status we wrote (so fields that accumulate, ``recentDecisions``, are
+        never rebuilt from a stale copy and lose an entry)."""
+        meta = _meta(obj)
+        with self._mu:
+            last = self._last.get(str(meta.get("uid") or meta.get("name")))
+        if last is not None and last[0] == str(meta.get("resourceVersion") or ""):
+            return dict(last[1])
+        old = obj.get("status")
+        return thaw(old) if isinstance(old, Mapping) else {}
+
     def changed(self, obj: Mapping[str, Any], new_status: Mapping[str, Any]) -> bool:
         """True when writing ``new_status`` would change what the cluster holds."""
         old = obj.get("status")
@@ -74,7 +87,8 @@ class StatusWriter:
         return not (last is not None and last[0] == str(meta.get("resourceVersion") or "")
                     and last[1] == new_status)
 
-    def write(self, mapping: Any, obj: Mapping[str, Any], new_status: dict[str, Any]) -> dict[str, Any] | None:
+    def write(self, mapping: Any, obj: Mapping[str, Any],
+              new_status: dict[str, Any]) -> dict[str, Any] | None:
         """Patch the status when it changed; returns the server's object, or None when skipped."""
         if not self.changed(obj, new_status):
             with self._mu:

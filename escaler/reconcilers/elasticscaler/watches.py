@@ -58,6 +58,17 @@ class MapperLike(Protocol):
     def mapping_for(self, api_version: str, kind: str) -> Any: ...
 
 
+class RefLike(Protocol):
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
 class Registrar(Protocol):
     """What ``ScalerWatches`` needs from ``DynamicInformers``."""
 
@@ -139,6 +150,18 @@ class ScalerWatches:
             return None
         found = held.registration.informer.store.get_by_key(f"{namespace}/{name}" if namespace else name)
         return found if isinstance(found, FrozenDict) else None
+
+    def watch_object(self, scaler: Request, role: str, namespace: str, ref: RefLike,
+                     mapper: MapperLike) -> None:
+        """Watch ``ref``'s kind in ``namespace`` for (scaler, role), enqueueing on events of that object.
+
+        Raises what ``mapper.mapping_for`` raises (``ValueError``: bad apiVersion; ``StatusError``
+        404: the kind is not served).
+        """
+        m = mapper.mapping_for(ref.api_version, ref.kind)
+        key = ResourceKey(m.group, m.version, m.resource, namespace=namespace if m.namespaced else "")
+        name = ref.name
+        self.ensure(scaler, role, key, lambda o: (o.get("metadata") or {}).get("name") == name)
 
     def lookup(self, api_version: str, kind: str, namespace: str, name: str,
                mapper: MapperLike) -> FrozenDict | None:

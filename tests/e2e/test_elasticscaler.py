@@ -1,0 +1,552 @@
+"""ElasticScaler on the real control plane: every trigger, the guards and the failure modes,
+asserted on what ``kubectl get es -o yaml`` and ``kubectl get deploy`` show (issue: the decision
+pipeline and the ElasticScaler reconciler, scenarios (a)-(j)).
+
+One ``python -m escaler manager`` process serves the module (poll interval 2 s so tests run in
+seconds; the 30 s default is for production), on the admin kubeconfig.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import ROOT, Cluster, eventually
+from .webhook import free_port
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "elasticscaler.io/v1alpha1"
+
+
+@pytest.fixture(scope="module")
+def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    work = tmp_path_factory.mktemp("es-manager")
+    api_port = free_port()
+    log = work / "manager.log"
+    args = [
+        sys.executable,
+        "-m",
+        "escaler",
+        "manager",
+        f"--kubeconfig={cluster.kubeconfig}",
+        "--webhook-port=0",
+        "--metrics-trigger-poll-interval=2s",
+        "--metrics-bind-address=127.0.0.1:0",
+        "--health-probe-bind-address=127.0.0.1:0",
+        f"--api-bind-address=127.0.0.1:{api_port}",
+        "--log-format=json",
+    ]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(
+            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+    info = {"proc": proc, "log": log, "api": f"http://127.0.0.1:{api_port}"}
+    try:
+        yield info
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def mlog(manager: dict[str, Any]) -> str:
+    return str(Path(manager["log"]).read_text(errors="replace")[-4000:])
+
+
+def deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.local/llm:1",
+                            "resources": {"requests": {"cpu": "500m"}},
+                        }
+                    ],
+                    **spec,
+                },
+            },
+        },
+    }
+
+
+def scaler(
+    name: str,
+    target: str,
+    trigger: dict[str, Any],
+    *,
+    minr: int = 1,
+    maxr: int = 10,
+    annotations: dict[str, str] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP,
+        "kind": "ElasticScaler",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+            "minReplicas": minr,
+            "maxReplicas": maxr,
+            "trigger": trigger,
+            **spec,
+        },
+    }
+
+
+def prom_trigger(url: str, query: str, per_replica: str = "10") -> dict[str, Any]:
+    return {
+        "type": "MetricsTrigger",
+        "metricsTrigger": {
+            "scalingAlgorithm": "apa",
+            "metrics": [
+                {
+                    "type": "ExternalServer",
+                    "externalServer": {
+                        "endpoint": url,
+                        "query": query,
+                        "timeoutSeconds": 2,
+                        "target": {"type": "AverageValue", "averageValue": per_replica},
+                    },
+                }
+            ],
+        },
+    }
+
+
+FAST = {
+    "elasticscaler.io/metrics.windowSeconds": "4",
+    "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "12",
+}
+
+
+def apply(cluster: Cluster, ns: str, obj: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+
+def replicas(cluster: Cluster, ns: str, name: str) -> int:
+    return int(cluster.kubectl_json("get", "deployment", name, "-n", ns)["spec"]["replicas"])
+
+
+def es(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    return dict(cluster.kubectl_json("get", "es", name, "-n", ns))
+
+
+def cond(obj: dict[str, Any], ctype: str) -> tuple[str, str, str]:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c["type"] == ctype:
+            return c["status"], c["reason"], c.get("message", "")
+    return "", "", ""
+
+
+def wait_cond(
+    cluster: Cluster,
+    ns: str,
+    name: str,
+    ctype: str,
+    status: str,
+    reason: str,
+    manager: dict[str, Any],
+    timeout: float = 40,
+) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = es(cluster, ns, name)
+        return obj if cond(obj, ctype)[:2] == (status, reason) else None
+
+    return eventually(
+        check, timeout=timeout, what=f"{ctype}={status}/{reason} on {name}; log:\n{mlog(manager)}"
+    )
+
+
+def test_a_apa_scales_up_then_stabilizes_then_scales_down(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-a", 2))
+    q = f'sum(vllm:num_requests_running{{ns="{namespace}"}})'
+    prometheus.set(q, 20)  # 20 over 2 replicas = 10 per replica: at target
+    apply(cluster, namespace, scaler("a", "llm-a", prom_trigger(prometheus.url, q), annotations=FAST))
+    obj = wait_cond(cluster, namespace, "a", "ScalingActive", "True", "MetricsAvailable", manager)
+    assert "evaluated 1 of 1 metrics" in cond(obj, "ScalingActive")[2]
+    assert replicas(cluster, namespace, "llm-a") == 2
+    prometheus.set(q, 60)  # 30 per replica: scale up
+    eventually(lambda: replicas(cluster, namespace, "llm-a") >= 4, timeout=40, what="scale up")
+    eventually(lambda: replicas(cluster, namespace, "llm-a") == 6, timeout=40, what="settle at 6")
+    obj = es(cluster, namespace, "a")
+    assert obj["status"]["desiredReplicas"] == 6 and obj["status"]["lastScaleTime"]
+    assert any(d["to"] == 6 for d in obj["status"]["recentDecisions"])
+    prometheus.set(q, 12)  # 2 per replica: wants 2, held by the 12 s window
+    wait_cond(cluster, namespace, "a", "AbleToScale", "True", "ScaleDownStabilized", manager, timeout=20)
+    assert replicas(cluster, namespace, "llm-a") == 6
+    eventually(lambda: replicas(cluster, namespace, "llm-a") < 6, timeout=40, what="scale down after window")
+
+
+def test_b_hpa_mode_with_the_real_hpa_controller(
+    cluster: Cluster, namespace: str, fake_metrics: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-b", 1))
+    fake_metrics.set_external(namespace, "queue_depth", 30)
+    trig = {
+        "type": "MetricsTrigger",
+        "metricsTrigger": {
+            "scalingAlgorithm": "HPA",
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {"name": "queue_depth"},
+                        "target": {"type": "AverageValue", "averageValue": "10"},
+                    },
+                }
+            ],
+        },
+    }
+    apply(cluster, namespace, scaler("b", "llm-b", trig, maxr=6))
+    hpa = eventually(
+        lambda: (
+            cluster.kubectl_json("get", "hpa", "b-hpa", "-n", namespace)
+            if "b-hpa" in cluster.kubectl("get", "hpa", "-n", namespace, "-o", "name", check=False)
+            else None
+        ),
+        timeout=30,
+        what=f"companion HPA; log:\n{mlog(manager)}",
+    )
+    owner = hpa["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "ElasticScaler" and owner["name"] == "b" and owner.get("controller") is True
+    assert hpa["spec"]["maxReplicas"] == 6
+    eventually(lambda: replicas(cluster, namespace, "llm-b") == 3, timeout=60, what="HPA to scale to 3")
+    eventually(
+        lambda: (es(cluster, namespace, "b").get("status") or {}).get("currentReplicas") == 3,
+        timeout=30,
+        what="status mirrors the HPA",
+    )
+    # drift: a hand edit of the HPA is reverted
+    cluster.kubectl(
+        "patch", "hpa", "b-hpa", "-n", namespace, "--type=merge", "-p", '{"spec":{"maxReplicas":2}}'
+    )
+    eventually(
+        lambda: cluster.kubectl_json("get", "hpa", "b-hpa", "-n", namespace)["spec"]["maxReplicas"] == 6,
+        timeout=40,
+        what="drift reverted",
+    )
+    # deleting the scaler garbage-collects its HPA
+    cluster.kubectl("delete", "es", "b", "-n", namespace)
+    eventually(
+        lambda: "b-hpa" not in cluster.kubectl("get", "hpa", "-n", namespace, "-o", "name"),
+        timeout=40,
+        what="HPA garbage-collected",
+    )
+
+
+def test_c_resource_metrics_through_metrics_k8s_io(
+    cluster: Cluster, namespace: str, fake_metrics: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-c", 2))
+    eventually(
+        lambda: (
+            cluster.kubectl_json("get", "deployment", "llm-c", "-n", namespace)["status"].get("readyReplicas")
+            == 2
+        ),
+        timeout=40,
+        what="2 ready pods",
+    )
+    fake_metrics.set_pod_usage(namespace, "*", cpu=0.7, memory=1e8)  # 700m of 500m requested = 140 %
+    trig = {
+        "type": "MetricsTrigger",
+        "metricsTrigger": {
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
+                }
+            ]
+        },
+    }
+    apply(cluster, namespace, scaler("c", "llm-c", trig, annotations=FAST))
+    # every pod (new ones too) reports 140 %, so it keeps doubling up to maxReplicas
+    eventually(
+        lambda: replicas(cluster, namespace, "llm-c") >= 4,
+        timeout=40,
+        what=f"140% of a 70% target: 2 → 4; log:\n{mlog(manager)}",
+    )
+    m = es(cluster, namespace, "c")["status"]["currentMetrics"][0]
+    assert m["recommendedReplicas"] >= 4 and float(m["value"]) == pytest.approx(140, abs=1)
+
+
+SOURCE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "replicasources.e2e.escaler.io"},
+    "spec": {
+        "group": "e2e.escaler.io",
+        "scope": "Namespaced",
+        "names": {"plural": "replicasources", "singular": "replicasource", "kind": "ReplicaSource"},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+            }
+        ],
+    },
+}
+
+
+def test_d_state_trigger_follows_a_labelled_custom_source(
+    cluster: Cluster, namespace: str, manager: dict[str, Any]
+) -> None:
+    cluster.apply(SOURCE_CRD)
+    cluster.kubectl("wait", "--for=condition=Established", "crd/replicasources.e2e.escaler.io")
+    apply(cluster, namespace, deployment("llm-d", 1))
+    src = {
+        "apiVersion": "e2e.escaler.io/v1",
+        "kind": "ReplicaSource",
+        "metadata": {
+            "name": "plan",
+            "labels": {"elasticscaler.io/name": "d", "elasticscaler.io/namespace": namespace},
+        },
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-d"}},
+    }
+    apply(cluster, namespace, src)
+    trig = {"type": "StateTrigger"}
+    s = scaler("d", "plan", trig, maxr=8)
+    s["spec"]["targetRef"] = {"apiVersion": "e2e.escaler.io/v1", "kind": "ReplicaSource", "name": "plan"}
+    apply(cluster, namespace, s)
+    wait_cond(cluster, namespace, "d", "ScalingActive", "False", "DecisionUnavailable", manager)
+    for want in (3, 5):
+        cluster.kubectl(
+            "patch",
+            "replicasource",
+            "plan",
+            "-n",
+            namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"desiredReplicas": want}}),
+        )
+        t0 = time.monotonic()
+        eventually(
+            lambda w=want: replicas(cluster, namespace, "llm-d") == w,
+            timeout=10,
+            interval=0.05,
+            what=f"target to follow the source to {want}; log:\n{mlog(manager)}",
+        )
+        took = time.monotonic() - t0
+        sys.stderr.write(f"\n[e2e] state source → target write: {took:.2f}s\n")
+        assert took < 1.5, f"source change → write took {took:.2f}s (kubectl polling included)"
+
+
+def _token(cluster: Cluster, ns: str, sa: str) -> str:
+    cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
+    return cluster.kubectl("create", "token", sa, "-n", ns).strip()
+
+
+def _push(api: str, ns: str, name: str, body: dict[str, Any], token: str | None) -> int:
+    req = urllib.request.Request(
+        f"{api}/signal/v1/namespaces/{ns}/elasticscalers/{name}",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            **({"Authorization": f"Bearer {token}"} if token else {}),
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def test_e_signal_push_from_zero_and_idle_back_to_zero(
+    cluster: Cluster, namespace: str, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-e", 0))
+    trig = {"type": "SignalTrigger", "signalTrigger": {"idleTimeoutSeconds": 8, "activationReplicas": 1}}
+    apply(
+        cluster,
+        namespace,
+        scaler(
+            "e",
+            "llm-e",
+            trig,
+            minr=0,
+            maxr=3,
+            annotations={"elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "0"},
+        ),
+    )
+    api = manager["api"]
+    assert _push(api, namespace, "e", {"active": True}, None) == 401
+    assert _push(api, namespace, "e", {"active": True}, "not-a-token") == 401
+    nobody = _token(cluster, namespace, "nobody")
+    assert _push(api, namespace, "e", {"active": True}, nobody) == 403
+    pusher = _token(cluster, namespace, "gateway")
+    cluster.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "signal", "namespace": namespace},
+            "rules": [
+                {
+                    "apiGroups": ["elasticscaler.io"],
+                    "resources": ["elasticscalers/signal"],
+                    "verbs": ["update"],
+                }
+            ],
+        }
+    )
+    cluster.kubectl(
+        "create",
+        "rolebinding",
+        "signal",
+        "-n",
+        namespace,
+        "--role=signal",
+        f"--serviceaccount={namespace}:gateway",
+    )
+    code = eventually(
+        lambda: (c := _push(api, namespace, "e", {"active": True}, pusher)) in (200, 202) and c,
+        timeout=15,
+        what="authorized push",
+    )
+    assert code in (200, 202)
+    t0 = time.monotonic()
+    eventually(
+        lambda: replicas(cluster, namespace, "llm-e") == 1,
+        timeout=10,
+        interval=0.05,
+        what=f"0 → 1 on the push; log:\n{mlog(manager)}",
+    )
+    sys.stderr.write(f"\n[e2e] signal push → target write: {time.monotonic() - t0:.2f}s\n")
+    eventually(lambda: replicas(cluster, namespace, "llm-e") == 0, timeout=30, what="idle → 0")
+
+
+def test_f_rollout_holds_the_write_until_defer_timeout(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-f", 2))
+    eventually(
+        lambda: (
+            cluster.kubectl_json("get", "deployment", "llm-f", "-n", namespace)["status"].get(
+                "updatedReplicas"
+            )
+            == 2
+        ),
+        timeout=40,
+        what="rolled out",
+    )
+    # a new template whose pods can never be scheduled: the rollout stays in progress
+    stuck = deployment("llm-f", 2, nodeSelector={"e2e.escaler.io/nowhere": "true"})
+    apply(cluster, namespace, stuck)
+    q = f'sum(load{{ns="{namespace}",t="f"}})'
+    prometheus.set(q, 60)
+    apply(
+        cluster,
+        namespace,
+        scaler("f", "llm-f", prom_trigger(prometheus.url, q), annotations=FAST, deferTimeoutSeconds=15),
+    )
+    obj = wait_cond(cluster, namespace, "f", "AbleToScale", "True", "RolloutInProgress", manager)
+    held_at = time.monotonic()
+    assert obj["status"].get("deferredSince")
+    assert replicas(cluster, namespace, "llm-f") == 2
+    # deferTimeoutSeconds (15) after deferredSince the held write is forced
+    eventually(lambda: replicas(cluster, namespace, "llm-f") > 2, timeout=40, what="forced write")
+    assert time.monotonic() - held_at >= 10, "the write was not held for deferTimeoutSeconds"
+    events = cluster.kubectl_json("get", "events", "-n", namespace, "--field-selector",
+                                  "reason=DeferralTimedOut,involvedObject.name=f")["items"]
+    assert events, "a DeferralTimedOut event is recorded for the forced write"
+    # the rollout is still stuck, so the next write is held again (a new deferral): the forced
+    # DeferralTimedOut status lasts one sync, the event and recentDecisions keep it
+    assert es(cluster, namespace, "f")["status"]["lastScaleTime"]
+
+
+def test_g_two_scalers_on_one_target_older_wins(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-g", 2))
+    q1, q2 = f'one{{ns="{namespace}"}}', f'two{{ns="{namespace}"}}'
+    prometheus.set(q1, 40)  # wants 4
+    prometheus.set(q2, 80)  # wants 8
+    latest = {**FAST, "elasticscaler.io/metrics.aggregationType": "Latest"}
+    apply(cluster, namespace, scaler("g-old", "llm-g", prom_trigger(prometheus.url, q1), annotations=latest))
+    wait_cond(cluster, namespace, "g-old", "ScalingActive", "True", "MetricsAvailable", manager)
+    time.sleep(1.1)  # creationTimestamp has 1 s resolution: make "older" unambiguous
+    apply(cluster, namespace, scaler("g-new", "llm-g", prom_trigger(prometheus.url, q2), annotations=latest))
+    wait_cond(cluster, namespace, "g-new", "Validated", "False", "TargetConflict", manager)
+    eventually(lambda: replicas(cluster, namespace, "llm-g") == 4, timeout=40, what="only the older writes")
+    time.sleep(5)
+    assert replicas(cluster, namespace, "llm-g") == 4
+    assert not (es(cluster, namespace, "g-new").get("status") or {}).get("lastScaleTime")
+    assert cond(es(cluster, namespace, "g-old"), "Validated")[:2] == ("True", "Valid")
+
+
+def test_h_prometheus_unreachable_holds_replicas(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-h", 3))
+    q = f'h{{ns="{namespace}"}}'
+    prometheus.set(q, 30)
+    apply(cluster, namespace, scaler("h", "llm-h", prom_trigger(prometheus.url, q), annotations=FAST))
+    wait_cond(cluster, namespace, "h", "ScalingActive", "True", "MetricsAvailable", manager)
+    prometheus.fail(503, "x" * 5000)
+    obj = wait_cond(cluster, namespace, "h", "ScalingActive", "False", "DecisionUnavailable", manager)
+    assert len(cond(obj, "ScalingActive")[2].encode()) <= 1024 + 512
+    assert replicas(cluster, namespace, "llm-h") == 3
+
+
+def test_i_advisory_mode_never_writes_the_target(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    apply(cluster, namespace, deployment("llm-i", 2))
+    q = f'i{{ns="{namespace}"}}'
+    prometheus.set(q, 80)
+    apply(
+        cluster,
+        namespace,
+        scaler("i", "llm-i", prom_trigger(prometheus.url, q), annotations=FAST, mode="Advisory"),
+    )
+    eventually(
+        lambda: (es(cluster, namespace, "i").get("status") or {}).get("desiredReplicas", 0) > 2,
+        timeout=40,
+        what=f"advisory decision; log:\n{mlog(manager)}",
+    )
+    time.sleep(4)
+    assert replicas(cluster, namespace, "llm-i") == 2
+
+
+def test_j_target_deleted_then_recreated(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    q = f'j{{ns="{namespace}"}}'
+    prometheus.set(q, 20)
+    apply(cluster, namespace, scaler("j", "llm-j", prom_trigger(prometheus.url, q), annotations=FAST))
+    wait_cond(cluster, namespace, "j", "AbleToScale", "False", "TargetNotFound", manager)
+    apply(cluster, namespace, deployment("llm-j", 2))
+    wait_cond(cluster, namespace, "j", "AbleToScale", "True", "Synced", manager)
+    cluster.kubectl("delete", "deployment", "llm-j", "-n", namespace)
+    wait_cond(cluster, namespace, "j", "AbleToScale", "False", "TargetNotFound", manager)
