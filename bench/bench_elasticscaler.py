@@ -94,6 +94,9 @@ class Bench:
     def kubectl(self, *args: str, input: str | None = None) -> str:
         return self.cluster.kubectl(*args, input=input)
 
+    def apply_cluster(self, obj: dict[str, Any]) -> None:
+        self.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
     def apply(self, obj: dict[str, Any]) -> None:
         self.kubectl("apply", "-n", NS, "-f", "-", input=json.dumps(obj))
 
@@ -201,7 +204,7 @@ def bench_apa(b: Bench) -> list[float]:
 
 
 def bench_state(b: Bench) -> list[float]:
-    b.cluster.apply(
+    b.apply_cluster(
         {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",

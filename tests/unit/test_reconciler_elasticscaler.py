@@ -410,3 +410,22 @@ def test_write_conflict_requeues_and_other_failures_are_reported(h: Harness) -> 
     assert "FailedRescale" in h.reasons()
     h.reconcile("es")
     assert h.replicas() == 4
+
+
+def test_total_per_replica_metric_is_windowed_as_a_total() -> None:
+    # External/ExternalServer with AverageValue: the collector divides the workload total by the
+    # current count. The window must hold totals, or samples taken at different counts mix:
+    # 40 at 2 replicas (20 each) then 40 at 4 (10 each) would average 15 and overshoot to 6.
+    avg = {"type": "External",
+           "external": {"metric": {"name": "queue"}, "target": {"type": "AverageValue", "averageValue": "10"}}}
+    with harness() as h:
+        _setup(h, scaler("es", metrics_trigger(avg)), replicas=2)
+        h.collector.values["queue"] = 20.0  # a total of 40 over 2 replicas
+        h.reconcile("es")
+        assert h.replicas() == 4
+        h.wait_synced("deployments")
+        h.clock.step(5)
+        h.collector.values["queue"] = 10.0  # the same total of 40, now over 4 replicas
+        h.reconcile("es")
+        assert h.replicas() == 4
+        assert h.status("es")["currentMetrics"][0]["value"] == 10.0

@@ -128,12 +128,19 @@ class MetricsRecommender:
         try:
             for spec, sample in samples:
                 name = metric_name(spec)
+                # A total divided per replica (External/ExternalServer with AverageValue) is windowed
+                # as the total and divided by the *current* count after aggregation: windowing the
+                # per-replica quotient would mix samples taken at different replica counts and
+                # overshoot after every scale (a 40 total at 2 then 4 replicas averages to 15, not 10).
+                per_replica = _total_per_replica(spec)
                 if sample.value is not None:
-                    mem.windows.add(name, mono, sample.value)
+                    mem.windows.add(name, mono, sample.value * current if per_replica else sample.value)
                 else:
                     errors.append(f"{name}: {sample.error}")
                     self._metrics.metric_errors.labels(sync.req.namespace, sync.req.name).inc()
                 aggregated = mem.windows.aggregate(name, mono)
+                if aggregated is not None and per_replica:
+                    aggregated = aggregated / current
                 agg = Sample(value=aggregated) if aggregated is not None else \
                     Sample(value=None, error=sample.error or "no sample in the window")
                 mv = self._collector.to_metric_value(spec, agg)
@@ -193,3 +200,9 @@ class MetricsRecommender:
         return RecommendResult.from_metrics(raw, evaluated=len(usable), total=total,
                                             detail=", ".join(detail_parts), metric_errors=tuple(errors),
                                             can_scale_from_zero=False), statuses
+
+
+def _total_per_replica(spec: MetricSpec) -> bool:
+    """True when the collector reports a workload total divided by the current replica count."""
+    source = spec.external or spec.external_server
+    return source is not None and str(source.target.type) == "AverageValue"
