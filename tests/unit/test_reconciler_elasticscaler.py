@@ -416,8 +416,8 @@ def test_total_per_replica_metric_is_windowed_as_a_total() -> None:
     # External/ExternalServer with AverageValue: the collector divides the workload total by the
     # current count. The window must hold totals, or samples taken at different counts mix:
     # 40 at 2 replicas (20 each) then 40 at 4 (10 each) would average 15 and overshoot to 6.
-    avg = {"type": "External",
-           "external": {"metric": {"name": "queue"}, "target": {"type": "AverageValue", "averageValue": "10"}}}
+    target = {"type": "AverageValue", "averageValue": "10"}
+    avg = {"type": "External", "external": {"metric": {"name": "queue"}, "target": target}}
     with harness() as h:
         _setup(h, scaler("es", metrics_trigger(avg)), replicas=2)
         h.collector.values["queue"] = 20.0  # a total of 40 over 2 replicas
