@@ -276,6 +276,8 @@ class PrometheusServer:
     failure: _Failure | None = None
     # seconds to stall before answering (timeouts)
     delay: float = 0.0
+    # when set, a query without "Authorization: Bearer <required_token>" is answered 401
+    required_token: str | None = None
     # queries seen
     queries: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -321,6 +323,11 @@ class PrometheusServer:
             def _query(self, params: dict[str, str]) -> None:
                 if urllib.parse.urlsplit(self.path).path != "/api/v1/query":
                     _send(self, 404, {"status": "error", "error": "not found"})
+                    return
+                want = owner.required_token
+                if want is not None and self.headers.get("Authorization") != f"Bearer {want}":
+                    _send(self, 401, {"status": "error", "errorType": "unauthorized",
+                                      "error": "missing or wrong bearer token"})
                     return
                 code, body = owner.answer(params.get("query", ""))
                 _send(self, code, body)

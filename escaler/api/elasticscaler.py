@@ -189,6 +189,13 @@ class ExternalMetricSource(KubeModel):
     target: MetricTarget = Field(description="Target total (Value) or per-replica (AverageValue) value.")
 
 
+class SecretKeyRef(KubeModel):
+    """A key of a Secret in the scaler's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, description="Name of the Secret.")
+    key: str = Field(min_length=1, max_length=253, description="Key in the Secret's data.")
+
+
 class ExternalServerMetricSource(KubeModel):
     """An instant query against any Prometheus-compatible HTTP API (GET <endpoint>/api/v1/query).
     Not supported with scalingAlgorithm HPA (Validated=False/UnsupportedMetric)."""
@@ -221,6 +228,11 @@ class ExternalServerMetricSource(KubeModel):
         ge=1,
         le=300,
         description="Timeout of one query, in seconds.",
+    )
+    bearer_token_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Optional Secret key (in the scaler's namespace) whose value is sent as "
+        "'Authorization: Bearer <token>' with every query. The manager needs get on that Secret.",
     )
 
 

@@ -65,6 +65,8 @@ __all__ = ["DEFAULT_COLLECT_BUDGET_SECONDS", "MetricsCollector", "metric_name", 
 DEFAULT_COLLECT_BUDGET_SECONDS = 300.0
 
 SessionFactory = Callable[[], requests.Session]
+# (namespace, secret name, key) -> the decoded value; raises when it cannot be read
+SecretReader = Callable[[str, str, str], str]
 
 
 def metric_name(spec: MetricSpec) -> str:
@@ -148,6 +150,7 @@ class MetricsCollector:
         pod_lister: PodLister | None = None,
         allowed: HostAllowed | None = None,
         prometheus_bearer_token: str | None = None,
+        secret_reader: SecretReader | None = None,
         budget_seconds: float = DEFAULT_COLLECT_BUDGET_SECONDS,
     ) -> None:
         if budget_seconds <= 0:
@@ -166,6 +169,8 @@ class MetricsCollector:
         self._allowed = allowed
         # sent as "Authorization: Bearer" to Prometheus when set
         self._token = prometheus_bearer_token
+        # reads a Secret key (namespace, name, key) -> value, for bearerTokenSecretRef; None = refuse
+        self._secret_reader = secret_reader
         # seconds one collect() may spend
         self._budget = budget_seconds
 
@@ -205,9 +210,19 @@ class MetricsCollector:
                                           str(e.target.type), current_replicas)
         if t == MetricSourceType.EXTERNAL_SERVER and spec.external_server is not None:
             s = spec.external_server
+            token = self._token
+            ref = s.bearer_token_secret_ref
+            if ref is not None:
+                where = f"query {s.query!r}: bearerTokenSecretRef {namespace}/{ref.name}[{ref.key}]"
+                if self._secret_reader is None:
+                    return Sample.fail(f"{where}: no Secret reader configured")
+                try:
+                    token = self._secret_reader(namespace, ref.name, ref.key)
+                except Exception as err:  # any failure to read the token is this metric's error
+                    return Sample.fail(f"{where}: {err}")
             total = query_prometheus(self._session(), s.endpoint, s.query,
                                      min(float(s.timeout_seconds), time_left),
-                                     bearer_token=self._token, allowed=self._allowed, clock=self._clock)
+                                     bearer_token=token, allowed=self._allowed, clock=self._clock)
             return per_target_type(total, str(s.target.type), current_replicas, f"query {s.query!r}")
         return Sample.fail(f"metric of type {t}: its {_field_of(spec)} configuration is missing")
 

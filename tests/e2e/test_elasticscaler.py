@@ -198,6 +198,14 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     prometheus.set(q, 12)  # 2 per replica: wants 2, held by the 12 s window
     wait_cond(cluster, namespace, "a", "AbleToScale", "True", "ScaleDownStabilized", manager, timeout=20)
     assert replicas(cluster, namespace, "llm-a") == 6
+    # while held, `escaler explain` shows the pipeline step by step and the verdict "waiting"
+    out = subprocess.run([sys.executable, "-m", "escaler", "explain", "-n", namespace, "a",
+                          f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    for step in ("1. Inputs", "2. Recommendation", "3. Stabilization", "6. Guard", "7. Write"):
+        assert step in out.stdout, out.stdout
+    assert "ScaleDownStabilized" in out.stdout and "waiting" in out.stdout, out.stdout
     eventually(lambda: replicas(cluster, namespace, "llm-a") < 6, timeout=40, what="scale down after window")
 
 
@@ -477,8 +485,9 @@ def test_f_rollout_holds_the_write_until_defer_timeout(
     # deferTimeoutSeconds (15) after deferredSince the held write is forced
     eventually(lambda: replicas(cluster, namespace, "llm-f") > 2, timeout=40, what="forced write")
     assert time.monotonic() - held_at >= 10, "the write was not held for deferTimeoutSeconds"
-    events = cluster.kubectl_json("get", "events", "-n", namespace, "--field-selector",
-                                  "reason=DeferralTimedOut,involvedObject.name=f")["items"]
+    events = cluster.kubectl_json(
+        "get", "events", "-n", namespace, "--field-selector", "reason=DeferralTimedOut,involvedObject.name=f"
+    )["items"]
     assert events, "a DeferralTimedOut event is recorded for the forced write"
     # the rollout is still stuck, so the next write is held again (a new deferral): the forced
     # DeferralTimedOut status lasts one sync, the event and recentDecisions keep it
@@ -550,3 +559,25 @@ def test_j_target_deleted_then_recreated(
     wait_cond(cluster, namespace, "j", "AbleToScale", "True", "Synced", manager)
     cluster.kubectl("delete", "deployment", "llm-j", "-n", namespace)
     wait_cond(cluster, namespace, "j", "AbleToScale", "False", "TargetNotFound", manager)
+
+
+def test_k_prometheus_bearer_token_from_a_secret(
+    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+) -> None:
+    prometheus.required_token = "s3cret-token"
+    cluster.kubectl(
+        "create", "secret", "generic", "prom", "-n", namespace, "--from-literal=token=s3cret-token"
+    )
+    apply(cluster, namespace, deployment("llm-k", 2))
+    q = f'k{{ns="{namespace}"}}'
+    prometheus.set(q, 40)
+    trig = prom_trigger(prometheus.url, q)
+    server = trig["metricsTrigger"]["metrics"][0]["externalServer"]
+    server["bearerTokenSecretRef"] = {"name": "prom", "key": "missing"}
+    apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
+    obj = wait_cond(cluster, namespace, "k", "ScalingActive", "False", "DecisionUnavailable", manager)
+    assert f"{namespace}/prom" in cond(obj, "ScalingActive")[2] and "missing" in cond(obj, "ScalingActive")[2]
+    server["bearerTokenSecretRef"] = {"name": "prom", "key": "token"}
+    apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
+    wait_cond(cluster, namespace, "k", "ScalingActive", "True", "MetricsAvailable", manager)
+    eventually(lambda: replicas(cluster, namespace, "llm-k") == 4, timeout=40, what="scaled with the token")

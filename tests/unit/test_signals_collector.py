@@ -206,3 +206,41 @@ def test_budget_must_be_positive(api: FakeAPI) -> None:
     rest = api.rest()
     with pytest.raises(ValueError, match="budget_seconds"):
         MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), budget_seconds=0)
+
+
+def _token_metric(endpoint: str) -> MetricSpec:
+    return m({"type": "ExternalServer", "externalServer": {
+        "endpoint": endpoint, "query": "sum(running)", "target": {"type": "Value", "value": "1"},
+        "bearerTokenSecretRef": {"name": "prom-token", "key": "token"}}})
+
+
+def test_bearer_token_read_from_the_secret_per_query(api: FakeAPI) -> None:
+    reads: list[tuple[str, str, str]] = []
+
+    def reader(ns: str, name: str, key: str) -> str:
+        reads.append((ns, name, key))
+        return f"secret-{len(reads)}"
+
+    rest = api.rest()
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, FakeClock(),
+                         prometheus_bearer_token="flag-token", secret_reader=reader)
+    [(_, s1)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    [(_, s2)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    assert s1.value == 12.0 and s2.value == 12.0
+    assert reads == [(NS, "prom-token", "token")] * 2  # read at every query: rotation is picked up
+    auth = [r.headers["authorization"] for r in api.reqs("GET", "/api/v1/query")]
+    assert auth == ["Bearer secret-1", "Bearer secret-2"]  # the Secret wins over the flag's token
+
+
+@pytest.mark.parametrize("reader", [None, "raise"], ids=["no-reader", "secret-unreadable"])
+def test_unreadable_bearer_token_is_an_error_sample_naming_the_secret(api: FakeAPI, reader: Any) -> None:
+    def failing(ns: str, name: str, key: str) -> str:
+        raise KeyError(f"Secret {ns}/{name} has no key {key!r}")
+
+    rest = api.rest()
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, FakeClock(),
+                         secret_reader=failing if reader == "raise" else None)
+    [(_, sample)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    assert sample.value is None and sample.error is not None
+    assert f"bearerTokenSecretRef {NS}/prom-token[token]" in sample.error
+    assert api.reqs("GET", "/api/v1/query") == [], "no query is sent without its token"

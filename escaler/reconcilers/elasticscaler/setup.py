@@ -26,6 +26,7 @@ Every collaborator the reconciler talks to can be injected (tests, embedding): `
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -129,7 +130,8 @@ def setup_elasticscaler(
         return host_allowed(host, allowed)
 
     if collector is None and mgr.rest is not None and dynamic is not None:
-        collector = MetricsCollector(mgr.rest, dynamic, clock=mgr.clock, allowed=allowed_host)
+        collector = MetricsCollector(mgr.rest, dynamic, clock=mgr.clock, allowed=allowed_host,
+                                     secret_reader=secret_key_reader(dynamic))
     if signal_puller is None and mgr.rest is not None:
         session = requests.Session()
 
@@ -245,3 +247,20 @@ class _TargetChanged:
 
     def generic(self, obj: Mapping[str, Any]) -> bool:
         return True
+
+
+def secret_key_reader(dynamic: DynamicClient) -> Callable[[str, str, str], str]:
+    """Reads one key of a Secret (for ExternalServer ``bearerTokenSecretRef``) at every query, so a
+    rotated token is used at the next poll; the error names the Secret and key, never the value."""
+
+    def read(namespace: str, name: str, key: str) -> str:
+        secret = dynamic.get(("v1", "Secret"), name, namespace=namespace)
+        data = secret.get("data") or {}
+        if key not in data:
+            raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
+        try:
+            return base64.b64decode(str(data[key]), validate=True).decode("utf-8").strip()
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ValueError(f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text") from err
+
+    return read
