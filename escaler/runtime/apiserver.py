@@ -76,6 +76,7 @@ from escaler.runtime.tls import (
     DEFAULT_CONNECTION_TIMEOUT_SECONDS,
     CertificateReloader,
     ConnectionServer,
+    ServingLifecycle,
     server_class,
 )
 
@@ -96,7 +97,6 @@ CONNECTION_TIMEOUT_SECONDS = DEFAULT_CONNECTION_TIMEOUT_SECONDS
 # how long a client is asked to wait after a 503 (review unavailable)
 RETRY_AFTER_SECONDS = 1
 # how long shutdown() waits for the accept loop to finish its current poll
-_SHUTDOWN_JOIN_SECONDS = 5.0
 HEALTHZ_PATH = "/healthz"
 # the route label of requests that matched no route
 _UNMATCHED = "unmatched"
@@ -386,7 +386,7 @@ def _first_values(raw_query: str) -> dict[str, str]:
     return query
 
 
-class ApiServer:
+class ApiServer(ServingLifecycle):
     """The manager's authenticated JSON API server; see the module docstring."""
 
     def __init__(
@@ -523,23 +523,3 @@ class ApiServer:
             _log.warning("the API server serves plain HTTP: bearer tokens cross the network "
                          "unencrypted (give it a serving certificate)")
 
-    def shutdown(self) -> None:
-        """Stop serving and close the socket; idempotent."""
-        self.serving.clear()
-        with self._mu:
-            server, thread = self._server, self._thread
-            self._server = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(_SHUTDOWN_JOIN_SECONDS)
-
-    def start(self, stop: threading.Event) -> None:
-        """The ``Runnable`` entry point: serve until ``stop`` is set."""
-        self.serve()
-        try:
-            stop.wait()
-        finally:
-            self.shutdown()

@@ -144,3 +144,48 @@ class ConnectionServer6(ConnectionServer):
 
 def server_class(ipv6: bool) -> type[ConnectionServer]:
     return ConnectionServer6 if ipv6 else ConnectionServer
+
+
+# How long shutdown() waits for the serving thread to end.
+SHUTDOWN_JOIN_SECONDS = 5.0
+
+
+class ServingLifecycle:
+    """``shutdown()`` and the ``Runnable`` ``start(stop)`` shared by the webhook and API servers.
+
+    A subclass's ``serve()`` binds a ``ConnectionServer``, stores it in ``_server`` and its thread in
+    ``_thread`` under ``_mu``, then sets ``serving``; this class stops them again.
+    """
+
+    # guards _server and _thread
+    _mu: threading.Lock
+    # the bound server while serving; None before serve() and after shutdown()
+    _server: ConnectionServer | None
+    # the thread running serve_forever while serving
+    _thread: threading.Thread | None
+    # set while accepting connections
+    serving: threading.Event
+
+    def serve(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        """Stop serving and close the socket; idempotent."""
+        self.serving.clear()
+        with self._mu:
+            server, thread = self._server, self._thread
+            self._server = None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if thread is not None:
+            thread.join(SHUTDOWN_JOIN_SECONDS)
+
+    def start(self, stop: threading.Event) -> None:
+        """The ``Runnable`` entry point: serve until ``stop`` is set."""
+        self.serve()
+        try:
+            stop.wait()
+        finally:
+            self.shutdown()

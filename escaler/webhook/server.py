@@ -44,6 +44,7 @@ from escaler.runtime.tls import (
     DEFAULT_CONNECTION_TIMEOUT_SECONDS,
     CertificateReloader,
     ConnectionServer,
+    ServingLifecycle,
     server_class,
 )
 from escaler.webhook.admission import Route, Validate, review
@@ -62,7 +63,6 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 # handshake, request read and keep-alive idle bound per connection
 CONNECTION_TIMEOUT_SECONDS = DEFAULT_CONNECTION_TIMEOUT_SECONDS
 # how long shutdown() waits for the accept loop to finish its current poll
-_SHUTDOWN_JOIN_SECONDS = 5.0
 
 _log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def _post_handler(route: Route, validate: Validate) -> PostHandler:
     return handle
 
 
-class WebhookServer:
+class WebhookServer(ServingLifecycle):
     """The admission webhook's HTTPS server; see the module docstring."""
 
     def __init__(
@@ -262,23 +262,3 @@ class WebhookServer:
         _log.info("serving the admission webhook on %s:%d (%s)", host or "*", self.port or 0,
                   ", ".join(self.paths))
 
-    def shutdown(self) -> None:
-        """Stop serving and close the socket; idempotent."""
-        self.serving.clear()
-        with self._mu:
-            server, thread = self._server, self._thread
-            self._server = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(_SHUTDOWN_JOIN_SECONDS)
-
-    def start(self, stop: threading.Event) -> None:
-        """The ``Runnable`` entry point: serve until ``stop`` is set."""
-        self.serve()
-        try:
-            stop.wait()
-        finally:
-            self.shutdown()

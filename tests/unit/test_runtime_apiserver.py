@@ -391,9 +391,11 @@ def test_request_metrics(env: Env) -> None:
         return env.registry.get_sample_value("escaler_api_requests_total",
                                              {"route": route, "method": method, "code": code})
 
-    assert count(SIGNAL_PATTERN, "POST", "202") == 1
-    assert count(SIGNAL_PATTERN, "POST", "401") == 1
-    assert count("unmatched", "GET", "404") == 1
+    # a request is counted once its response is written, so the client can see the answer a
+    # moment before the counter moves: wait (bounded) for the connection threads to finish
+    wait_until(lambda: count("unmatched", "GET", "404") == 1
+               and count(SIGNAL_PATTERN, "POST", "202") == 1
+               and count(SIGNAL_PATTERN, "POST", "401") == 1, 5)
     assert env.registry.get_sample_value("escaler_api_request_duration_seconds_count",
                                          {"route": SIGNAL_PATTERN, "method": "POST"}) == 2
 
