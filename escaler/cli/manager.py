@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 from escaler.cli.flags import bind_address, duration_seconds, host_patterns, port, positive_int
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
+from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.config import ConfigError
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
@@ -340,6 +341,14 @@ def run(args: argparse.Namespace) -> int:
         mgr = build_manager(flags)
     except ConfigError as exc:
         _log.error("cannot connect to Kubernetes: %s", exc)
+        return 1
+    except ConnectionFailure as exc:
+        _log.error("cannot reach the API server to set up the controllers: %s", exc)
+        return 1
+    except StatusError as exc:
+        hint = (" — are escaler's CRDs installed? (kubectl apply --server-side -f manifests/crds/)"
+                if exc.code == 404 else "")
+        _log.error("cannot set up the controllers: %s%s", exc, hint)
         return 1
     except ValueError as exc:
         print(f"escaler manager: error: {_flag_message(str(exc))}", file=sys.stderr)

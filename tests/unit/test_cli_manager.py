@@ -420,3 +420,24 @@ def test_api_default_authenticator_needs_a_cluster_connection() -> None:
     flags = cli.flags_from_args(parse("--webhook-port=0", "--api-bind-address=127.0.0.1:0"))
     with pytest.raises(ValueError, match=r"--api-bind-address: .*TokenReview"):
         cli.build_manager(flags, _testing_factory)
+
+
+def test_unreachable_api_server_at_setup_is_a_clear_error_not_a_traceback(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    cli.add_parser(sub)
+    args = parser.parse_args(["manager", f"--kubeconfig={kc}", "--webhook-port=0", "--api-bind-address=0",
+                              "--metrics-bind-address=0", "--health-probe-bind-address=0"])
+    with caplog.at_level(logging.ERROR):
+        assert cli.run(args) == 1
+    assert "cannot reach the API server to set up the controllers" in caplog.text
