@@ -13,11 +13,12 @@ standard library; no kube client, no I/O.
 * ``crdgen.generate_crds()`` / ``render_crds_yaml()``: what ``manifests/crds/`` holds.
 """
 
-from escaler.api.common import KubeModel, Mode, TargetRef, quantity_value
+from escaler.api.common import KubeModel, Mode, TargetRef
 from escaler.api.conditions import Condition, ConditionStatus
 from escaler.api.elasticscaler import ElasticScaler, ElasticScalerSpec, ElasticScalerStatus
 from escaler.api.llmscaler import LLMScaler, LLMScalerSpec, LLMScalerStatus
 from escaler.api.meta import KubeObject, ObjectMeta
+from escaler.api.quantity import parse_quantity
 from escaler.api.registry import KINDS, KindInfo, UnknownKind, lookup, parse
 from escaler.api.rsg import ResourceScalingGroup, ResourceScalingGroupSpec, ResourceScalingGroupStatus
 from escaler.api.rules import FieldError, Rule, validate
@@ -68,6 +69,6 @@ __all__ = [
     "UnknownKind",
     "lookup",
     "parse",
-    "quantity_value",
+    "parse_quantity",
     "validate",
 ]

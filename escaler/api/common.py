@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -53,7 +52,6 @@ __all__ = [
     "TargetRef",
     "Time",
     "camel",
-    "quantity_value",
 ]
 
 
@@ -106,24 +104,6 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
-_SUFFIX: dict[str, Decimal] = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
 
 
 def _check_quantity(value: int | str) -> int | str:
@@ -144,23 +124,6 @@ Quantity = Annotated[
         }
     ),
 ]
-
-
-def quantity_value(q: int | str) -> float:
-    """The numeric value of a quantity: ``"500m"`` → 0.5, ``"2Ki"`` → 2048.0, ``4`` → 4.0."""
-    if isinstance(q, int):
-        return float(q)
-    if not _QUANTITY_RE.match(q):
-        raise ValueError(f"{q!r} is not a quantity")
-    number = re.match(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", q)
-    assert number is not None  # the full pattern matched
-    suffix = q[number.end() :]
-    try:
-        base = Decimal(number.group(0))
-        scale = _SUFFIX[suffix] if suffix in _SUFFIX else Decimal(10) ** Decimal(suffix[1:])
-    except (InvalidOperation, KeyError) as err:  # pragma: no cover - excluded by the pattern
-        raise ValueError(f"{q!r} is not a quantity") from err
-    return float(base * scale)
 
 
 # An http(s) URL with a host (endpoints, provider URLs); the webhook checks hosts against

@@ -6,7 +6,7 @@ Layering (ARCHITECTURE.md): above ``escaler.kube``, below ``escaler.runtime``; i
 capped at 1 KiB) and never raises for data problems. Each module's docstring states its contract:
 
 * ``sample`` — ``Sample``, ``PodTarget``;
-* ``quantity`` — ``parse_quantity`` (Kubernetes quantities as floats);
+* ``parse_quantity`` (re-exported from ``escaler.api.quantity``: Kubernetes quantities as floats);
 * ``metricsapi`` — GETs against the aggregated metrics APIs, with actionable errors;
 * ``resource`` / ``custom`` / ``external`` — metrics.k8s.io, custom.metrics.k8s.io,
   external.metrics.k8s.io;
@@ -22,6 +22,7 @@ Typical use in a reconciler::
     values = [to_metric_value(spec, sample) for spec, sample in pairs]   # ValueError → InvalidSpec
 """
 
+from escaler.api.quantity import parse_quantity
 from escaler.signals.collector import (
     DEFAULT_COLLECT_BUDGET_SECONDS,
     MetricsCollector,
@@ -32,7 +33,6 @@ from escaler.signals.custom import CustomCollector
 from escaler.signals.external import ExternalCollector, per_target_type
 from escaler.signals.fetch import FetchError, fetch
 from escaler.signals.prometheus import parse_query_response, query_prometheus
-from escaler.signals.quantity import parse_quantity
 from escaler.signals.resource import PodLister, PodUsage, ResourceCollector, resource_sample
 from escaler.signals.sample import PodTarget, Sample
 from escaler.signals.signal_pull import SignalReading, parse_signal, pull_signal

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 import requests
 
 from escaler.api.elasticscaler import MetricSourceType, MetricSpec, MetricTarget, MetricTargetType
+from escaler.api.quantity import parse_quantity
 from escaler.clock import Clock, RealClock
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.rest import RestClient
@@ -52,7 +53,6 @@ from escaler.signals.custom import CustomCollector
 from escaler.signals.external import ExternalCollector, per_target_type
 from escaler.signals.fetch import HostAllowed
 from escaler.signals.prometheus import query_prometheus
-from escaler.signals.quantity import parse_quantity
 from escaler.signals.resource import PodLister, PodUsage, ResourceCollector
 from escaler.signals.sample import PodTarget, Sample
 

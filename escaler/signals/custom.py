@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
+from escaler.api.quantity import parse_quantity
 from escaler.kube.rest import Query, RestClient
 from escaler.signals.metricsapi import CUSTOM_METRICS_API, get_items, path_segment
-from escaler.signals.quantity import parse_quantity
 from escaler.signals.sample import PodTarget, Sample
 
 __all__ = ["CustomCollector"]

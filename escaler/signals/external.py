@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from escaler.api.quantity import parse_quantity
 from escaler.kube.rest import Query, RestClient
 from escaler.signals.metricsapi import EXTERNAL_METRICS_API, get_items, path_segment
-from escaler.signals.quantity import parse_quantity
 from escaler.signals.sample import Sample
 
 __all__ = ["ExternalCollector", "per_target_type"]

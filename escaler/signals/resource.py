@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from escaler.api.quantity import parse_quantity
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.rest import RestClient
 from escaler.signals.metricsapi import RESOURCE_METRICS_API, get_items
-from escaler.signals.quantity import parse_quantity
 from escaler.signals.sample import PodTarget, Sample
 
 __all__ = ["POD_LIST_PAGE", "PodLister", "PodUsage", "ResourceCollector", "resource_sample"]

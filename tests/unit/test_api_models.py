@@ -24,7 +24,7 @@ from escaler.api import (
     UnknownKind,
     lookup,
     parse,
-    quantity_value,
+    parse_quantity,
 )
 from escaler.api.scaler import MAX_RECENT_DECISIONS
 
@@ -448,14 +448,14 @@ def test_naive_times_are_refused() -> None:
     ],
     ids=str,
 )
-def test_quantity_value(q: int | str, value: float) -> None:
-    assert quantity_value(q) == pytest.approx(value)
+def test_parse_quantity_of_spec_values(q: int | str, value: float) -> None:
+    assert parse_quantity(q) == pytest.approx(value)
 
 
 @pytest.mark.parametrize("q", ["", "four", "4 ", "1.2.3", "5Mb", "1e"], ids=repr)
 def test_bad_quantities_are_refused(q: str) -> None:
-    with pytest.raises(ValueError, match="not a quantity"):
-        quantity_value(q)
+    with pytest.raises(ValueError, match="not a (Kubernetes )?quantity"):
+        parse_quantity(q)
     with pytest.raises(ValidationError):
         ElasticScaler.parse(
             mutate(_ES_MIN, {"spec.trigger.metricsTrigger.metrics[0].externalServer.target.value": q})

@@ -1,4 +1,5 @@
-"""escaler.signals.quantity and escaler.signals.sample: parsing quantities, finite samples, capped errors."""
+"""escaler.api.quantity (re-exported by escaler.signals) and escaler.signals.sample:
+parsing quantities, finite samples, capped errors."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from escaler.api.common import quantity_value
 from escaler.api.elasticscaler import ElasticScaler, MetricSourceType, MetricSpec, MetricTarget
+from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
 from escaler.scaling.annotations import ScalerAnnotations
 
@@ -168,7 +168,7 @@ def _normalise(value: Any, key: str = "") -> Any:
         return [_normalise(v) for v in value]
     if key in _QUANTITY_KEYS and isinstance(value, str | int) and not isinstance(value, bool):
         try:
-            return ("quantity", quantity_value(value))
+            return ("quantity", parse_quantity(value))
         except ValueError:
             return value
     return value
@@ -197,7 +197,7 @@ def _float(value: Any) -> float | None:
     if value is None or isinstance(value, bool):
         return None
     try:
-        out = quantity_value(value) if isinstance(value, str) else float(value)
+        out = parse_quantity(value) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
         return None
     return out if math.isfinite(out) else None

@@ -1,5 +1,8 @@
 """Kubernetes quantities (``resource.Quantity``) as floats: ``parse_quantity("250m") == 0.25``.
 
+The one quantity parser of escaler: spec fields (``escaler.api``), the HPA translation and the
+metric collectors (``escaler.signals``) all use it.
+
 The grammar is the one ``k8s.io/apimachinery/pkg/api/resource.ParseQuantity`` accepts::
 
     quantity  ::= [+-] number [suffix]
