@@ -454,7 +454,7 @@ def test_parse_quantity_of_spec_values(q: int | str, value: float) -> None:
 
 @pytest.mark.parametrize("q", ["", "four", "4 ", "1.2.3", "5Mb", "1e"], ids=repr)
 def test_bad_quantities_are_refused(q: str) -> None:
-    with pytest.raises(ValueError, match="not a (Kubernetes )?quantity"):
+    with pytest.raises(ValueError, match=r"not a (Kubernetes )?quantity"):
         parse_quantity(q)
     with pytest.raises(ValidationError):
         ElasticScaler.parse(
