@@ -32,7 +32,6 @@ CERTS_SCRIPT = ROOT / "hack" / "webhook-certs.sh"
 MANIFEST = ROOT / "manifests" / "webhook" / "validating-webhook-configuration.yaml"
 ES_PATH = "/validate-elasticscaler-io-v1alpha1-elasticscaler"
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 
 
 def make_certs(out: Path) -> Path:
