@@ -24,21 +24,18 @@ from enum import StrEnum
 from pydantic import Field
 
 from escaler.api.common import (
-    MODE_DESCRIPTION,
     URL_PATTERN,
     KubeModel,
     LabelSelector,
-    Mode,
     Quantity,
     TargetRef,
 )
 from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 from escaler.api.scaler import (
-    DEFAULT_DEFER_TIMEOUT_SECONDS,
-    DEFAULT_MAX_REPLICAS,
     DEFAULT_MIN_REPLICAS,
-    DEFER_TIMEOUT_DESCRIPTION,
+    MIN_MAX_RULE,
+    ScalerSpec,
     ScalerStatus,
 )
 
@@ -364,16 +361,11 @@ class Trigger(KubeModel):
     )
 
 
-class ElasticScalerSpec(KubeModel):
+class ElasticScalerSpec(ScalerSpec):
     """Desired behaviour of an ElasticScaler."""
 
     RULES = (
-        Rule(
-            rule="self.minReplicas <= self.maxReplicas",
-            message="minReplicas must be less than or equal to maxReplicas",
-            check=lambda m: m.min_replicas <= m.max_replicas,
-            field_path=".minReplicas",
-        ),
+        MIN_MAX_RULE,
         Rule(
             rule="self.minReplicas > 0 || self.trigger.type == 'SignalTrigger'",
             message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger",
@@ -393,15 +385,6 @@ class ElasticScalerSpec(KubeModel):
         ge=0,
         description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger.",
     )
-    max_replicas: int = Field(
-        default=DEFAULT_MAX_REPLICAS,
-        ge=1,
-        description="Upper bound of the replica count; at least minReplicas.",
-    )
-    defer_timeout_seconds: int = Field(
-        default=DEFAULT_DEFER_TIMEOUT_SECONDS, ge=0, description=DEFER_TIMEOUT_DESCRIPTION
-    )
-    mode: Mode = Field(default=Mode.ACTIVE, description=MODE_DESCRIPTION)
     trigger: Trigger = Field(description="What drives the decision.")
 
 

@@ -17,14 +17,12 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from escaler.api.common import MODE_DESCRIPTION, URL_PATTERN, KubeModel, Mode, TargetRef
+from escaler.api.common import URL_PATTERN, KubeModel
 from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 from escaler.api.scaler import (
-    DEFAULT_DEFER_TIMEOUT_SECONDS,
-    DEFAULT_MAX_REPLICAS,
-    DEFAULT_MIN_REPLICAS,
-    DEFER_TIMEOUT_DESCRIPTION,
+    MIN_MAX_RULE,
+    ScalerSpec,
     ScalerStatus,
 )
 
@@ -120,7 +118,7 @@ class LLMScaleDown(KubeModel):
     )
 
 
-class LLMScalerSpec(KubeModel):
+class LLMScalerSpec(ScalerSpec):
     """Desired behaviour of an LLMScaler."""
 
     RULES = (
@@ -138,32 +136,9 @@ class LLMScalerSpec(KubeModel):
             field_path=".prometheus",
             reason="FieldValueRequired",
         ),
-        Rule(
-            rule="self.minReplicas <= self.maxReplicas",
-            message="minReplicas must be less than or equal to maxReplicas",
-            check=lambda m: m.min_replicas <= m.max_replicas,
-            field_path=".minReplicas",
-        ),
+        MIN_MAX_RULE,
     )
 
-    target_ref: TargetRef = Field(
-        description="The workload to scale (anything with a /scale subresource or spec.replicas). A "
-        "workload is managed by at most one escaler scaler (Validated=False/TargetConflict)."
-    )
-    min_replicas: int = Field(
-        default=DEFAULT_MIN_REPLICAS,
-        ge=0,
-        description="Lower bound of the replica count (0 allows scale to zero).",
-    )
-    max_replicas: int = Field(
-        default=DEFAULT_MAX_REPLICAS,
-        ge=1,
-        description="Upper bound of the replica count; at least minReplicas.",
-    )
-    defer_timeout_seconds: int = Field(
-        default=DEFAULT_DEFER_TIMEOUT_SECONDS, ge=0, description=DEFER_TIMEOUT_DESCRIPTION
-    )
-    mode: Mode = Field(default=Mode.ACTIVE, description=MODE_DESCRIPTION)
     metric_provider: MetricProvider = Field(
         default=MetricProvider.PROMETHEUS,
         description="Prometheus (default): decide from spec.prometheus. Custom: read the decision from "

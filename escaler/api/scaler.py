@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from escaler.api.common import KubeModel, Time
+from escaler.api.common import MODE_DESCRIPTION, KubeModel, Mode, TargetRef, Time
 from escaler.api.conditions import Condition, conditions_field
+from escaler.api.rules import Rule
 
 __all__ = [
     "DEFAULT_DEFER_TIMEOUT_SECONDS",
@@ -88,6 +89,39 @@ class RecentDecision(KubeModel):
         description="The decision-pipeline step that last changed the count: Recommend, Stabilize, "
         "StepLimit, Clamp or Guard.",
     )
+
+
+# Both scaler kinds refuse minReplicas > maxReplicas, with the same words (CEL and webhook).
+MIN_MAX_RULE = Rule(
+    rule="self.minReplicas <= self.maxReplicas",
+    message="minReplicas must be less than or equal to maxReplicas",
+    check=lambda m: m.min_replicas <= m.max_replicas,
+    field_path=".minReplicas",
+)
+
+
+class ScalerSpec(KubeModel):
+    """The spec fields every scaler kind shares (SPEC §3, §4); each kind adds its trigger or provider
+    and may re-declare ``target_ref``/``min_replicas`` with its own documentation."""
+
+    target_ref: TargetRef = Field(
+        description="The workload to scale (anything with a /scale subresource or spec.replicas). A "
+        "workload is managed by at most one escaler scaler (Validated=False/TargetConflict)."
+    )
+    min_replicas: int = Field(
+        default=DEFAULT_MIN_REPLICAS,
+        ge=0,
+        description="Lower bound of the replica count (0 allows scale to zero).",
+    )
+    max_replicas: int = Field(
+        default=DEFAULT_MAX_REPLICAS,
+        ge=1,
+        description="Upper bound of the replica count; at least minReplicas.",
+    )
+    defer_timeout_seconds: int = Field(
+        default=DEFAULT_DEFER_TIMEOUT_SECONDS, ge=0, description=DEFER_TIMEOUT_DESCRIPTION
+    )
+    mode: Mode = Field(default=Mode.ACTIVE, description=MODE_DESCRIPTION)
 
 
 class ScalerStatus(KubeModel):
