@@ -63,11 +63,27 @@ def main(argv: list[str]) -> int:
         notes = getattr(mod, "NOTES", "")
         if notes:
             sections.append(f"\n{notes.strip()}\n")
-    if not only:
-        (ROOT / "docs").mkdir(exist_ok=True)
-        (ROOT / "docs" / "benchmarks.md").write_text("".join(sections))
-        print("wrote docs/benchmarks.md")
+    doc = ROOT / "docs" / "benchmarks.md"
+    doc.parent.mkdir(exist_ok=True)
+    if only and doc.exists():
+        # a partial run replaces its own sections and keeps the others as they were measured
+        doc.write_text(merge(doc.read_text(), "".join(sections[2:])))
+    else:
+        doc.write_text("".join(sections))
+    print("wrote docs/benchmarks.md")
     return 0
+
+
+def merge(old: str, new: str) -> str:
+    """``old`` with each ``## title`` section of ``new`` replaced (or appended)."""
+    def split(text: str) -> tuple[str, dict[str, str]]:
+        head, *parts = text.split("\n## ")
+        return head, {p.split("\n", 1)[0]: "\n## " + p for p in parts}
+
+    head, old_sections = split(old)
+    _, new_sections = split(new)
+    merged = {**old_sections, **new_sections}
+    return head + "".join(merged.values())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,13 @@ Contract:
 ``step``/``set``; every waiter whose deadline has been reached is woken by that call, so unit
 tests drive timers deterministically and never sleep to wait for logic.
 ``FakeClock.block_until_waiters(n)`` lets a test step only once a background thread is parked on
-the clock (the client-go ``fakeclock.HasWaiters`` idiom).
+the clock (the client-go ``fakeclock.HasWaiters`` idiom); ``FakeClock.block_until_deadline(t)``
+waits for a waiter parked until exactly ``t``, to tell *which* wait a thread is in.
+
+``wait_for(clock, cond, predicate, timeout)`` is ``Condition.wait_for`` with the timeout measured
+on ``clock``. It is also how escaler bounds the wait for its own threads to exit: ``Thread.join``
+measures wall time, so a thread that should be awaited on the injected clock notifies a condition
+as it exits instead, and the waiter uses ``wait_for``.
 
 This module is a bottom utility: it imports nothing else from escaler.
 """
@@ -23,11 +29,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-__all__ = ["Clock", "FakeClock", "RealClock"]
+__all__ = ["Clock", "FakeClock", "RealClock", "wait_for"]
 
 # How often a FakeClock sleeper re-checks its stop event in real time. The sleeper's *deadline*
 # is driven only by step(); this bounds how late a stop request is noticed.
@@ -64,6 +71,25 @@ class RealClock:
                 time.sleep(seconds)
             return False
         return stop.wait(max(0.0, seconds))
+
+
+def wait_for(clock: Clock, cond: threading.Condition, predicate: Callable[[], bool],
+             timeout: float | None) -> bool:
+    """``Condition.wait_for`` on ``clock``: call with ``cond`` held; wait until ``predicate()`` is
+    true or ``timeout`` seconds of ``clock``'s time have passed (``None``: no limit), and return
+    the predicate's last value. Whoever makes the predicate true must notify ``cond``."""
+    deadline = None if timeout is None else clock.monotonic() + max(0.0, timeout)
+    result = predicate()
+    while not result:
+        if deadline is None:
+            clock.wait(cond, None)
+        else:
+            left = deadline - clock.monotonic()
+            if left <= 0:
+                break
+            clock.wait(cond, left)
+        result = predicate()
+    return result
 
 
 @dataclass(eq=False)
@@ -125,13 +151,37 @@ class FakeClock:
 
     def block_until_waiters(self, n: int, timeout: float = 5.0) -> None:
         """Block (real time, bounded) until at least ``n`` waiters are parked on this clock."""
+        if not self.wait_for_waiters(n, timeout):
+            raise TimeoutError(f"FakeClock: {self.waiters()} waiters parked, wanted {n}")
+
+    def wait_for_waiters(self, n: int, timeout: float) -> bool:
+        """Like ``block_until_waiters``, but return False instead of raising on timeout."""
+        return self._block_until(lambda: len(self._waiters) >= n, timeout)
+
+    def deadlines(self) -> list[float]:
+        """The deadlines (this clock's monotonic time) of the parked waiters, earliest first."""
+        with self._lock:
+            return sorted(w.deadline for w in self._waiters)
+
+    def block_until_deadline(self, deadline: float, timeout: float = 5.0) -> None:
+        """Block (real time, bounded) until a waiter is parked until ``deadline`` (to within 1 µs):
+        a test's proof that a thread is in one particular timed wait."""
+        def parked() -> bool:
+            return any(abs(w.deadline - deadline) <= 1e-6 for w in self._waiters)
+
+        if not self._block_until(parked, timeout):
+            raise TimeoutError(f"FakeClock: no waiter parked until {deadline}; deadlines {self.deadlines()}")
+
+    def _block_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        # real time: this bounds how long a test waits for another thread to park
         deadline = time.monotonic() + timeout
         with self._lock:
-            while len(self._waiters) < n:
+            while not predicate():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"FakeClock: {len(self._waiters)} waiters parked, wanted {n}")
+                    return False
                 self._lock.wait(left)
+            return True
 
     def _register(self, deadline: float, cond: threading.Condition) -> _Waiter:
         w = _Waiter(deadline, cond)

@@ -8,7 +8,8 @@ standard library; no kube client, no I/O.
   ``KubeObject``), ``conditions`` (``Condition``), ``scaler`` (the scaler status).
 * Read: ``ElasticScaler.parse(obj)`` (or ``registry.parse(obj)`` for any kind). Write:
   ``model.to_object()``, the one dump call (see ``common``). Unknown fields survive both.
-* Cross-field rules: ``rules.validate(model)``, the Python twin of the CRDs' CEL rules.
+* Cross-field rules: ``rules.validate(model, admission=True)``, the Python twin of the CRDs' CEL
+  rules (a reconciler calls it without ``admission`` and skips the few it reports itself).
 * ``registry.KINDS``: kind → ``KindInfo`` (group, version, plural, short names, printer columns).
 * ``crdgen.generate_crds()`` / ``render_crds_yaml()``: what ``manifests/crds/`` holds.
 """

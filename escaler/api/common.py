@@ -38,12 +38,15 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from escaler.api.rules import Rule
+from escaler.api.quantity import parse_quantity
+from escaler.api.rules import Rule, cel_matches
 
 __all__ = [
     "MODE_DESCRIPTION",
+    "QUANTITY_MAX_LENGTH",
     "QUANTITY_PATTERN",
     "URL_PATTERN",
+    "URL_RULE_PATTERN",
     "KubeModel",
     "LabelSelector",
     "LabelSelectorRequirement",
@@ -52,6 +55,9 @@ __all__ = [
     "TargetRef",
     "Time",
     "camel",
+    "is_positive_quantity",
+    "positive_quantity_rule",
+    "url_rule",
 ]
 
 
@@ -104,9 +110,13 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
+# Longest quantity string accepted; also bounds the CEL cost of the rules that read a quantity.
+QUANTITY_MAX_LENGTH = 64
 
 
 def _check_quantity(value: int | str) -> int | str:
+    if isinstance(value, str) and len(value) > QUANTITY_MAX_LENGTH:
+        raise ValueError(f"a quantity is at most {QUANTITY_MAX_LENGTH} characters")
     if isinstance(value, str) and not _QUANTITY_RE.match(value):
         raise ValueError(f"{value!r} is not a quantity (e.g. 4, 500m, 1.5, 2Gi)")
     return value
@@ -119,6 +129,7 @@ Quantity = Annotated[
     WithJsonSchema(
         {
             "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "maxLength": QUANTITY_MAX_LENGTH,
             "pattern": QUANTITY_PATTERN,
             "x-kubernetes-int-or-string": True,
         }
@@ -126,9 +137,59 @@ Quantity = Annotated[
 ]
 
 
+def is_positive_quantity(value: object) -> bool:
+    """True for an integer > 0 or a quantity string whose value is > 0 (``"500m"``, ``"4"``); False
+    for zero, a negative value, or a string ``resource.ParseQuantity`` refuses: the Python twin of
+    ``type(v) == int ? v > 0 : (isQuantity(v) && quantity(v).isGreaterThan(quantity('0')))``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value > 0
+    if not isinstance(value, str):
+        return False
+    try:
+        return parse_quantity(value) > 0
+    except ValueError:
+        return False
+
+
+def positive_quantity_rule(field: str, attr: str) -> Rule:
+    """``field`` (an optional ``Quantity``), when set, is greater than 0."""
+    v = f"self.{field}"
+    return Rule(
+        rule=f"!has({v}) || (type({v}) == int ? {v} > 0 : "
+        f"(isQuantity({v}) && quantity({v}).isGreaterThan(quantity('0'))))",
+        message=f"{field} must be a quantity greater than 0",
+        check=lambda m: getattr(m, attr) is None or is_positive_quantity(getattr(m, attr)),
+        field_path=f".{field}",
+    )
+
+
 # An http(s) URL with a host (endpoints, provider URLs); the webhook checks hosts against
 # --allowed-endpoint-hosts.
 URL_PATTERN = r"^https?://[^\s/]+(/\S*)?$"
+
+# What CEL checks of an endpoint URL beyond URL_PATTERN (escaler.scaling.endpoints is the full
+# rule, in the webhook and the collectors): a host (a DNS name, an IPv4 or a bracketed IPv6
+# literal), no user-info, an optional port in 1..65535. RE2 and Python read it alike.
+_PORT = (
+    "6553[0-5]|655[0-2][0-9]|65[0-4][0-9][0-9]|6[0-4][0-9][0-9][0-9]|[1-5][0-9][0-9][0-9][0-9]"
+    "|[1-9][0-9]?[0-9]?[0-9]?"
+)
+URL_RULE_PATTERN = rf"^https?://([A-Za-z0-9_][A-Za-z0-9_.-]*|\[[0-9A-Fa-f:.]+\])(:({_PORT}))?([/?#].*)?$"
+
+
+def url_rule(field: str, attr: str, *, optional: bool = False) -> Rule:
+    """``field`` is an http(s) URL naming a host, without credentials, with a valid port."""
+    v = f"self.{field}"
+    test = f"{v}.matches(r'{URL_RULE_PATTERN}')"
+    return Rule(
+        rule=f"!has({v}) || {test}" if optional else test,
+        message=f"{field} must be an http(s) URL naming a host (a DNS name or an IP address), with an "
+        "optional port in 1..65535 and no user:password@",
+        check=lambda m: getattr(m, attr) is None or cel_matches(URL_RULE_PATTERN, getattr(m, attr)),
+        field_path=f".{field}",
+    )
 
 
 class Mode(StrEnum):

@@ -11,15 +11,28 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
 * ``minReplicas <= maxReplicas``; ``minReplicas: 0`` only with ``SignalTrigger``;
 * each metric carries exactly the sub-configuration named by its ``type``, each target exactly
   the value named by its ``type``, and the target type suits the source (Utilization only for
-  Resource, AverageValue for Custom, since a Custom metric is a per-pod average).
+  Resource, AverageValue for Custom, since a Custom metric is a per-pod average);
+* target values are > 0 (``averageUtilization`` by its schema minimum, ``averageValue`` and
+  ``value`` by CEL ``quantity()``); a Resource metric is ``cpu`` or ``memory`` (schema enum);
+* endpoint URLs name a host, carry no credentials and a port in 1..65535 (``common.url_rule``);
+* ``apa``'s ``algorithmConfig``: only ``tolerance`` (a decimal number in [0, 1)), ``scaleUpRate``
+  and ``scaleDownRate`` (decimal numbers > 1) — the same rules as ``escaler.scaling.apa``;
+* ``scalingAlgorithm: HPA``: no ``algorithmConfig`` (the companion HPA would ignore it) and no
+  ExternalServer metric (the HPA cannot read one). Both are ``admission_only`` rules: at
+  reconcile time the first is ignored and the second is ``Validated=False/UnsupportedMetric``.
 
-The metric-collection and behaviour policies of SPEC §5.4 are annotations, not spec fields
-(parsed by ``escaler.scaling.annotations``).
+What CEL cannot check stays in the webhook (``escaler.webhook.checks``): that an algorithm is
+registered, the ``--allowed-endpoint-hosts`` list, and the annotations. The metric-collection
+and behaviour policies of SPEC §5.4 are annotations, not spec fields (parsed by
+``escaler.scaling.annotations``); in HPA mode only ``elasticscaler.io/behavior.*`` is read.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from enum import StrEnum
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -29,9 +42,11 @@ from escaler.api.common import (
     LabelSelector,
     Quantity,
     TargetRef,
+    positive_quantity_rule,
+    url_rule,
 )
 from escaler.api.meta import KubeObject
-from escaler.api.rules import Rule
+from escaler.api.rules import Rule, cel_matches
 from escaler.api.scaler import (
     DEFAULT_MIN_REPLICAS,
     MIN_MAX_RULE,
@@ -40,10 +55,12 @@ from escaler.api.scaler import (
 )
 
 __all__ = [
+    "APA_CONFIG_KEYS",
     "DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS",
     "DEFAULT_SCALING_ALGORITHM",
     "HPA_ALGORITHM",
     "MAX_METRICS",
+    "RESOURCE_NAMES",
     "CustomMetricSource",
     "ElasticScaler",
     "ElasticScalerSpec",
@@ -66,6 +83,17 @@ __all__ = [
 DEFAULT_SCALING_ALGORITHM = "apa"
 # The reserved algorithm name that delegates to a companion autoscaling/v2 HPA (SPEC §5.1).
 HPA_ALGORITHM = "HPA"
+# apa's algorithmConfig keys (escaler.scaling.apa.CONFIG_KEYS; a unit test keeps them equal)
+APA_CONFIG_KEYS = ("tolerance", "scaleUpRate", "scaleDownRate")
+# a decimal number as apa reads one (escaler.scaling.strconv.parse_number): "0.1", ".5", "2", "1e3"
+DECIMAL_PATTERN = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+# longest algorithmConfig number accepted (as escaler.scaling.strconv.parse_number)
+MAX_DECIMAL_LENGTH = 64
+# Bounds of algorithmConfig (entries, value length); they also bound the CEL cost of apa's rules.
+MAX_ALGORITHM_CONFIG_ENTRIES = 32
+MAX_ALGORITHM_CONFIG_VALUE_LENGTH = 256
+# Resource metric names metrics.k8s.io serves per pod
+RESOURCE_NAMES = ("cpu", "memory")
 DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS = 5
 DEFAULT_SIGNAL_POLL_INTERVAL_SECONDS = 10
 DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS = 600
@@ -110,6 +138,8 @@ class MetricTarget(KubeModel):
         _only_when("averageUtilization", "average_utilization", MetricTargetType.UTILIZATION),
         _only_when("averageValue", "average_value", MetricTargetType.AVERAGE_VALUE),
         _only_when("value", "value", MetricTargetType.VALUE),
+        positive_quantity_rule("averageValue", "average_value"),
+        positive_quantity_rule("value", "value"),
     )
 
     type: MetricTargetType = Field(
@@ -124,9 +154,12 @@ class MetricTarget(KubeModel):
     )
     average_value: Quantity | None = Field(
         default=None,
-        description='Target value per replica, a quantity such as "4" or "500m" (type AverageValue).',
+        description='Target value per replica, a quantity greater than 0 such as "4" or "500m" (type '
+        "AverageValue).",
     )
-    value: Quantity | None = Field(default=None, description="Target total value, a quantity (type Value).")
+    value: Quantity | None = Field(
+        default=None, description="Target total value, a quantity greater than 0 (type Value)."
+    )
 
 
 class MetricIdentifier(KubeModel):
@@ -150,7 +183,9 @@ class ResourceMetricSource(KubeModel):
         ),
     )
 
-    name: str = Field(min_length=1, max_length=253, description="Resource name: cpu or memory.")
+    name: Literal["cpu", "memory"] = Field(
+        description="Resource name: cpu or memory (what metrics.k8s.io reports per pod)."
+    )
     target: MetricTarget = Field(description="Target value of the resource metric.")
 
 
@@ -204,6 +239,7 @@ class ExternalServerMetricSource(KubeModel):
             check=lambda m: m.target.type != MetricTargetType.UTILIZATION,
             field_path=".target.type",
         ),
+        url_rule("endpoint", "endpoint"),
     )
 
     endpoint: str = Field(
@@ -259,8 +295,92 @@ class MetricSpec(KubeModel):
     )
 
 
+def _decimal(text: str, ok: Callable[[float], bool]) -> bool:
+    """The Python twin of ``v.size() <= 64 && v.matches(DECIMAL) && <ok over double(v)>``; a value
+    too large for a double (CEL's ``double()`` fails there) is refused."""
+    if len(text) > MAX_DECIMAL_LENGTH or not cel_matches(DECIMAL_PATTERN, text):
+        return False
+    value = float(text)
+    return math.isfinite(value) and ok(value)
+
+
+def _apa_setting(key: str, cel: str, ok: Callable[[float], bool], what: str) -> Rule:
+    """``algorithmConfig[key]``, when ``apa`` runs and the key is set, is a decimal number with ``cel``."""
+    v = f"self.algorithmConfig['{key}']"
+    return Rule(
+        rule=f"self.scalingAlgorithm != 'apa' || !has(self.algorithmConfig) || "
+        f"!('{key}' in self.algorithmConfig) || ({v}.size() <= {MAX_DECIMAL_LENGTH} && "
+        f"{v}.matches(r'{DECIMAL_PATTERN}') && {cel.format(v=f'double({v})')})",
+        message=f"algorithmConfig[{key}] of apa must be {what}",
+        check=lambda m: (
+            m.scaling_algorithm != DEFAULT_SCALING_ALGORITHM
+            or m.algorithm_config is None
+            or key not in m.algorithm_config
+            or _decimal(m.algorithm_config[key], ok)
+        ),
+        field_path=f".algorithmConfig['{key}']",
+    )
+
+
+# one algorithmConfig value
+_ConfigValue = Annotated[str, Field(max_length=MAX_ALGORITHM_CONFIG_VALUE_LENGTH)]
+_APA_KEYS_CEL = "[" + ", ".join(f"'{k}'" for k in APA_CONFIG_KEYS) + "]"
+
+
 class MetricsTrigger(KubeModel):
     """Scale on metrics, with a registered algorithm or a companion HPA."""
+
+    RULES = (
+        Rule(
+            rule="self.scalingAlgorithm != 'apa' || !has(self.algorithmConfig) || "
+            f"self.algorithmConfig.all(k, k in {_APA_KEYS_CEL})",
+            message="algorithmConfig of apa takes only tolerance, scaleUpRate and scaleDownRate",
+            check=lambda m: (
+                m.scaling_algorithm != DEFAULT_SCALING_ALGORITHM
+                or m.algorithm_config is None
+                or all(k in APA_CONFIG_KEYS for k in m.algorithm_config)
+            ),
+            field_path=".algorithmConfig",
+        ),
+        _apa_setting(
+            "tolerance",
+            "{v} >= 0.0 && {v} < 1.0",
+            lambda x: 0 <= x < 1,
+            'a decimal number >= 0 and < 1 (the no-change band around the target, e.g. "0.1")',
+        ),
+        _apa_setting(
+            "scaleUpRate",
+            "{v} > 1.0",
+            lambda x: x > 1,
+            'a decimal number > 1 (the most one step may multiply replicas by, e.g. "2.0")',
+        ),
+        _apa_setting(
+            "scaleDownRate",
+            "{v} > 1.0",
+            lambda x: x > 1,
+            'a decimal number > 1 (the most one step may divide replicas by, e.g. "2.0")',
+        ),
+        Rule(
+            rule="self.scalingAlgorithm != 'HPA' || !has(self.algorithmConfig)",
+            message="algorithmConfig is not allowed with scalingAlgorithm HPA: the companion HPA "
+            "ignores it (HPA mode takes its behavior from the elasticscaler.io/behavior.* "
+            "annotations only)",
+            check=lambda m: m.scaling_algorithm != HPA_ALGORITHM or m.algorithm_config is None,
+            field_path=".algorithmConfig",
+            reason="FieldValueForbidden",
+            admission_only=True,
+        ),
+        Rule(
+            rule="self.scalingAlgorithm != 'HPA' || self.metrics.all(m, m.type != 'ExternalServer')",
+            message="metrics of type ExternalServer are not supported with scalingAlgorithm HPA (the "
+            "companion HPA reads only the metrics APIs: UnsupportedMetric); use apa or another "
+            "registered algorithm",
+            check=lambda m: m.scaling_algorithm != HPA_ALGORITHM
+            or all(x.type != MetricSourceType.EXTERNAL_SERVER for x in m.metrics),
+            field_path=".metrics",
+            admission_only=True,
+        ),
+    )
 
     scaling_algorithm: str = Field(
         default=DEFAULT_SCALING_ALGORITHM,
@@ -270,13 +390,18 @@ class MetricsTrigger(KubeModel):
         description="apa (default): the built-in algorithm, the max over metrics of "
         "ceil(currentReplicas x current/target) outside a tolerance band, rate-limited per step. "
         "HPA: create a companion autoscaling/v2 HorizontalPodAutoscaler named <name>-hpa that does "
-        "the scaling (ExternalServer metrics are not supported there). Any other value names an "
-        "algorithm registered in the manager (Validated=False/AlgorithmNotRegistered otherwise).",
+        "the scaling; it takes min/max and metrics from this spec and its behavior (stabilization "
+        "windows, maxPodsPerStep) from the elasticscaler.io/behavior.* annotations only, so "
+        "algorithmConfig, ExternalServer metrics and elasticscaler.io/metrics.* annotations are "
+        "refused there. Any other value names an algorithm registered in the manager "
+        "(Validated=False/AlgorithmNotRegistered otherwise).",
     )
-    algorithm_config: dict[str, str] | None = Field(
+    algorithm_config: dict[str, _ConfigValue] | None = Field(
         default=None,
-        description='Parameters of the algorithm, as strings. apa reads tolerance (default "0.1"), '
-        'scaleUpRate ("2.0": at most x2 per step) and scaleDownRate ("2.0": at most /2 per step).',
+        max_length=MAX_ALGORITHM_CONFIG_ENTRIES,
+        description='Parameters of the algorithm, as strings. apa reads tolerance (default "0.1", '
+        'a decimal number >= 0 and < 1), scaleUpRate ("2.0": at most x2 per step) and scaleDownRate '
+        '("2.0": at most /2 per step), both > 1, and nothing else. Not allowed with HPA.',
     )
     metrics: list[MetricSpec] = Field(
         min_length=1,
@@ -298,6 +423,8 @@ class SignalTrigger(KubeModel):
     """Scale to and from zero on external activity signals, pushed to the manager (POST
     /signal/v1/namespaces/{ns}/elasticscalers/{name} with {"active": true} or {"replicas": n}) or
     pulled from endpoint."""
+
+    RULES = (url_rule("endpoint", "endpoint", optional=True),)
 
     endpoint: str | None = Field(
         default=None,

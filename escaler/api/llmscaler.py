@@ -7,7 +7,8 @@ plus the deprecated ``DecisionAvailable`` condition mirroring ScalingActive.
 
 Rules (CEL and ``validate``): ``metricProvider: Custom`` requires ``customProvider``,
 ``Prometheus`` requires ``prometheus`` (both may be configured, so switching the provider is a
-one-field edit); ``minReplicas <= maxReplicas``. ``minReplicas: 0`` is allowed: a custom
+one-field edit); ``minReplicas <= maxReplicas``; ``prometheus.endpoint`` and ``customProvider.url``
+name a host, without credentials, with a port in 1..65535. ``minReplicas: 0`` is allowed: a custom
 provider may decide zero (SLO bounds of 0 scale to zero).
 """
 
@@ -17,7 +18,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from escaler.api.common import URL_PATTERN, KubeModel
+from escaler.api.common import URL_PATTERN, KubeModel, url_rule
 from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 from escaler.api.scaler import (
@@ -69,6 +70,8 @@ class PrometheusMetric(KubeModel):
 class PrometheusProvider(KubeModel):
     """Prometheus queries, each recommending a replica count; the highest wins."""
 
+    RULES = (url_rule("endpoint", "endpoint"),)
+
     endpoint: str = Field(
         max_length=2048,
         pattern=URL_PATTERN,
@@ -90,6 +93,8 @@ class PrometheusProvider(KubeModel):
 
 class CustomProvider(KubeModel):
     """An HTTP decision source, e.g. the SLO decision engine's /decisions/{serviceId}."""
+
+    RULES = (url_rule("url", "url"),)
 
     url: str = Field(
         max_length=2048,

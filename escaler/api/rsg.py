@@ -4,7 +4,8 @@ one unit, SPEC §7.
 ``spec.replicas`` is the number of groups and is what the ``scale`` subresource reads and
 writes (``.spec.replicas`` / ``.status.replicas`` / ``.status.selector``), so an ElasticScaler or
 an HPA can target an RSG. Rules: member names are unique (CEL; they name the clones
-``{member}-g{i}``), ``replicasPerGroup >= 1`` (schema minimum). ``scaleDown`` is read only
+``{member}-g{i}``), ``replicasPerGroup >= 1`` (schema minimum), the ranking query's endpoint
+names a host (``common.url_rule``). ``scaleDown`` is read only
 with ``GroupReplication`` and ignored otherwise (SPEC §7's own example sets it with
 ``InplaceScaling``, so it is not refused).
 """
@@ -15,7 +16,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
-from escaler.api.common import URL_PATTERN, KubeModel, TargetRef
+from escaler.api.common import URL_PATTERN, KubeModel, TargetRef, url_rule
 from escaler.api.conditions import Condition, conditions_field
 from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
@@ -64,6 +65,8 @@ class RSGMember(KubeModel):
 
 class RSGPrometheus(KubeModel):
     """A Prometheus query ranking groups by load."""
+
+    RULES = (url_rule("endpoint", "endpoint"),)
 
     endpoint: str = Field(
         max_length=2048,

@@ -11,6 +11,8 @@ otherwise (``None`` in Python), never a made-up zero.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import Field
 
 from escaler.api.common import MODE_DESCRIPTION, KubeModel, Mode, TargetRef, Time
@@ -22,6 +24,7 @@ __all__ = [
     "DEFAULT_MAX_REPLICAS",
     "DEFAULT_MIN_REPLICAS",
     "MAX_RECENT_DECISIONS",
+    "BoundBy",
     "MetricStatus",
     "RecentDecision",
     "ScalerStatus",
@@ -76,6 +79,26 @@ class MetricStatus(KubeModel):
     )
 
 
+class BoundBy(StrEnum):
+    """The decision-pipeline step (SPEC §4) that last changed the count (``recentDecisions[].boundBy``,
+    ``escaler explain``). One enum for the model, the CRD and the pipeline (``escaler.scaling``)."""
+
+    # the algorithm's own per-step rate cap (apa scaleUpRate/scaleDownRate) cut the raw recommendation
+    RATE_LIMIT = "RateLimit"
+    # a stabilization window kept the count
+    STABILIZE = "Stabilize"
+    # a per-sync step limit (maxPodsPerStep / maxStepReplicas) cut the count
+    STEP_LIMIT = "StepLimit"
+    # the [minReplicas, maxReplicas] clamp changed the count
+    CLAMP = "Clamp"
+    # a guard (RolloutInProgress, ScaleDownSettling, InsufficientCapacity) held the write
+    GUARD = "Guard"
+    # elasticscaler.io/paused froze the count
+    PAUSED = "Paused"
+    # elasticscaler.io/paused-replicas pinned the count
+    PAUSED_REPLICAS = "PausedReplicas"
+
+
 class RecentDecision(KubeModel):
     """One replica-count decision: when, from, to, why, and the pipeline step that bound it."""
 
@@ -83,11 +106,11 @@ class RecentDecision(KubeModel):
     from_: int = Field(ge=0, description="Replica count before the decision.")
     to: int = Field(ge=0, description="Replica count decided.")
     reason: str = Field(max_length=1024, description="Why, in words (e.g. the metric that drove it).")
-    bound_by: str | None = Field(
+    bound_by: BoundBy | None = Field(
         default=None,
-        max_length=63,
-        description="The decision-pipeline step that last changed the count: Recommend, Stabilize, "
-        "StepLimit, Clamp or Guard.",
+        description="The decision-pipeline step that last changed the count: RateLimit (the "
+        "algorithm's rate cap), Stabilize, StepLimit, Clamp, Guard, Paused or PausedReplicas; absent "
+        "when no step changed the recommendation.",
     )
 
 

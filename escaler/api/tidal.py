@@ -2,10 +2,24 @@
 
 A Tidal never writes replicas itself; a ``StateTrigger`` ElasticScaler whose ``targetRef``
 names the Tidal does. Rules: rule names are unique (CEL; also the key the reconciler reports
-``activeRules`` by), replicas are >= 0 (schema minimum). Schedules are plain strings here: the
-``CRON_TZ=<zone>`` prefix and cron syntax need the tz database and a cron parser, so the
-webhook refuses a bad schedule and the reconciler reports it as ``Ready=False/InvalidSchedule``
-naming the rule.
+``activeRules`` by), replicas are >= 0 (schema minimum), and each schedule (``start``, ``end``)
+passes three CEL rules, so the default install (no webhook) refuses what a pattern can see:
+
+1. it begins with ``CRON_TZ=<zone> ``, the zone of the tz database's form: ``Area/Location``
+   (up to three ``/``-separated parts, each starting with a capital: ``Asia/Shanghai``,
+   ``America/Argentina/Buenos_Aires``, ``Etc/GMT+8``) or one such word (``UTC``, ``GMT``,
+   ``EST5EDT``); every zone of ``zoneinfo.available_timezones()`` has that form (a unit test
+   checks it) except ``localtime``, which would follow the controller's clock;
+2. exactly five space-separated cron fields follow;
+3. each field is ``*``, ``?``, a value, a range ``a-b``, a step ``/n`` or a comma list of those,
+   with values in range: minute 0-59, hour 0-23, day-of-month 1-31 (or ``L``, ``nW``), month
+   1-12 or a three-letter name, day-of-week 0-7 or a three-letter name (``n#k``, ``nL``).
+
+and ``end`` differs from ``start``. What a pattern cannot see stays in the webhook and the
+reconciler (``escaler.scaling.schedule``): that the zone exists in the tz database
+(``Mars/Olympus`` has the right form), croniter's reading of the fields (``*/0``, names that are
+not months), and a schedule that never fires (February 30). The reconciler reports those as
+``Ready=False/InvalidSchedule`` naming the rule.
 """
 
 from __future__ import annotations
@@ -15,17 +29,104 @@ from pydantic import Field
 from escaler.api.common import KubeModel, TargetRef, Time
 from escaler.api.conditions import Condition, conditions_field
 from escaler.api.meta import KubeObject
-from escaler.api.rules import Rule
+from escaler.api.rules import Rule, cel_matches
 
-__all__ = ["MAX_TIDAL_RULES", "Tidal", "TidalRule", "TidalSpec", "TidalStatus"]
+__all__ = [
+    "MAX_SCHEDULE_LENGTH",
+    "MAX_TIDAL_RULES",
+    "SCHEDULE_FIELDS_PATTERN",
+    "SCHEDULE_PATTERN",
+    "SCHEDULE_PREFIX_PATTERN",
+    "Tidal",
+    "TidalRule",
+    "TidalSpec",
+    "TidalStatus",
+]
 
 # Upper bound on rules per Tidal; also bounds the CEL cost of the uniqueness rule.
 MAX_TIDAL_RULES = 64
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# Longest schedule string; also bounds the CEL cost of the schedule rules.
+MAX_SCHEDULE_LENGTH = 256
+
+# The schedule patterns (CEL raw strings and Python alike, see escaler.api.rules).
+_ZONE = r"[A-Z][A-Za-z0-9_+-]*(/[A-Z][A-Za-z0-9_+-]*){0,2}"
+SCHEDULE_PREFIX_PATTERN = rf"^CRON_TZ={_ZONE}( |$)"
+SCHEDULE_FIELDS_PATTERN = r"^CRON_TZ=[^ ]+( +[^ ]+){5} *$"
+
+
+def _cron_field(value: str) -> str:
+    """One cron field whose plain values match ``value``: ``*``, ``?``, a value, a range, a step, a list."""
+    item = rf"(\*|\?|({value})(-({value}))?)(/[0-9]+)?"
+    return rf"{item}(,{item})*"
+
+
+_NAME = "[A-Za-z][A-Za-z][A-Za-z]"
+_MINUTE = _cron_field("0*[1-5]?[0-9]")
+_HOUR = _cron_field("0*(1?[0-9]|2[0-3])")
+_DAY_OF_MONTH = _cron_field("0*([1-9]|[12][0-9]|3[01])[Ww]?|[Ll]")
+_MONTH = _cron_field(f"0*([1-9]|1[0-2])|{_NAME}")
+_DAY_OF_WEEK = _cron_field(f"(0*[0-7]|{_NAME})(#[1-5]|[Ll])?")
+SCHEDULE_PATTERN = (
+    rf"^CRON_TZ={_ZONE} +{_MINUTE} +{_HOUR} +{_DAY_OF_MONTH} +{_MONTH} +{_DAY_OF_WEEK} *$"
+)
+SCHEDULE_FORM = "CRON_TZ=<zone> <minute> <hour> <day-of-month> <month> <day-of-week>"
+
+
+def _schedule_rules(field: str) -> tuple[Rule, ...]:
+    """The three pattern rules of one schedule field (see the module docstring); each later rule
+    only speaks when the earlier ones hold, so one mistake gives one message."""
+    v = f"self.{field}"
+    prefix = f"{v}.matches(r'{SCHEDULE_PREFIX_PATTERN}')"
+    fields = f"{v}.matches(r'{SCHEDULE_FIELDS_PATTERN}')"
+
+    def has_prefix(m: TidalRule) -> bool:
+        return cel_matches(SCHEDULE_PREFIX_PATTERN, getattr(m, field))
+
+    def has_fields(m: TidalRule) -> bool:
+        return cel_matches(SCHEDULE_FIELDS_PATTERN, getattr(m, field))
+
+    return (
+        Rule(
+            rule=prefix,
+            message=f"{field} must begin with CRON_TZ=<zone> and a space, the zone a tz database name "
+            f"such as Asia/Shanghai, America/Argentina/Buenos_Aires, Etc/GMT+8 or UTC (the form is "
+            f"{SCHEDULE_FORM!r})",
+            check=has_prefix,
+            field_path=f".{field}",
+        ),
+        Rule(
+            rule=f"!{prefix} || {fields}",
+            message=f"{field} must have exactly 5 space-separated cron fields after the zone: <minute> "
+            "<hour> <day-of-month> <month> <day-of-week>",
+            check=lambda m: not has_prefix(m) or has_fields(m),
+            field_path=f".{field}",
+        ),
+        Rule(
+            rule=f"!({prefix} && {fields}) || {v}.matches(r'{SCHEDULE_PATTERN}')",
+            message=f"{field} has a cron field out of range or malformed: minute 0-59, hour 0-23, "
+            "day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT; each field is *, "
+            "?, a value, a range a-b, a step /n, or a comma list of those",
+            check=lambda m: not (has_prefix(m) and has_fields(m))
+            or cel_matches(SCHEDULE_PATTERN, getattr(m, field)),
+            field_path=f".{field}",
+        ),
+    )
 
 
 class TidalRule(KubeModel):
     """A time window with its replica count. Active from a start fire until the next end fire."""
+
+    RULES = (
+        *_schedule_rules("start"),
+        *_schedule_rules("end"),
+        Rule(
+            rule="self.end != self.start",
+            message="end must differ from start (a rule that ends when it starts is never active)",
+            check=lambda m: m.end != m.start,
+            field_path=".end",
+        ),
+    )
 
     name: str = Field(
         min_length=1,
@@ -35,15 +136,17 @@ class TidalRule(KubeModel):
     )
     start: str = Field(
         min_length=1,
-        max_length=256,
+        max_length=MAX_SCHEDULE_LENGTH,
         description='Cron schedule opening the window, with its time zone: "CRON_TZ=<IANA zone> '
-        '<minute> <hour> <day> <month> <weekday>", e.g. "CRON_TZ=Asia/Shanghai 0 9 * * 1-5". '
-        "Daylight-saving changes follow the zone.",
+        '<minute> <hour> <day-of-month> <month> <day-of-week>", e.g. "CRON_TZ=Asia/Shanghai 0 9 * * '
+        '1-5": minute 0-59, hour 0-23, day-of-month 1-31, month 1-12 or JAN-DEC, day-of-week 0-7 or '
+        "SUN-SAT; each field *, a value, a range a-b, a step /n or a comma list. Daylight-saving "
+        "changes follow the zone.",
     )
     end: str = Field(
         min_length=1,
-        max_length=256,
-        description="Cron schedule closing the window, same form as start, "
+        max_length=MAX_SCHEDULE_LENGTH,
+        description="Cron schedule closing the window, same form as start and different from it, "
         'e.g. "CRON_TZ=Asia/Shanghai 0 19 * * 1-5".',
     )
     replicas: int = Field(ge=0, description="Replicas while the rule is active.")

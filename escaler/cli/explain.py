@@ -6,17 +6,22 @@ and prints:
 
 1. **Inputs** — every metric's value, target and the replicas it alone recommends (or its error),
    or the State/Signal decision read;
-2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends);
-3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
-4. **Step limits** and 5. **Clamp** — ``ScalingLimited`` (the last step that changed the count);
-6. **Guard** — a held write (``RolloutInProgress``/``ScaleDownSettling``, ``deferredSince``) or a
-   forced one (``DeferralTimedOut``);
-7. **Write** — current → desired, ``lastScaleTime``, and the last recorded decision with the
-   pipeline trail the controller stored in its reason;
+2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends before any cap);
+3. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), its own
+   step: ``ScalingLimited`` ScaleUpLimit/ScaleDownLimit saying the algorithm's rate bound the count;
+4. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
+5. **Step limits** and 6. **Clamp** — ``ScalingLimited`` (the last step that changed the count);
+7. **Guard** — a held write (``RolloutInProgress``/``ScaleDownSettling``/``InsufficientCapacity``,
+   ``deferredSince``), a forced one (``DeferralTimedOut``), or Unschedulable pods reported
+   (``InsufficientCapacity`` with the scheduler's message);
+8. **Write** — current → desired, ``lastScaleTime``, and the last recorded decision (its
+   ``boundBy``: the ``BoundBy`` value of the step that bound it) with the pipeline trail the
+   controller stored in its reason;
 
 then the last decisions, the recent events, and the health verdict of SPEC §3
 (``escaler.scaling.conditions.health``): *failing* when AbleToScale, ScalingActive or Validated
-is False, *waiting* when AbleToScale is True with a guard or stabilization reason, else *ok*.
+is False, *waiting* when AbleToScale is True with a guard, capacity or stabilization reason, else
+*ok*.
 Exit code 0, 1 when the scaler cannot be read, 2 for usage.
 
 ``render(obj, events)`` is pure (the tests call it directly).
@@ -36,13 +41,25 @@ from escaler.kube.discovery import RESTMapper
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.events import EVENTS_MAPPING
 from escaler.kube.rest import RestClient
+from escaler.scaling.conditions import (
+    DEFERRAL_TIMED_OUT,
+    SCALE_DOWN_LIMIT,
+    SCALE_DOWN_STABILIZED,
+    SCALE_UP_LIMIT,
+    TOO_FEW_REPLICAS,
+    TOO_MANY_REPLICAS,
+    limited_by_algorithm_rate,
+)
 from escaler.scaling.conditions import health as rule
+from escaler.scaling.guards import GUARD_REASONS as _GUARDS
 
 __all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run"]
 
 SCALER_REF = ("elasticscaler.io/v1alpha1", "ElasticScaler")
-GUARD_REASONS = frozenset({"RolloutInProgress", "ScaleDownSettling", "DeferralTimedOut"})
-STABILIZATION_REASONS = frozenset({"ScaleDownStabilized"})
+# AbleToScale reasons shown under "Guard": the guards (holding, or InsufficientCapacity reported) and
+# a forced write
+GUARD_REASONS = frozenset({*_GUARDS, DEFERRAL_TIMED_OUT})
+STABILIZATION_REASONS = frozenset({SCALE_DOWN_STABILIZED})
 # how many events are shown (newest last)
 MAX_EVENTS = 15
 
@@ -156,31 +173,38 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
         add(f"   {_cond_line(conds, 'MetricsPipeline')}")
     add("2. Recommendation")
     add(f"   {_cond_line(conds, 'ScalingActive')}")
-    add("3. Stabilization")
+    limited = conds.get("ScalingLimited") or {}
+    limited_reason, limited_message = str(limited.get("reason", "")), str(limited.get("message", ""))
+    by_rate = limited_by_algorithm_rate(limited_reason, limited_message)
+    add("3. Rate limit (the algorithm's own)")
+    if by_rate:
+        add(f"   {limited_reason}: {limited_message}")
+    else:
+        add("   the algorithm's rate cap did not bind the count")
+    add("4. Stabilization")
     able = conds.get("AbleToScale") or {}
     if able.get("reason") in STABILIZATION_REASONS:
         add(f"   held by the stabilization window: {able.get('message', '')}")
     else:
         add("   no hold (the count was not kept above this sync's recommendation)")
-    limited = conds.get("ScalingLimited") or {}
-    add("4. Step limits")
-    if limited.get("reason") in ("ScaleUpLimit", "ScaleDownLimit"):
-        add(f"   {limited.get('reason')}: {limited.get('message', '')}")
+    add("5. Step limits")
+    if limited_reason in (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT) and not by_rate:
+        add(f"   {limited_reason}: {limited_message}")
     else:
         add("   no step limit bound the count")
-    add("5. Clamp to [min, max]")
-    if limited.get("reason") in ("TooFewReplicas", "TooManyReplicas"):
-        add(f"   {limited.get('reason')}: {limited.get('message', '')}")
+    add("6. Clamp to [min, max]")
+    if limited_reason in (TOO_FEW_REPLICAS, TOO_MANY_REPLICAS):
+        add(f"   {limited_reason}: {limited_message}")
     else:
         add("   within bounds" + (f" ({_cond_line(conds, 'ScalingLimited')})" if limited else ""))
-    add("6. Guard")
+    add("7. Guard")
     if able.get("reason") in GUARD_REASONS:
         add(f"   {able.get('reason')}: {able.get('message', '')}")
         if status.get("deferredSince"):
             add(f"   deferred since {status['deferredSince']}")
     else:
         add("   no guard held the write")
-    add("7. Write")
+    add("8. Write")
     add(f"   current {_fmt(status.get('currentReplicas'))} -> desired {_fmt(status.get('desiredReplicas'))}; "
         f"last scale {status.get('lastScaleTime', 'never')}")
     add(f"   {_cond_line(conds, 'AbleToScale')}")

@@ -42,7 +42,9 @@ from escaler.cli.flags import bind_address, duration_seconds, host_patterns, por
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.config import ConfigError
+from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
+from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
@@ -271,9 +273,13 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     API server is enabled). The Tidal, ResourceScalingGroup, LLMScaler and SLO reconcilers land
     with their own issues, each adding its setup call here.
     """
+    # state every scaler kind shares: one binding index, one set of escaler_* collectors
+    bindings = TargetBindings()
+    scaler_metrics = ScalerMetrics(mgr.metrics.registry)
     setup_elasticscaler(
         mgr, poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
-        max_concurrent_reconciles=flags.max_concurrent_reconciles,
+        max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
+        scaler_metrics=scaler_metrics,
     )
 
 

@@ -15,9 +15,11 @@ Contract:
   reconcile started). Each claim source adds an indexer (``TARGET_INDEX``) to its informer that
   maps a scaler object to the ``TargetKey`` it claims (``target_of``), so a lookup is one index
   read per kind.
-* **Shared.** ``bindings_for(mgr)`` returns the one ``TargetBindings`` of a manager; each scaler
-  kind's setup calls ``add_source(kind, informer, target_of)`` once, and every reconciler asks
-  the same object, so an ElasticScaler and an LLMScaler on one Deployment resolve identically.
+* **Shared.** One ``TargetBindings`` per manager, made by whoever owns the manager (the CLI) and
+  passed to each scaler kind's setup, which calls ``add_source(kind, informer, target_of)`` once;
+  every reconciler asks the same object, so an ElasticScaler and an LLMScaler on one Deployment
+  resolve identically. ``target_of`` decides what a claim is (a scaler that cannot act claims
+  nothing: see ``escaler.reconcilers.elasticscaler.claims``).
 * ``winner(target, me)`` includes ``me`` even when the cache does not show its claim yet (a
   StateTrigger scaler claims the end of its chain only once its status says so).
 * ``foreign_hpas(target)`` lists HPAs from an HPA informer (``set_hpa_informer``) whose
@@ -29,7 +31,6 @@ Contract:
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -44,7 +45,6 @@ __all__ = [
     "Claim",
     "TargetBindings",
     "TargetKey",
-    "bindings_for",
     "claim_of",
 ]
 
@@ -224,17 +224,3 @@ class TargetBindings:
                 continue
             out.append(str(obj["metadata"]["name"]))
         return sorted(out)
-
-
-# one TargetBindings per manager (or any object standing for one process's shared state)
-_by_owner: weakref.WeakKeyDictionary[object, TargetBindings] = weakref.WeakKeyDictionary()
-_by_owner_mu = threading.Lock()
-
-
-def bindings_for(owner: object) -> TargetBindings:
-    """The ``TargetBindings`` shared by every scaler kind set up on ``owner`` (a ``Manager``)."""
-    with _by_owner_mu:
-        found = _by_owner.get(owner)
-        if found is None:
-            found = _by_owner[owner] = TargetBindings()
-        return found

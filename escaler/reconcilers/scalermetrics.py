@@ -1,7 +1,8 @@
 """escaler's own Prometheus metrics (SPEC §11), shared by every scaler kind of one manager.
 
-On the manager's registry (``mgr.metrics.registry``), registered once per registry
-(``scaler_metrics_for``), so ElasticScaler and LLMScaler reconcilers record into the same series:
+On the manager's registry (``mgr.metrics.registry``), made once by whoever owns the manager (the
+CLI) and passed to every scaler kind's setup, so ElasticScaler and LLMScaler reconcilers record into
+the same series:
 
 * ``escaler_desired_replicas{namespace,name}`` (gauge) — the count decided at the last sync;
   removed when the scaler is deleted;
@@ -16,12 +17,10 @@ On the manager's registry (``mgr.metrics.registry``), registered once per regist
 from __future__ import annotations
 
 import contextlib
-import threading
-import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-__all__ = ["DECISION_LATENCY_BUCKETS", "ScalerMetrics", "scaler_metrics_for"]
+__all__ = ["DECISION_LATENCY_BUCKETS", "ScalerMetrics"]
 
 DECISION_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -50,16 +49,3 @@ class ScalerMetrics:
                                  (self.scale_writes, ("error",))):
             with contextlib.suppress(KeyError):
                 collector.remove(namespace, name, *extra)
-
-
-_by_registry: weakref.WeakKeyDictionary[CollectorRegistry, ScalerMetrics] = weakref.WeakKeyDictionary()
-_mu = threading.Lock()
-
-
-def scaler_metrics_for(registry: CollectorRegistry) -> ScalerMetrics:
-    """The ``ScalerMetrics`` of ``registry`` (created on first use)."""
-    with _mu:
-        found = _by_registry.get(registry)
-        if found is None:
-            found = _by_registry[registry] = ScalerMetrics(registry)
-        return found

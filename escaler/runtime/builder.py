@@ -14,8 +14,8 @@ Contract:
 * ``for_`` (exactly once) names the primary kind: its events enqueue the object's own key.
   ``owns`` (any number) enqueues the *controlling owner* of the kind given to ``for_``
   (``EnqueueRequestForOwner``, ``controller: true`` references only). ``watches`` takes any
-  ``EventHandler``. Per-watch predicates must all pass; ``with_event_filter`` adds predicates to
-  every watch.
+  ``EventHandler``; ``watches_source`` any ready-made ``Source`` (started with the controller's
+  queue). Per-watch predicates must all pass; ``with_event_filter`` adds predicates to every watch.
 * Nothing is resolved until ``complete``: each kind is mapped through the manager's RESTMapper
   to a resource, and its informer is taken from the manager's ``InformerFactory`` (shared with
   every other controller watching the same resource, namespace and selector). A namespaced kind
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from escaler.informers.factory import ResourceKey
-from escaler.runtime.controller import Controller
+from escaler.runtime.controller import Controller, Source
 from escaler.runtime.handlers import EnqueueRequestForObject, EnqueueRequestForOwner, EventHandler
 from escaler.runtime.predicates import Predicate
 from escaler.runtime.source import Kind
@@ -80,6 +80,8 @@ class ControllerBuilder:
         self._for: _Watch | None = None
         # secondary watches, in call order
         self._watches: list[_Watch] = []
+        # sources added as they are (watches_source), started with the controller's queue
+        self._raw_sources: list[Source] = []
         # predicates applied to every watch
         self._global_predicates: list[Predicate] = []
         # None = the manager's default
@@ -122,6 +124,12 @@ class ControllerBuilder:
         self._watches.append(
             _Watch(api_version, kind, handler, tuple(predicates), namespace, label_selector or "")
         )
+        return self
+
+    def watches_source(self, source: Source) -> ControllerBuilder:
+        """Add a ready-made ``Source`` (controller-runtime's ``WatchesRawSource``): the controller starts
+        it with its own queue, so a source that enqueues needs no late-bound reference to it."""
+        self._raw_sources.append(source)
         return self
 
     def with_event_filter(self, predicate: Predicate) -> ControllerBuilder:
@@ -199,7 +207,7 @@ class ControllerBuilder:
             can_write=mgr.can_write,
             cache_sync_timeout=mgr.options.cache_sync_timeout,
         )
-        for source in resolved:
+        for source in [*resolved, *self._raw_sources]:
             controller.watch(source)
         mgr.add(controller, needs_leader_election=True)
         self._completed = True

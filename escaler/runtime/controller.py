@@ -26,11 +26,12 @@ Contract (controller-runtime's ``internal/controller``):
 * **Shutdown.** When ``stop`` is set the queue is shut down: no worker starts a new reconcile
   (items still queued are handed back with ``done`` unprocessed), in-flight reconciles run to
   completion, and ``start`` returns once every worker has exited. With ``shutdown_timeout``
-  set, it returns after at most that many seconds instead, abandoning (and logging) a reconcile
-  stuck past it — worker threads are daemons. The default (``None``) waits: under a manager,
-  the manager bounds the wait and must see a stuck controller as still running, so it does not
-  release the lease while a reconcile might still write. This is ``shutdown_with_drain`` made
-  boundable, over ``Queue.shutdown``, since the queue's own drain waits without limit.
+  set, it returns after at most that many seconds *of the injected clock* instead, abandoning
+  (and logging) a reconcile stuck past it — worker threads are daemons. The default (``None``)
+  waits: under a manager, the manager bounds the wait and must see a stuck controller as still
+  running, so it does not release the lease while a reconcile might still write. This is
+  ``shutdown_with_drain`` made boundable, over ``Queue.shutdown``, since the queue's own drain
+  waits without limit.
 """
 
 from __future__ import annotations
@@ -38,12 +39,11 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from escaler.clock import Clock, RealClock
+from escaler.clock import Clock, RealClock, wait_for
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.runtime.metrics import (
     RESULT_ERROR,
@@ -199,6 +199,11 @@ class Controller:
         self._started = False
         # True from the workers' launch until start() returns
         self._running = False
+        # guards _live_workers; notified by each worker as it exits, so start() can await them on
+        # the injected clock (Thread.join would measure the shutdown timeout in wall time)
+        self._workers_exited = threading.Condition()
+        # workers launched and not yet exited; an abandoned (stuck) worker stays counted
+        self._live_workers = 0
 
     # ------------------------------------------------------------------ wiring
 
@@ -252,7 +257,14 @@ class Controller:
             )
             self._log.info("starting %d workers for controller %s", len(workers), self.name, extra=extra)
             for w in workers:
-                w.start()
+                with self._workers_exited:
+                    self._live_workers += 1
+                try:
+                    w.start()
+                except BaseException:
+                    with self._workers_exited:
+                        self._live_workers -= 1
+                    raise
             stop.wait()
             self._log.info("stopping controller %s: waiting for in-flight reconciles", self.name, extra=extra)
         finally:
@@ -262,14 +274,10 @@ class Controller:
                 all_sources = list(self._sources)
             for src in all_sources:
                 src.stop()
-        if self.shutdown_timeout is None:
-            for w in workers:
-                w.join()
-        else:
-            deadline = time.monotonic() + self.shutdown_timeout
-            for w in workers:
-                w.join(max(0.0, deadline - time.monotonic()))
-        stuck = sum(1 for w in workers if w.is_alive())
+        with self._workers_exited:
+            wait_for(self._clock, self._workers_exited, lambda: self._live_workers == 0,
+                     self.shutdown_timeout)
+            stuck = self._live_workers
         with self._mu:
             self._running = False
         if stuck:
@@ -281,12 +289,18 @@ class Controller:
     # ------------------------------------------------------------------ workers
 
     def _worker(self, stop: threading.Event) -> None:
-        while True:
-            try:
-                if not self._process_next(stop):
-                    return
-            except Exception:  # a bug in the loop itself: log and keep the worker alive
-                self._log.exception("controller %s: worker error", self.name, extra={"controller": self.name})
+        try:
+            while True:
+                try:
+                    if not self._process_next(stop):
+                        return
+                except Exception:  # a bug in the loop itself: log and keep the worker alive
+                    self._log.exception("controller %s: worker error", self.name,
+                                        extra={"controller": self.name})
+        finally:
+            with self._workers_exited:
+                self._live_workers -= 1
+                self._workers_exited.notify_all()
 
     def _process_next(self, stop: threading.Event) -> bool:
         """Handle one item; False when the worker should exit."""

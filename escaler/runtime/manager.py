@@ -25,7 +25,9 @@ reconciles finish; then the lease is released (only if every leader runnable did
 reconcile still running past the deadline could still write, so the lease is then left to
 expire instead); then the non-leader runnables and caches stop, the event recorder flushes, and
 the webhooks and servers stop last (they may still be answering). All of it is bounded by
-``graceful_shutdown_timeout``; ``start()`` returns 0 (1 if a leader runnable outlived it).
+``graceful_shutdown_timeout``, measured on the manager's clock (``ManagerOptions.clock``: every
+wait for a thread to exit is a wait on that clock, never a wall-time ``Thread.join``); ``start()``
+returns 0 (1 if a leader runnable outlived it).
 
 **Losing the lease**: ``can_write`` is cleared *first* — controllers check it before every
 reconcile, and reconcilers may check it before writing — then every leader runnable is told to
@@ -60,14 +62,13 @@ import signal
 import socket
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Protocol
 
-from escaler.clock import Clock, RealClock
+from escaler.clock import Clock, RealClock, wait_for
 from escaler.informers.dynamic import DynamicInformers
 from escaler.informers.factory import InformerFactory, ResourceKey
 from escaler.informers.interfaces import ListerWatcher
@@ -110,13 +111,20 @@ DEFAULT_HEALTH_PROBE_BIND_ADDRESS = ":8081"
 DEFAULT_LEADER_ELECTION_ID = "escaler-manager"
 DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT = 30.0
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
-DEFAULT_MAX_CONCURRENT_RECONCILES = 1
+# Workers per controller. Reconciles are CPU-bound apart from their writes (the /scale write, the
+# status patch): with one core, workers only overlap those round trips, which is what a fleet-wide
+# surge is made of. 4 reaches most of the overlap (bench/bench_controller_workers.py, in
+# docs/benchmarks.md) and keeps the connection pool small. (A standalone Controller keeps
+# controller-runtime's default of 1.)
+DEFAULT_MAX_CONCURRENT_RECONCILES = 4
 DEFAULT_EVENT_COMPONENT = "escaler"
 # The urllib3 pool is sized before controllers exist: assume this many informers and controllers
 # (each with max_concurrent_reconciles workers) unless ManagerOptions.api_pool_size says otherwise.
 POOL_ESTIMATE_INFORMERS = 16
 POOL_ESTIMATE_CONTROLLERS = 6
-# How often the main thread re-checks the stop event (bounds signal-to-shutdown latency).
+# The main thread blocks on the caller's stop event (so a stop is seen at once) and re-checks the
+# manager's own "done" (a lost lease, a failed runnable) this often. Real time on purpose: both
+# events are set by other threads in real time, and nothing is timed by this poll.
 MAIN_LOOP_POLL_SECONDS = 0.1
 # The initial cache sync is awaited in slices this long, re-checking the stop event between them.
 CACHE_SYNC_SLICE_SECONDS = 0.5
@@ -165,7 +173,7 @@ class ManagerOptions:
     health_probe_bind_address: str = DEFAULT_HEALTH_PROBE_BIND_ADDRESS
     # workers per controller unless the builder sets its own
     max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
-    # upper bound on the whole graceful stop
+    # upper bound on the whole graceful stop, in seconds of ``clock``
     graceful_shutdown_timeout: float = DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT
     # upper bound on the initial cache sync
     cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT
@@ -229,8 +237,8 @@ class _Group:
     stop: threading.Event
     # the runnables, in add order
     runnables: list[Runnable]
-    # one thread per started runnable (a prefix of runnables, in order)
-    threads: list[threading.Thread]
+    # the started runnables' threads that have not returned yet; guarded by Manager._exits
+    running: set[threading.Thread] = field(default_factory=set)
     # True once the group was started; runnables added later start at once
     started: bool = False
 
@@ -305,9 +313,12 @@ class Manager:
         self.readyz.add("informers-synced", lambda: self.caches_synced.is_set() and not self._lost)
         # guards the groups, _controller_names and _started
         self._mu = threading.Lock()
-        self._webhooks = _Group("webhooks", threading.Event(), [], [])
-        self._others = _Group("runnables", threading.Event(), [], [])
-        self._leaders = _Group("leader-runnables", threading.Event(), [], [])
+        self._webhooks = _Group("webhooks", threading.Event(), [])
+        self._others = _Group("runnables", threading.Event(), [])
+        self._leaders = _Group("leader-runnables", threading.Event(), [])
+        # guards every "running" set of threads the manager awaits (groups, elector, bounded
+        # steps); notified as each of them exits, so shutdown waits on self.clock (see _spawn)
+        self._exits = threading.Condition()
         # names of controllers built on this manager (unique: they label metrics)
         self._controller_names: set[str] = set()
         # start() runs once
@@ -320,10 +331,11 @@ class Manager:
         self._failure: str | None = None
         # the lease client; injected, else built on the REST client at start when needed
         self._lease_client = lease_client
-        # the elector and its thread/stop; None unless leader election runs
+        # the elector and its stop; None unless leader election runs
         self._elector: LeaderElector | None = None
-        self._elector_thread: threading.Thread | None = None
         self._elector_stop = threading.Event()
+        # the elector's thread while it runs (empty before and after); guarded by _exits
+        self._elector_running: set[threading.Thread] = set()
         # stops the informer factory
         self._cache_stop = threading.Event()
         # the HTTP servers (one when both addresses are equal)
@@ -343,15 +355,17 @@ class Manager:
         lw_factory: Callable[[ResourceKey], ListerWatcher],
         mapper: Mapper,
         lease_client: LeaseClient | None = None,
+        client: DynamicClient | None = None,
         **overrides: Any,
     ) -> Manager:
-        """A manager on injected fakes: no API connection, both servers disabled unless overridden."""
+        """A manager on injected fakes: no API connection (``client``: a fake one for the
+        reconcilers' writes), both servers disabled unless overridden."""
         defaults: dict[str, Any] = {"metrics_bind_address": "0", "health_probe_bind_address": "0"}
         if lease_client is not None:
             defaults.update(leader_election=True, leader_election_namespace="default")
         options = ManagerOptions(**{**defaults, **overrides})
         return cls(options, mapper=mapper, lw_factory=lw_factory, lease_client=lease_client,
-                   event_recorder=FakeRecorder())
+                   event_recorder=FakeRecorder(), client=client)
 
     @staticmethod
     def _connect(opts: ManagerOptions) -> RestClient:
@@ -461,8 +475,8 @@ class Manager:
         try:
             code = self._start_steps(stop)
             if code == EXIT_OK:
-                while not self._done.is_set() and not stop.is_set():
-                    self._done.wait(MAIN_LOOP_POLL_SECONDS)
+                while not self._done.is_set() and not stop.wait(MAIN_LOOP_POLL_SECONDS):
+                    pass
         except Exception:
             _log.exception("manager start failed")
             code = EXIT_FAILURE
@@ -514,16 +528,14 @@ class Manager:
         if lease_client is None:
             assert self.rest is not None  # checked in __init__
             lease_client = KubeLeaseClient(self._client or self.rest, timeout=opts.renew_deadline / 2)
-        self._elector = LeaderElector(
+        elector = LeaderElector(
             config, LeaseLock(lease_client, config.namespace, config.name), clock=self.clock,
             on_started_leading=self._on_started_leading,
             on_stopped_leading=self._on_stopped_leading,
             on_new_leader=lambda holder: _log.info("current leader: %s", holder or "<none>"),
         )
-        self._elector_thread = threading.Thread(
-            target=self._elector.run, args=(self._elector_stop,), name="leader-election", daemon=True
-        )
-        self._elector_thread.start()
+        self._elector = elector
+        self._spawn("leader-election", lambda: elector.run(self._elector_stop), self._elector_running)
 
     def _on_started_leading(self) -> None:
         if self.options.leader_election:
@@ -557,11 +569,39 @@ class Manager:
 
     def _start_runnable(self, group: _Group, runnable: Runnable) -> None:
         label = getattr(runnable, "name", None) or type(runnable).__name__
-        thread = threading.Thread(target=self._run_runnable, args=(group, runnable, label),
-                                  name=f"{group.name}-{label}", daemon=True)
-        with self._mu:
-            group.threads.append(thread)
-        thread.start()
+        self._spawn(f"{group.name}-{label}", lambda: self._run_runnable(group, runnable, label),
+                    group.running)
+
+    def _spawn(self, name: str, target: Callable[[], None], running: set[threading.Thread]) -> None:
+        """Run ``target`` on a daemon thread that is in ``running`` until it returns.
+
+        Its exit notifies ``_exits``, so ``_await_exit`` waits for it on ``self.clock``:
+        ``Thread.join(timeout)`` would measure the shutdown budget in wall time.
+        """
+        def run() -> None:
+            try:
+                target()
+            finally:
+                with self._exits:
+                    running.discard(thread)
+                    self._exits.notify_all()
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        with self._exits:
+            running.add(thread)
+        try:
+            thread.start()
+        except BaseException:
+            with self._exits:
+                running.discard(thread)
+            raise
+
+    def _await_exit(self, running: set[threading.Thread], timeout: float) -> list[str]:
+        """Wait up to ``timeout`` seconds of ``self.clock`` for ``running`` to empty; return the
+        names of the threads still running."""
+        with self._exits:
+            wait_for(self.clock, self._exits, lambda: not running, timeout)
+            return sorted(t.name for t in running)
 
     def _run_runnable(self, group: _Group, runnable: Runnable, label: str) -> None:
         try:
@@ -581,10 +621,10 @@ class Manager:
         # A lost lease skips the grace period for the leader runnables (they must not write
         # again); the rest still gets a short, bounded cleanup.
         budget = min(grace, LOST_LEASE_CLEANUP_SECONDS) if lost else grace
-        deadline = time.monotonic() + budget
+        deadline = self.clock.monotonic() + budget
 
         def left() -> float:
-            return max(0.0, deadline - time.monotonic())
+            return max(0.0, deadline - self.clock.monotonic())
 
         with self._mu:
             self._done.set()
@@ -593,13 +633,14 @@ class Manager:
         leaders_done = self._join(self._leaders, 0.0 if lost else left())
         # 2. the lease: release it only when no leader runnable can still write
         self.can_write.clear()
-        if self._elector is not None and self._elector_thread is not None:
+        if self._elector is not None:
             if not leaders_done and not lost:
                 _log.error("leader runnables still running after %gs: not releasing the lease "
                            "(it expires by itself)", budget)
                 self._elector.disable_release()
             self._elector_stop.set()
-            self._elector_thread.join(left())
+            if self._await_exit(self._elector_running, left()):
+                _log.warning("leader election still running after %gs", budget)
         # 3. non-leader runnables and caches
         self._others.stop.set()
         self._join(self._others, left())
@@ -626,28 +667,21 @@ class Manager:
             stop(timeout)
 
     def _join(self, group: _Group, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._mu:
-            threads = list(group.threads)
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        stuck = [t.name for t in threads if t.is_alive()]
+        stuck = self._await_exit(group.running, timeout)
         if stuck:
             _log.warning("%s still running after %gs: %s", group.name, timeout, ", ".join(stuck))
         return not stuck
 
-    @staticmethod
-    def _bounded(what: str, fn: Callable[[], None], timeout: float) -> None:
+    def _bounded(self, what: str, fn: Callable[[], None], timeout: float) -> None:
         def run() -> None:
             try:
                 fn()
             except Exception:
                 _log.exception("%s failed", what)
 
-        t = threading.Thread(target=run, name=what.replace(" ", "-"), daemon=True)
-        t.start()
-        t.join(timeout)
-        if t.is_alive():
+        running: set[threading.Thread] = set()
+        self._spawn(what.replace(" ", "-"), run, running)
+        if self._await_exit(running, timeout):
             _log.warning("%s did not finish within %gs", what, timeout)
 
     def _install_signal_handlers(self, stop: threading.Event) -> Callable[[], None]:

@@ -1,14 +1,19 @@
 """The scaling-algorithm contract of SPEC §5.2: what an algorithm sees and what it may return.
 
-An algorithm is a *pure function* ``(AlgorithmContext) -> int``: the desired replica count
-recommended from the current count, the aggregated metrics, the scaler's ``algorithmConfig``
-and its past recommendations. It gets no client, no clock and no mutable state, so it cannot
-reach the API server, and the same inputs always give the same count — which is what lets the
-simulator and ``escaler explain`` replay it.
+An algorithm is a *pure function* ``(AlgorithmContext) -> int | AlgorithmResult``: the desired
+replica count recommended from the current count, the aggregated metrics, the scaler's
+``algorithmConfig`` and its past recommendations. It gets no client, no clock and no mutable
+state, so it cannot reach the API server, and the same inputs always give the same count — which
+is what lets the simulator and ``escaler explain`` replay it.
 
 Outcomes an algorithm may produce:
 
 * an ``int >= 0`` — the recommendation (the pipeline then stabilizes, limits and clamps it);
+* an ``AlgorithmResult(replicas, uncapped)`` — the same, from an algorithm that caps its own step
+  (``apa``'s ``scaleUpRate``/``scaleDownRate``): ``uncapped`` is what the metrics ask for,
+  ``replicas`` what the algorithm allows this step. The caller passes both to the pipeline, which
+  shows the cap as its own step (``RateLimit``) and reports ``ScalingLimited`` when it binds. A
+  plain ``int`` means "no cap of my own" (``uncapped == replicas``); ``as_result`` normalises both;
 * ``NoDecision`` — the inputs cannot support a decision (a NaN/Inf/negative/missing sample, no
   metrics at all). The reconciler reports ``ScalingActive=False/DecisionUnavailable`` and holds
   the current count;
@@ -25,6 +30,16 @@ Metric values (``MetricValue.value``) follow the target type, as the collectors 
 * ``Value`` — the metric as one total for the whole workload (a queue depth, a ``sum(...)``);
   ``target_value`` is what one replica should carry, so the workload needs
   ``value / target_value`` replicas.
+
+**Pod readiness (Resource metrics).** A ``Resource`` metric carries ``MetricValue.pods``, the
+HPA replica calculator's grouping of the target's pods (``PodCounts``): ``value`` is the
+utilization (or per-pod average) over the *ready pods that report a metric* only, as
+``status.currentMetrics`` shows it, and ``pods`` says how many pods that was and how many more are
+unready (Pending, or a cpu pod not Ready within its initialization period) or missing a metric.
+The count such a metric asks for is then **not** ``ceil(current * ratio)`` — 2 ready pods at
+140 % of a 70 % target next to 2 Pending ones ask for 4, not 8 — but the HPA's rule over those
+groups (``escaler.scaling.apa.pod_replicas``, which ``apa`` applies and a plug-in may call).
+``pods`` is ``None`` for every other source.
 
 The context is read-only: frozen dataclasses, tuples, and a ``MappingProxyType`` for the config.
 """
@@ -45,9 +60,12 @@ __all__ = [
     "TARGET_VALUE",
     "Algorithm",
     "AlgorithmContext",
+    "AlgorithmResult",
     "MetricValue",
     "NoDecision",
+    "PodCounts",
     "Recommendation",
+    "as_result",
     "is_usable",
 ]
 
@@ -61,6 +79,49 @@ METRIC_TYPES = ("Resource", "Custom", "External", "ExternalServer")
 
 class NoDecision(Exception):
     """The inputs cannot support a decision; the message names the metric and the reason."""
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_weight(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+        and value >= 0
+
+
+@dataclass(frozen=True)
+class PodCounts:
+    """The HPA's grouping of the pods behind one Resource metric (see the module docstring).
+
+    A pod's *weight* is what its usage is divided by: its request for a ``Utilization`` target,
+    1 for an ``AverageValue`` target. Pods being deleted, ``Failed`` or ``Succeeded`` are in no group.
+    """
+
+    # Running pods that report the metric and count as ready (the HPA's readyPodCount); >= 1
+    ready: int
+    # the sum of their weights; > 0 (MetricValue.value is their usage / this weight)
+    ready_weight: float
+    # Pending pods, and (cpu) pods not Ready yet within the cpu initialization period; >= 0
+    unready: int = 0
+    # the sum of their weights; >= 0, 0 when unready == 0
+    unready_weight: float = 0.0
+    # Running pods without a metric (metrics-server has not scraped them yet); >= 0
+    missing: int = 0
+    # the sum of their weights; >= 0, 0 when missing == 0
+    missing_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        for count, weight in (("ready", "ready_weight"), ("unready", "unready_weight"),
+                              ("missing", "missing_weight")):
+            n, w = getattr(self, count), getattr(self, weight)
+            if not _is_count(n) or not _is_weight(w) or (n == 0 and w != 0):
+                raise ValueError(f"PodCounts: {count} must be an integer >= 0 and {weight} a finite number "
+                                 f">= 0 (0 with no pods), got {n!r} and {w!r}")
+            object.__setattr__(self, weight, float(w))
+        if self.ready < 1 or self.ready_weight <= 0:
+            raise ValueError(f"PodCounts: need at least one ready pod with a weight > 0, got {self.ready!r} "
+                             f"and {self.ready_weight!r}")
 
 
 @dataclass(frozen=True)
@@ -77,6 +138,8 @@ class MetricValue:
     target_type: str
     # the target; must be a finite number > 0 for a decision
     target_value: float
+    # Resource metrics: the HPA's pod groups behind value (see the module docstring); else None
+    pods: PodCounts | None = None
 
 
 @dataclass(frozen=True)
@@ -122,10 +185,41 @@ class AlgorithmContext:
         object.__setattr__(self, "config", _readonly(self.config))
 
 
+@dataclass(frozen=True)
+class AlgorithmResult:
+    """An algorithm's recommendation after its own step cap, and before it."""
+
+    # the recommendation the pipeline uses; >= 0
+    replicas: int
+    # what the metrics ask for before the algorithm's own cap; >= 0 (== replicas when no cap bound)
+    uncapped: int
+
+    def __post_init__(self) -> None:
+        if not (_is_count(self.replicas) and _is_count(self.uncapped)):
+            raise ValueError(f"AlgorithmResult: replicas and uncapped must be integers >= 0, got "
+                             f"{self.replicas!r} and {self.uncapped!r}")
+
+    @property
+    def capped(self) -> bool:
+        """The algorithm's own cap changed the count."""
+        return self.replicas != self.uncapped
+
+
 class Algorithm(Protocol):
     """A pure function of the context to a desired replica count (see the module docstring)."""
 
-    def __call__(self, ctx: AlgorithmContext, /) -> int: ...
+    def __call__(self, ctx: AlgorithmContext, /) -> int | AlgorithmResult: ...
+
+
+def as_result(raw: object, name: str = "algorithm") -> AlgorithmResult:
+    """An algorithm's return value as an ``AlgorithmResult``; ``ValueError`` naming ``name`` when it
+    is neither an integer >= 0 nor an ``AlgorithmResult``."""
+    if isinstance(raw, AlgorithmResult):
+        return raw
+    if not _is_count(raw):
+        raise ValueError(f"algorithm {name!r} returned {raw!r}, not an integer >= 0 or an AlgorithmResult")
+    assert isinstance(raw, int)
+    return AlgorithmResult(replicas=raw, uncapped=raw)
 
 
 def is_usable(value: float | None) -> bool:

@@ -15,6 +15,12 @@ values and reports each problem once as a Warning event (never silently, SPEC §
 ``elasticscaler.io/metrics.`` or ``elasticscaler.io/behavior.`` that is not one of ours is a
 problem too (a typo such as ``metrics.windowSecond`` would otherwise be ignored silently).
 
+``elasticscaler.io/metrics.panicWindowPercentage`` (default 10, 0 disables; a number in [0, 100])
+sizes the *panic window*, a short window of ``windowSeconds * percentage / 100`` (6 s by default)
+aggregated alongside the main one (``escaler.scaling.window`` states the rule and the numbers
+behind the default): it takes over a scale-up the main window would only creep towards, and never
+drives a scale-down. Ten percent is Knative KPA's default panic window (60 s stable, 6 s panic).
+
 Numbers are parsed strictly (``escaler.scaling.strconv``): ``"60"``, ``"2.5"``; not ``" 60"``,
 ``"6_0"``, ``"nan"``. Pure: no I/O.
 """
@@ -39,6 +45,7 @@ __all__ = [
     "MISSING_DATA_POLICIES",
     "MISSING_DATA_POLICY",
     "OUTLIER_THRESHOLD",
+    "PANIC_WINDOW_PERCENTAGE",
     "PAUSED",
     "PAUSED_REPLICAS",
     "PAUSE_KEYS",
@@ -63,6 +70,7 @@ METRICS_AGGREGATION_TYPE = "elasticscaler.io/metrics.aggregationType"
 MISSING_DATA_POLICY = "elasticscaler.io/metrics.missingDataPolicy"
 ENABLE_OUTLIER_FILTER = "elasticscaler.io/metrics.enableOutlierFilter"
 OUTLIER_THRESHOLD = "elasticscaler.io/metrics.outlierThreshold"
+PANIC_WINDOW_PERCENTAGE = "elasticscaler.io/metrics.panicWindowPercentage"
 SCALE_UP_STABILIZATION_WINDOW = "elasticscaler.io/behavior.scaleUp.stabilizationWindowSeconds"
 SCALE_DOWN_STABILIZATION_WINDOW = "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds"
 SCALE_UP_MAX_PODS_PER_STEP = "elasticscaler.io/behavior.scaleUp.maxPodsPerStep"
@@ -94,6 +102,8 @@ class ScalerAnnotations:
     enable_outlier_filter: bool = False
     # > 0
     outlier_threshold: float = 3.0
+    # the panic window as a percentage of window_seconds; 0 (off) .. 100
+    panic_window_percentage: float = 10.0
     # 0..MAX_STABILIZATION_WINDOW_SECONDS
     scale_up_stabilization_seconds: int = 0
     # 0..MAX_STABILIZATION_WINDOW_SECONDS
@@ -174,6 +184,15 @@ def _number_at_least(low: float, *, strict: bool) -> Parser:
     return parse
 
 
+def _number_in(low: float, high: float) -> Parser:
+    def parse(text: str) -> float:
+        value = parse_number(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be a number in [{low:g}, {high:g}]")
+        return value
+    return parse
+
+
 def _one_of(allowed: tuple[str, ...]) -> Parser:
     def parse(text: str) -> str:
         if text not in allowed:
@@ -190,6 +209,7 @@ _POLICY: dict[str, tuple[str, Parser]] = {
     MISSING_DATA_POLICY: ("missing_data_policy", _one_of(MISSING_DATA_POLICIES)),
     ENABLE_OUTLIER_FILTER: ("enable_outlier_filter", parse_bool),
     OUTLIER_THRESHOLD: ("outlier_threshold", _number_at_least(0, strict=True)),
+    PANIC_WINDOW_PERCENTAGE: ("panic_window_percentage", _number_in(0, 100)),
     SCALE_UP_STABILIZATION_WINDOW: ("scale_up_stabilization_seconds",
                                     _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS)),
     SCALE_DOWN_STABILIZATION_WINDOW: ("scale_down_stabilization_seconds",

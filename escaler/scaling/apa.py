@@ -11,6 +11,21 @@ For each metric (see ``algorithm.py`` for what a value means per target type):
   ``ceil(value / target)`` for ``Value`` (the same number, computed without the division by
   ``current``).
 
+**Pod readiness (Resource metrics, the HPA's replica calculator).** A metric that carries
+``MetricValue.pods`` (see ``algorithm.py``) is computed over the groups, not over ``current``
+(``pod_replicas``): with ``ratio = value / target`` over the ready pods that report,
+
+* no missing pod and no scale-up with unready pods → the tolerance band, else
+  ``ceil(ratio * ready)``;
+* otherwise the ratio is computed again with the missing pods at 0 % on a scale-up
+  (``ratio > 1``) and at ``max(100 %, target)`` of their request on a scale-down (``AverageValue``:
+  at the target), and, on a scale-up, the unready pods at 0 % (on a scale-down they stay out);
+  the current count is kept when that new ratio is inside the tolerance band or points the other
+  way, and when ``ceil(new ratio * pods counted)`` would move against the ratio's direction.
+
+So 2 ready pods at 140 % of a 70 % target with 2 Pending ones ask for 4 (the Pending pods are the
+capacity on its way), where ``ceil(4 * 2)`` would ask for 8.
+
 The recommendation is the **max** over the metrics, then one step is limited:
 
 * upwards to ``ceil(current * scaleUpRate)`` — ceil, so that a rate such as 1.5 still lets one
@@ -19,7 +34,9 @@ The recommendation is the **max** over the metrics, then one step is limited:
   shrink by at least one (``ceil(3 / 1.1)`` would be 3 again).
 
 Both rates must be > 1 (a rate of 1 would forbid that direction altogether: use minReplicas or
-maxReplicas for that).
+maxReplicas for that). ``apa`` returns ``AlgorithmResult(replicas=<limited>, uncapped=<max over
+the metrics>)`` so that the cap is visible: the pipeline shows it as its own step (``RateLimit``)
+and ``ScalingLimited`` says ``ScaleUpLimit``/``ScaleDownLimit`` when it binds.
 
 **From zero** (``current == 0``) there is no per-replica load and nothing to multiply the rate
 by: a metric with any load recommends at least 1 (``Value``: ``ceil(value / target)``;
@@ -51,6 +68,7 @@ from escaler.scaling.algorithm import (
     TARGET_UTILIZATION,
     TARGET_VALUE,
     AlgorithmContext,
+    AlgorithmResult,
     MetricValue,
     NoDecision,
     is_usable,
@@ -73,7 +91,9 @@ __all__ = [
     "limit_step",
     "metric_ratio",
     "parse_config",
+    "pod_replicas",
     "recommend_metric",
+    "tolerance_of",
 ]
 
 APA = "apa"
@@ -171,6 +191,18 @@ def parse_config(config: Mapping[str, str]) -> ApaConfig:
     return ApaConfig(**{_FIELDS[key]: value for key, value in values.items()})
 
 
+def tolerance_of(config: Mapping[str, str]) -> float:
+    """The ``tolerance`` an ``algorithmConfig`` gives, or the default when it gives none or a bad one
+    (for callers that only need the band, e.g. to report; the algorithm itself refuses a bad one)."""
+    text = config.get(KEY_TOLERANCE)
+    if text is None:
+        return DEFAULT_TOLERANCE
+    try:
+        return _parse_entry(KEY_TOLERANCE, text)
+    except ApaConfigError:
+        return DEFAULT_TOLERANCE
+
+
 def _ceil(x: float) -> int:
     return math.ceil(x - _EPS * max(1.0, abs(x)))
 
@@ -206,6 +238,48 @@ def metric_ratio(current_replicas: int, metric: MetricValue) -> float:
     return value / target
 
 
+def _within(ratio: float, tolerance: float) -> bool:
+    return abs(ratio - 1.0) <= tolerance + _EPS
+
+
+def _missing_fill(metric: MetricValue) -> float:
+    """The ratio a pod without a metric counts for on a scale-down (the conservative guess: busy):
+    all of its request for Utilization, or the target when that is above 100 % (so the guess never
+    reads as "below target"); exactly the target for AverageValue."""
+    if metric.target_type == TARGET_UTILIZATION:
+        return max(100.0, metric.target_value) / metric.target_value
+    return 1.0
+
+
+def pod_replicas(current_replicas: int, metric: MetricValue, tolerance: float) -> int:
+    """The HPA replica calculator's count for a metric with ``pods`` (see the module docstring)."""
+    value, target = _check(metric)
+    pods = metric.pods
+    if pods is None or metric.target_type not in (TARGET_UTILIZATION, TARGET_AVERAGE_VALUE):
+        raise ValueError(f"metric {metric.name!r}: pod groups need a Utilization or AverageValue target "
+                         "and MetricValue.pods")
+    ratio = value / target
+    up_with_unready = pods.unready > 0 and ratio > 1.0
+    if not up_with_unready and pods.missing == 0:
+        return current_replicas if _within(ratio, tolerance) else _ceil(ratio * pods.ready)
+    # usage in units of "target x weight", over the pods the new ratio counts
+    usage, weight, counted = ratio * pods.ready_weight, pods.ready_weight, pods.ready
+    if pods.missing and ratio != 1.0:
+        usage += (_missing_fill(metric) if ratio < 1.0 else 0.0) * pods.missing_weight
+        weight += pods.missing_weight
+        counted += pods.missing
+    if up_with_unready:
+        weight += pods.unready_weight
+        counted += pods.unready
+    new_ratio = usage / weight
+    if _within(new_ratio, tolerance) or (ratio < 1.0 < new_ratio) or (new_ratio < 1.0 < ratio):
+        return current_replicas
+    desired = _ceil(new_ratio * counted)
+    if (new_ratio < 1.0 and desired > current_replicas) or (new_ratio > 1.0 and desired < current_replicas):
+        return current_replicas
+    return desired
+
+
 def recommend_metric(current_replicas: int, metric: MetricValue, tolerance: float) -> int:
     """The count one metric recommends (see the module docstring)."""
     value, target = _check(metric)
@@ -213,8 +287,10 @@ def recommend_metric(current_replicas: int, metric: MetricValue, tolerance: floa
         if value <= 0:
             return 0
         return max(1, _ceil(value / target)) if metric.target_type == TARGET_VALUE else 1
+    if metric.pods is not None and metric.target_type != TARGET_VALUE:
+        return pod_replicas(current_replicas, metric, tolerance)
     ratio = metric_ratio(current_replicas, metric)
-    if abs(ratio - 1.0) <= tolerance + _EPS:
+    if _within(ratio, tolerance):
         return current_replicas
     if metric.target_type == TARGET_VALUE:
         return _ceil(value / target)
@@ -231,10 +307,10 @@ def limit_step(current_replicas: int, desired: int, cfg: ApaConfig) -> int:
     return desired
 
 
-def apa(ctx: AlgorithmContext, /) -> int:
-    """The ``apa`` recommendation for ``ctx`` (see the module docstring)."""
+def apa(ctx: AlgorithmContext, /) -> AlgorithmResult:
+    """The ``apa`` recommendation for ``ctx``, capped and uncapped (see the module docstring)."""
     cfg = parse_config(ctx.config)
     if not ctx.metrics:
         raise NoDecision("no metrics to evaluate")
     desired = max(recommend_metric(ctx.current_replicas, m, cfg.tolerance) for m in ctx.metrics)
-    return limit_step(ctx.current_replicas, desired, cfg)
+    return AlgorithmResult(replicas=limit_step(ctx.current_replicas, desired, cfg), uncapped=desired)

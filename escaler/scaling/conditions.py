@@ -1,4 +1,5 @@
-"""The scaler condition model (SPEC §3): one sync's outcome → conditions and events.
+"""The scaler condition model (SPEC §3): one sync's outcome → conditions and events — the one
+condition engine of escaler (every reconciler writes its conditions through this module).
 
 ``conditions_for(outcome, generation, now_iso, previous) -> (conditions, events)`` implements the
 SPEC §3 table for every scaler kind:
@@ -10,9 +11,13 @@ ScalingActive   True   MetricsAvailable ("evaluated K of M metrics; recommends N
                        DecisionReceived (a State/Signal/custom decision was read)
 ScalingActive   False  DecisionUnavailable (the message names the source and the error, capped
                        at 1 KiB), InvalidSpec, ScalingDisabled (0 replicas, the trigger cannot
-                       scale from zero)
-AbleToScale     True   Synced, RolloutInProgress / ScaleDownSettling (a guard holds the write),
-                       DeferralTimedOut (a held write was forced), ScaleDownStabilized, Paused
+                       scale from zero), Advisory (Advisory mode with ``scalingAlgorithm: HPA``:
+                       the companion HPA is not created, so nothing computes a decision; written
+                       by the reconciler with ``set_condition`` and ``ADVISORY_HPA_MESSAGE``)
+AbleToScale     True   Synced, RolloutInProgress / ScaleDownSettling / InsufficientCapacity (a
+                       guard holds the write), DeferralTimedOut (a held write was forced),
+                       ScaleDownStabilized, InsufficientCapacity (reported: Unschedulable pods,
+                       nothing written this sync), Paused
 AbleToScale     False  InvalidSpec / TargetNotFound / TargetUnreadable / TargetWriteFailed
 ScalingLimited  True   TooFewReplicas / TooManyReplicas / ScaleUpLimit / ScaleDownLimit
 ScalingLimited  False  DesiredWithinRange
@@ -27,34 +32,59 @@ Rules:
 
 * **AbleToScale=True precedence**, in one sync: ``Paused`` (the pause annotations bypass the
   guards, so nothing competes with it), then a guard hold (``RolloutInProgress`` /
-  ``ScaleDownSettling``) or ``DeferralTimedOut``, then ``ScaleDownStabilized``, then ``Synced``.
+  ``ScaleDownSettling`` / ``InsufficientCapacity``) or ``DeferralTimedOut``, then
+  ``ScaleDownStabilized``, then ``InsufficientCapacity`` as a report (pods of the target are
+  Unschedulable and the sync writes nothing: the scheduler's message is shown, health *waiting*),
+  then ``Synced`` (a write; its message mentions Unschedulable pods when there are).
   ``elasticscaler.io/paused-replicas`` reports ``Paused`` too (pinned, message names N).
-* **ScalingLimited** names the *last* pipeline step that changed the count
-  (``Decision.limited_by``: a step limit not undone by the clamp is reported over the clamp), and
-  is only updated on a sync where ScalingActive is True — and not while paused or pinned (the
-  pipeline did not decide the count then). Otherwise it is left exactly as it was.
-* **Target errors** (``SyncOutcome.target_error``): a read error (``InvalidSpec`` for an
-  unparsable target apiVersion, ``TargetNotFound``, ``TargetUnreadable``; the pipeline did not run)
-  touches only AbleToScale (and Validated, when the caller passes a validation result: it is about
-  the spec, not the target). ``TargetWriteFailed`` sets AbleToScale=False and still writes what was
-  computed earlier in that sync (ScalingActive, ScalingLimited, MetricsPipeline).
+* **ScalingLimited** reports ``Decision.limited_by``: the *last* deciding step that changed the
+  count (a step limit not undone by the clamp is reported over the clamp; the algorithm's own
+  rate cap — ``rateLimit``, apa's scaleUpRate/scaleDownRate — is ScaleUpLimit/ScaleDownLimit with
+  a message saying it was the algorithm's rate), and is only updated on a sync where ScalingActive
+  is True — and not while paused or pinned (the pipeline did not decide the count then).
+  Otherwise it is left exactly as it was.
+* **Target errors** (``SyncOutcome.target_error``) touch only AbleToScale (and the conditions'
+  observedGeneration); never ``Validated``, even when the caller passes a validation result (it
+  is ignored on such a sync). A read error (``InvalidSpec`` for an unparsable target apiVersion,
+  ``TargetNotFound``, ``TargetUnreadable``; the pipeline did not run) writes AbleToScale=False
+  only. ``TargetWriteFailed`` sets AbleToScale=False and still writes what was computed earlier in
+  that sync (ScalingActive, ScalingLimited, MetricsPipeline).
 * A failed validation with no decision (the pipeline did not run) sets ScalingActive=False/
   InvalidSpec for the reasons that mean "the spec cannot produce a decision" (InvalidSpec,
   AlgorithmNotRegistered, UnsupportedMetric, TargetChainInvalid), not for TargetConflict (the spec
   is fine; another scaler owns the target).
 * **MetricsPipeline** is written for metrics-based recommendations (``FROM_METRICS``) and removed
-  for decision-based ones (a provider switch overwrites the conditions at once).
+  for decision-based ones (a provider switch overwrites the conditions at once). It reports a
+  failing source *as soon as a read fails* (``RecommendResult.metric_errors``: this sync's read
+  errors, one per metric), even while the decision still comes from the window's earlier samples:
+  any read error → False/``PartialMetrics`` (some metric read fine this sync) or False/``NoMetrics``
+  (none did), the message naming each failing source with its error (each capped at 1 KiB, the
+  whole message at ``MAX_METRICS_PIPELINE_MESSAGE_BYTES``) and saying when the decision used the
+  window's earlier samples. True/``AllMetricsAvailable`` only when every read succeeded and every
+  metric was evaluated.
 * **DecisionAvailable** (LLMScaler, ``SyncOutcome.decision_available``) mirrors ScalingActive
   exactly (status, reason, message, observedGeneration, lastTransitionTime) whenever ScalingActive
   is written.
-* A stale ``ScalingDeferred`` condition (older controllers) is removed. Conditions of other types
-  are kept untouched.
+* A stale ``ScalingDeferred`` condition (older controllers, ``DROPPED_TYPES``) is removed.
+  Conditions of other types are kept untouched.
 * Every condition written in this sync carries ``observedGeneration = generation``;
   ``lastTransitionTime`` is ``now_iso`` when the status changed (or the condition is new) and is
   kept otherwise, even when the reason or message changed (``metav1.Condition`` semantics).
+  Messages are capped at 32 KiB (bytes; ``metav1.Condition``'s maxLength).
 * The result is ordered: ScalingActive, AbleToScale, ScalingLimited, Validated, MetricsPipeline,
-  DecisionAvailable, then other types in their previous order — so an unchanged sync returns an
-  equal list and the reconciler can skip the status write.
+  DecisionAvailable (``CONDITION_ORDER``), then other types in their previous order — so an
+  unchanged sync returns an equal list and the reconciler can skip the status write.
+
+The same rules, one condition at a time, for the paths ``conditions_for`` does not cover (the
+companion-HPA mirror, holds before any decision, an object that does not parse):
+
+* ``set_condition(conditions, type, status, reason, message, generation=, now_iso=)`` → the list
+  with that condition replaced (transition time kept unless the status flips, observedGeneration,
+  capped message, order, dropped types removed);
+* ``remove_condition(conditions, type)``, ``ordered(conditions)`` (order + dropped types);
+* ``changed_types(previous, current)`` → the types whose (status, reason) changed or are new: what
+  an event is emitted for, so a steady state emits nothing;
+* ``ConditionValue.from_wire(mapping)`` / ``.to_wire()`` convert the JSON (camelCase) form.
 
 Events (``EventValue(type, reason, note)``; the recorder deduplicates and aggregates):
 ``SuccessfulRescale`` (Normal, a normal write: "New size: N; reason: ..."), ``ScalingDeferred``
@@ -67,34 +97,38 @@ the others are emitted, ScalingDeferred with an "Advisory mode:" note.
 
 ``health(conditions)`` is the SPEC §3 rule: ``failing`` when AbleToScale or ScalingActive is False
 (and, beyond the SPEC's wording, when Validated is False: a refused scaler never writes);
-``waiting`` when AbleToScale is True with a guard or stabilization reason (RolloutInProgress,
-ScaleDownSettling, ScaleDownStabilized); ``ok`` otherwise. ScalingLimited is informational.
+``waiting`` when AbleToScale is True with a guard or stabilization reason (``WAITING_REASONS``:
+RolloutInProgress, ScaleDownSettling, InsufficientCapacity, ScaleDownStabilized); ``ok``
+otherwise. ScalingLimited is informational.
 Pure: no I/O, no clock (the caller passes ``now_iso``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
 
-from escaler.scaling.guards import ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING
+from escaler.api.scaler import BoundBy
+from escaler.scaling.guards import INSUFFICIENT_CAPACITY, ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING
 from escaler.scaling.pipeline import (
     DECISION_UNAVAILABLE,
     FROM_METRICS,
     INVALID_SPEC,
     RECOMMENDED,
+    SCALE_DOWN_LIMIT,
+    SCALE_UP_LIMIT,
     SCALING_DISABLED,
-    STEP_MAX_REPLICAS,
-    STEP_MIN_REPLICAS,
-    STEP_SCALE_DOWN_LIMIT,
-    STEP_SCALE_UP_LIMIT,
+    TOO_FEW_REPLICAS,
+    TOO_MANY_REPLICAS,
     Decision,
 )
-from escaler.scaling.text import cap_text, format_time
+from escaler.scaling.text import MAX_ERROR_BYTES, cap_text, format_time
 
 __all__ = [
     "ABLE_TO_SCALE",
+    "ADVISORY",
+    "ADVISORY_HPA_MESSAGE",
     "ALGORITHM_NOT_REGISTERED",
     "ALL_METRICS_AVAILABLE",
     "CONDITION_ORDER",
@@ -103,6 +137,7 @@ __all__ = [
     "DECISION_UNAVAILABLE",
     "DEFERRAL_TIMED_OUT",
     "DESIRED_WITHIN_RANGE",
+    "DROPPED_TYPES",
     "EVENT_DEFERRAL_TIMED_OUT",
     "EVENT_FAILED_COMPUTE_METRICS_REPLICAS",
     "EVENT_FAILED_GET_SCALE",
@@ -111,7 +146,10 @@ __all__ = [
     "EVENT_SUCCESSFUL_RESCALE",
     "EVENT_TARGET_CONFLICT",
     "FAILING",
+    "INSUFFICIENT_CAPACITY",
     "INVALID_SPEC",
+    "MAX_CONDITION_MESSAGE_BYTES",
+    "MAX_METRICS_PIPELINE_MESSAGE_BYTES",
     "METRICS_AVAILABLE",
     "METRICS_PIPELINE",
     "NORMAL",
@@ -142,6 +180,7 @@ __all__ = [
     "VALIDATED",
     "VALIDATION_FAILURES",
     "WAITING",
+    "WAITING_REASONS",
     "WARNING",
     "ConditionValue",
     "EventValue",
@@ -149,8 +188,13 @@ __all__ = [
     "SyncOutcome",
     "TargetError",
     "Validation",
+    "changed_types",
     "conditions_for",
     "health",
+    "limited_by_algorithm_rate",
+    "ordered",
+    "remove_condition",
+    "set_condition",
 ]
 
 # condition types
@@ -163,11 +207,19 @@ DECISION_AVAILABLE = "DecisionAvailable"   # LLMScaler, deprecated: mirrors Scal
 SCALING_DEFERRED = "ScalingDeferred"       # removed: written by older controllers
 CONDITION_ORDER = (SCALING_ACTIVE, ABLE_TO_SCALE, SCALING_LIMITED, VALIDATED, METRICS_PIPELINE,
                    DECISION_AVAILABLE)
+# condition types removed on the first status write (SPEC §3: a stale ScalingDeferred)
+DROPPED_TYPES = frozenset({SCALING_DEFERRED})
 
 # ScalingActive reasons (DECISION_UNAVAILABLE, INVALID_SPEC, SCALING_DISABLED come from pipeline)
 METRICS_AVAILABLE = "MetricsAvailable"
 DECISION_RECEIVED = "DecisionReceived"
-# AbleToScale reasons (ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING come from guards)
+# ScalingActive=False: Advisory mode on a scalingAlgorithm HPA scaler (the companion HPA is not
+# created, so nothing computes a decision); ScalingDisabled stays reserved for zero replicas
+ADVISORY = "Advisory"
+ADVISORY_HPA_MESSAGE = (
+    "Advisory mode: the companion HPA is not created (it would scale the target), so no decision is "
+    "computed with scalingAlgorithm HPA; use an escaler algorithm such as apa to get advisory decisions")
+# AbleToScale reasons (ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING, INSUFFICIENT_CAPACITY come from guards)
 SYNCED = "Synced"
 DEFERRAL_TIMED_OUT = "DeferralTimedOut"
 SCALE_DOWN_STABILIZED = "ScaleDownStabilized"
@@ -176,11 +228,8 @@ TARGET_NOT_FOUND = "TargetNotFound"
 TARGET_UNREADABLE = "TargetUnreadable"
 TARGET_WRITE_FAILED = "TargetWriteFailed"
 TARGET_READ_ERRORS = (INVALID_SPEC, TARGET_NOT_FOUND, TARGET_UNREADABLE)
-# ScalingLimited reasons
-TOO_FEW_REPLICAS = "TooFewReplicas"
-TOO_MANY_REPLICAS = "TooManyReplicas"
-SCALE_UP_LIMIT = "ScaleUpLimit"
-SCALE_DOWN_LIMIT = "ScaleDownLimit"
+# ScalingLimited reasons (TOO_FEW_REPLICAS, TOO_MANY_REPLICAS, SCALE_UP_LIMIT, SCALE_DOWN_LIMIT come
+# from pipeline: they are Decision.limited_by's values)
 DESIRED_WITHIN_RANGE = "DesiredWithinRange"
 # Validated reasons
 VALID = "Valid"
@@ -211,17 +260,17 @@ Health = Literal["failing", "waiting", "ok"]
 FAILING: Health = "failing"
 WAITING: Health = "waiting"
 OK: Health = "ok"
+# AbleToScale=True reasons that make a scaler *waiting*
+WAITING_REASONS = frozenset({ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING, INSUFFICIENT_CAPACITY,
+                             SCALE_DOWN_STABILIZED})
 
 # a condition message's maxLength (metav1.Condition); counted in bytes here, which is stricter
-_MAX_MESSAGE_BYTES = 32768
-# the MetricsPipeline message lists per-metric errors up to this size
-_MAX_METRIC_ERRORS_BYTES = 4096
-_LIMIT_REASONS = {
-    STEP_MIN_REPLICAS: TOO_FEW_REPLICAS,
-    STEP_MAX_REPLICAS: TOO_MANY_REPLICAS,
-    STEP_SCALE_UP_LIMIT: SCALE_UP_LIMIT,
-    STEP_SCALE_DOWN_LIMIT: SCALE_DOWN_LIMIT,
-}
+MAX_CONDITION_MESSAGE_BYTES = 32768
+# the whole MetricsPipeline message (each source's error is capped at 1 KiB before)
+MAX_METRICS_PIPELINE_MESSAGE_BYTES = 4 * MAX_ERROR_BYTES
+_STATUSES = ("True", "False", "Unknown")
+# what a ScalingLimited message says when the algorithm's own rate cap bound the count
+_ALGORITHM_RATE = "faster than the algorithm's"
 # a failed validation for which the spec cannot produce a decision (→ ScalingActive=False/InvalidSpec)
 _SPEC_FAILURES = (INVALID_SPEC, ALGORITHM_NOT_REGISTERED, UNSUPPORTED_METRIC, TARGET_CHAIN_INVALID)
 
@@ -242,6 +291,29 @@ class ConditionValue:
     observed_generation: int
     # RFC 3339 time of the last status change
     last_transition_time: str
+
+    @classmethod
+    def from_wire(cls, item: Mapping[str, Any]) -> ConditionValue | None:
+        """A condition from its JSON form (camelCase keys, as in a status); None when malformed."""
+        ctype, status, reason = item.get("type"), item.get("status"), item.get("reason")
+        at, gen = item.get("lastTransitionTime"), item.get("observedGeneration", 0)
+        if not (isinstance(ctype, str) and ctype and isinstance(reason, str) and reason
+                and status in _STATUSES and isinstance(at, str) and at):
+            return None
+        if gen is None:
+            gen = 0
+        if isinstance(gen, bool) or not isinstance(gen, int) or gen < 0:
+            return None
+        message = item.get("message")
+        return cls(type=ctype, status=str(status), reason=reason,
+                   message=message if isinstance(message, str) else "", observed_generation=gen,
+                   last_transition_time=at)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON form (camelCase keys), as written into a status."""
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message,
+                "observedGeneration": self.observed_generation,
+                "lastTransitionTime": self.last_transition_time}
 
 
 @dataclass(frozen=True)
@@ -290,7 +362,7 @@ class Validation:
         if self.reason != VALID and self.reason not in VALIDATION_FAILURES:
             raise ValueError(f"Validation.reason must be {VALID} or one of {', '.join(VALIDATION_FAILURES)}, "
                              f"got {self.reason!r}")
-        object.__setattr__(self, "message", cap_text(self.message, _MAX_MESSAGE_BYTES))
+        object.__setattr__(self, "message", cap_text(self.message, MAX_CONDITION_MESSAGE_BYTES))
 
     @property
     def ok(self) -> bool:
@@ -379,9 +451,13 @@ def _able_to_scale(d: Decision) -> _Spec:
             d, f"recent recommendations were higher than current one, applying the highest recent "
                f"recommendation ({d.stabilized} over {d.recommendation}, window "
                f"{d.behavior.scale_down_stabilization_seconds:g}s)")
+    if d.capacity is not None and not d.would_write:
+        return "True", INSUFFICIENT_CAPACITY, _advisory(d, d.capacity.message)
     if d.would_write:
         text = f"would scale the target from {d.current} to {d.desired}" if d.advisory \
             else f"scaled the target from {d.current} to {d.desired}"
+        if d.capacity is not None:
+            text += f"; {d.capacity.message}"
         return "True", SYNCED, _advisory(d, text)
     if d.activity == SCALING_DISABLED:
         return "True", SYNCED, "nothing to write: scaling is disabled while the target has 0 replicas"
@@ -390,17 +466,23 @@ def _able_to_scale(d: Decision) -> _Spec:
 
 def _scaling_limited(d: Decision) -> _Spec:
     b = d.behavior
-    if d.limited_by == STEP_MIN_REPLICAS:
+    step = d.limiting_step
+    if step is not None and step.bound == BoundBy.RATE_LIMIT:
+        direction = "increasing" if d.limited_by == SCALE_UP_LIMIT else "decreasing"
+        rate = "scale-up" if d.limited_by == SCALE_UP_LIMIT else "scale-down"
+        return "True", str(d.limited_by), (f"the desired replica count is {direction} {_ALGORITHM_RATE} "
+                                           f"{rate} rate; capped from {step.before} to {step.after}")
+    if d.limited_by == TOO_FEW_REPLICAS:
         return "True", TOO_FEW_REPLICAS, (f"the desired replica count is less than the minimum replica "
                                           f"count; raised to minReplicas {b.min_replicas}")
-    if d.limited_by == STEP_MAX_REPLICAS:
+    if d.limited_by == TOO_MANY_REPLICAS:
         return "True", TOO_MANY_REPLICAS, (f"the desired replica count is more than the maximum replica "
                                            f"count; capped at maxReplicas {b.max_replicas}")
-    if d.limited_by == STEP_SCALE_UP_LIMIT:
+    if d.limited_by == SCALE_UP_LIMIT:
         return "True", SCALE_UP_LIMIT, (f"the desired replica count is increasing faster than the "
                                         f"scale-up step limit ({b.scale_up_max_pods} per sync); limited "
                                         f"to {d.limited}")
-    if d.limited_by == STEP_SCALE_DOWN_LIMIT:
+    if d.limited_by == SCALE_DOWN_LIMIT:
         return "True", SCALE_DOWN_LIMIT, (f"the desired replica count is decreasing faster than the "
                                           f"scale-down step limit ({b.scale_down_max_pods} per sync); "
                                           f"limited to {d.limited}")
@@ -408,19 +490,38 @@ def _scaling_limited(d: Decision) -> _Spec:
                                            f"[{b.min_replicas}, {b.max_replicas}]")
 
 
+def limited_by_algorithm_rate(reason: str, message: str) -> bool:
+    """Whether a ScalingLimited condition (its reason and message) reports the algorithm's own rate
+    cap (the ``rateLimit`` step) rather than a step limit — for ``escaler explain``."""
+    return reason in (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT) and _ALGORITHM_RATE in message
+
+
 def _metrics_pipeline(d: Decision) -> _Spec:
+    status, reason, message = _metrics_pipeline_spec(d)
+    return status, reason, cap_text(message, MAX_METRICS_PIPELINE_MESSAGE_BYTES)
+
+
+def _metrics_pipeline_spec(d: Decision) -> _Spec:
     rr = d.recommend
-    k, m = rr.evaluated, rr.total
-    errors = ""
-    if rr.metric_errors:
-        errors = "; " + cap_text("; ".join(rr.metric_errors), _MAX_METRIC_ERRORS_BYTES)
+    k, m, errors = rr.evaluated, rr.total, rr.metric_errors
+    failing = "; failing: " + "; ".join(errors) if errors else ""
     if m == 0:
-        return "False", NO_METRICS, "no metrics to evaluate" + errors
+        return "False", NO_METRICS, "no metrics to evaluate" + failing
+    if errors:
+        # a read failed this sync: report it now, whatever the window still gives
+        read_ok = max(0, m - len(errors))
+        # the failing metrics still evaluated had earlier samples in the window
+        used_window = d.activity == RECOMMENDED and k > read_ok
+        decided = "; the decision used the window's earlier samples" if used_window else ""
+        if read_ok == 0:
+            return "False", NO_METRICS, f"all {m} metric reads failed this sync{decided}{failing}"
+        failed = f"{len(errors)} of {m} metric reads failed this sync"
+        return "False", PARTIAL_METRICS, f"{failed}{decided}{failing}"
     if k == m:
         return "True", ALL_METRICS_AVAILABLE, f"all {m} metrics available"
     if k == 0:
-        return "False", NO_METRICS, f"none of {m} metrics available" + errors
-    return "False", PARTIAL_METRICS, f"{k} of {m} metrics available" + errors
+        return "False", NO_METRICS, f"none of {m} metrics available"
+    return "False", PARTIAL_METRICS, f"{k} of {m} metrics available"
 
 
 def _events_for(d: Decision, target_error: TargetError | None) -> list[EventValue]:
@@ -457,12 +558,13 @@ def conditions_for(
     previous: Sequence[ConditionValue],
 ) -> tuple[list[ConditionValue], list[EventValue]]:
     """The scaler's conditions after this sync, and the events to record; see the module docstring."""
-    if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
-        raise ValueError(f"generation must be an integer >= 0, got {generation!r}")
+    _check_generation(generation)
     writes: dict[str, _Spec] = {}
-    removes: set[str] = {SCALING_DEFERRED}
+    removes: set[str] = set()
     events: list[EventValue] = []
-    d, te, validation = outcome.decision, outcome.target_error, outcome.validation
+    d, te = outcome.decision, outcome.target_error
+    # a target error touches only AbleToScale: Validated is left as it was, whatever was passed
+    validation = outcome.validation if te is None else None
 
     if validation is not None:
         default_message = "the spec is valid" if validation.ok else validation.reason
@@ -494,31 +596,81 @@ def conditions_for(
     if outcome.decision_available and SCALING_ACTIVE in writes:
         writes[DECISION_AVAILABLE] = writes[SCALING_ACTIVE]
 
-    by_type = {c.type: c for c in previous}
-    result: dict[str, ConditionValue] = {}
+    conditions = [c for c in previous if c.type not in removes]
     for ctype, (status, reason, message) in writes.items():
-        old = by_type.get(ctype)
-        transition = old.last_transition_time if old is not None and old.status == status else now_iso
-        result[ctype] = ConditionValue(type=ctype, status=status, reason=reason,
-                                       message=cap_text(message, _MAX_MESSAGE_BYTES),
-                                       observed_generation=generation, last_transition_time=transition)
-    if DECISION_AVAILABLE in result and SCALING_ACTIVE in result:
+        conditions = _set(conditions, ctype, status, reason, message, generation, now_iso)
+    if DECISION_AVAILABLE in writes:
         # an exact mirror, lastTransitionTime included
-        active = result[SCALING_ACTIVE]
-        result[DECISION_AVAILABLE] = ConditionValue(
-            type=DECISION_AVAILABLE, status=active.status, reason=active.reason, message=active.message,
-            observed_generation=active.observed_generation, last_transition_time=active.last_transition_time)
+        active = next(c for c in conditions if c.type == SCALING_ACTIVE)
+        conditions = [replace(active, type=DECISION_AVAILABLE) if c.type == DECISION_AVAILABLE else c
+                      for c in conditions]
+    return ordered(conditions), events
 
-    ordered: list[ConditionValue] = []
-    for ctype in CONDITION_ORDER:
-        if ctype in result:
-            ordered.append(result[ctype])
-        elif ctype in by_type and ctype not in removes:
-            ordered.append(by_type[ctype])
-    for cond in previous:
-        if cond.type not in CONDITION_ORDER and cond.type not in removes:
-            ordered.append(cond)
-    return ordered, events
+
+# ---------------------------------------------------------------- one condition at a time
+
+
+def _check_generation(generation: int) -> None:
+    if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
+        raise ValueError(f"generation must be an integer >= 0, got {generation!r}")
+
+
+def _set(conditions: Sequence[ConditionValue], ctype: str, status: str, reason: str, message: str,
+         generation: int, now_iso: str) -> list[ConditionValue]:
+    old = next((c for c in conditions if c.type == ctype), None)
+    transition = old.last_transition_time if old is not None and old.status == status else now_iso
+    new = ConditionValue(type=ctype, status=status, reason=reason,
+                         message=cap_text(message, MAX_CONDITION_MESSAGE_BYTES),
+                         observed_generation=generation, last_transition_time=transition)
+    if old is None:
+        return [*conditions, new]
+    return [new if c.type == ctype else c for c in conditions]
+
+
+def ordered(conditions: Iterable[ConditionValue]) -> list[ConditionValue]:
+    """``conditions`` in the status order (``CONDITION_ORDER``, then other types in their given
+    order), one per type (the last wins), without ``DROPPED_TYPES``."""
+    by_type: dict[str, ConditionValue] = {}
+    for c in conditions:
+        if c.type not in DROPPED_TYPES:
+            by_type[c.type] = c
+    known = [by_type[t] for t in CONDITION_ORDER if t in by_type]
+    return known + [c for t, c in by_type.items() if t not in CONDITION_ORDER]
+
+
+def set_condition(
+    conditions: Sequence[ConditionValue],
+    type_: str,
+    status: bool | str,
+    reason: str,
+    message: str,
+    *,
+    generation: int,
+    now_iso: str,
+) -> list[ConditionValue]:
+    """``conditions`` with ``type_`` set: ``lastTransitionTime`` kept when the existing condition of
+    that type has the same status (else ``now_iso``), ``observedGeneration = generation``, message
+    capped; ordered, dropped types removed (see ``ordered``). ``status``: a bool or
+    ``"True"``/``"False"``/``"Unknown"``."""
+    _check_generation(generation)
+    st = ("True" if status else "False") if isinstance(status, bool) else status
+    if st not in _STATUSES:
+        raise ValueError(f"status must be a bool or one of {', '.join(_STATUSES)}, got {status!r}")
+    if not type_ or not reason:
+        raise ValueError("set_condition: type and reason must not be empty")
+    return ordered(_set(conditions, type_, st, reason, message, generation, now_iso))
+
+
+def remove_condition(conditions: Sequence[ConditionValue], type_: str) -> list[ConditionValue]:
+    """``conditions`` without ``type_``; ordered, dropped types removed."""
+    return ordered(c for c in conditions if c.type != type_)
+
+
+def changed_types(previous: Sequence[_ConditionLike], current: Sequence[_ConditionLike]) -> list[str]:
+    """The types of ``current`` whose (status, reason) differ from ``previous`` or that are new, in
+    ``current``'s order: what an event should be emitted for (a steady state emits nothing)."""
+    before = {c.type: (str(c.status), c.reason) for c in previous}
+    return [c.type for c in current if before.get(c.type) != (str(c.status), c.reason)]
 
 
 def health(conditions: Sequence[_ConditionLike]) -> Health:
@@ -529,7 +681,6 @@ def health(conditions: Sequence[_ConditionLike]) -> Health:
         if cond is not None and str(cond.status) == "False":
             return FAILING
     able = by_type.get(ABLE_TO_SCALE)
-    if able is not None and str(able.status) == "True" and able.reason in (
-            ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING, SCALE_DOWN_STABILIZED):
+    if able is not None and str(able.status) == "True" and able.reason in WAITING_REASONS:
         return WAITING
     return OK

@@ -1,23 +1,34 @@
 """Write guards and the deferral state machine (SPEC §4 step 5).
 
-Guards — ``guards(target, current, desired) -> GuardHold | None``. A write from ``current`` to
+Guards — ``guards(target, current, desired) -> GuardHold | None``. The guard input
+(``TargetSnapshot``) carries *facts the target's ResourceHandler already computed* (one source of
+truth: the guards never recompute rollout state from raw counts, so each kind's own exceptions —
+a paused Deployment, a StatefulSet partition or ``OnDelete`` — are honoured here as they are
+there), plus what the reconciler counted about the target's pods. A write from ``current`` to
 ``desired`` is held when:
 
-* ``RolloutInProgress`` (any write): the target's rollout is incomplete — its
-  ``status.observedGeneration`` < ``metadata.generation`` (its controller has not seen the latest
-  spec yet), or its updated or ready replicas are behind ``spec.replicas``. Changing the count
-  mid-rollout would stack a scale on an unfinished change (and count not-yet-ready pods as load
-  capacity); waiting is cheaper.
-* ``ScaleDownSettling`` (scale-downs only): a previous scale-down has not settled — the target's
-  ``status.replicas`` > ``spec.replicas`` (pods are still terminating). Scaling down again now
-  would act on metrics measured with pods that are already going away.
+* ``RolloutInProgress`` (any write): ``rollout_in_progress`` — the target's *template rollout* is
+  incomplete (``status.observedGeneration`` < ``metadata.generation``, or updated replicas behind
+  what the kind expects). Changing the count mid-rollout would stack a scale on an unfinished
+  change; waiting is cheaper. ``rollout_message`` says which check holds.
+* ``ScaleDownSettling`` (scale-downs only): ``settling_scale_down`` — a previous scale-down has not
+  settled (``status.replicas`` > ``spec.replicas``: pods are still terminating). Scaling down again
+  now would act on metrics measured with pods that are already going away.
+* ``InsufficientCapacity`` (scale-ups only): ``unschedulable_pods`` > 0 — pods of the target are
+  Pending as Unschedulable beyond the reconciler's grace period. More replicas would only queue
+  behind them; the scheduler's message (``unschedulable_message``) says why. A scale-down or a
+  no-op is never held by them (removing replicas is how capacity comes back).
 
-``RolloutInProgress`` is checked first. Facts the target does not report (``None`` in
-``TargetSnapshot``: a custom resource without ``updatedReplicas``, say) never hold a write. No
-write (``desired == current``) is never held.
+Checked in that order. Replicas that merely are not Ready yet (an LLM server loading weights for
+minutes) are **not** a rollout: they count as capacity on the way (HPA's unready-pod rule), so
+the guards never wait for them — the snapshot has no ready count for that reason. No write
+(``desired == current``) is never held.
+
+``insufficient_capacity(target)`` is the InsufficientCapacity report whatever the direction: the
+condition model shows it on AbleToScale even on a sync it does not hold (a no-op).
 
 Deferral — ``defer(hold, deferred_since, last_forced_write, now, defer_timeout) ->
-DeferralOutcome``, the state machine around a hold:
+DeferralOutcome``, the state machine around a hold (any of the three guards):
 
 * no hold → the write (if any) proceeds; ``deferred_since`` is cleared: nothing is held, so no
   deferral is running (a sync with nothing to write ends a deferral too);
@@ -41,85 +52,133 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Protocol
+
+from escaler.scaling.text import cap_text
 
 __all__ = [
     "GUARD_REASONS",
+    "INSUFFICIENT_CAPACITY",
     "ROLLOUT_IN_PROGRESS",
     "SCALE_DOWN_SETTLING",
     "DeferralOutcome",
     "GuardHold",
+    "HandlerFacts",
     "TargetSnapshot",
     "defer",
     "guards",
+    "insufficient_capacity",
 ]
 
 ROLLOUT_IN_PROGRESS = "RolloutInProgress"
 SCALE_DOWN_SETTLING = "ScaleDownSettling"
-GUARD_REASONS = (ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING)
+INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+GUARD_REASONS = (ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING, INSUFFICIENT_CAPACITY)
 
 
-def _opt_count(value: int | None, what: str) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise ValueError(f"TargetSnapshot.{what} must be an integer >= 0 or None, got {value!r}")
+class HandlerFacts(Protocol):
+    """What a ResourceHandler's read reports (``escaler.targets.TargetSnapshot`` is one)."""
+
+    @property
+    def spec_replicas(self) -> int: ...
+
+    @property
+    def status_replicas(self) -> int: ...
+
+    @property
+    def rollout_in_progress(self) -> bool: ...
+
+    @property
+    def rollout_message(self) -> str: ...
+
+    @property
+    def settling_scale_down(self) -> bool: ...
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclass(frozen=True)
 class TargetSnapshot:
-    """What the guards read from the write target (from its /scale or its object)."""
+    """What the guards read about the write target: the handler's facts and the pod count."""
 
     # spec.replicas (the count a write changes); >= 0
     spec_replicas: int
-    # metadata.generation; None when unknown
-    generation: int | None = None
-    # status.observedGeneration; None when the target does not report it
-    observed_generation: int | None = None
-    # status.replicas (pods that exist, terminating ones included); None when not reported
+    # status.replicas (pods that exist, terminating ones included), for messages; None = not reported
     status_replicas: int | None = None
-    # status.updatedReplicas; None when not reported
-    updated_replicas: int | None = None
-    # status.readyReplicas; None when not reported
-    ready_replicas: int | None = None
+    # the handler's verdict: the target's template rollout is incomplete (with each kind's exceptions)
+    rollout_in_progress: bool = False
+    # the handler's reason for rollout_in_progress ("" when it is False); capped at 1 KiB
+    rollout_message: str = ""
+    # the handler's verdict: a previous scale-down has not settled (status.replicas > spec.replicas)
+    settling_scale_down: bool = False
+    # pods of the target Pending as Unschedulable beyond the grace period (the reconciler counts); >= 0
+    unschedulable_pods: int = 0
+    # the scheduler's message for one of them ("" when none); capped at 1 KiB
+    unschedulable_message: str = ""
 
     def __post_init__(self) -> None:
-        if isinstance(self.spec_replicas, bool) or not isinstance(self.spec_replicas, int) \
-                or self.spec_replicas < 0:
+        if not _is_count(self.spec_replicas):
             raise ValueError(
                 f"TargetSnapshot.spec_replicas must be an integer >= 0, got {self.spec_replicas!r}")
-        for name in ("generation", "observed_generation", "status_replicas", "updated_replicas",
-                     "ready_replicas"):
-            _opt_count(getattr(self, name), name)
+        if self.status_replicas is not None and not _is_count(self.status_replicas):
+            raise ValueError(f"TargetSnapshot.status_replicas must be an integer >= 0 or None, got "
+                             f"{self.status_replicas!r}")
+        if not _is_count(self.unschedulable_pods):
+            raise ValueError(f"TargetSnapshot.unschedulable_pods must be an integer >= 0, got "
+                             f"{self.unschedulable_pods!r}")
+        for name in ("rollout_in_progress", "settling_scale_down"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"TargetSnapshot.{name} must be a bool, got {getattr(self, name)!r}")
+        object.__setattr__(self, "rollout_message", cap_text(self.rollout_message))
+        object.__setattr__(self, "unschedulable_message", cap_text(self.unschedulable_message))
+
+    @classmethod
+    def of(cls, facts: HandlerFacts, *, unschedulable_pods: int = 0,
+           unschedulable_message: str = "") -> TargetSnapshot:
+        """The guard input from a ResourceHandler's read and the reconciler's Unschedulable count."""
+        return cls(spec_replicas=facts.spec_replicas, status_replicas=facts.status_replicas,
+                   rollout_in_progress=facts.rollout_in_progress, rollout_message=facts.rollout_message,
+                   settling_scale_down=facts.settling_scale_down, unschedulable_pods=unschedulable_pods,
+                   unschedulable_message=unschedulable_message)
 
 
 @dataclass(frozen=True)
 class GuardHold:
-    """A guard holding this sync's write."""
+    """A guard holding this sync's write (or, for ``insufficient_capacity``, reporting)."""
 
-    # ROLLOUT_IN_PROGRESS | SCALE_DOWN_SETTLING (the AbleToScale reason)
+    # one of GUARD_REASONS (the AbleToScale reason)
     reason: str
     # why, with the target's numbers (for the condition message and events)
     message: str
+
+
+def insufficient_capacity(target: TargetSnapshot | None) -> GuardHold | None:
+    """The InsufficientCapacity report when pods of the target are Unschedulable, else None."""
+    if target is None or target.unschedulable_pods == 0:
+        return None
+    n = target.unschedulable_pods
+    pods = "1 pod" if n == 1 else f"{n} pods"
+    why = f": {target.unschedulable_message}" if target.unschedulable_message else ""
+    return GuardHold(INSUFFICIENT_CAPACITY,
+                     f"{pods} of the target Pending as Unschedulable{why}; a scale-up waits for them, a "
+                     f"scale-down does not")
 
 
 def guards(target: TargetSnapshot | None, current: int, desired: int) -> GuardHold | None:
     """The guard holding a write from ``current`` to ``desired``, or None; see the module docstring."""
     if target is None or desired == current:
         return None
-    spec = target.spec_replicas
-    if (target.generation is not None and target.observed_generation is not None
-            and target.observed_generation < target.generation):
-        return GuardHold(ROLLOUT_IN_PROGRESS,
-                         f"target rollout in progress: status.observedGeneration "
-                         f"{target.observed_generation} < metadata.generation {target.generation}")
-    if target.updated_replicas is not None and target.updated_replicas < spec:
-        return GuardHold(ROLLOUT_IN_PROGRESS,
-                         f"target rollout in progress: {target.updated_replicas} of {spec} replicas updated")
-    if target.ready_replicas is not None and target.ready_replicas < spec:
-        return GuardHold(ROLLOUT_IN_PROGRESS,
-                         f"target rollout in progress: {target.ready_replicas} of {spec} replicas ready")
-    if desired < current and target.status_replicas is not None and target.status_replicas > spec:
-        return GuardHold(SCALE_DOWN_SETTLING,
-                         f"previous scale-down not settled: status.replicas {target.status_replicas} "
-                         f"> spec.replicas {spec}")
+    if target.rollout_in_progress:
+        detail = f": {target.rollout_message}" if target.rollout_message else ""
+        return GuardHold(ROLLOUT_IN_PROGRESS, f"target rollout in progress{detail}")
+    if desired < current and target.settling_scale_down:
+        counts = "" if target.status_replicas is None else \
+            f": status.replicas {target.status_replicas} > spec.replicas {target.spec_replicas}"
+        return GuardHold(SCALE_DOWN_SETTLING, f"previous scale-down not settled{counts}")
+    if desired > current:
+        return insufficient_capacity(target)
     return None
 
 

@@ -6,15 +6,21 @@ One pure function per step, composed in this order:
    State source, a signal, a custom provider); ``PipelineInput.recommend`` (a
    ``RecommendResult``) carries its raw count, or why there is none (``no_decision`` →
    ``ScalingActive=False/DecisionUnavailable``; ``invalid`` → ``False/InvalidSpec``);
+1b. **rateLimit** — shown, not applied: an algorithm with its own per-sync rate cap (apa's
+   ``scaleUpRate``/``scaleDownRate``) reports its raw recommendation before the cap in
+   ``RecommendResult.uncapped``; when it differs from ``replicas`` (the capped count, which is what
+   the pipeline uses) the step ``rateLimit`` records ``uncapped → replicas`` (``BoundBy.RATE_LIMIT``,
+   ``ScalingLimited`` ScaleUpLimit/ScaleDownLimit unless a later step changes the count);
 2. **stabilize** (``stabilizer.stabilize``) — scale-down keeps the highest recommendation within
    its window, scale-up the lowest;
 3. **limit_step** (``limits.limit_step``) — per-direction, per-sync step limits (LLMScaler never
    caps scale-up: ``Behavior.allow_scale_up_limit=False``);
 4. **clamp** (``limits.clamp``) to ``[minReplicas, maxReplicas]`` — *last*, so a lowered
    ``maxReplicas`` applies at once, even while a scale-down is being stabilized;
-5. **guards** + **defer** (``guards.guards``, ``guards.defer``) — ``RolloutInProgress`` /
-   ``ScaleDownSettling`` hold the write; a held write is forced after ``deferTimeoutSeconds``
-   and forced writes are paced;
+5. **guards** + **defer** (``guards.guards``, ``guards.defer``) — ``RolloutInProgress`` (any
+   write), ``ScaleDownSettling`` (a scale-down), ``InsufficientCapacity`` (a scale-up) hold the
+   write, from the facts the target's ResourceHandler computed (``guards.TargetSnapshot``); a held
+   write is forced after ``deferTimeoutSeconds`` and forced writes are paced;
 6. **write** — ``Decision.write`` says whether the reconciler writes ``Decision.desired`` now
    (only when the count changes, never in Advisory mode).
 
@@ -47,9 +53,19 @@ held write will be forced (which includes the pacing of forced writes) — or ``
 new event (a metric poll, a target change) can change it. Never a fixed tick.
 
 ``Decision.steps`` keeps each step's input, output and a note, so ``explain_lines`` (``escaler
-explain``) can print the pipeline step by step; ``Decision.bound_by`` names the *last* step that
-changed the count (one of ``BOUND_BY_STEPS``) and ``Decision.limited_by`` the last step limit or
-bound that did (what ``ScalingLimited`` reports). Pure: no I/O, no clock, no kube.
+explain``) can print the pipeline step by step. ``Decision.bound_by`` is the ``BoundBy`` member
+(``escaler.api.scaler``, the enum of ``status.recentDecisions[].boundBy``) of the *last* step that
+changed the count: ``RateLimit``, ``Stabilize``, ``StepLimit`` (either direction), ``Clamp`` (min or
+max), ``Guard``, ``Paused`` or ``PausedReplicas``; None when no step changed the recommendation.
+``Decision.limited_by`` is the finer ``ScalingLimited`` reason (``LIMIT_REASONS``: ScaleUpLimit,
+ScaleDownLimit, TooFewReplicas, TooManyReplicas) of the last step among rateLimit, stabilize,
+stepLimit and clamp that changed the count — None when that step is stabilize or none did ("last
+step wins": a limit undone by a later step is not reported). Guards and pauses do not touch it.
+
+Restart: a reconciler with no in-memory state for a scaler (a restart, a leader change) starts
+from ``PipelineState.seed(now, current, deferred_since, last_scale_time)``, which never lets the
+scaler scale down earlier than one uninterrupted leader would have (see ``seed``).
+Pure: no I/O, no clock, no kube.
 """
 
 from __future__ import annotations
@@ -57,6 +73,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from escaler.api.scaler import DEFAULT_DEFER_TIMEOUT_SECONDS, BoundBy
+from escaler.scaling.algorithm import Recommendation
 from escaler.scaling.annotations import DEFAULTS, PAUSED, PAUSED_REPLICAS, ScalerAnnotations
 from escaler.scaling.guards import (
     DeferralOutcome,
@@ -64,6 +82,7 @@ from escaler.scaling.guards import (
     TargetSnapshot,
     defer,
     guards,
+    insufficient_capacity,
 )
 from escaler.scaling.limits import clamp, limit_step
 from escaler.scaling.stabilizer import History, HistoryEntry, as_history, stabilization_changes_at, stabilize
@@ -71,25 +90,21 @@ from escaler.scaling.text import MAX_ERROR_BYTES, cap_text, format_time
 
 __all__ = [
     "ACTIVITIES",
-    "BOUND_BY_STEPS",
     "DECISION_UNAVAILABLE",
     "DEFAULT_DEFER_TIMEOUT_SECONDS",
     "FROM_DECISION",
     "FROM_METRICS",
     "INVALID_SPEC",
-    "LIMIT_STEPS",
+    "LIMIT_REASONS",
     "MAX_REASON_LENGTH",
     "RECOMMENDED",
+    "SCALE_DOWN_LIMIT",
+    "SCALE_UP_LIMIT",
     "SCALING_DISABLED",
-    "STEP_GUARD",
-    "STEP_MAX_REPLICAS",
-    "STEP_MIN_REPLICAS",
-    "STEP_PAUSED",
-    "STEP_PAUSED_REPLICAS",
-    "STEP_SCALE_DOWN_LIMIT",
-    "STEP_SCALE_UP_LIMIT",
-    "STEP_STABILIZE",
+    "TOO_FEW_REPLICAS",
+    "TOO_MANY_REPLICAS",
     "Behavior",
+    "BoundBy",
     "Decision",
     "PipelineInput",
     "PipelineState",
@@ -104,9 +119,6 @@ __all__ = [
     "stabilize",
 ]
 
-# How long a guard may hold a write before it is forced (0 = never force), SPEC §4 step 5.
-# (The same default as escaler.api.scaler.DEFAULT_DEFER_TIMEOUT_SECONDS, which scaling cannot import.)
-DEFAULT_DEFER_TIMEOUT_SECONDS = 600
 # RecentDecision.reason's maxLength
 MAX_REASON_LENGTH = 1024
 # a DecisionUnavailable / InvalidSpec message: the source plus the error capped at 1 KiB
@@ -125,22 +137,16 @@ INVALID_SPEC = "InvalidSpec"
 SCALING_DISABLED = "ScalingDisabled"
 ACTIVITIES = (RECOMMENDED, DECISION_UNAVAILABLE, INVALID_SPEC, SCALING_DISABLED)
 
-# Decision.bound_by values: the step that last changed the count
-STEP_STABILIZE = "stabilize"
-STEP_SCALE_UP_LIMIT = "scaleUpLimit"
-STEP_SCALE_DOWN_LIMIT = "scaleDownLimit"
-STEP_MIN_REPLICAS = "minReplicas"
-STEP_MAX_REPLICAS = "maxReplicas"
-STEP_GUARD = "guard"
-STEP_PAUSED = "paused"                  # the freeze kept the current count
-STEP_PAUSED_REPLICAS = "pausedReplicas"  # the pin replaced the pipeline's count
-BOUND_BY_STEPS = (STEP_STABILIZE, STEP_SCALE_UP_LIMIT, STEP_SCALE_DOWN_LIMIT, STEP_MIN_REPLICAS,
-                  STEP_MAX_REPLICAS, STEP_GUARD, STEP_PAUSED, STEP_PAUSED_REPLICAS)
-# the steps ScalingLimited reports
-LIMIT_STEPS = (STEP_SCALE_UP_LIMIT, STEP_SCALE_DOWN_LIMIT, STEP_MIN_REPLICAS, STEP_MAX_REPLICAS)
+# Decision.limited_by values: the ScalingLimited=True reasons (SPEC §3)
+SCALE_UP_LIMIT = "ScaleUpLimit"        # a scale-up rate cap or step limit cut the count
+SCALE_DOWN_LIMIT = "ScaleDownLimit"    # a scale-down rate cap or step limit cut the count
+TOO_FEW_REPLICAS = "TooFewReplicas"    # raised to minReplicas
+TOO_MANY_REPLICAS = "TooManyReplicas"  # capped at maxReplicas
+LIMIT_REASONS = (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT, TOO_FEW_REPLICAS, TOO_MANY_REPLICAS)
 
 # Step.name values (the rows of escaler explain)
 _RECOMMEND = "recommend"
+_RATE = "rateLimit"
 _HOLD = "hold"
 _STABILIZE = "stabilize"
 _LIMIT = "stepLimit"
@@ -149,6 +155,8 @@ _GUARD = "guard"
 _PIN = "pausedReplicas"
 _PAUSE = "paused"
 _WRITE = "write"
+# the steps that decide the count (limited_by looks at these only)
+_DECIDING = (_RATE, _STABILIZE, _LIMIT, _CLAMP)
 
 
 def _is_count(value: object) -> bool:
@@ -169,7 +177,8 @@ class RecommendResult:
     """The recommend step's result: a raw count, or why there is none. Exactly one of
     ``replicas``, ``unavailable``, ``invalid_spec`` is set; use the constructors."""
 
-    # the raw recommendation, >= 0; None when there is no decision
+    # the recommendation the pipeline uses, >= 0 (after the algorithm's own rate cap, if any); None
+    # when there is no decision
     replicas: int | None = None
     # DecisionUnavailable: the message, naming the source and the (capped) error
     unavailable: str | None = None
@@ -189,6 +198,9 @@ class RecommendResult:
     metric_errors: tuple[str, ...] = ()
     # False for a trigger that cannot scale a target up from 0 replicas (→ ScalingDisabled)
     can_scale_from_zero: bool = True
+    # the algorithm's raw recommendation before its own rate cap (apa scaleUpRate/scaleDownRate),
+    # >= 0; None = no cap applied or not reported. Only with `replicas`.
+    uncapped: int | None = None
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.replicas, self.unavailable, self.invalid_spec)]
@@ -197,6 +209,9 @@ class RecommendResult:
                 "RecommendResult: exactly one of replicas, unavailable, invalid_spec must be set")
         if self.replicas is not None and not _is_count(self.replicas):
             raise ValueError(f"RecommendResult.replicas must be an integer >= 0, got {self.replicas!r}")
+        if self.uncapped is not None and (self.replicas is None or not _is_count(self.uncapped)):
+            raise ValueError(f"RecommendResult.uncapped must be an integer >= 0 next to replicas, got "
+                             f"{self.uncapped!r}")
         if self.kind not in _KINDS:
             raise ValueError(f"RecommendResult.kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
         if not (_is_count(self.evaluated) and _is_count(self.total) and self.evaluated <= self.total):
@@ -215,10 +230,11 @@ class RecommendResult:
     @classmethod
     def from_metrics(cls, replicas: int, *, evaluated: int, total: int, detail: str = "",
                      metric_errors: tuple[str, ...] = (), can_scale_from_zero: bool = True,
-                     ) -> RecommendResult:
-        """``evaluated`` of ``total`` metrics recommend ``replicas`` (ScalingActive=True/MetricsAvailable)."""
+                     uncapped: int | None = None) -> RecommendResult:
+        """``evaluated`` of ``total`` metrics recommend ``replicas`` (ScalingActive=True/MetricsAvailable);
+        ``uncapped`` is the algorithm's count before its own rate cap, when it has one."""
         return cls(replicas=replicas, kind=FROM_METRICS, evaluated=evaluated, total=total, detail=detail,
-                   metric_errors=metric_errors, can_scale_from_zero=can_scale_from_zero)
+                   metric_errors=metric_errors, can_scale_from_zero=can_scale_from_zero, uncapped=uncapped)
 
     @classmethod
     def from_decision(cls, replicas: int, *, source: str, detail: str = "",
@@ -243,16 +259,21 @@ class RecommendResult:
         """The spec cannot produce a decision (ScalingActive=False/InvalidSpec)."""
         return cls(invalid_spec=cap_text(message), kind=kind, total=total)
 
+    @property
+    def raw(self) -> int | None:
+        """The source's count before any cap: ``uncapped`` when reported, else ``replicas``."""
+        return self.uncapped if self.uncapped is not None else self.replicas
+
     def summary(self) -> str:
-        """One line: what the source said (the ScalingActive message)."""
+        """One line: what the source said (the ScalingActive message; the raw count, before a rate cap)."""
         if self.invalid_spec is not None:
             return self.invalid_spec
         if self.unavailable is not None:
             return self.unavailable
         if self.kind == FROM_METRICS:
-            return f"evaluated {self.evaluated} of {self.total} metrics; recommends {self.replicas} replicas"
+            return f"evaluated {self.evaluated} of {self.total} metrics; recommends {self.raw} replicas"
         source = self.source or "the decision source"
-        return f"received a decision from {source}: {self.replicas} replicas"
+        return f"received a decision from {source}: {self.raw} replicas"
 
 
 @dataclass(frozen=True)
@@ -349,6 +370,54 @@ class PipelineState:
         """Build from plain ``(time, replicas)`` pairs as well as ``Recommendation`` values."""
         return cls(as_history(history), deferred_since, last_forced_write)
 
+    @classmethod
+    def seed(cls, now: float, current: int, deferred_since: float | None,
+             last_scale_time: float | None) -> PipelineState:
+        """The state for a scaler the reconciler holds no memory of (a restart, a leader change).
+
+        ``now`` is the sync's time, ``current`` the target's count, ``deferred_since`` and
+        ``last_scale_time`` are ``status.deferredSince`` and ``status.lastScaleTime`` (epoch seconds,
+        None when absent). The result:
+
+        * ``history = ((now, current),)``: one recommendation equal to the current count, as if it
+          had just been recommended, so the scale-down window (and the scale-up window, when set)
+          must elapse again from ``now`` before the count leaves ``current``;
+        * ``deferred_since``: a running deferral goes on (its force time is not reset);
+        * ``last_forced_write = last_scale_time``: forced writes stay paced across the restart.
+          ``lastScaleTime`` is the last write of either kind, so a normal write paces a forced one
+          too: never earlier than one leader, at most one ``deferTimeoutSeconds`` later.
+
+        Why it never scales down earlier than one uninterrupted leader would have. Let ``c`` be
+        ``current``, ``t0`` = ``now``, ``W`` the scale-down window, and ``R`` the recommendations
+        made after ``t0`` (the same for both: same metrics, same algorithm). The stabilized count
+        is ``min(max(current, lowest_up), highest_down)``: it never exceeds ``highest_down`` (the
+        highest recommendation in the window, this sync's included) and, when it falls below the
+        current count, it *equals* ``highest_down``. Hence:
+
+        1. before ``t0 + W`` the seed entry ``c`` is in the window, so ``highest_down >= c``: the
+           seeded count never falls below ``c`` (the count only changes by the pipeline's own
+           writes, so by induction it stays ``>= c``);
+        2. from ``t0 + W`` on, the seeded window holds only recommendations from ``R`` — exactly
+           the ones the uninterrupted leader's window holds (its pre-restart entries, spikes
+           included, have expired too): both compute the same ``highest_down``.
+
+        So a seeded scale-down to ``L < c`` at ``t`` needs ``t >= t0 + W`` and every ``r`` in ``R``
+        within ``(t - W, t]`` to be ``<= L``, and at that ``t`` the uninterrupted leader's
+        stabilized count is bounded by the same ``highest_down <= L``: the one-leader stabilized
+        count is never above what the seed allows, at any time the seed allows it. The seed can only
+        be *later*: one leader whose last high recommendation came before ``t0`` may scale down
+        before ``t0 + W``; the cost of a restart is at most one window ``W`` of extra replicas,
+        never an early scale-down. (Symmetrically, with a scale-up window ``U`` > 0 the seed delays a
+        scale-up above ``c`` by at most ``U``; with the default ``U = 0`` it does not delay it.)
+        Step limits and the clamp apply after stabilization to both alike.
+        """
+        if not _is_time(now):
+            raise ValueError(f"PipelineState.seed: now must be a finite number, got {now!r}")
+        if not _is_count(current):
+            raise ValueError(f"PipelineState.seed: current must be an integer >= 0, got {current!r}")
+        return cls(history=(Recommendation(time=float(now), replicas=current),),
+                   deferred_since=deferred_since, last_forced_write=last_scale_time)
+
 
 @dataclass(frozen=True)
 class PipelineInput:
@@ -388,7 +457,8 @@ class PipelineInput:
 class Step:
     """One row of ``escaler explain``: a step's input and output count and what it did."""
 
-    # recommend | hold | stabilize | stepLimit | clamp | guard | pausedReplicas | paused | write
+    # recommend | rateLimit | hold | stabilize | stepLimit | clamp | guard | pausedReplicas | paused |
+    # write
     name: str
     # the count the step received (None for recommend)
     before: int | None
@@ -396,8 +466,11 @@ class Step:
     after: int | None
     # what it did, in words
     note: str
-    # the BOUND_BY_STEPS name when this step changed the count, else None
-    bound: str | None = None
+    # the BoundBy member when this step changed the count, else None
+    bound: BoundBy | None = None
+    # the ScalingLimited reason (LIMIT_REASONS) when this step changed the count and is a limit, else
+    # None
+    limit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -443,9 +516,10 @@ class Decision:
     down_stabilized: bool
     # the scale-up window kept the final count below what the recommendation alone gives
     up_stabilized: bool
-    # the last step that changed the count (BOUND_BY_STEPS), None when none did
-    bound_by: str | None
-    # the last step limit or bound that changed the count (LIMIT_STEPS) → ScalingLimited
+    # the BoundBy of the last step that changed the count, None when none did
+    bound_by: BoundBy | None
+    # the ScalingLimited reason (LIMIT_REASONS) of the last deciding step (rateLimit, stabilize,
+    # stepLimit, clamp) that changed the count; None when it is stabilize or none did
     limited_by: str | None
     # why, in words, for status.recentDecisions and events; <= MAX_REASON_LENGTH bytes
     reason: str
@@ -461,6 +535,16 @@ class Decision:
     paused: bool = False
     paused_replicas: int | None = None
     advisory: bool = False
+    # the InsufficientCapacity report (guards.insufficient_capacity) when the target has Unschedulable
+    # pods, held or not; None otherwise or when the guards did not run (paused, pinned, disabled)
+    capacity: GuardHold | None = None
+
+    @property
+    def limiting_step(self) -> Step | None:
+        """The step ``limited_by`` reports (its note says what bound the count), or None."""
+        if self.limited_by is None:
+            return None
+        return next((s for s in reversed(self.steps) if s.limit is not None), None)
 
     @property
     def pinned(self) -> bool:
@@ -512,12 +596,31 @@ def _limit_note(b: Behavior, before: int, after: int) -> str:
     return f"limits: scale-up {up}, scale-down {down}"
 
 
+def _rate_step(raw: int, capped: int) -> Step:
+    if capped < raw:
+        return Step(_RATE, raw, capped, f"capped to {capped} by the algorithm's scale-up rate "
+                                        f"(recommended {raw})", BoundBy.RATE_LIMIT, SCALE_UP_LIMIT)
+    return Step(_RATE, raw, capped, f"capped to {capped} by the algorithm's scale-down rate "
+                                    f"(recommended {raw})", BoundBy.RATE_LIMIT, SCALE_DOWN_LIMIT)
+
+
+def _limit_step(b: Behavior, before: int, after: int) -> Step:
+    note = _limit_note(b, before, after)
+    if after < before:
+        return Step(_LIMIT, before, after, note, BoundBy.STEP_LIMIT, SCALE_UP_LIMIT)
+    if after > before:
+        return Step(_LIMIT, before, after, note, BoundBy.STEP_LIMIT, SCALE_DOWN_LIMIT)
+    return Step(_LIMIT, before, after, note)
+
+
 def _clamp_step(b: Behavior, before: int) -> Step:
     after = clamp(before, b.min_replicas, b.max_replicas)
     if after > before:
-        return Step(_CLAMP, before, after, f"raised to minReplicas {b.min_replicas}", STEP_MIN_REPLICAS)
+        return Step(_CLAMP, before, after, f"raised to minReplicas {b.min_replicas}", BoundBy.CLAMP,
+                    TOO_FEW_REPLICAS)
     if after < before:
-        return Step(_CLAMP, before, after, f"capped at maxReplicas {b.max_replicas}", STEP_MAX_REPLICAS)
+        return Step(_CLAMP, before, after, f"capped at maxReplicas {b.max_replicas}", BoundBy.CLAMP,
+                    TOO_MANY_REPLICAS)
     return Step(_CLAMP, before, after, f"within [{b.min_replicas}, {b.max_replicas}]")
 
 
@@ -531,7 +634,8 @@ def _guard_step(clamped: int, current: int, outcome: DeferralOutcome, timeout: f
     when = "never forced (deferTimeoutSeconds 0)" if outcome.force_at is None \
         else f"forced at {format_time(outcome.force_at)}"
     since = "" if outcome.deferred_since is None else f" since {format_time(outcome.deferred_since)}"
-    return Step(_GUARD, clamped, current, f"held by {hold.reason}{since}: {hold.message}; {when}", STEP_GUARD)
+    return Step(_GUARD, clamped, current, f"held by {hold.reason}{since}: {hold.message}; {when}",
+                BoundBy.GUARD)
 
 
 def _write_step(d_current: int, desired: int, would_write: bool, write: bool, forced: bool,
@@ -557,19 +661,19 @@ def decide(inp: PipelineInput) -> Decision:
     stabilization_end: float | None = None
 
     if activity == RECOMMENDED:
-        rec = rr.replicas
-        assert rec is not None
-        steps.append(Step(_RECOMMEND, None, rec, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
+        rec, raw = rr.replicas, rr.raw
+        assert rec is not None and raw is not None
+        steps.append(Step(_RECOMMEND, None, raw, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
+        if raw != rec:
+            steps.append(_rate_step(raw, rec))
         stabilized, history, changed = stabilize(
             prev.history, rec, now, b.scale_up_stabilization_seconds, b.scale_down_stabilization_seconds,
             current=cur)
         steps.append(Step(_STABILIZE, rec, stabilized, _stabilize_note(b, rec, stabilized),
-                          STEP_STABILIZE if changed else None))
+                          BoundBy.STABILIZE if changed else None))
         limited = limit_step(cur, stabilized, b.scale_up_max_pods, b.scale_down_max_pods,
                              b.allow_scale_up_limit)
-        bound = None if limited == stabilized else (
-            STEP_SCALE_UP_LIMIT if limited < stabilized else STEP_SCALE_DOWN_LIMIT)
-        steps.append(Step(_LIMIT, stabilized, limited, _limit_note(b, stabilized, limited), bound))
+        steps.append(_limit_step(b, stabilized, limited))
         clamp_step = _clamp_step(b, limited)
         steps.append(clamp_step)
         clamped = clamp(limited, b.min_replicas, b.max_replicas)
@@ -596,23 +700,25 @@ def decide(inp: PipelineInput) -> Decision:
         clamped = clamp(cur, b.min_replicas, b.max_replicas)
 
     outcome: DeferralOutcome | None = None
+    capacity: GuardHold | None = None
     deferred_since: float | None = None
     last_forced = prev.last_forced_write
     if inp.paused_replicas is not None:
         desired = inp.paused_replicas
         steps.append(Step(_PIN, clamped, desired, f"pinned to {desired} by {PAUSED_REPLICAS}; the pipeline "
-                                                  f"is bypassed", STEP_PAUSED_REPLICAS if desired != clamped
-                          else None))
+                                                  f"is bypassed",
+                          BoundBy.PAUSED_REPLICAS if desired != clamped else None))
         history = prev.history
     elif inp.paused:
         desired = cur
         steps.append(Step(_PAUSE, clamped, cur, f"frozen at {cur} by {PAUSED}: nothing is written",
-                          STEP_PAUSED if cur != clamped else None))
+                          BoundBy.PAUSED if cur != clamped else None))
         history = prev.history
     elif activity == SCALING_DISABLED:
         desired = cur
     else:
         desired = clamped
+        capacity = insufficient_capacity(inp.target)
         outcome = defer(guards(inp.target, cur, desired), prev.deferred_since, prev.last_forced_write, now,
                         b.defer_timeout_seconds)
         if outcome.hold is not None:
@@ -627,7 +733,9 @@ def decide(inp: PipelineInput) -> Decision:
     steps.append(_write_step(cur, desired, would_write, write, forced, held, frozen))
 
     bound_by = next((s.bound for s in reversed(steps) if s.bound is not None), None)
-    limited_by = next((s.bound for s in reversed(steps) if s.bound in LIMIT_STEPS), None)
+    # last step wins: the last deciding step that changed the count says what limited it
+    deciding = next((s for s in reversed(steps) if s.name in _DECIDING and s.bound is not None), None)
+    limited_by = None if deciding is None else deciding.limit
 
     waits: list[float] = []
     if stabilization_end is not None and not inp.paused and inp.paused_replicas is None:
@@ -666,6 +774,7 @@ def decide(inp: PipelineInput) -> Decision:
         paused=inp.paused,
         paused_replicas=inp.paused_replicas,
         advisory=inp.advisory,
+        capacity=capacity,
     )
 
 
@@ -701,12 +810,16 @@ def explain_lines(decision: Decision) -> list[str]:
             counts = "-" if step.after is None else f"{step.after}"
         else:
             counts = f"{step.before} -> {step.after}"
-        mark = f" [bound: {step.bound}]" if step.bound else ""
+        mark = f" [bound: {step.bound.value}]" if step.bound is not None else ""
         lines.append(f"{i}. {step.name}: {counts}: {step.note}{mark}")
     lines.append(f"desired {d.desired}; " + (
         ("forced write " if d.forced else "write ") + f"{d.current} -> {d.desired}" if d.write
         else "no write"))
-    lines.append(f"bound by: {d.bound_by or 'nothing'}; ScalingLimited: {d.limited_by or 'nothing'}")
+    bound = "nothing" if d.bound_by is None else d.bound_by.value
+    lines.append(f"bound by: {bound}; ScalingLimited: {d.limited_by or 'nothing'}")
+    if d.capacity is not None and d.guard != d.capacity:
+        # reported, not holding (a scale-down or no write)
+        lines.append(f"{d.capacity.reason} (not holding this sync): {d.capacity.message}")
     if d.state.deferred_since is not None:
         lines.append(f"deferred since {format_time(d.state.deferred_since)}")
     if d.requeue_after is not None:

@@ -3,7 +3,8 @@
 Contract:
 
 * ``register_algorithm(name, fn)`` makes ``fn`` (an ``Algorithm``: a pure function of an
-  ``AlgorithmContext`` to a count) selectable as ``spec.trigger.metricsTrigger.scalingAlgorithm:
+  ``AlgorithmContext`` to a count — an ``int``, or an ``AlgorithmResult`` when it caps its own
+  step, see ``escaler.scaling.algorithm``) selectable as ``spec.trigger.metricsTrigger.scalingAlgorithm:
   <name>``. Names are RFC 1123 DNS labels (lowercase letters, digits and ``-``, at most 63
   characters, alphanumeric at both ends), so they read well in YAML and in condition messages.
   Registering a taken name raises ``ValueError`` unless ``replace=True``.
@@ -11,7 +12,7 @@ Contract:
   (SPEC §5.1), so it can be neither registered nor looked up; ``is_known_algorithm("HPA")`` is
   True. The reservation is case-insensitive (``hpa`` is refused too) so that no plug-in can be
   mistaken for it.
-* ``apa`` (``escaler.scaling.apa``) is registered at import.
+* ``apa`` (``escaler.scaling.apa``, which returns an ``AlgorithmResult``) is registered at import.
 * ``get_algorithm(name)`` raises ``AlgorithmNotRegistered`` (a ``KeyError``) whose message names
   the algorithm and lists the registered ones.
 * The registry is process-wide and thread-safe. The admission webhook and the reconcilers run in

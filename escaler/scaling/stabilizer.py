@@ -30,8 +30,10 @@ Contract (the HPA v2 behavior algorithm, with the scaler's own windows):
   Reconcilers requeue for it instead of polling on a fixed tick.
 
 Times are seconds on one clock the caller chooses (the pipeline uses wall-clock seconds since the
-epoch). The history lives in the reconciler's memory, as HPA's does: a restart forgets it, which
-at worst allows one scale-down a window early. Pure: no I/O, no clock.
+epoch). The history lives in the reconciler's memory, as HPA's does. A restart or a leader change
+must not forget it into an early scale-down: a reconciler without in-memory state seeds it with
+``PipelineState.seed`` (``escaler.scaling.pipeline``), one entry equal to the current count, which
+is conservative (the argument is in ``seed``'s docstring). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations

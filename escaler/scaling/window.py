@@ -35,8 +35,62 @@ Contract:
   it reject every sample, which a threshold below 1 can do, all are kept); with it, ``Latest`` is
   the newest sample that survived.
 
-``MetricWindows`` holds one ``SampleWindow`` per metric name for one scaler, with the scaler's
-``WindowPolicy`` (built from its parsed annotations) applied on ``aggregate`` and ``gc``.
+``MetricWindows`` holds one ``SampleWindow`` per metric for one scaler, with the scaler's
+``WindowPolicy`` (built from its parsed annotations) applied on ``aggregate``, ``panic`` and ``gc``.
+Windows are keyed by the metric's *identity*, a key the caller chooses (metricsync uses the
+metric's index in the spec plus a hash of its canonical spec): two metrics that share a display
+name (two External ``queue_depth`` with different selectors) never share a series, and a spec
+edit starts a fresh one. ``aggregate(..., metric=<display name>)`` names the metric in messages.
+``copy()`` gives an independent copy (a sync works on a copy and hands it back: see metricsync).
+
+**The panic window** (``metrics.panicWindowPercentage``, default 10: ``panic_window_seconds =
+window_seconds * 10 %`` = 6 s). The main (*stable*) window smooths noise and scale-down, but an
+``Average`` over 60 s dilutes a step: load 40 → 120 at AverageValue 10 (4 → 12 replicas) polled every
+2 s moves the 60 s average by 80/30 ≈ 2.7 per poll, so the stable recommendation alone creeps
+4→5→6→7→8→10→12 over ~50 s (measured: 51 s, 7 changes), where the HPA, deciding on the latest
+sample, is at 12 in one sync. And on the way down it creeps the same way, in ~10 % steps
+(12→11→10→9→8→7→6: six changes for one step of load). So, as Knative's KPA does, a short window is
+read alongside the stable one, and the recommendation is chosen by two rules:
+
+* ``panic(key, now)`` is the **newest sample in the panic window** ``(now - panic_window_seconds,
+  now]`` (the newest that survives the outlier filter over those samples, when it is enabled;
+  ``None`` when there is none, so a stale sample — a read that failed this sync — never panics).
+  The newest sample is exactly what the HPA decides on, so escaler is never slower than the HPA to
+  follow a rise. Knative's average over the panic window reads [40, 40, 120] as 67, one poll behind;
+  a maximum would be as fast but would keep one outlier for the whole window and let the
+  algorithm's 2x step cap compound on it (4→8→16→32 on a single bad sample).
+* ``peak(key, now)`` is the **largest sample in the stable window** (after the outlier filter):
+  the busiest moment the window remembers.
+
+``choose(current, stable, panic, peak)`` combines the algorithm's recommendations
+(``AlgorithmResult``) on the stable aggregates, on the panic values and on the peaks (pure):
+
+1. **the panic window takes over a scale-up** when its count is above both the current count and
+   the stable one (the algorithm's tolerance band has already kept it at ``current`` for a rise
+   inside the band): ``source == PANIC``. The takeover is per sync: it lasts as long as the newest
+   samples ask for more;
+2. **a scale-down waits for the whole window**: when the stable count is below the current one but
+   the peak's count is not (some sample of the last ``windowSeconds`` still needed the current
+   count), the current count is held (``source == SETTLING``). This is what makes the scale-down
+   one change, to where the window has settled (12 → 6 one window after the step, not six 10 %
+   steps), and what keeps the count after a panic scale-up while the stable average is still
+   catching up (Knative's "no scale-down while panicking", with no extra state: the surge samples
+   are in the window for one window length). The stable window still decides *where* to go; the
+   panic window never drives a scale-down;
+3. otherwise the stable recommendation stands (``source == STABLE``), a stable scale-up included.
+
+Without a panic value the panic rule does not apply; without a peak the settling rule does not
+(the panic window turned off with ``panicWindowPercentage: 0`` turns both off: the stable aggregate
+alone decides, as before). The pipeline's scale-down stabilization (default 300 s) applies to
+whatever is chosen, after it. Measured on the issue's series (load 40 → 120 → 60 → 20 at AverageValue 10,
+±8 % noise, a sample every 2 s, 10 s scale-down stabilization; ``tests/unit/test_scaling_panic.py``
+replays it), over 40 seeded series: 12 replicas 2 s after the step in every one (two polls: apa's
+default ``scaleUpRate`` 2 makes 4 → 8 → 12), and exactly 4 replica changes in every one (two up, one
+per step down) against 3 to 6 (mean 4.65) for an uncapped HPA model deciding on the latest sample.
+The price: a scale-down comes one window later than the HPA model's (about 20 % more
+replica-seconds on this series with a 10 s scale-down window; with the default 300 s stabilization,
+a drop is followed after 360 s instead of 300 s). A user who wants a faster scale-down shortens
+``windowSeconds`` (the panic window and the wait scale with it).
 
 Neither class is thread-safe: a scaler's windows have one owner, its reconcile, which the
 workqueue never runs concurrently for the same key. Pure: no I/O, no clock.
@@ -50,7 +104,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from statistics import median
 
-from escaler.scaling.algorithm import NoDecision
+from escaler.scaling.algorithm import AlgorithmResult, NoDecision
 from escaler.scaling.annotations import (
     AGGREGATION_TYPES,
     DEFAULTS,
@@ -70,10 +124,16 @@ __all__ = [
     "P90",
     "P95",
     "P99",
+    "PANIC",
+    "SETTLING",
+    "SOURCES",
+    "STABLE",
     "TREAT_AS_ZERO",
     "MetricWindows",
     "SampleWindow",
+    "WindowChoice",
     "WindowPolicy",
+    "choose",
     "filter_outliers",
     "percentile",
 ]
@@ -82,6 +142,11 @@ AVERAGE, MAX, MIN, P50, P90, P95, P99, LATEST = AGGREGATION_TYPES
 IGNORE, TREAT_AS_ZERO, FAIL = MISSING_DATA_POLICIES
 # the percentile each P-aggregation selects
 _PERCENTILES = {P50: 50.0, P90: 90.0, P95: 95.0, P99: 99.0}
+# WindowChoice.source: which window the sync's recommendation comes from
+STABLE = "stable"      # the main window
+PANIC = "panic"        # the panic window took over a scale-up
+SETTLING = "settling"  # a stable scale-down is held until the whole stable window asks for it
+SOURCES = (STABLE, PANIC, SETTLING)
 # hard cap on one window's length: a 30 s poll keeps ~4 samples per 60 s window * gcFactor 2;
 # even a 1 s poll with an hour-long window * 1 fits
 MAX_SAMPLES = 4096
@@ -199,6 +264,27 @@ class SampleWindow:
         hi = bisect.bisect_right(self._samples, t, key=lambda s: s[0])
         return self._samples[lo:hi]
 
+    def _filtered(self, now: float, seconds: float, outlier_filter: bool, outlier_threshold: float,
+                  ) -> list[float]:
+        if not _positive(seconds):
+            raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
+        values = [v for _, v in self.in_window(now, seconds)]
+        return filter_outliers(values, outlier_threshold) if outlier_filter and values else values
+
+    def newest(self, now: float, seconds: float, outlier_filter: bool = DEFAULTS.enable_outlier_filter,
+               outlier_threshold: float = DEFAULTS.outlier_threshold) -> float | None:
+        """The newest sample in ``(now - seconds, now]`` that survives the outlier filter (when
+        enabled, over those samples); ``None`` when there is none. The panic aggregate."""
+        values = self._filtered(now, seconds, outlier_filter, outlier_threshold)
+        return values[-1] if values else None
+
+    def peak(self, now: float, seconds: float, outlier_filter: bool = DEFAULTS.enable_outlier_filter,
+             outlier_threshold: float = DEFAULTS.outlier_threshold) -> float | None:
+        """The largest sample in ``(now - seconds, now]`` (after the outlier filter, when enabled);
+        ``None`` when there is none."""
+        values = self._filtered(now, seconds, outlier_filter, outlier_threshold)
+        return max(values) if values else None
+
     def aggregate(
         self,
         now: float,
@@ -254,10 +340,21 @@ class WindowPolicy:
     outlier_filter: bool = DEFAULTS.enable_outlier_filter
     # > 0
     outlier_threshold: float = DEFAULTS.outlier_threshold
+    # the panic window, seconds; 0 = off, else in (0, window_seconds]; None (the default) = the
+    # default percentage of window_seconds (10 %: 6 s of 60 s)
+    panic_window_seconds: float | None = None
 
     def __post_init__(self) -> None:
         _check_policy(self.window_seconds, self.aggregation, self.missing_policy, self.outlier_threshold)
         _check_gc(self.window_seconds, self.gc_factor)
+        if self.panic_window_seconds is None:
+            object.__setattr__(self, "panic_window_seconds",
+                               self.window_seconds * DEFAULTS.panic_window_percentage / 100)
+        p = self.panic_window_seconds
+        if not (isinstance(p, int | float) and not isinstance(p, bool) and math.isfinite(p)
+                and 0 <= p <= self.window_seconds):
+            raise ValueError(f"panic_window_seconds must be a number in [0, window_seconds "
+                             f"({self.window_seconds:g})], got {p!r}")
 
     @classmethod
     def from_annotations(cls, annotations: ScalerAnnotations) -> WindowPolicy:
@@ -269,46 +366,75 @@ class WindowPolicy:
             missing_policy=annotations.missing_data_policy,
             outlier_filter=annotations.enable_outlier_filter,
             outlier_threshold=annotations.outlier_threshold,
+            panic_window_seconds=annotations.window_seconds * annotations.panic_window_percentage / 100,
         )
 
 
 class MetricWindows:
-    """One scaler's sample windows, keyed by metric name; see the module docstring."""
+    """One scaler's sample windows, keyed by metric identity; see the module docstring."""
 
     def __init__(self, policy: WindowPolicy | None = None) -> None:
-        # applied by aggregate() and gc(); replaced when the scaler's annotations change
+        # applied by aggregate(), panic() and gc(); replaced when the scaler's annotations change
         self.policy: WindowPolicy = policy or WindowPolicy()
-        # metric name → its window; a window is never empty after gc()
+        # metric key → its window; a window is never empty after gc()
         self._windows: dict[str, SampleWindow] = {}
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._windows
+    def __contains__(self, key: object) -> bool:
+        return key in self._windows
 
     def __len__(self) -> int:
         return len(self._windows)
 
     def names(self) -> list[str]:
-        """The metric names with samples, sorted."""
+        """The metric keys with samples, sorted."""
         return sorted(self._windows)
 
-    def window(self, name: str) -> SampleWindow:
-        """The window of ``name`` (created empty on first use)."""
-        window = self._windows.get(name)
+    def copy(self, policy: WindowPolicy | None = None) -> MetricWindows:
+        """An independent copy (the samples are copied; O(samples)), under ``policy`` if given."""
+        other = MetricWindows(policy or self.policy)
+        for key, window in self._windows.items():
+            clone = SampleWindow()
+            clone._samples = list(window._samples)
+            other._windows[key] = clone
+        return other
+
+    def window(self, key: str) -> SampleWindow:
+        """The window of ``key`` (created empty on first use)."""
+        window = self._windows.get(key)
         if window is None:
-            window = self._windows[name] = SampleWindow()
+            window = self._windows[key] = SampleWindow()
         return window
 
-    def add(self, name: str, now: float, value: float) -> None:
-        """Record a sample of ``name``; ``ValueError`` for NaN, Inf or a non-number."""
+    def add(self, key: str, now: float, value: float) -> None:
+        """Record a sample of ``key``; ``ValueError`` for NaN, Inf or a non-number."""
         _check_value(value)
-        self.window(name).add(now, value)
+        self.window(key).add(now, value)
 
-    def aggregate(self, name: str, now: float) -> float | None:
-        """``name``'s aggregate under ``policy``; a metric never sampled counts as missing."""
+    def aggregate(self, key: str, now: float, *, metric: str | None = None) -> float | None:
+        """``key``'s aggregate under ``policy``; a metric never sampled counts as missing.
+        ``metric`` (default: the key) names the metric in a ``NoDecision``."""
         p = self.policy
-        window = self._windows.get(name) or SampleWindow()
+        window = self._windows.get(key) or SampleWindow()
         return window.aggregate(now, p.window_seconds, p.aggregation, p.missing_policy,
-                                p.outlier_filter, p.outlier_threshold, metric=name)
+                                p.outlier_filter, p.outlier_threshold, metric=metric or key)
+
+    def panic(self, key: str, now: float) -> float | None:
+        """``key``'s panic value: the newest sample of the panic window; ``None`` when the panic window
+        is off or holds no sample (missing data never panics, whatever the missing-data policy)."""
+        p = self.policy
+        window = self._windows.get(key)
+        if not p.panic_window_seconds or window is None:
+            return None
+        return window.newest(now, p.panic_window_seconds, p.outlier_filter, p.outlier_threshold)
+
+    def peak(self, key: str, now: float) -> float | None:
+        """``key``'s peak: the largest sample of the stable window; ``None`` when the panic window is
+        off (the settling rule goes with it) or the stable window holds no sample."""
+        p = self.policy
+        window = self._windows.get(key)
+        if not p.panic_window_seconds or window is None:
+            return None
+        return window.peak(now, p.window_seconds, p.outlier_filter, p.outlier_threshold)
 
     def gc(self, now: float) -> int:
         """Collect every window under ``policy`` and forget empty ones; returns samples dropped."""
@@ -320,9 +446,31 @@ class MetricWindows:
                 del self._windows[name]
         return dropped
 
-    def retain(self, names: Iterable[str]) -> None:
+    def retain(self, keys: Iterable[str]) -> None:
         """Forget the windows of metrics no longer in the spec."""
-        keep = set(names)
-        for name in list(self._windows):
-            if name not in keep:
-                del self._windows[name]
+        keep = set(keys)
+        for key in list(self._windows):
+            if key not in keep:
+                del self._windows[key]
+
+
+@dataclass(frozen=True)
+class WindowChoice:
+    """Which window's recommendation a sync uses (see the module docstring)."""
+
+    # the recommendation to use (SETTLING: the current count, capped and uncapped)
+    result: AlgorithmResult
+    # STABLE | PANIC | SETTLING
+    source: str
+
+
+def choose(current: int, stable: AlgorithmResult, panic: AlgorithmResult | None = None,
+           peak: AlgorithmResult | None = None) -> WindowChoice:
+    """Combine the recommendations on the stable, panic and peak values (see the module docstring)."""
+    if isinstance(current, bool) or not isinstance(current, int) or current < 0:
+        raise ValueError(f"current must be an integer >= 0, got {current!r}")
+    if panic is not None and panic.replicas > current and panic.replicas > stable.replicas:
+        return WindowChoice(panic, PANIC)
+    if peak is not None and stable.replicas < current <= peak.replicas:
+        return WindowChoice(AlgorithmResult(replicas=current, uncapped=current), SETTLING)
+    return WindowChoice(stable, STABLE)

@@ -8,8 +8,8 @@ capped at 1 KiB) and never raises for data problems. Each module's docstring sta
 * ``sample`` — ``Sample``, ``PodTarget``;
 * ``parse_quantity`` (re-exported from ``escaler.api.quantity``: Kubernetes quantities as floats);
 * ``metricsapi`` — GETs against the aggregated metrics APIs, with actionable errors;
-* ``resource`` / ``custom`` / ``external`` — metrics.k8s.io, custom.metrics.k8s.io,
-  external.metrics.k8s.io;
+* ``resource`` / ``custom`` / ``external`` — metrics.k8s.io (with the HPA's pod groups:
+  ``resource_sample``, ``resource_replicas``), custom.metrics.k8s.io, external.metrics.k8s.io;
 * ``fetch`` / ``prometheus`` — bounded GETs to user endpoints; ExternalServer instant queries;
 * ``collector`` — ``MetricsCollector`` (one sample per MetricSpec) and ``to_metric_value``;
 * ``signal_pull`` — SignalTrigger's pull endpoint → ``SignalReading``.
@@ -20,6 +20,8 @@ Typical use in a reconciler::
                                  allowed=lambda host: host_allowed(host, patterns))
     pairs = collector.collect(ns, spec.trigger.metrics_trigger.metrics, snapshot, snapshot.spec_replicas)
     values = [to_metric_value(spec, sample) for spec, sample in pairs]   # ValueError → InvalidSpec
+    # a Resource sample carries Sample.pods (the HPA's groups); its MetricValue.pods lets apa apply
+    # the HPA's missing/unready rules
 """
 
 from escaler.api.quantity import parse_quantity
@@ -33,12 +35,22 @@ from escaler.signals.custom import CustomCollector
 from escaler.signals.external import ExternalCollector, per_target_type
 from escaler.signals.fetch import FetchError, fetch
 from escaler.signals.prometheus import parse_query_response, query_prometheus
-from escaler.signals.resource import PodLister, PodUsage, ResourceCollector, resource_sample
+from escaler.signals.resource import (
+    CPU_INITIALIZATION_PERIOD_SECONDS,
+    INITIAL_READINESS_DELAY_SECONDS,
+    PodLister,
+    PodUsage,
+    ResourceCollector,
+    resource_replicas,
+    resource_sample,
+)
 from escaler.signals.sample import PodTarget, Sample
 from escaler.signals.signal_pull import SignalReading, parse_signal, pull_signal
 
 __all__ = [
+    "CPU_INITIALIZATION_PERIOD_SECONDS",
     "DEFAULT_COLLECT_BUDGET_SECONDS",
+    "INITIAL_READINESS_DELAY_SECONDS",
     "CustomCollector",
     "ExternalCollector",
     "FetchError",
@@ -57,6 +69,7 @@ __all__ = [
     "per_target_type",
     "pull_signal",
     "query_prometheus",
+    "resource_replicas",
     "resource_sample",
     "to_metric_value",
 ]

@@ -2,14 +2,16 @@
 
 Contract:
 
-* ``collect(namespace, metrics, target, current_replicas)`` returns ``[(spec, Sample), ...]`` in
-  spec order, one pair per metric, dispatching on ``spec.type``:
+* ``collect(namespace, metrics, target, current_replicas, now=None)`` returns ``[(spec, Sample),
+  ...]`` in spec order, one pair per metric, dispatching on ``spec.type``:
 
   ==============  ===========================================  ======================================
   type            source                                       value (by target type)
   ==============  ===========================================  ======================================
   Resource        metrics.k8s.io, the target's pods            Utilization: % of requests;
                                                                AverageValue: usage per pod
+                                                               (over the ready pods; the HPA's
+                                                               pod groups in ``Sample.pods``)
   Custom          custom.metrics.k8s.io, the target's pods     AverageValue: the per-pod average
   External        external.metrics.k8s.io, metric selector     Value: the total; AverageValue:
                                                                total / current_replicas
@@ -19,12 +21,15 @@ Contract:
 
   Those are the meanings ``escaler.scaling.algorithm.MetricValue`` documents. Data problems are
   error samples (see each collector's module); nothing is raised for them. Resource metrics of
-  one scaler share one pod list and one metrics read per call.
+  one scaler share one pod list and one metrics read per call. ``now`` (wall-clock epoch seconds;
+  default: the injected clock's ``now()``) is what the Resource collector judges the pods'
+  readiness times against (the HPA's cpu initialization period).
 * A call is bounded: once ``budget_seconds`` (on the injected clock) have passed, the remaining
   metrics are not read (error samples say so), and a Prometheus query never waits longer than
   what is left of the budget. Sixteen slow queries cannot hold a reconcile worker for an hour.
 * ``to_metric_value(spec, sample)`` builds the algorithm's ``MetricValue`` (name: the resource name,
-  the metric name, or the ExternalServer query; the target from the spec). It raises
+  the metric name, or the ExternalServer query; the target from the spec; ``pods`` from the
+  sample). It raises
   ``ValueError`` naming the field when the spec's target cannot be read (a quantity that does
   not parse, a missing value): the spec cannot produce a decision (``InvalidSpec``).
 * ExternalServer endpoints go through the ``allowed(host)`` hook (``--allowed-endpoint-hosts``;
@@ -121,6 +126,7 @@ def to_metric_value(spec: MetricSpec, sample: Sample) -> MetricValue:
         value=sample.value,
         target_type=str(target.type),
         target_value=target_value,
+        pods=sample.pods,
     )
 
 
@@ -175,10 +181,11 @@ class MetricsCollector:
         self._budget = budget_seconds
 
     def collect(self, namespace: str, metrics: Sequence[MetricSpec], target: PodTarget,
-                current_replicas: int) -> list[tuple[MetricSpec, Sample]]:
+                current_replicas: int, now: float | None = None) -> list[tuple[MetricSpec, Sample]]:
         if isinstance(current_replicas, bool) or not isinstance(current_replicas, int) \
                 or current_replicas < 0:
             raise ValueError(f"collect: current_replicas must be an integer >= 0, got {current_replicas!r}")
+        wall = self._clock.now().timestamp() if now is None else now
         deadline = self._clock.monotonic() + self._budget
         memo: dict[str, PodUsage | Sample] = {}
         out: list[tuple[MetricSpec, Sample]] = []
@@ -188,7 +195,7 @@ class MetricsCollector:
                 sample = Sample.fail(f"{metric_name(spec)}: not read: the collection budget of "
                                      f"{self._budget:g}s was used up by the metrics before it")
             else:
-                sample = self._one(namespace, spec, target, current_replicas, memo, left)
+                sample = self._one(namespace, spec, target, current_replicas, memo, left, wall)
             out.append((spec, sample))
         return out
 
@@ -196,11 +203,11 @@ class MetricsCollector:
         return to_metric_value(spec, sample)
 
     def _one(self, namespace: str, spec: MetricSpec, target: PodTarget, current_replicas: int,
-             memo: dict[str, PodUsage | Sample], time_left: float) -> Sample:
+             memo: dict[str, PodUsage | Sample], time_left: float, now: float) -> Sample:
         t = spec.type
         if t == MetricSourceType.RESOURCE and spec.resource is not None:
             r = spec.resource
-            return self._resource.collect(namespace, r.name, str(r.target.type), target, memo)
+            return self._resource.collect(namespace, r.name, str(r.target.type), target, memo, now=now)
         if t == MetricSourceType.CUSTOM and spec.custom is not None:
             c = spec.custom
             return self._custom.collect(namespace, c.metric.name, target, _selector(c.metric.selector))

@@ -7,6 +7,10 @@ Contract:
   constructor refuses them (a programming error).
 * ``error`` is a message a user can act on (it names the source and the cause), capped at 1 KiB
   (``escaler.errors.cap_body``) because it ends up in a condition message and an Event.
+* ``pods`` (Resource metrics only, with a value): the HPA's grouping of the target's pods behind
+  the value (``escaler.scaling.algorithm.PodCounts``): the value is over the *ready* pods that
+  report, and ``pods`` says how many that was and how many are unready or missing a metric, so
+  the algorithm can apply the HPA's rules for them.
 * Collectors never raise for data problems (an unreachable server, an empty result, a malformed
   body): they return an error ``Sample``. They raise only for programming errors.
 """
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from escaler.errors import cap_body
+from escaler.scaling.algorithm import PodCounts
 
 __all__ = ["PodTarget", "Sample"]
 
@@ -47,10 +52,14 @@ class Sample:
     value: float | None
     # why there is no reading (capped at 1 KiB); None when value is set
     error: str | None = None
+    # Resource metrics: the pod groups behind value (see the module docstring); None otherwise
+    pods: PodCounts | None = None
 
     def __post_init__(self) -> None:
         if (self.value is None) == (self.error is None):
             raise ValueError(f"Sample: exactly one of value and error must be set, got {self!r}")
+        if self.pods is not None and (self.value is None or not isinstance(self.pods, PodCounts)):
+            raise ValueError(f"Sample: pods must be PodCounts, and only next to a value, got {self!r}")
         if self.value is not None:
             if isinstance(self.value, bool) or not isinstance(self.value, int | float) \
                     or not math.isfinite(self.value):
@@ -60,11 +69,11 @@ class Sample:
             object.__setattr__(self, "error", cap_body(self.error))
 
     @classmethod
-    def of(cls, value: float, what: str) -> Sample:
+    def of(cls, value: float, what: str, pods: PodCounts | None = None) -> Sample:
         """``value`` as a sample; NaN or ±Inf become an error naming ``what``."""
         if not math.isfinite(value):
             return cls.fail(f"{what} is {value} (not a finite number)")
-        return cls(value)
+        return cls(value, pods=pods)
 
     @classmethod
     def fail(cls, message: str) -> Sample:

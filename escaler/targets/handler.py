@@ -23,8 +23,8 @@ unconditional): it goes through the ``/scale`` subresource when the kind serves 
 ``ValueError`` refuses a replica count that is not an integer >= 0. The snapshot it returns is
 *not* a re-read: ``spec_replicas``, ``status_replicas`` and ``resource_version`` come from the
 write's answer, everything else (generation, ready/updated counts) from the snapshot that was
-written, and the guard flags are recomputed from those (so a scale-up from 2 to 4 with 2 ready
-pods returns ``rollout_in_progress=True``).
+written, and the guard flags are recomputed from those (so a scale-up from 2 to 4 of a Deployment
+whose status still says 2 updated replicas returns ``rollout_in_progress=True`` until re-read).
 
 ``WorkloadHandler`` is the implementation every built-in handler derives from: it reads the object
 (from ``cache_get`` when the reconciler provides an informer-cache lookup and the cache has the
@@ -121,9 +121,9 @@ def rollout_message(
     if updated_replicas is not None and expected_updated is not None and updated_replicas < expected_updated:
         return (f"status.updatedReplicas {updated_replicas} < {expected_updated} expected: "
                 "not every replica runs the latest template yet")
-    if ready_replicas is not None and ready_replicas < spec_replicas:
-        return (f"status.readyReplicas {ready_replicas} < spec.replicas {spec_replicas}: "
-                "replicas are not ready yet")
+    # Replicas that are merely not Ready yet are not a rollout (SPEC §4 step 5): after a scale-up
+    # they are capacity on the way (LLM servers load weights for minutes), and holding the next
+    # write until they are Ready would freeze a scaler in the middle of a surge.
     return ""
 
 

@@ -6,10 +6,12 @@ Contract:
   ``resourceVersion`` a write must be conditional on, and the two guard inputs of SPEC §4 step 5,
   already computed by the kind's ``ResourceHandler``:
 
-  - ``rollout_in_progress``: ``status.observedGeneration < metadata.generation``, or updated or
-    ready replicas behind ``spec.replicas`` (each check only where the kind has the field; the
-    handler may narrow the updated-replicas check, e.g. a StatefulSet partition). The reason is in
-    ``rollout_message`` so a condition can say *which* check holds the write.
+  - ``rollout_in_progress``: a *template* rollout is incomplete — ``status.observedGeneration <
+    metadata.generation``, or updated replicas behind what the kind expects (each check only where
+    the kind has the field; the handler narrows the updated-replicas check with each kind's own
+    rules: a paused Deployment, a StatefulSet partition or ``OnDelete``, a StatefulSet whose
+    revisions agree). Replicas that are only not Ready yet are *not* a rollout (SPEC §4 step 5).
+    The reason is in ``rollout_message`` so a condition can say *which* check holds the write.
   - ``settling_scale_down``: ``status.replicas > spec.replicas`` (a previous scale-down has not
     finished removing pods, or a rollout surges).
 

@@ -7,24 +7,28 @@ rollout looks like, and where the pod selector lives:
 ========================  ==================  =========================  ==============================
 kind                      observedGeneration  rollout complete when      pod selector
 ========================  ==================  =========================  ==============================
-Deployment (apps/v1)      yes                 updated = ready = spec     ``spec.selector``
-StatefulSet (apps/v1)     yes                 updated = spec - partition ``spec.selector``
-                                              (not checked with
-                                              OnDelete); ready = spec
-LeaderWorkerSet           no                  updated = ready = spec     ``status.hpaPodSelector``
+Deployment (apps/v1)      yes                 updated = spec             ``spec.selector``
+StatefulSet (apps/v1)     yes                 updateRevision ==          ``spec.selector``
+                                              currentRevision, or
+                                              updated = spec - partition
+                                              (not checked with OnDelete)
+LeaderWorkerSet           no                  updated = spec             ``status.hpaPodSelector``
 (leaderworkerset.x-k8s.io                     (counted in groups)        (leader pods), else
 /v1)                                                                     ``leaderworkerset.sigs.k8s.io/
                                                                          name=<name>,...worker-index=0``
-ResourceScalingGroup      yes                 ready = spec (groups; an   ``status.selector``
-(autoscaling.openfuyao                        RSG has no updated count)
+ResourceScalingGroup      yes                 observedGeneration only    ``status.selector``
+(autoscaling.openfuyao                        (an RSG has no updated
+                                              count)
 .com/v1alpha1)
 ========================  ==================  =========================  ==============================
 
 Limitations, on purpose:
 
+* Only a *template* rollout counts (SPEC §4 step 5, corrected): replicas that are not Ready yet
+  are capacity on the way, never a reason to hold a write.
 * A paused Deployment (``spec.paused``) skips the updated-replicas check: its rollout will not
   progress until someone resumes it, and holding every scale write until ``deferTimeoutSeconds``
-  for that would only delay scaling. Its ready-replicas and observedGeneration checks still apply.
+  for that would only delay scaling. Its observedGeneration check still applies.
 * A StatefulSet with ``updateStrategy: OnDelete`` skips the updated-replicas check for the same
   reason (pods are only replaced when someone deletes them); with ``RollingUpdate`` and a
   ``partition``, only the ordinals at or above the partition are expected to update.
@@ -95,6 +99,17 @@ class StatefulSetHandler(WorkloadHandler):
         strategy = _dict(_dict(obj.get("spec")).get("updateStrategy"))
         if strategy.get("type") == "OnDelete":
             return None
+        status = _dict(obj.get("status"))
+        current, update = status.get("currentRevision"), status.get("updateRevision")
+        if current and update and current == update:
+            # every pod runs the latest template: no template rollout. (A scale-up with OrderedReady
+            # pod management creates pods one at a time and counts them as updated only once they
+            # exist; that is capacity on the way, not a rollout.)
+            return None
+        return self._partitioned(strategy, spec_replicas)
+
+    @staticmethod
+    def _partitioned(strategy: _Obj, spec_replicas: int) -> int:
         partition = _dict(strategy.get("rollingUpdate")).get("partition")
         if isinstance(partition, bool) or not isinstance(partition, int) or partition <= 0:
             return spec_replicas

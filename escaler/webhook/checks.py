@@ -1,22 +1,24 @@
 """The admission checks CEL cannot express (SPEC §10), over the raw object.
 
 The CRD's schema and CEL rules (``escaler.api``) cover types, enums, bounds and cross-field
-rules; the webhook re-runs those through the models (``validation.py``). What needs code
-lives here:
+rules — ``apa``'s ``algorithmConfig``, ``scalingAlgorithm: HPA`` with ``algorithmConfig`` or an
+ExternalServer metric, target values > 0, the form of URLs and of Tidal schedules included — and
+the webhook re-runs those through the models (``validation.py``), so a default install (no
+webhook) refuses them too. What needs code lives here:
 
 * ``spec.trigger.metricsTrigger.scalingAlgorithm`` names ``HPA`` or a registered algorithm
   (``escaler.scaling.is_known_algorithm`` — the registry of *this* process, the manager, which
   is the one that will run it);
-* ``algorithmConfig`` entries are valid for ``apa`` (only checked when ``apa`` is selected: a
-  plug-in's settings are its own business);
-* ``HPA`` with an ``ExternalServer`` metric is refused (the companion HPA cannot read it;
-  the reconciler would report ``Validated=False/UnsupportedMetric``);
-* every endpoint URL: syntax and scheme (``escaler.scaling.endpoints``) and, when
-  ``--allowed-endpoint-hosts`` is set, its host;
-* Tidal schedules: ``CRON_TZ=<zone> <5-field cron>`` (``escaler.scaling.schedule``), and a
-  rule whose ``end`` equals its ``start`` (it could never be active);
-* annotations: ``elasticscaler.io/paused``/``paused-replicas`` on every kind, the §5.4 metric
-  and behavior annotations on ElasticScaler (``escaler.scaling.annotations``).
+* every endpoint URL: the full syntax (``escaler.scaling.endpoints``: DNS labels, IP literals)
+  and, when ``--allowed-endpoint-hosts`` is set, its host;
+* Tidal schedules: the zone exists in the tz database and croniter accepts the fields and they
+  fire (``escaler.scaling.schedule``), and ``end`` is not the same schedule as ``start`` once
+  parsed (CEL only compares the strings);
+* annotations (CEL cannot see them): ``elasticscaler.io/paused``/``paused-replicas`` on every
+  kind, the §5.4 metric and behavior annotations on ElasticScaler
+  (``escaler.scaling.annotations``); with ``scalingAlgorithm: HPA``, any
+  ``elasticscaler.io/metrics.*`` annotation is refused, since the companion HPA collects and
+  aggregates metrics itself and would silently ignore it (behavior annotations are applied).
 
 Every function takes the raw object (``request.object`` of an AdmissionReview) and returns
 ``FieldError``s. They never raise: a value of the wrong type is skipped here (the schema check
@@ -29,15 +31,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from escaler.api.rules import FieldError
-from escaler.scaling.annotations import parse_annotations
-from escaler.scaling.apa import APA, config_errors
+from escaler.scaling.annotations import ANNOTATION_PREFIX, annotation_path, parse_annotations
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.registry import DEFAULT_ALGORITHM, HPA, is_known_algorithm, registered_algorithms
 from escaler.scaling.schedule import parse_schedule
 
 __all__ = ["EXTRA_CHECKS", "Check", "CheckContext", "Checks", "check_common"]
 
-EXTERNAL_SERVER = "ExternalServer"
+# annotations the companion HPA of scalingAlgorithm HPA never reads (SPEC §5.1, §5.4)
+METRICS_ANNOTATION_PREFIX = f"{ANNOTATION_PREFIX}metrics."
 
 
 class CheckContext:
@@ -94,46 +96,45 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _annotations(obj: Mapping[str, Any], checks: Checks, *, policies: bool) -> None:
+def _annotations(obj: Mapping[str, Any], checks: Checks, *, policies: bool, hpa: bool = False) -> None:
+    """The annotation values; with ``hpa``, each ``metrics.*`` key is refused instead, whatever its value."""
     raw = _map(obj.get("metadata")).get("annotations")
     if raw is None:
         return
+    ignored = sorted(k for k in _map(raw) if isinstance(k, str) and k.startswith(METRICS_ANNOTATION_PREFIX))
     _, problems = parse_annotations(raw, policies=policies)
     for p in problems:
-        checks.fail(p.path, f"{p.rule}, got {_show(p.value)}" if p.key else p.rule)
+        if not (hpa and p.key in ignored):
+            checks.fail(p.path, f"{p.rule}, got {_show(p.value)}" if p.key else p.rule)
+    if hpa:
+        for key in ignored:
+            checks.fail(annotation_path(key),
+                        f"{METRICS_ANNOTATION_PREFIX}* annotations have no effect with scalingAlgorithm "
+                        f"{HPA}: the companion HPA collects and aggregates metrics itself; remove it "
+                        f"(HPA mode reads only the {ANNOTATION_PREFIX}behavior.* and pause annotations)")
 
 
 # ---------------------------------------------------------------- per kind
 
 
 def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
-    _annotations(obj, checks, policies=True)
     trigger = _map(_map(obj.get("spec")).get("trigger"))
     mt_path = "spec.trigger.metricsTrigger"
     mt = trigger.get("metricsTrigger")
+    algorithm = _map(mt).get("scalingAlgorithm")
+    if algorithm is None:
+        algorithm = DEFAULT_ALGORITHM
+    hpa = isinstance(mt, Mapping) and trigger.get("type") == "MetricsTrigger" and algorithm == HPA
+    _annotations(obj, checks, policies=True, hpa=hpa)
     if isinstance(mt, Mapping):
-        algorithm = mt.get("scalingAlgorithm", DEFAULT_ALGORITHM)
-        if algorithm is None:
-            algorithm = DEFAULT_ALGORITHM
         if isinstance(algorithm, str) and not is_known_algorithm(algorithm):
             registered = ", ".join(registered_algorithms()) or "none"
             checks.fail(f"{mt_path}.scalingAlgorithm",
                         f"scaling algorithm {algorithm!r} is not registered in this manager "
                         f"(AlgorithmNotRegistered; registered: {registered}; or {HPA})")
-        config = mt.get("algorithmConfig")
-        if algorithm == APA and isinstance(config, Mapping):
-            for err in config_errors(config):
-                checks.fail(f"{mt_path}.algorithmConfig[{err.key}]", err.rule)
         for i, metric in enumerate(_list(mt.get("metrics"))):
-            metric = _map(metric)
-            path = f"{mt_path}.metrics[{i}]"
-            server = metric.get("externalServer")
-            if algorithm == HPA and (metric.get("type") == EXTERNAL_SERVER or server is not None):
-                checks.fail(f"{path}.type",
-                            f"{EXTERNAL_SERVER} metrics cannot be used with scalingAlgorithm {HPA} "
-                            "(UnsupportedMetric: the companion HPA reads only the metrics APIs); "
-                            f"use {APA} or another registered algorithm")
-            checks.endpoint(f"{path}.externalServer.endpoint", _map(server).get("endpoint"))
+            server = _map(metric).get("externalServer")
+            checks.endpoint(f"{mt_path}.metrics[{i}].externalServer.endpoint", _map(server).get("endpoint"))
     signal = trigger.get("signalTrigger")
     checks.endpoint("spec.trigger.signalTrigger.endpoint", _map(signal).get("endpoint"))
 
@@ -166,7 +167,8 @@ def check_tidal(obj: Mapping[str, Any], checks: Checks) -> None:
                 parsed[field] = parse_schedule(value)
             except ValueError as exc:
                 checks.fail(f"spec.rules[{i}].{field}", f"{label}: {exc}")
-        if len(parsed) == 2 and parsed["start"] == parsed["end"]:
+        # identical strings are CEL's to refuse (escaler.api.tidal); this catches "0 9 * * *" vs "0  9 * * *"
+        if len(parsed) == 2 and parsed["start"] == parsed["end"] and rule.get("start") != rule.get("end"):
             checks.fail(f"spec.rules[{i}].end", f"{label}: end is the same schedule as start, so the rule "
                                                 "could never be active")
     labels = _map(_map(obj.get("metadata")).get("labels"))

@@ -8,15 +8,18 @@
    ``FieldError`` whose path is read off the raw object
    (``spec.trigger.metricsTrigger.metrics[1].externalServer.endpoint``), so it names the field as
    the user wrote it;
-2. **CEL twins** — when the object parsed, ``escaler.api.rules.validate`` evaluates every
-   cross-field rule the CRD also carries as ``x-kubernetes-validations`` (trigger exclusivity,
-   ``minReplicas <= maxReplicas``, metric type ↔ sub-configuration, SLO bounds, ...), so a cluster
-   whose API server does not evaluate CEL is protected just the same;
-3. **code-only checks** (``checks.py``) — algorithm registered, endpoint URLs, HPA with
-   ExternalServer, Tidal schedules, annotations.
+2. **CEL twins** — when the object parsed, ``escaler.api.rules.validate(..., admission=True)``
+   evaluates every rule the CRD also carries as ``x-kubernetes-validations`` (trigger
+   exclusivity, ``minReplicas <= maxReplicas``, metric type ↔ sub-configuration, target values
+   > 0, ``apa``'s config, HPA mode's limits, URL and schedule forms, SLO bounds, ...), so the
+   webhook refuses what the API server refuses, with the same words;
+3. **code-only checks** (``checks.py``) — algorithm registered, endpoint URLs in full and the
+   allowed hosts, Tidal schedules in full (tz database, croniter), annotations.
 
-A schema error about a pattern (say, the CRD's URL pattern) at a path that a code-only check
-also reports is dropped: the code-only message says more precisely what is wrong.
+A schema error about a pattern (say, the CRD's URL pattern) or a CEL-twin error at a path that a
+code-only check also reports is dropped: the code-only message says more precisely what is
+wrong (``unknown time zone 'Mars/Olympus'`` rather than the schedule's form), and one mistake
+gives one message.
 """
 
 from __future__ import annotations
@@ -113,11 +116,12 @@ def validate_object(kind: str, obj: Any, ctx: CheckContext | None = None) -> Out
     except ValidationError as exc:
         schema = _schema_errors(exc, obj)
     else:
-        cel = validate(parsed)
+        cel = validate(parsed, admission=True)
     checks = Checks(ctx)
     EXTRA_CHECKS.get(kind, check_common)(obj, checks)
     extra_paths = {e.path for e in checks.errors}
     kept = [e for t, e in schema if not (t in _REPLACEABLE and e.path in extra_paths)]
+    cel = [e for e in cel if e.path not in extra_paths]
     return Outcome(_dedupe([*kept, *cel, *checks.errors]), checks.warnings)
 
 

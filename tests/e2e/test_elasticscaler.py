@@ -16,10 +16,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
 from .conftest import ROOT, Cluster, eventually
 from .webhook import free_port
@@ -189,8 +191,7 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     obj = wait_cond(cluster, namespace, "a", "ScalingActive", "True", "MetricsAvailable", manager)
     assert "evaluated 1 of 1 metrics" in cond(obj, "ScalingActive")[2]
     assert replicas(cluster, namespace, "llm-a") == 2
-    prometheus.set(q, 60)  # 30 per replica: scale up
-    eventually(lambda: replicas(cluster, namespace, "llm-a") >= 4, timeout=40, what="scale up")
+    prometheus.set(q, 60)  # 30 per replica: 6 needed (apa may take it in two steps, 2 → 4 → 6)
     eventually(lambda: replicas(cluster, namespace, "llm-a") == 6, timeout=40, what="settle at 6")
     obj = es(cluster, namespace, "a")
     assert obj["status"]["desiredReplicas"] == 6 and obj["status"]["lastScaleTime"]
@@ -206,7 +207,8 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     for step in ("1. Inputs", "2. Recommendation", "3. Stabilization", "6. Guard", "7. Write"):
         assert step in out.stdout, out.stdout
     assert "ScaleDownStabilized" in out.stdout and "waiting" in out.stdout, out.stdout
-    eventually(lambda: replicas(cluster, namespace, "llm-a") < 6, timeout=40, what="scale down after window")
+    # after the window: 12 in total wants 2 (apa halves per step at most: 6 → 3 → 2)
+    eventually(lambda: replicas(cluster, namespace, "llm-a") == 2, timeout=60, what="scale down after window")
 
 
 def test_b_hpa_mode_with_the_real_hpa_controller(
@@ -291,14 +293,16 @@ def test_c_resource_metrics_through_metrics_k8s_io(
         },
     }
     apply(cluster, namespace, scaler("c", "llm-c", trig, annotations=FAST))
-    # every pod (new ones too) reports 140 %, so it keeps doubling up to maxReplicas
+    # every pod (new ones too) reports 140 %, so it keeps doubling (2 → 4 → 8) up to maxReplicas 10
     eventually(
-        lambda: replicas(cluster, namespace, "llm-c") >= 4,
-        timeout=40,
-        what=f"140% of a 70% target: 2 → 4; log:\n{mlog(manager)}",
+        lambda: replicas(cluster, namespace, "llm-c") == 10,
+        timeout=60,
+        what=f"140% of a 70% target, doubling up to maxReplicas 10; log:\n{mlog(manager)}",
     )
-    m = es(cluster, namespace, "c")["status"]["currentMetrics"][0]
-    assert m["recommendedReplicas"] >= 4 and float(m["value"]) == pytest.approx(140, abs=1)
+    obj = wait_cond(cluster, namespace, "c", "ScalingLimited", "True", "TooManyReplicas", manager)
+    m = obj["status"]["currentMetrics"][0]
+    assert float(m["value"]) == pytest.approx(140, abs=1)
+    assert obj["status"]["desiredReplicas"] == 10
 
 
 SOURCE_CRD = {
@@ -325,7 +329,7 @@ SOURCE_CRD = {
 
 
 def test_d_state_trigger_follows_a_labelled_custom_source(
-    cluster: Cluster, namespace: str, manager: dict[str, Any]
+    cluster: Cluster, namespace: str, manager: dict[str, Any], api_client: Any
 ) -> None:
     cluster.apply(SOURCE_CRD)
     cluster.kubectl("wait", "--for=condition=Established", "crd/replicasources.e2e.escaler.io")
@@ -345,28 +349,24 @@ def test_d_state_trigger_follows_a_labelled_custom_source(
     s["spec"]["targetRef"] = {"apiVersion": "e2e.escaler.io/v1", "kind": "ReplicaSource", "name": "plan"}
     apply(cluster, namespace, s)
     wait_cond(cluster, namespace, "d", "ScalingActive", "False", "DecisionUnavailable", manager)
+    custom = k8s.CustomObjectsApi(api_client)
+    apps = k8s.AppsV1Api(api_client)
     for want in (3, 5):
-        cluster.kubectl(
-            "patch",
-            "replicasource",
-            "plan",
-            "-n",
-            namespace,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps({"status": {"desiredReplicas": want}}),
-        )
+        # the clock starts before the source changes; both the change and the reads go through
+        # the API client (no kubectl process start-up in the measurement), polled every 20 ms
         t0 = time.monotonic()
+        custom.patch_namespaced_custom_object_status(
+            "e2e.escaler.io", "v1", namespace, "replicasources", "plan",
+            {"status": {"desiredReplicas": want}})
         eventually(
-            lambda w=want: replicas(cluster, namespace, "llm-d") == w,
+            lambda w=want: apps.read_namespaced_deployment("llm-d", namespace).spec.replicas == w,
             timeout=10,
-            interval=0.05,
+            interval=0.02,
             what=f"target to follow the source to {want}; log:\n{mlog(manager)}",
         )
         took = time.monotonic() - t0
         sys.stderr.write(f"\n[e2e] state source → target write: {took:.2f}s\n")
-        assert took < 1.5, f"source change → write took {took:.2f}s (kubectl polling included)"
+        assert took <= 1.0, f"SPEC §5.3: a source change reaches the target within 1 s; took {took:.2f}s"
 
 
 def _token(cluster: Cluster, ns: str, sa: str) -> str:
@@ -437,12 +437,9 @@ def test_e_signal_push_from_zero_and_idle_back_to_zero(
         "--role=signal",
         f"--serviceaccount={namespace}:gateway",
     )
-    code = eventually(
-        lambda: (c := _push(api, namespace, "e", {"active": True}, pusher)) in (200, 202) and c,
-        timeout=15,
-        what="authorized push",
-    )
-    assert code in (200, 202)
+    # RBAC propagates within seconds; the first authorized push answers 202 Accepted
+    eventually(lambda: _push(api, namespace, "e", {"active": True}, pusher) == 202, timeout=15,
+               what="authorized push")
     t0 = time.monotonic()
     eventually(
         lambda: replicas(cluster, namespace, "llm-e") == 1,
@@ -479,12 +476,14 @@ def test_f_rollout_holds_the_write_until_defer_timeout(
         scaler("f", "llm-f", prom_trigger(prometheus.url, q), annotations=FAST, deferTimeoutSeconds=15),
     )
     obj = wait_cond(cluster, namespace, "f", "AbleToScale", "True", "RolloutInProgress", manager)
-    held_at = time.monotonic()
-    assert obj["status"].get("deferredSince")
+    deferred_since = _rfc3339(obj["status"]["deferredSince"])
     assert replicas(cluster, namespace, "llm-f") == 2
-    # deferTimeoutSeconds (15) after deferredSince the held write is forced
-    eventually(lambda: replicas(cluster, namespace, "llm-f") > 2, timeout=40, what="forced write")
-    assert time.monotonic() - held_at >= 10, "the write was not held for deferTimeoutSeconds"
+    # deferTimeoutSeconds (15) after deferredSince the held write is forced: 60 over 2 replicas at
+    # 10 per replica wants 6, and apa's one-step limit doubles at most: exactly 4
+    eventually(lambda: replicas(cluster, namespace, "llm-f") == 4, timeout=40, what="forced write")
+    forced_at = _rfc3339(es(cluster, namespace, "f")["status"]["lastScaleTime"])
+    # timestamps have 1 s resolution and the forcing sync runs on the 2 s poll
+    assert 15 <= forced_at - deferred_since <= 15 + 2 + 1, (deferred_since, forced_at)
     events = cluster.kubectl_json(
         "get", "events", "-n", namespace, "--field-selector", "reason=DeferralTimedOut,involvedObject.name=f"
     )["items"]
@@ -492,6 +491,10 @@ def test_f_rollout_holds_the_write_until_defer_timeout(
     # the rollout is still stuck, so the next write is held again (a new deferral): the forced
     # DeferralTimedOut status lasts one sync, the event and recentDecisions keep it
     assert es(cluster, namespace, "f")["status"]["lastScaleTime"]
+
+
+def _rfc3339(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def test_g_two_scalers_on_one_target_older_wins(
@@ -508,8 +511,12 @@ def test_g_two_scalers_on_one_target_older_wins(
     apply(cluster, namespace, scaler("g-new", "llm-g", prom_trigger(prometheus.url, q2), annotations=latest))
     wait_cond(cluster, namespace, "g-new", "Validated", "False", "TargetConflict", manager)
     eventually(lambda: replicas(cluster, namespace, "llm-g") == 4, timeout=40, what="only the older writes")
-    time.sleep(5)
-    assert replicas(cluster, namespace, "llm-g") == 4
+    time.sleep(5)  # several polls of both scalers
+    dep = cluster.kubectl_json("get", "deployment", "llm-g", "-n", namespace)
+    assert dep["spec"]["replicas"] == 4
+    # every replica write bumps metadata.generation: created at 1, exactly one write (2 → 4) since;
+    # a write war (4 ↔ 8) or a write by the younger would show as a higher generation
+    assert dep["metadata"]["generation"] == 2
     assert not (es(cluster, namespace, "g-new").get("status") or {}).get("lastScaleTime")
     assert cond(es(cluster, namespace, "g-old"), "Validated")[:2] == ("True", "Valid")
 
@@ -522,10 +529,21 @@ def test_h_prometheus_unreachable_holds_replicas(
     prometheus.set(q, 30)
     apply(cluster, namespace, scaler("h", "llm-h", prom_trigger(prometheus.url, q), annotations=FAST))
     wait_cond(cluster, namespace, "h", "ScalingActive", "True", "MetricsAvailable", manager)
+    # an error page first: the condition quotes it capped at 1 KiB (plus the source's name)
     prometheus.fail(503, "x" * 5000)
     obj = wait_cond(cluster, namespace, "h", "ScalingActive", "False", "DecisionUnavailable", manager)
-    assert len(cond(obj, "ScalingActive")[2].encode()) <= 1024 + 512
+    assert "503" in cond(obj, "ScalingActive")[2]
+    assert len(cond(obj, "ScalingActive")[2].encode()) <= 2 * 1024
+    # then nothing listens at all: a failing source is never read as "no load", so the count is
+    # held at 3 — not 1 (what a zero would give) — well past the 4 s window and 12 s stabilization
+    s = scaler("h", "llm-h", prom_trigger(f"http://127.0.0.1:{free_port()}", q), annotations=FAST)
+    apply(cluster, namespace, s)
+    obj = eventually(lambda: (o := es(cluster, namespace, "h")) and "Connection refused" in cond(
+        o, "ScalingActive")[2] and o, timeout=30, what=f"connection refused reported; log:\n{mlog(manager)}")
+    assert cond(obj, "ScalingActive")[:2] == ("False", "DecisionUnavailable")
+    time.sleep(20)
     assert replicas(cluster, namespace, "llm-h") == 3
+    assert cond(es(cluster, namespace, "h"), "ScalingActive")[:2] == ("False", "DecisionUnavailable")
 
 
 def test_i_advisory_mode_never_writes_the_target(
@@ -539,26 +557,36 @@ def test_i_advisory_mode_never_writes_the_target(
         namespace,
         scaler("i", "llm-i", prom_trigger(prometheus.url, q), annotations=FAST, mode="Advisory"),
     )
+    # 80 over 2 replicas at 10 per replica wants 8; apa doubles at most per step: 4 (the target
+    # stays at 2, so the advice stays 4)
     eventually(
-        lambda: (es(cluster, namespace, "i").get("status") or {}).get("desiredReplicas", 0) > 2,
+        lambda: (es(cluster, namespace, "i").get("status") or {}).get("desiredReplicas") == 4,
         timeout=40,
         what=f"advisory decision; log:\n{mlog(manager)}",
     )
     time.sleep(4)
-    assert replicas(cluster, namespace, "llm-i") == 2
+    dep = cluster.kubectl_json("get", "deployment", "llm-i", "-n", namespace)
+    assert (dep["spec"]["replicas"], dep["metadata"]["generation"]) == (2, 1)  # never written
 
 
 def test_j_target_deleted_then_recreated(
     cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
 ) -> None:
     q = f'j{{ns="{namespace}"}}'
-    prometheus.set(q, 20)
-    apply(cluster, namespace, scaler("j", "llm-j", prom_trigger(prometheus.url, q), annotations=FAST))
-    wait_cond(cluster, namespace, "j", "AbleToScale", "False", "TargetNotFound", manager)
+    prometheus.set(q, 20)  # 20 at 10 per replica: 2 wanted
     apply(cluster, namespace, deployment("llm-j", 2))
+    apply(cluster, namespace, scaler("j", "llm-j", prom_trigger(prometheus.url, q), annotations=FAST))
     wait_cond(cluster, namespace, "j", "AbleToScale", "True", "Synced", manager)
     cluster.kubectl("delete", "deployment", "llm-j", "-n", namespace)
-    wait_cond(cluster, namespace, "j", "AbleToScale", "False", "TargetNotFound", manager)
+    obj = wait_cond(cluster, namespace, "j", "AbleToScale", "False", "TargetNotFound", manager)
+    assert cond(obj, "Validated")[:2] == ("True", "Valid")  # a target error touches AbleToScale only
+    # recreated at 1 replica with the load at 40: the scaler recovers on the creation event and
+    # scales the new Deployment (1 → 2 by apa's one-step limit, then 4)
+    prometheus.set(q, 40)
+    apply(cluster, namespace, deployment("llm-j", 1))
+    wait_cond(cluster, namespace, "j", "AbleToScale", "True", "Synced", manager)
+    eventually(lambda: replicas(cluster, namespace, "llm-j") == 4, timeout=40,
+               what=f"the recreated target is scaled; log:\n{mlog(manager)}")
 
 
 def test_k_prometheus_bearer_token_from_a_secret(

@@ -1,10 +1,15 @@
 """Shared fixtures of the escaler.api tests: the samples, and tables of objects the API must refuse.
 
-``REFUSED_BY_RULE`` lists objects that break one cross-field rule (CEL on the CRD, and
-``escaler.api.validate`` in Python) with the exact errors expected; ``REFUSED_BY_SCHEMA`` lists
-objects that break a single-field constraint (enum, minimum, pattern) that both the CRD schema
-and parsing refuse. The same tables can be replayed against a real API server (server-side dry
-run) to prove the CEL text and the Python checks agree; see ``server_disagreements`` below.
+``REFUSED_BY_RULE`` lists objects that break one CEL rule (``x-kubernetes-validations`` on the CRD,
+and ``escaler.api.validate(..., admission=True)`` in Python) with the exact errors expected;
+``REFUSED_BY_SCHEMA`` lists objects that break a single-field constraint (enum, minimum, pattern)
+that both the CRD schema and parsing refuse. Together they are the malformed objects a default
+install (no webhook, SPEC §10) must refuse with the API server alone: ``MALFORMED`` (at least 40,
+across all six kinds). They are replayed by the unit suite (``test_api_validation``: the Python
+twins; ``test_api_cel_server``: the committed CRDs' schema and CEL, evaluated with cel-python) and
+against a real API server (server-side dry run, ``server_disagreements`` below, from
+``tests/e2e/test_api.py``), which must refuse each naming the same field path (and, for a rule,
+with the same message).
 """
 
 from __future__ import annotations
@@ -71,7 +76,59 @@ _LLMS, _LLMSLO, _JOB = "LLMScaler/chat-llama", "LLMSLORequirement/chat-llama", "
 _RSG, _TIDAL = "ResourceScalingGroup/llama-pd", "Tidal/llama-office-hours"
 _MT = "metricsTrigger is required when type is MetricsTrigger, and not allowed otherwise"
 _MIN_MAX = "minReplicas must be less than or equal to maxReplicas"
-_M = "spec.trigger.metricsTrigger.metrics"
+_MTR = "spec.trigger.metricsTrigger"
+_M = f"{_MTR}.metrics"
+_TOLERANCE = (
+    'algorithmConfig[tolerance] of apa must be a decimal number >= 0 and < 1 (the no-change band around '
+    'the target, e.g. "0.1")'
+)
+_UP_RATE = (
+    'algorithmConfig[scaleUpRate] of apa must be a decimal number > 1 (the most one step may multiply '
+    'replicas by, e.g. "2.0")'
+)
+_DOWN_RATE = (
+    'algorithmConfig[scaleDownRate] of apa must be a decimal number > 1 (the most one step may divide '
+    'replicas by, e.g. "2.0")'
+)
+_HPA_EXTERNAL_SERVER = (
+    "metrics of type ExternalServer are not supported with scalingAlgorithm HPA (the companion HPA reads "
+    "only the metrics APIs: UnsupportedMetric); use apa or another registered algorithm"
+)
+_HPA_CONFIG = (
+    "algorithmConfig is not allowed with scalingAlgorithm HPA: the companion HPA ignores it (HPA mode "
+    "takes its behavior from the elasticscaler.io/behavior.* annotations only)"
+)
+_FORM = "'CRON_TZ=<zone> <minute> <hour> <day-of-month> <month> <day-of-week>'"
+
+
+def _url(field: str) -> str:
+    return (
+        f"{field} must be an http(s) URL naming a host (a DNS name or an IP address), with an optional "
+        "port in 1..65535 and no user:password@"
+    )
+
+
+def _prefix(field: str) -> str:
+    return (
+        f"{field} must begin with CRON_TZ=<zone> and a space, the zone a tz database name such as "
+        f"Asia/Shanghai, America/Argentina/Buenos_Aires, Etc/GMT+8 or UTC (the form is {_FORM})"
+    )
+
+
+def _count(field: str) -> str:
+    return (
+        f"{field} must have exactly 5 space-separated cron fields after the zone: <minute> <hour> "
+        "<day-of-month> <month> <day-of-week>"
+    )
+
+
+def _range(field: str) -> str:
+    return (
+        f"{field} has a cron field out of range or malformed: minute 0-59, hour 0-23, day-of-month 1-31, "
+        "month 1-12 or JAN-DEC, day-of-week 0-7 or SUN-SAT; each field is *, ?, a value, a range a-b, a "
+        "step /n, or a comma list of those"
+    )
+
 
 REFUSED_BY_RULE: tuple[Refusal, ...] = (
     Refusal(
@@ -273,6 +330,197 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         {"spec.rules[2].name": "weekday-peak"},
         (("spec.rules", "rules[].name must be unique"),),
     ),
+    # ---- issue 8, item 11: what the API server alone accepted before
+    Refusal(
+        "es/apa-tolerance-2",
+        _ES_M,
+        {f"{_MTR}.algorithmConfig.tolerance": "2"},
+        ((f"{_MTR}.algorithmConfig[tolerance]", _TOLERANCE),),
+    ),
+    Refusal(
+        "es/apa-tolerance-not-a-number",
+        _ES_M,
+        {f"{_MTR}.algorithmConfig.tolerance": "lots"},
+        ((f"{_MTR}.algorithmConfig[tolerance]", _TOLERANCE),),
+    ),
+    Refusal(
+        "es/apa-tolerance-negative",
+        _ES_M,
+        {f"{_MTR}.algorithmConfig.tolerance": "-0.1"},
+        ((f"{_MTR}.algorithmConfig[tolerance]", _TOLERANCE),),
+    ),
+    Refusal(
+        "es/apa-scaleUpRate-1",
+        _ES_M,
+        {f"{_MTR}.algorithmConfig.scaleUpRate": "1"},
+        ((f"{_MTR}.algorithmConfig[scaleUpRate]", _UP_RATE),),
+    ),
+    Refusal(
+        "es/apa-scaleDownRate-half",
+        _ES_M,
+        {f"{_MTR}.algorithmConfig.scaleDownRate": "0.5"},
+        ((f"{_MTR}.algorithmConfig[scaleDownRate]", _DOWN_RATE),),
+    ),
+    Refusal(
+        "es/apa-config-unknown-key",
+        _ES_M,
+        {f"{_MTR}.algorithmConfig.scaleUpRatio": "3"},
+        (
+            (
+                f"{_MTR}.algorithmConfig",
+                "algorithmConfig of apa takes only tolerance, scaleUpRate and scaleDownRate",
+            ),
+        ),
+    ),
+    Refusal(
+        "es/hpa-with-externalServer",
+        _ES_M,
+        {f"{_MTR}.scalingAlgorithm": "HPA", f"{_MTR}.algorithmConfig": DELETE},
+        ((_M, _HPA_EXTERNAL_SERVER),),
+    ),
+    Refusal(
+        "es/hpa-with-algorithmConfig",
+        _ES_M,
+        {f"{_MTR}.scalingAlgorithm": "HPA", f"{_M}[3]": DELETE},
+        ((f"{_MTR}.algorithmConfig", _HPA_CONFIG),),
+    ),
+    Refusal(
+        "es/value-target-negative",
+        _ES_M,
+        {f"{_M}[2].external.target.value": "-5"},
+        ((f"{_M}[2].external.target.value", "value must be a quantity greater than 0"),),
+    ),
+    Refusal(
+        "es/value-target-zero-int",
+        _ES_M,
+        {f"{_M}[2].external.target.value": 0},
+        ((f"{_M}[2].external.target.value", "value must be a quantity greater than 0"),),
+    ),
+    Refusal(
+        "es/averageValue-zero",
+        _ES_M,
+        {f"{_M}[1].custom.target.averageValue": "0"},
+        ((f"{_M}[1].custom.target.averageValue", "averageValue must be a quantity greater than 0"),),
+    ),
+    Refusal(
+        "es/averageValue-negative-milli",
+        _ES_M,
+        {f"{_M}[3].externalServer.target.averageValue": "-500m"},
+        ((f"{_M}[3].externalServer.target.averageValue", "averageValue must be a quantity greater than 0"),),
+    ),
+    Refusal(
+        "es/externalServer-endpoint-credentials",
+        _ES_M,
+        {f"{_M}[3].externalServer.endpoint": "http://admin:secret@prometheus:9090"},
+        ((f"{_M}[3].externalServer.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
+        "es/externalServer-endpoint-no-host",
+        _ES_M,
+        {f"{_M}[3].externalServer.endpoint": "http://:9090/x"},
+        ((f"{_M}[3].externalServer.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
+        "es/externalServer-endpoint-port",
+        _ES_M,
+        {f"{_M}[3].externalServer.endpoint": "http://prometheus:99999"},
+        ((f"{_M}[3].externalServer.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
+        "es/signal-endpoint-credentials",
+        _ES_SIG,
+        {"spec.trigger.signalTrigger.endpoint": "http://token@gateway.llm:8080/activity"},
+        (("spec.trigger.signalTrigger.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
+        "llms/prometheus-endpoint-no-host",
+        _LLMS,
+        {"spec.prometheus.endpoint": "http://:9090"},
+        (("spec.prometheus.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
+        "llms/customProvider-url-credentials",
+        _LLMS,
+        {"spec.customProvider.url": "http://user:secret@slo:8080/decisions/x"},
+        (("spec.customProvider.url", _url("url")),),
+    ),
+    Refusal(
+        "rsg/scaleDown-endpoint-port-0",
+        _RSG,
+        {"spec.scaleDown.prometheus.endpoint": "http://prometheus:0"},
+        (("spec.scaleDown.prometheus.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
+        "tidal/start-without-cron-tz",
+        _TIDAL,
+        {"spec.rules[0].start": "0 9 * * 1-5"},
+        (("spec.rules[0].start", _prefix("start")),),
+    ),
+    Refusal(
+        "tidal/end-zone-lower-case",
+        _TIDAL,
+        {"spec.rules[0].end": "CRON_TZ=asia/shanghai 0 19 * * 1-5"},
+        (("spec.rules[0].end", _prefix("end")),),
+    ),
+    Refusal(
+        "tidal/end-zone-path",
+        _TIDAL,
+        {"spec.rules[1].end": "CRON_TZ=../../etc/passwd 0 14 * * 1-5"},
+        (("spec.rules[1].end", _prefix("end")),),
+    ),
+    Refusal(
+        "tidal/start-six-fields",
+        _TIDAL,
+        {"spec.rules[1].start": "CRON_TZ=Asia/Shanghai 0 30 11 * * 1-5"},
+        (("spec.rules[1].start", _count("start")),),
+    ),
+    Refusal(
+        "tidal/end-four-fields",
+        _TIDAL,
+        {"spec.rules[2].end": "CRON_TZ=Asia/Shanghai 0 6 * *"},
+        (("spec.rules[2].end", _count("end")),),
+    ),
+    Refusal(
+        "tidal/start-hour-25",
+        _TIDAL,
+        {"spec.rules[2].start": "CRON_TZ=Asia/Shanghai 0 25 * * *"},
+        (("spec.rules[2].start", _range("start")),),
+    ),
+    Refusal(
+        "tidal/end-minute-61",
+        _TIDAL,
+        {"spec.rules[1].end": "CRON_TZ=Asia/Shanghai 61 13 * * 1-5"},
+        (("spec.rules[1].end", _range("end")),),
+    ),
+    Refusal(
+        "tidal/start-month-13",
+        _TIDAL,
+        {"spec.rules[0].start": "CRON_TZ=Asia/Shanghai 0 9 1 13 *"},
+        (("spec.rules[0].start", _range("start")),),
+    ),
+    Refusal(
+        "tidal/start-day-of-week-8",
+        _TIDAL,
+        {"spec.rules[0].start": "CRON_TZ=Asia/Shanghai 0 9 * * 1-8"},
+        (("spec.rules[0].start", _range("start")),),
+    ),
+    Refusal(
+        "tidal/end-day-of-month-0",
+        _TIDAL,
+        {"spec.rules[2].end": "CRON_TZ=Asia/Shanghai 0 6 0 * *"},
+        (("spec.rules[2].end", _range("end")),),
+    ),
+    Refusal(
+        "tidal/end-equals-start",
+        _TIDAL,
+        {"spec.rules[0].end": "CRON_TZ=Asia/Shanghai 0 9 * * 1-5"},
+        (
+            (
+                "spec.rules[0].end",
+                "end must differ from start (a rule that ends when it starts is never active)",
+            ),
+        ),
+    ),
 )
 
 # (id, sample, changes, field path the API server names)
@@ -306,7 +554,47 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("llmslo/negative-bound", _LLMSLO, {"spec.bounds.min.value": -1}, "spec.bounds.min.value"),
     ("llmslo/bad-deployType", _LLMSLO, {"spec.deployType": "disaggregated"}, "spec.deployType"),
     ("jobslo/missing-queue", _JOB, {"spec.queue": DELETE}, "spec.queue"),
+    # ---- issue 8, item 11
+    ("es/resource-gpu", _ES_M, {f"{_M}[0].resource.name": "gpu"}, f"{_M}[0].resource.name"),
+    (
+        "es/averageUtilization-0",
+        _ES_M,
+        {f"{_M}[0].resource.target.averageUtilization": 0},
+        f"{_M}[0].resource.target.averageUtilization",
+    ),
+    (
+        "tidal/schedule-too-long",
+        _TIDAL,
+        {"spec.rules[0].start": "CRON_TZ=UTC " + "0," * 200 + "0 9 * * *"},
+        "spec.rules[0].start",
+    ),
 )
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """One object the API server alone (schema + CEL, no webhook) must refuse."""
+
+    id: str
+    sample: str
+    changes: dict[str, Any]
+    # the field path the refusal names
+    path: str
+    # the CEL rule's message, for a rule refusal (None for a schema refusal)
+    message: str | None
+
+    @property
+    def kind(self) -> str:
+        return self.sample.split("/")[0]
+
+    def obj(self) -> dict[str, Any]:
+        return mutate(load_samples()[self.sample], self.changes)
+
+
+# Every malformed object of both tables (issue 8 item 11: at least 40, all six kinds).
+MALFORMED: tuple[Malformed, ...] = tuple(
+    Malformed(c.id, c.sample, c.changes, c.errors[0][0], c.errors[0][1]) for c in REFUSED_BY_RULE
+) + tuple(Malformed(i, s, c, p, None) for i, s, c, p in REFUSED_BY_SCHEMA)
 
 
 def server_disagreements(dry_run_create: Any) -> list[str]:

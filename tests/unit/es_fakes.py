@@ -29,6 +29,8 @@ from escaler.informers.factory import ResourceKey
 from escaler.informers.interfaces import ListerWatcher
 from escaler.kube.discovery import ResourceMapping
 from escaler.reconcilers.elasticscaler import ElasticScalerController, setup_elasticscaler
+from escaler.reconcilers.elasticscaler.report import CLAIM_RECHECK_SECONDS
+from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
 from escaler.runtime import Manager, Request, Result
 from escaler.scaling.algorithm import MetricValue
 from escaler.signals.collector import to_metric_value
@@ -49,7 +51,10 @@ WIDGETS = ResourceMapping("example.com", "v1", "widgets", "Widget", True, frozen
 LLMSCALERS = ResourceMapping(
     "llm.escaler.io", "v1alpha1", "llmscalers", "LLMScaler", True, frozenset({"status"})
 )
-MAPPINGS = (SCALERS, DEPLOYMENTS, HPAS, TIDALS, WIDGETS, LLMSCALERS)
+PODS = ResourceMapping("", "v1", "pods", "Pod", True, frozenset({"status"}))
+# (the fake client writes spec.replicas; /scale is exercised by the e2e suite)
+STATEFULSETS = ResourceMapping("apps", "v1", "statefulsets", "StatefulSet", True, frozenset({"status"}))
+MAPPINGS = (SCALERS, DEPLOYMENTS, HPAS, TIDALS, WIDGETS, LLMSCALERS, PODS, STATEFULSETS)
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -239,6 +244,24 @@ def deployment(
     }
 
 
+def pod(name: str, app: str = "web", *, phase: str = "Running", ready: bool = True,
+        unschedulable_since: str | None = None, message: str = "0/3 nodes are available: 3 Insufficient "
+        "nvidia.com/gpu.", namespace: str = NS) -> dict[str, Any]:
+    """A pod of Deployment ``app``; ``unschedulable_since`` makes it Pending as Unschedulable."""
+    conditions: list[dict[str, Any]] = []
+    if unschedulable_since is not None:
+        phase = "Pending"
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                           "message": message, "lastTransitionTime": unschedulable_since})
+    else:
+        conditions.append({"type": "Ready", "status": "True" if ready else "False"})
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app": app},
+                         "creationTimestamp": unschedulable_since or "2026-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": phase, "conditions": conditions}}
+
+
 def scaler(
     name: str,
     trigger: dict[str, Any],
@@ -315,6 +338,24 @@ def cpu_metric(utilization: int = 70) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- harness
 
 
+class LaggingStore:
+    """The scaler cache as the reconciler sees it: the informer's store, or — after ``freeze(obj)`` —
+    one that keeps answering with ``obj`` (a cache that has not seen our own write yet)."""
+
+    def __init__(self) -> None:
+        self.store: Any = None
+        self.frozen: Mapping[str, Any] | None = None
+
+    def freeze(self, obj: Mapping[str, Any] | None) -> None:
+        self.frozen = obj
+
+    def get_by_key(self, key: str) -> Any:
+        return self.frozen if self.frozen is not None else self.store.get_by_key(key)
+
+    def list(self) -> list[Any]:
+        return [self.frozen] if self.frozen is not None else list(self.store.list())
+
+
 class Harness:
     """A manager on fakes with the ElasticScaler controller; see the module docstring."""
 
@@ -325,14 +366,19 @@ class Harness:
         allowed_hosts: Sequence[str] = (),
         api_server: Any = None,
         with_collector: bool = True,
+        cluster: Cluster | None = None,
+        clock: FakeClock | None = None,
     ) -> None:
-        self.cluster = Cluster()
+        # a second Harness on the same cluster and clock is a restarted manager (or a new leader)
+        self.cluster = cluster if cluster is not None else Cluster()
         self.client = self.cluster.client
-        self.clock = FakeClock()
+        self.clock = clock if clock is not None else FakeClock()
         self.mgr = Manager.for_testing(self.cluster.lw_factory, self.cluster.mapper, clock=self.clock)
         self.collector = FakeCollector()
         self.pulls: list[str] = []
         self.pull_reading = SignalReading(active=False)
+        # the cache the reconciler reads scalers from: the informer's, unless a test freezes it
+        self.scaler_cache = LaggingStore()
         self.es: ElasticScalerController = setup_elasticscaler(
             self.mgr,
             poll_interval=poll_interval,
@@ -342,8 +388,13 @@ class Harness:
             collector=self.collector if with_collector else None,
             signal_puller=self._pull,
             api_server=api_server,
+            scaler_store=self.scaler_cache,
         )
         self.reconciler = self.es.reconciler
+        # the ElasticScaler informer's cache (what the reconciler reads)
+        self.scalers = self.mgr.informers.informer_for(
+            ResourceKey(SCALERS.group, SCALERS.version, SCALERS.resource, namespace="")).store
+        self.scaler_cache.store = self.scalers
         self.recorder = self.mgr.event_recorder
         self._stop = threading.Event()
 
@@ -358,14 +409,16 @@ class Harness:
         self.mgr.informers.start(self._stop)
         assert self.mgr.informers.wait_for_cache_sync(5.0)
         self.mgr.can_write.set()  # as if elected
+        # the controller is not started (tests call reconcile themselves); its watch index is
+        # started with its queue as the controller would, so watch events enqueue scalers
+        self.es.watches.start(self.es.controller.queue)
 
     def stop(self) -> None:
         self._stop.set()
         self.mgr.dynamic_informers.stop_all()
 
     def cached(self, name: str, namespace: str = NS) -> Mapping[str, Any] | None:
-        store = self.es.reconciler._scalers  # the informer's store
-        obj = store.get_by_key(f"{namespace}/{name}")
+        obj = self.scalers.get_by_key(f"{namespace}/{name}")
         return obj if isinstance(obj, Mapping) else None
 
     def wait_synced(self, resource: str = "elasticscalers") -> None:
@@ -397,11 +450,37 @@ class Harness:
 
         wait_until(caught_up, what=f"{resource} caches caught up")
 
-    def reconcile(self, name: str, namespace: str = NS) -> Result:
+    def wait_listed(self) -> None:
+        """Wait until every dynamic informer the reconciler asked for has listed."""
+        wait_until(lambda: not self._listing(), what="dynamic informers listed")
+
+    def _listing(self) -> bool:
+        """True when a dynamic informer the reconciler asked for has not listed yet."""
+        keys = self.mgr.dynamic_informers.active_keys()
+        return any(not inf.has_synced() for k in keys
+                   if (inf := self.mgr.dynamic_informers.informer(k)) is not None)
+
+    def reconcile_once(self, name: str, namespace: str = NS) -> Result:
+        """One reconcile on caches that show the API's current state."""
         self.wait_synced("elasticscalers")
-        for r in ("deployments", "horizontalpodautoscalers", "tidals", "widgets"):
+        for r in ("deployments", "horizontalpodautoscalers", "tidals", "widgets", "pods", "statefulsets"):
             self.wait_synced(r)
         return self.reconciler.reconcile(Request(namespace, name))
+
+    def reconcile(self, name: str, namespace: str = NS) -> Result:
+        """A reconcile as the controller would run it, with the follow-ups that happen at once. A
+        reconcile never waits for an informer it has just started (it returns a short requeue and
+        the informer's initial list wakes the scaler), and a StateTrigger scaler's first sync only
+        records its claim (the binding index update wakes it): a test sees the sync after those
+        wake-ups, as a user would."""
+        for _ in range(6):
+            result = self.reconcile_once(name, namespace)
+            if self._listing() or result.requeue_after == NOT_SYNCED_RETRY_SECONDS:
+                self.wait_listed()
+                continue
+            if result.requeue_after != CLAIM_RECHECK_SECONDS:
+                return result
+        return result
 
     def status(self, name: str, namespace: str = NS) -> dict[str, Any]:
         obj = self.api("elasticscalers").get(f"{namespace}/{name}")

@@ -169,16 +169,27 @@ class SpyQueue(RateLimitingQueue[Request]):
         self._log("add_rate_limited", item)
 
 
+# How long step_until waits (real time) for the threads a step woke to park on the clock again
+# before it steps anyway (they may have exited instead, or be blocked on something else).
+STEP_SETTLE_SECONDS = 0.05
+
+
 def step_until(clock: FakeClock, predicate: Callable[[], bool], *, step: float = 0.5,
                timeout: float = 10.0, what: str = "condition") -> None:
-    """Step ``clock`` by ``step`` until ``predicate()`` (cross-thread; real-time bounded)."""
+    """Step ``clock`` by ``step`` until ``predicate()`` holds (cross-thread; real-time bounded).
+
+    After each step it waits until as many waiters are parked on the clock as before the step
+    (every thread the step woke has run and parked again), or ``STEP_SETTLE_SECONDS`` pass, so
+    the system reacts to each step before the next one; a step that wakes nobody is followed by
+    the next at once. No fixed sleeps: the wait ends as soon as the clock is settled.
+    """
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() >= deadline:
             raise TimeoutError(f"step_until: {what} not met within {timeout}s (clock {clock.monotonic()})")
+        parked = clock.waiters()
         clock.step(step)
-        # let woken threads run before the next step (cross-thread observation, not a logic wait)
-        time.sleep(0.002)
+        clock.wait_for_waiters(parked, STEP_SETTLE_SECONDS)
 
 
 def http_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, str, Mapping[str, str]]:

@@ -20,6 +20,7 @@ from escaler.api.crdgen import (
     render_crds_yaml,
     render_stream,
 )
+from escaler.api.scaler import BoundBy
 from escaler.cli.main import main
 
 CRDS = {crd["spec"]["names"]["kind"]: crd for crd in generate_crds()}
@@ -234,7 +235,7 @@ def test_scaler_condition_columns() -> None:
             "ElasticScaler",
             ".spec.trigger.metricsTrigger.algorithmConfig",
             "additionalProperties",
-            {"type": "string"},
+            {"type": "string", "maxLength": 256},
         ),
         ("ElasticScaler", ".spec.mode", "enum", ["Active", "Advisory"]),
         ("ElasticScaler", ".spec.mode", "default", "Active"),
@@ -254,6 +255,22 @@ def test_scaler_condition_columns() -> None:
         ("LLMSLORequirement", ".spec.bounds.min.value", "minimum", 0),
         ("LLMSLORequirement", ".status.decision.signals", "x-kubernetes-preserve-unknown-fields", True),
         ("JobSLORequirement", ".spec.queue.maxDepth", "minimum", 1),
+        (
+            "ElasticScaler",
+            ".status.recentDecisions[].boundBy",
+            "enum",
+            ["RateLimit", "Stabilize", "StepLimit", "Clamp", "Guard", "Paused", "PausedReplicas"],
+        ),
+        ("LLMScaler", ".status.recentDecisions[].boundBy", "enum", [b.value for b in BoundBy]),
+        (
+            "ElasticScaler",
+            ".spec.trigger.metricsTrigger.metrics[].resource.name",
+            "enum",
+            ["cpu", "memory"],
+        ),
+        ("ElasticScaler", ".spec.trigger.metricsTrigger.metrics[].external.target.value", "maxLength", 64),
+        ("ElasticScaler", ".spec.trigger.metricsTrigger.algorithmConfig", "maxProperties", 32),
+        ("Tidal", ".spec.rules[].start", "maxLength", 256),
     ],
     ids=lambda v: v if isinstance(v, str) and v.startswith(".") else None,
 )
@@ -275,6 +292,14 @@ def test_schema_details(kind: str, path: str, key: str, value: Any) -> None:
 def test_required(kind: str, required: dict[str, list[str]]) -> None:
     nodes = dict(_nodes(_schema(kind)))
     assert {p: nodes[p].get("required") for p in required} == required
+
+
+@pytest.mark.parametrize("kind", ["ElasticScaler", "LLMScaler"])
+def test_bound_by_is_documented_for_kubectl_explain(kind: str) -> None:
+    """Issue 8 item 9: one enum, in the model and the CRD, every value named in the field's docs."""
+    node = dict(_nodes(_schema(kind)))[".status.recentDecisions[].boundBy"]
+    assert all(b.value in node["description"] for b in BoundBy)
+    assert "Recommend" not in node["description"]
 
 
 def test_unsupported_unions_are_refused() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from api_cases import apply_defaults, crd_schema, load_samples, mutate
@@ -26,7 +26,8 @@ from escaler.api import (
     parse,
     parse_quantity,
 )
-from escaler.api.scaler import MAX_RECENT_DECISIONS
+from escaler.api.elasticscaler import RESOURCE_NAMES, ResourceMetricSource
+from escaler.api.scaler import MAX_RECENT_DECISIONS, BoundBy
 
 SAMPLES = load_samples()
 NOW = datetime(2026, 3, 1, 9, 0, 0, tzinfo=UTC)
@@ -204,7 +205,7 @@ _SCALER_STATUS = {
         {"name": "queue", "type": "External", "error": "no samples in window"},
     ],
     "recentDecisions": [
-        {"time": TS, "from": 2, "to": 4, "reason": "cpu 140% of 70%", "boundBy": "Recommend"}
+        {"time": TS, "from": 2, "to": 4, "reason": "cpu 140% of 70%", "boundBy": "Stabilize"}
     ],
     "conditions": [
         {**_CONDITION, "type": "ScalingActive", "reason": "MetricsAvailable", "message": "evaluated 1 of 2"},
@@ -489,3 +490,22 @@ def test_llmscaler_status_has_the_scaler_status_fields() -> None:
     assert llms.status is not None
     assert llms.status.conditions[0].type == "ScalingActive"
     assert llms.status.current_metrics[1].error == "no samples in window"
+
+
+@pytest.mark.parametrize("value", [b.value for b in BoundBy], ids=str)
+def test_bound_by_takes_every_pipeline_step(value: str) -> None:
+    raw = {"time": TS, "from": 1, "to": 2, "reason": "r", "boundBy": value}
+    decision = RecentDecision.model_validate(raw)
+    assert decision.bound_by is BoundBy(value)
+    assert decision.to_object()["boundBy"] == value
+
+
+@pytest.mark.parametrize("value", ["Recommend", "stabilize", "scaleUpLimit", "minReplicas"], ids=str)
+def test_bound_by_refuses_what_is_not_a_pipeline_step(value: str) -> None:
+    """Issue 8 item 9: the values the code used to write (and the docs' Recommend) are not steps."""
+    with pytest.raises(ValidationError, match="boundBy"):
+        RecentDecision.model_validate({"time": TS, "from": 1, "to": 2, "reason": "r", "boundBy": value})
+
+
+def test_resource_metric_names_are_cpu_and_memory() -> None:
+    assert get_args(ResourceMetricSource.model_fields["name"].annotation) == RESOURCE_NAMES

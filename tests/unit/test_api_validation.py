@@ -1,7 +1,10 @@
 """escaler.api.validate (the Python twin of the CRDs' CEL rules) and single-field refusals.
 
-The tables live in ``api_cases`` so that the same objects can be replayed against a real API
-server (``api_cases.server_disagreements``), which must refuse them with the same path and message.
+The tables live in ``api_cases`` so that the same objects can be replayed against the committed
+CRDs' CEL (``test_api_cel_server``) and a real API server (``api_cases.server_disagreements``),
+which must refuse them with the same path and message. ``validate(..., admission=True)`` is what the
+webhook and the API server check; plain ``validate`` (a reconciler) leaves out the
+``admission_only`` rules.
 """
 
 from __future__ import annotations
@@ -9,24 +12,71 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from api_cases import REFUSED_BY_RULE, REFUSED_BY_SCHEMA, Refusal, load_samples, mutate
+from api_cases import DELETE, REFUSED_BY_RULE, REFUSED_BY_SCHEMA, Refusal, load_samples, mutate
 from pydantic import BaseModel, ValidationError
 
 from escaler.api import KINDS, FieldError, parse, validate
-from escaler.api.rules import Rule
+from escaler.api.rules import Rule, cel_matches, render_field_path
 
 SAMPLES = load_samples()
 
 
 @pytest.mark.parametrize("key", sorted(SAMPLES), ids=sorted(SAMPLES))
 def test_samples_are_valid(key: str) -> None:
-    assert validate(parse(SAMPLES[key])) == []
+    assert validate(parse(SAMPLES[key]), admission=True) == []
 
 
 @pytest.mark.parametrize("case", REFUSED_BY_RULE, ids=[c.id for c in REFUSED_BY_RULE])
 def test_rule_refusals(case: Refusal) -> None:
-    errors = validate(parse(case.obj()))
+    errors = validate(parse(case.obj()), admission=True)
     assert sorted((e.path, e.message) for e in errors) == sorted(case.errors)
+
+
+ES_M = "ElasticScaler/llama-decode"
+MT = "spec.trigger.metricsTrigger"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {f"{MT}.scalingAlgorithm": "HPA", f"{MT}.algorithmConfig": DELETE},
+        {f"{MT}.scalingAlgorithm": "HPA", f"{MT}.metrics[3]": DELETE},
+    ],
+    ids=["hpa-with-externalServer", "hpa-with-algorithmConfig"],
+)
+def test_admission_only_rules_are_left_to_the_reconciler(changes: dict[str, Any]) -> None:
+    """At reconcile time, HPA + ExternalServer is Validated=False/UnsupportedMetric (reported by the
+    HPA path, SPEC §5.1) and algorithmConfig in HPA mode is ignored: plain validate() skips both."""
+    scaler = parse(mutate(SAMPLES[ES_M], changes))
+    assert validate(scaler) == []
+    assert len(validate(scaler, admission=True)) == 1
+
+
+@pytest.mark.parametrize(
+    ("field_path", "printed"),
+    [
+        (".minReplicas", ".minReplicas"),
+        (".algorithmConfig['tolerance']", ".algorithmConfig[tolerance]"),
+        (".a['x.y'].b", ".a[x.y].b"),
+    ],
+    ids=["child", "map-key", "dotted-key"],
+)
+def test_field_paths_print_as_the_api_server_prints_them(field_path: str, printed: str) -> None:
+    assert render_field_path(field_path) == printed
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("^a$", "a", True),
+        ("^a$", "a\n", False),  # RE2's $ is the end of the text; Python's also matches before a final \n
+        ("b", "abc", True),  # a search, not a full match
+        ("^b", "abc", False),
+    ],
+    ids=["anchored", "trailing-newline", "search", "anchored-start"],
+)
+def test_cel_matches_reads_patterns_as_re2_does(pattern: str, text: str, matches: bool) -> None:
+    assert cel_matches(pattern, text) is matches
 
 
 @pytest.mark.parametrize(
@@ -79,8 +129,8 @@ RULES: list[tuple[str, Rule]] = [(m.__name__, r) for m in _all_models() for r in
 def test_every_rule_has_a_message_naming_a_field(model: str, rule: Rule) -> None:
     assert rule.rule.strip() and rule.message.strip()
     assert rule.field_path is None or rule.field_path.startswith(".")
-    # the message names the field the error is reported on
-    leaf = (rule.field_path or "").rsplit(".", 1)[-1]
+    # the message names the field the error is reported on (a map key as the API server prints it)
+    leaf = render_field_path(rule.field_path or "").rsplit(".", 1)[-1]
     assert leaf in rule.message
 
 

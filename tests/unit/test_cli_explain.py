@@ -1,4 +1,5 @@
-"""escaler explain: the rendering from a scaler's status and events, and the health verdict."""
+"""escaler explain: the rendering from a scaler's status and events (every pipeline step, the
+algorithm's rate cap as its own step, BoundBy values), and the health verdict."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any
 import pytest
 
 from escaler.cli import explain
-from escaler.cli.main import build_parser
 
 
 def cond(t: str, status: str, reason: str, message: str = "m") -> dict[str, Any]:
@@ -56,7 +56,7 @@ def test_render_step_by_step() -> None:
             }
         ],
         recentDecisions=[
-            {"time": "2026-01-01T00:00:00Z", "from": 2, "to": 4, "reason": "a; b", "boundBy": "scaleUpLimit"}
+            {"time": "2026-01-01T00:00:00Z", "from": 2, "to": 4, "reason": "a; b", "boundBy": "StepLimit"}
         ],
     )
     events = [
@@ -74,18 +74,48 @@ def test_render_step_by_step() -> None:
         "queue: value 70 vs target 10 (Value) -> recommends 7",
         "2. Recommendation",
         "recommends 7 replicas",
-        "4. Step limits",
-        "ScaleUpLimit: limited to 6",
-        "6. Guard",
-        "RolloutInProgress: 3 of 4 replicas ready",
+        "3. Rate limit (the algorithm's own)\n   the algorithm's rate cap did not bind the count",
+        "5. Step limits\n   ScaleUpLimit: limited to 6",
+        "7. Guard\n   RolloutInProgress: 3 of 4 replicas ready",
         "deferred since 2026-01-01T00:01:00Z",
-        "7. Write",
+        "8. Write",
         "current 4 -> desired 6",
-        "2 -> 4 (bound by scaleUpLimit)",
+        "2 -> 4 (bound by StepLimit)",
+        "[StepLimit]",
         "ScalingDeferred: holding 4 -> 6",
         "Health: waiting",
     ):
         assert needle in text, needle
+
+
+def test_render_shows_the_algorithm_rate_cap_as_its_own_step() -> None:
+    obj = scaler(
+        cond("ScalingActive", "True", "MetricsAvailable", "evaluated 1 of 1 metrics; recommends 12 replicas"),
+        cond("AbleToScale", "True", "Synced", "scaled the target from 4 to 8"),
+        cond("ScalingLimited", "True", "ScaleUpLimit", "the desired replica count is increasing faster than "
+                                                       "the algorithm's scale-up rate; capped from 12 to 8"),
+        currentReplicas=8,
+        desiredReplicas=8,
+        recentDecisions=[{"time": "2026-01-01T00:00:00Z", "from": 4, "to": 8, "boundBy": "RateLimit",
+                          "reason": "evaluated 1 of 1 metrics; recommends 12 replicas; capped to 8 by the "
+                                    "algorithm's scale-up rate (recommended 12)"}],
+    )
+    text = explain.render(obj)
+    assert ("3. Rate limit (the algorithm's own)\n   ScaleUpLimit: the desired replica count is increasing "
+            "faster than the algorithm's scale-up rate; capped from 12 to 8\n") in text
+    # the same ScalingLimited reason is not shown again as a step limit
+    assert "5. Step limits\n   no step limit bound the count\n" in text
+    assert "4 -> 8 (bound by RateLimit)" in text
+    assert "capped to 8 by the algorithm's scale-up rate (recommended 12)" in text
+
+
+def test_render_reports_unschedulable_pods_under_guard() -> None:
+    message = "2 pods of the target Pending as Unschedulable: 0/3 nodes are available: 3 Insufficient gpu."
+    obj = scaler(cond("ScalingActive", "True", "MetricsAvailable"),
+                 cond("AbleToScale", "True", "InsufficientCapacity", message))
+    text = explain.render(obj)
+    assert f"7. Guard\n   InsufficientCapacity: {message}\n" in text
+    assert f"Health: waiting (AbleToScale=True/InsufficientCapacity: {message})" in text
 
 
 @pytest.mark.parametrize(
@@ -118,6 +148,8 @@ def test_render_step_by_step() -> None:
             "ok",
         ),
         ([cond("Validated", "False", "TargetConflict")], "failing"),
+        ([cond("AbleToScale", "True", "InsufficientCapacity")], "waiting"),
+        ([cond("ScalingActive", "False", "Advisory")], "failing"),
         ([], "waiting"),
     ],
     ids=[
@@ -126,6 +158,8 @@ def test_render_step_by_step() -> None:
         "stabilized",
         "limited-is-informational",
         "conflict",
+        "unschedulable",
+        "advisory-hpa-computes-nothing",
         "never-synced",
     ],
 )
@@ -134,6 +168,8 @@ def test_health(conditions: list[dict[str, Any]], verdict: str) -> None:
 
 
 def test_registered_in_the_cli() -> None:
+    from escaler.cli.main import build_parser  # imports the manager; only these tests need it
+
     parser, handlers = build_parser()
     args = parser.parse_args(["explain", "-n", "team", "llama", "--kubeconfig", "/nope"])
     assert (args.namespace, args.name, args.kubeconfig) == ("team", "llama", "/nope")
@@ -141,6 +177,8 @@ def test_registered_in_the_cli() -> None:
 
 
 def test_unreadable_kubeconfig_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from escaler.cli.main import build_parser
+
     parser, handlers = build_parser()
     args = parser.parse_args(["explain", "-n", "team", "llama", "--kubeconfig", "/nope/kubeconfig"])
     assert handlers["explain"](args) == 1

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_fakes import FakeCluster, FakeMapper, http_get
+from es_fakes import Cluster
+from runtime_fakes import http_get
 from webhook_samples import review_body, sample
 
 from escaler.cli import manager as cli
@@ -107,7 +108,7 @@ def test_defaults() -> None:
         metrics_bind_address=":8080",
         health_probe_bind_address=":8081",
         metrics_trigger_poll_interval=30.0,
-        max_concurrent_reconciles=1,
+        max_concurrent_reconciles=4,
         webhook_port=0,
         webhook_cert_file=None,
         webhook_key_file=None,
@@ -261,8 +262,10 @@ def test_built_manager_serves_webhook_with_allowed_hosts(certs: Path) -> None:
     )
 
     def factory(opts: ManagerOptions) -> Manager:
+        cluster = Cluster()
         return Manager.for_testing(
-            FakeCluster().lw_factory, FakeMapper(), health_probe_bind_address=opts.health_probe_bind_address
+            cluster.lw_factory, cluster.mapper, client=cluster.client,  # type: ignore[arg-type]
+            health_probe_bind_address=opts.health_probe_bind_address,
         )
 
     mgr = cli.build_manager(flags, factory)
@@ -352,7 +355,9 @@ def test_console_log_lines() -> None:
 
 
 def _testing_factory(opts: ManagerOptions) -> Manager:
-    return Manager.for_testing(FakeCluster().lw_factory, FakeMapper())
+    # the reconcilers write through a client: a fake one over the in-process fake API
+    cluster = Cluster()
+    return Manager.for_testing(cluster.lw_factory, cluster.mapper, client=cluster.client)  # type: ignore[arg-type]
 
 
 class _OneToken:

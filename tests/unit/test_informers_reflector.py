@@ -129,13 +129,16 @@ def harness() -> Iterator[Any]:
             h.close()
 
 
-def test_list_then_watch_from_the_lists_resource_version(harness: Any) -> None:
-    h = harness(3).start()
+@pytest.mark.parametrize(("rand", "watch_timeout"), [(0.0, 300), (0.5, 450), (0.999, 599)],
+                         ids=["min-5min", "mid", "max-just-under-10min"])
+def test_list_then_watch_from_the_lists_resource_version(harness: Any, rand: float,
+                                                         watch_timeout: int) -> None:
+    h = harness(3, rng=FixedRandom(rand)).start()
     h.wait_watching()
     assert h.fake.list_requests == [ListRequest("ns=* labels=*", "", 500, None)]
     watch = h.fake.watch_requests[0]
     assert (watch.resource_version, watch.allow_bookmarks) == ("3", True)
-    assert 300 <= watch.timeout_seconds < 600
+    assert watch.timeout_seconds == watch_timeout  # drawn from [5 min, 10 min)
     assert h.sink.snapshot() == [("replace", (["o0", "o1", "o2"], "3"))]
     assert h.reflector.last_sync_resource_version() == "3"
 

@@ -72,7 +72,7 @@ def test_status_and_target_unchanged_means_no_writes(h: Harness) -> None:
         h.reconcile("es")
     assert h.client.count("patch", "elasticscalers/status") == 1, "an unchanged status is never written"
     assert h.client.count("patch", "deployments") == 0, "an unchanged count is never written"
-    assert h.reconciler.status_writer.skipped == 3
+    assert h.reconciler.reporter.writer.skipped == 3
 
 
 def test_status_written_again_only_when_it_changes(h: Harness) -> None:
@@ -96,12 +96,7 @@ def test_stale_cache_after_own_write_does_not_rewrite_status(h: Harness) -> None
     h.reconcile("es")
     assert h.client.count("patch", "elasticscalers/status") == 1
 
-    class Lagging:
-        @staticmethod
-        def get_by_key(key: str) -> object:
-            return before
-
-    h.reconciler._scalers = Lagging()  # the cache has not seen our write yet
+    h.scaler_cache.freeze(before)  # the cache has not seen our write yet
     h.reconciler.reconcile(Request(NS, "es"))
     assert h.client.count("patch", "elasticscalers/status") == 1
 
@@ -257,7 +252,7 @@ def test_paused_replicas_pins(h: Harness) -> None:
     h.collector.values["queue"] = 10.0
     h.reconcile("es")
     assert h.replicas() == 7
-    assert h.status("es")["recentDecisions"][-1]["boundBy"] == "pausedReplicas"
+    assert h.status("es")["recentDecisions"][-1]["boundBy"] == "PausedReplicas"
 
 
 # -- validation -----------------------------------------------------------------------------------
@@ -316,7 +311,11 @@ def test_target_deleted_then_recreated(h: Harness) -> None:
 
 
 def test_rollout_in_progress_defers(h: Harness) -> None:
-    h.api("deployments").create(deployment("web", 2, ready=1))
+    # a template rollout: 1 of 2 replicas runs the latest template (not-ready replicas alone would
+    # be capacity on the way, not a rollout)
+    rolling = deployment("web", 2)
+    rolling["status"]["updatedReplicas"] = 1
+    h.api("deployments").create(rolling)
     h.api("elasticscalers").create(scaler("es", metrics_trigger(external_metric())))
     h.start()
     h.collector.values["queue"] = 50.0
@@ -326,7 +325,7 @@ def test_rollout_in_progress_defers(h: Harness) -> None:
     assert cond is not None and cond["reason"] == "RolloutInProgress"
     assert h.status("es")["deferredSince"]
     assert "ScalingDeferred" in h.reasons()
-    assert 0 < result.requeue_after <= 600
+    assert result.requeue_after == 600.0  # forced after deferTimeoutSeconds
 
 
 def test_deleted_scaler_is_forgotten(h: Harness) -> None:
@@ -372,13 +371,8 @@ def test_stale_cache_never_drops_a_recent_decision(h: Harness) -> None:
     h.reconcile("es")  # 1 -> 2, recorded
     h.settle()
 
-    class Lagging:
-        @staticmethod
-        def get_by_key(key: str) -> object:
-            return before  # the cache has not seen the status write yet
-
     h.wait_synced("deployments")
-    h.reconciler._scalers = Lagging()
+    h.scaler_cache.freeze(before)  # the cache has not seen the status write yet
     h.reconciler.reconcile(Request(NS, "es"))  # 2 -> 4, built on what we wrote, not on the stale copy
     assert [(d["from"], d["to"]) for d in h.status("es")["recentDecisions"]] == [(1, 2), (2, 4)]
 

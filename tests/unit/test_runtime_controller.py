@@ -117,6 +117,7 @@ def test_terminal_error_is_not_retried_even_after_time_passes() -> None:
     with running(ctrl):
         ctrl.enqueue(REQ)
         wait_until(lambda: q.snapshot() == [("forget", REQ)])
+        assert clock.deadlines() == [], "nothing may be scheduled for a retry"
         clock.step(3600)
         assert len(q) == 0
     assert rec.count() == 1
@@ -240,6 +241,7 @@ def test_many_workers_many_keys_no_overlap() -> None:
 
 
 def test_stop_lets_in_flight_reconcile_finish_and_takes_no_new_work() -> None:
+    clock = FakeClock()
     gate = threading.Event()
     entered = threading.Event()
     a, b = Request("ns", "a"), Request("ns", "b")
@@ -250,15 +252,17 @@ def test_stop_lets_in_flight_reconcile_finish_and_takes_no_new_work() -> None:
             assert gate.wait(10)
         return Result()
 
-    ctrl, rec, _q, reg = make(fn, workers=1)
+    ctrl, rec, _q, reg = make(fn, workers=1, clock=clock, shutdown_timeout=10.0)
     stop = threading.Event()
     t = threading.Thread(target=ctrl.start, args=(stop,), daemon=True)
     t.start()
     ctrl.enqueue(a)
     assert entered.wait(5)
     ctrl.enqueue(b)
+    stopped_at = clock.monotonic()
     stop.set()
-    t.join(0.2)
+    # start() is parked on the clock until the shutdown timeout: waiting for the in-flight reconcile
+    clock.block_until_deadline(stopped_at + 10.0)
     assert t.is_alive(), "start() must wait for the in-flight reconcile"
     gate.set()
     t.join(5)
@@ -267,7 +271,11 @@ def test_stop_lets_in_flight_reconcile_finish_and_takes_no_new_work() -> None:
     assert rec.calls == [a]  # b was queued but never started
 
 
-def test_stuck_reconcile_is_abandoned_after_shutdown_timeout(caplog: pytest.LogCaptureFixture) -> None:
+def test_stuck_reconcile_is_abandoned_after_shutdown_timeout_on_the_injected_clock(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Regression: the timeout was measured with time.monotonic(), so a FakeClock could not end it
+    # and a test had to wait it out in real time.
+    clock = FakeClock()
     gate = threading.Event()
     entered = threading.Event()
 
@@ -276,17 +284,25 @@ def test_stuck_reconcile_is_abandoned_after_shutdown_timeout(caplog: pytest.LogC
         gate.wait(10)
         return Result()
 
-    ctrl, _rec, _q, _reg = make(fn, shutdown_timeout=0.05)
+    ctrl, _rec, _q, _reg = make(fn, clock=clock, shutdown_timeout=30.0)
     stop = threading.Event()
     t = threading.Thread(target=ctrl.start, args=(stop,), daemon=True)
     t.start()
-    ctrl.enqueue(REQ)
-    assert entered.wait(5)
-    stop.set()
-    t.join(5)
-    assert not t.is_alive()
-    assert "still running after" in caplog.text
-    gate.set()
+    try:
+        ctrl.enqueue(REQ)
+        assert entered.wait(5)
+        stopped_at = clock.monotonic()
+        stop.set()
+        clock.block_until_deadline(stopped_at + 30.0)
+        clock.step(29.999)
+        clock.block_until_deadline(stopped_at + 30.0)  # not yet: still parked for the same deadline
+        assert t.is_alive()
+        clock.step(0.001)
+        t.join(5)
+        assert not t.is_alive(), "start() must return once the shutdown timeout has passed on its clock"
+        assert "controller ctl: 1 reconcile(s) still running after 30s; abandoned" in caplog.text
+    finally:
+        gate.set()
 
 
 def test_cleared_write_fence_stops_new_reconciles() -> None:

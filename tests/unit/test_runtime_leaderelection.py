@@ -323,11 +323,13 @@ def test_config_validation(kwargs: dict[str, Any], message: str) -> None:
         LeaderElectionConfig(**{**base, **kwargs})
 
 
-@pytest.mark.parametrize(("lease", "renew", "retry"), [(15.0, 10.0, 2.0), (0.5, 0.3, 0.2), (60, 30, 24)],
-                         ids=["spec-defaults", "sub-second", "just-above-jitter"])
-def test_valid_configs(lease: float, renew: float, retry: float) -> None:
+@pytest.mark.parametrize(("lease", "renew", "retry", "lease_seconds"),
+                         [(15.0, 10.0, 2.0, 15), (0.5, 0.3, 0.2, 1), (60, 30, 24, 60), (15.2, 10.0, 2.0, 16)],
+                         ids=["spec-defaults", "sub-second-rounds-up-to-1", "just-above-jitter",
+                              "fraction-rounds-up"])
+def test_valid_configs(lease: float, renew: float, retry: float, lease_seconds: int) -> None:
     cfg = config("a", lease_duration=lease, renew_deadline=renew, retry_period=retry)
-    assert cfg.lease_duration_seconds >= 1
+    assert cfg.lease_duration_seconds == lease_seconds  # whole seconds, never less than configured
 
 
 def test_lock_must_match_config() -> None:

@@ -26,6 +26,7 @@ from escaler.runtime import (
     Result,
 )
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
+from escaler.runtime.manager import CACHE_SYNC_SLICE_SECONDS
 from escaler.runtime.predicates import GenerationChangedPredicate
 
 SCALER_API = "escaler.io/v1alpha1"
@@ -133,7 +134,8 @@ def test_builder_resolves_kinds_into_shared_informer_keys() -> None:
     c2 = (ControllerBuilder(mgr).named("second").for_("apps/v1", "Deployment")
           .complete(RecordingReconciler(rec)))
     assert c1.name == "elasticscaler" and c1.max_concurrent_reconciles == 3
-    assert c2.name == "second" and c2.max_concurrent_reconciles == 1
+    # the manager's default (DEFAULT_MAX_CONCURRENT_RECONCILES)
+    assert c2.name == "second" and c2.max_concurrent_reconciles == 4
     assert set(mgr.informers.informers()) == {
         ResourceKey("escaler.io", "v1alpha1", "elasticscalers", namespace="team"),
         ResourceKey("apps", "v1", "deployments", namespace="team"),  # shared by c1.owns and c2.for_
@@ -228,11 +230,13 @@ def _thread_alive(prefix: str) -> bool:
 
 
 def test_graceful_stop_drains_in_flight_reconcile_before_releasing_the_lease() -> None:
+    clock = FakeClock()
     rec = Recorder()
     cluster = FakeCluster()
     cluster.apis["configmaps"].create(make_obj("slow"))
     lease = FlakyLeaseClient()
-    mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), lease, leader_election_identity="me")
+    mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), lease, leader_election_identity="me",
+                              clock=clock, graceful_shutdown_timeout=30.0)
     gate, entered = threading.Event(), threading.Event()
 
     def block(_: Request) -> None:
@@ -245,9 +249,11 @@ def test_graceful_stop_drains_in_flight_reconcile_before_releasing_the_lease() -
     t = threading.Thread(target=lambda: code.append(mgr.start(stop)), daemon=True)
     t.start()
     assert entered.wait(5)
+    stopped_at = clock.monotonic()
     stop.set()
-    t.join(0.3)
-    assert t.is_alive(), "the manager waits for the in-flight reconcile"
+    # parked on its clock until the end of the grace period: waiting for the in-flight reconcile
+    clock.block_until_deadline(stopped_at + 30.0)
+    assert t.is_alive() and code == [], "the manager waits for the in-flight reconcile"
     held = lease.get("default", "escaler-manager")
     assert held is not None and held["spec"]["holderIdentity"] == "me", "no release while a reconcile runs"
     gate.set()
@@ -317,13 +323,24 @@ def test_standby_keeps_caches_warm_and_does_not_run_leader_runnables() -> None:
 
 
 def test_cache_sync_timeout_fails_the_start() -> None:
+    clock = FakeClock()
     cluster = FakeCluster()
     cluster.apis["configmaps"].fail_next_list(*[StatusError(500, "InternalError", "boom")] * 1000)
-    mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), cache_sync_timeout=0.2)
+    mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), cache_sync_timeout=120.0, clock=clock)
     runnable = RecordingRunnable("r", Recorder())
     mgr.add(runnable, needs_leader_election=False)
-    ControllerBuilder(mgr).for_("v1", "ConfigMap").complete(RecordingReconciler(Recorder()))
-    assert mgr.start(threading.Event()) == 1
+    # the cache alone (a controller's workqueue metrics thread would park on the same 0.5 s grid)
+    mgr.informers.informer_for(ResourceKey("", "v1", "configmaps"))
+    started_at = clock.monotonic()
+    with running(mgr) as (_stop, code):
+        # the manager waits for the sync in CACHE_SYNC_SLICE_SECONDS slices of its clock
+        slices = round(120.0 / CACHE_SYNC_SLICE_SECONDS)
+        for k in range(1, slices + 1):
+            clock.block_until_deadline(started_at + k * CACHE_SYNC_SLICE_SECONDS)
+            assert code == [], f"gave up {k * CACHE_SYNC_SLICE_SECONDS}s into a 120s sync timeout"
+            clock.step(CACHE_SYNC_SLICE_SECONDS)
+        wait_until(lambda: bool(code), what="start failed at the sync timeout")
+    assert code == [1]
     assert runnable.rec.snapshot() == []  # nothing after the caches ran
 
 
@@ -367,7 +384,7 @@ def test_probes_and_metrics_served_by_the_manager() -> None:
         status, body, _ = http_get(metrics, "/metrics")
         assert status == 200
         assert 'controller_runtime_reconcile_total{controller="demo",result="success"}' in body
-        assert 'controller_runtime_max_concurrent_reconciles{controller="demo"} 1.0' in body
+        assert 'controller_runtime_max_concurrent_reconciles{controller="demo"} 4.0' in body
         assert 'workqueue_depth{name="demo"}' in body
     assert mgr.health_probe_port is None  # servers stopped
 
@@ -486,12 +503,14 @@ def test_manager_built_on_a_rest_client_elects_and_releases_over_http() -> None:
 
 
 def test_reconcile_outliving_the_grace_period_keeps_the_lease_and_exits_1() -> None:
+    # Regression: the grace period was measured with time.monotonic(), not the manager's clock.
+    clock = FakeClock()
     rec = Recorder()
     cluster = FakeCluster()
     cluster.apis["configmaps"].create(make_obj("stuck"))
     lease = FlakyLeaseClient()
     mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), lease, leader_election_identity="me",
-                              graceful_shutdown_timeout=0.2)
+                              clock=clock, graceful_shutdown_timeout=30.0)
     gate, entered = threading.Event(), threading.Event()
 
     def block(_: Request) -> None:
@@ -502,12 +521,19 @@ def test_reconcile_outliving_the_grace_period_keeps_the_lease_and_exits_1() -> N
     try:
         with running(mgr) as (stop, code):
             assert entered.wait(5)
+            stopped_at = clock.monotonic()
             stop.set()
-            wait_until(lambda: bool(code), what="manager exit after the grace period")
+            clock.block_until_deadline(stopped_at + 30.0)
+            clock.step(29.0)
+            clock.block_until_deadline(stopped_at + 30.0)  # still within the grace period
+            assert code == []
+            clock.step(1.0)
+            wait_until(lambda: bool(code), what="manager exit once the grace period has passed")
         assert code == [1]
         held = lease.get("default", "escaler-manager")
         assert held is not None and held["spec"]["holderIdentity"] == "me", "lease left to expire"
         assert not mgr.can_write.is_set()
+        assert rec.snapshot() == ["reconcile:default/stuck"]  # it never finished
     finally:
         gate.set()
 

@@ -1,5 +1,6 @@
 """The built-in ``apa`` algorithm (SPEC §5.2): tolerance band, per-target maths, max across
-metrics, step rates, scale from zero, config parsing, and no decision from bad samples."""
+metrics, step rates (visible: capped and uncapped), scale from zero, config parsing, no decision
+from bad samples, and the HPA's pod rules for metrics with pod groups."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from escaler.scaling import AlgorithmContext, MetricValue, NoDecision, apa
-from escaler.scaling.apa import ApaConfig, limit_step, metric_ratio, parse_config, recommend_metric
+from escaler.scaling.algorithm import AlgorithmResult, PodCounts, as_result
+from escaler.scaling.apa import (
+    ApaConfig,
+    limit_step,
+    metric_ratio,
+    parse_config,
+    pod_replicas,
+    recommend_metric,
+    tolerance_of,
+)
 
 
 def m(
@@ -88,7 +98,45 @@ DECISIONS: list[tuple[str, int, list[MetricValue], dict[str, str], int]] = [
     ("current", "metrics", "config", "expected"), [c[1:] for c in DECISIONS], ids=[c[0] for c in DECISIONS]
 )
 def test_apa_decides(current: int, metrics: list[MetricValue], config: dict[str, str], expected: int) -> None:
-    assert apa(ctx(current, *metrics, **config)) == expected
+    assert apa(ctx(current, *metrics, **config)).replicas == expected
+
+
+# the rate cap is reported, not hidden: (id, current, metrics, config, capped, uncapped)
+CAPS: list[tuple[str, int, list[MetricValue], dict[str, str], int, int]] = [
+    ("up-cap-binds", 2, [m(40, 4)], {}, 4, 20),
+    ("up-cap-custom-rate", 2, [m(40, 4)], {"scaleUpRate": "3"}, 6, 20),
+    ("down-cap-binds", 10, [m(1, 10)], {}, 5, 1),
+    ("no-cap-binds-up", 4, [m(6, 4)], {}, 6, 6),
+    ("no-cap-binds-down", 10, [m(8, 10)], {}, 8, 8),
+    ("in-band", 4, [m(4.2, 4)], {}, 4, 4),
+    ("uncapped-is-the-max-over-metrics", 2, [m(10, 4, name="a"), m(40, 4, name="b")], {}, 4, 20),
+    ("from-zero-never-capped", 0, [m(35, 10, "Value", type="External")], {}, 4, 4),
+]
+
+
+@pytest.mark.parametrize(("current", "metrics", "config", "capped", "uncapped"), [c[1:] for c in CAPS],
+                         ids=[c[0] for c in CAPS])
+def test_apa_reports_the_rate_cap(current: int, metrics: list[MetricValue], config: dict[str, str],
+                                  capped: int, uncapped: int) -> None:
+    result = apa(ctx(current, *metrics, **config))
+    assert result == AlgorithmResult(replicas=capped, uncapped=uncapped)
+    assert result.capped == (capped != uncapped)
+
+
+def test_as_result_accepts_plain_counts_from_plug_ins() -> None:
+    assert as_result(3) == AlgorithmResult(3, 3)
+    assert as_result(AlgorithmResult(2, 5)) == AlgorithmResult(2, 5)
+    for bad in (-1, True, 2.0, "3", None):
+        with pytest.raises(ValueError, match="algorithm 'mine' returned"):
+            as_result(bad, "mine")
+    with pytest.raises(ValueError, match="AlgorithmResult"):
+        AlgorithmResult(replicas=-1, uncapped=0)
+
+
+def test_tolerance_of_reads_the_config_or_the_default() -> None:
+    assert tolerance_of({"tolerance": "0.25"}) == 0.25
+    assert tolerance_of({}) == 0.1
+    assert tolerance_of({"tolerance": "lots"}) == 0.1
 
 
 NO_DECISION: list[tuple[str, list[MetricValue], str]] = [
@@ -167,6 +215,73 @@ def test_context_is_read_only() -> None:
         AlgorithmContext(current_replicas=-1)
 
 
+# ---- pod groups (the HPA's replica calculator over MetricValue.pods) ------------------------------------
+
+
+def pm_(value: float, target: float, pods: PodCounts, target_type: str = "Utilization") -> MetricValue:
+    return MetricValue(name="cpu", type="Resource", value=value, target_type=target_type, target_value=target,
+                       pods=pods)
+
+
+def pods(ready: int, unready: int = 0, missing: int = 0, weight: float = 1.0) -> PodCounts:
+    return PodCounts(ready=ready, ready_weight=ready * weight, unready=unready,
+                     unready_weight=unready * weight, missing=missing, missing_weight=missing * weight)
+
+
+# (id, current, metric, expected); every case of the HPA algorithm docs
+POD_RULES: list[tuple[str, int, MetricValue, int]] = [
+    ("no-pending-no-missing-is-ceil-ratio-times-ready", 3, pm_(140, 70, pods(3)), 6),
+    ("ready-count-not-spec-replicas", 5, pm_(140, 70, pods(3)), 6),
+    ("in-band-keeps", 4, pm_(75, 70, pods(4)), 4),
+    ("two-ready-two-pending", 4, pm_(140, 70, pods(2, unready=2)), 4),
+    ("unready-dampen-scale-up", 5, pm_(200, 50, pods(2, unready=3)), 8),
+    ("unready-out-of-scale-down", 4, pm_(35, 70, pods(2, unready=2)), 1),
+    ("missing-100pc-on-scale-down", 4, pm_(10, 50, pods(3, missing=1)), 3),
+    ("missing-at-target-above-100pc", 4, pm_(20, 200, pods(3, missing=1)), 2),
+    ("missing-0pc-on-scale-up", 4, pm_(150, 50, pods(2, missing=2)), 6),
+    ("missing-flips-scale-down", 4, pm_(20, 50, pods(2, missing=2)), 4),
+    ("missing-flips-scale-up", 3, pm_(120, 100, pods(2, missing=1)), 3),
+    ("recomputed-in-band-keeps", 4, pm_(100, 50, pods(2, unready=2)), 4),
+    ("never-up-on-a-low-ratio", 2, pm_(30, 100, pods(1, missing=3)), 2),
+    ("never-down-on-a-high-ratio", 10, pm_(300, 100, pods(1, unready=1)), 10),
+    ("missing-at-exactly-target-left-out", 4, pm_(50, 50, pods(2, missing=2)), 4),
+    # one ready pod requesting 2 at 100 % of 50 % (ratio 2), one missing requesting 1 at 0 %:
+    # (2 * 2 + 0) / 3 = 1.33 → ceil(1.33 * 2 pods) = 3 (with equal requests: 2 / 2 = 1, in band)
+    ("weights-are-requests", 2,
+     pm_(100, 50, PodCounts(ready=1, ready_weight=2.0, missing=1, missing_weight=1.0)), 3),
+    ("equal-weights", 2, pm_(100, 50, pods(1, missing=1)), 2),
+    ("average-value-missing-at-target", 4, pm_(0.1, 0.2, pods(3, missing=1), "AverageValue"), 3),
+]
+
+
+@pytest.mark.parametrize(("current", "metric", "expected"), [c[1:] for c in POD_RULES],
+                         ids=[c[0] for c in POD_RULES])
+def test_pod_rules(current: int, metric: MetricValue, expected: int) -> None:
+    assert pod_replicas(current, metric, 0.1) == expected
+    # apa applies them to every metric with pod groups
+    assert apa(ctx(current, metric, scaleUpRate="10", scaleDownRate="10")).uncapped == expected
+
+
+def test_pod_rules_need_pod_groups_and_a_per_pod_target() -> None:
+    with pytest.raises(ValueError, match="pod groups"):
+        pod_replicas(2, m(1, 1), 0.1)
+    with pytest.raises(ValueError, match="pod groups"):
+        pod_replicas(2, pm_(1, 1, pods(1), "Value"), 0.1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"ready": 0, "ready_weight": 0.0}, "at least one ready pod"),
+     ({"ready": 1, "ready_weight": 1.0, "missing": 1, "missing_weight": -1.0}, "missing"),
+     ({"ready": 1, "ready_weight": 1.0, "unready": 0, "unready_weight": 2.0}, "0 with no pods"),
+     ({"ready": 1, "ready_weight": math.nan}, "ready_weight")],
+    ids=["no-ready-pod", "negative-weight", "weight-without-pods", "nan-weight"],
+)
+def test_pod_counts_are_validated(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PodCounts(**kwargs)  # type: ignore[arg-type]
+
+
 values = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 targets = st.floats(min_value=1e-3, max_value=1e4, allow_nan=False, allow_infinity=False)
 metric_strategy = st.builds(m, values, targets, st.sampled_from(["AverageValue", "Utilization", "Value"]))
@@ -181,8 +296,26 @@ metric_strategy = st.builds(m, values, targets, st.sampled_from(["AverageValue",
 def test_apa_stays_within_rate_limits(
     current: int, metrics: list[MetricValue], up: float, down: float
 ) -> None:
-    desired = apa(ctx(current, *metrics, scaleUpRate=repr(up), scaleDownRate=repr(down)))
-    assert math.floor(current / down) - 1 <= desired <= math.ceil(current * up) + 1
-    assert desired >= 0
-    if all(abs(metric_ratio(current, x) - 1) <= 0.1 - 1e-6 for x in metrics):
-        assert desired == current
+    result = apa(ctx(current, *metrics, scaleUpRate=repr(up), scaleDownRate=repr(down)))
+    assert math.floor(current / down) - 1 <= result.replicas <= math.ceil(current * up) + 1
+    assert result.replicas >= 0
+    # the cap only ever moves the count towards the current one
+    assert min(current, result.uncapped) <= result.replicas <= max(current, result.uncapped)
+
+
+@given(
+    current=st.integers(min_value=1, max_value=10_000),
+    target=targets,
+    tolerance=st.floats(min_value=0, max_value=0.9),
+    position=st.lists(st.floats(min_value=-1, max_value=1), min_size=1, max_size=4),
+    target_type=st.sampled_from(["AverageValue", "Utilization", "Value"]),
+)
+def test_apa_keeps_the_count_inside_the_tolerance_band(
+    current: int, target: float, tolerance: float, position: list[float], target_type: str
+) -> None:
+    # every metric is built inside the band: ratio = 1 + position * tolerance (a hair inside, so
+    # float rounding of value / target cannot step out of it); every example checks the band
+    per_replica = [target * (1 + p * tolerance * (1 - 1e-6)) for p in position]
+    metrics = [m(v * current if target_type == "Value" else v, target, target_type) for v in per_replica]
+    assert all(abs(metric_ratio(current, x) - 1) <= tolerance + 1e-9 for x in metrics)
+    assert apa(ctx(current, *metrics, tolerance=repr(tolerance))) == AlgorithmResult(current, current)

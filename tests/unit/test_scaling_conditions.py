@@ -1,6 +1,8 @@
 """The condition model (SPEC §3): every row of the condition table produced by some sync and
 asserted (type, status, reason, message, observedGeneration); AbleToScale precedence; ScalingLimited
-update rules; target-error paths; lastTransitionTime; DecisionAvailable mirror; events; health."""
+update rules; target-error paths; lastTransitionTime; DecisionAvailable mirror; events; health.
+(MetricsPipeline on failing reads and target errors vs Validated: test_scaling_condition_rules.py;
+one condition at a time: test_scaling_condition_engine.py.)"""
 
 from __future__ import annotations
 
@@ -58,7 +60,17 @@ def dec(rec: RecommendResult | int, current: int = 4, *, lo: int = 1, hi: int = 
 
 
 def rolling(spec: int = 4) -> TargetSnapshot:
-    return TargetSnapshot(spec_replicas=spec, generation=2, observed_generation=1)
+    return TargetSnapshot(spec_replicas=spec, rollout_in_progress=True,
+                          rollout_message="status.observedGeneration 1 < metadata.generation 2")
+
+
+def settling(spec: int = 4, status_replicas: int = 6) -> TargetSnapshot:
+    return TargetSnapshot(spec_replicas=spec, status_replicas=status_replicas, settling_scale_down=True)
+
+
+def pending(spec: int = 4) -> TargetSnapshot:
+    return TargetSnapshot(spec_replicas=spec, unschedulable_pods=1,
+                          unschedulable_message="0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
 
 
 def out(d: Decision | None = None, **kw: object) -> SyncOutcome:
@@ -108,8 +120,13 @@ ROWS: list[tuple[str, SyncOutcome, str, str, str, str]] = [
     ("able-synced-no-op", out(dec(4)), ABLE_TO_SCALE, "True", "Synced", "at the desired count (4)"),
     ("able-rollout-in-progress", out(dec(7, target=rolling())), ABLE_TO_SCALE, "True", "RolloutInProgress",
      "holding the write 4 -> 7 since 2026-01-01T00:00:00Z; forced at 2026-01-01T00:10:00Z"),
-    ("able-scale-down-settling", out(dec(2, target=TargetSnapshot(4, status_replicas=6))), ABLE_TO_SCALE,
+    ("able-scale-down-settling", out(dec(2, target=settling())), ABLE_TO_SCALE,
      "True", "ScaleDownSettling", "status.replicas 6 > spec.replicas 4"),
+    ("able-insufficient-capacity-hold", out(dec(7, target=pending())), ABLE_TO_SCALE, "True",
+     "InsufficientCapacity",
+     "nvidia.com/gpu.; a scale-up waits for them, a scale-down does not; holding the write 4 -> 7"),
+    ("able-insufficient-capacity-report", out(dec(4, target=pending())), ABLE_TO_SCALE, "True",
+     "InsufficientCapacity", "1 pod of the target Pending as Unschedulable: 0/3 nodes are available"),
     ("able-deferral-timed-out", out(dec(7, target=rolling(), deferred_since=NOW - 600)), ABLE_TO_SCALE,
      "True", "DeferralTimedOut", "the held write 4 -> 7 was forced after deferTimeoutSeconds 600"),
     ("able-scale-down-stabilized", out(dec(2, current=10, history=HISTORY_HIGH)), ABLE_TO_SCALE, "True",
@@ -154,8 +171,11 @@ ROWS: list[tuple[str, SyncOutcome, str, str, str, str]] = [
     # MetricsPipeline
     ("pipeline-all-metrics", out(dec(metrics(7, 3, 3))), METRICS_PIPELINE, "True", "AllMetricsAvailable",
      "all 3 metrics available"),
-    ("pipeline-partial", out(dec(metrics(7, 1, 3, metric_errors=("mem: no sample",)))), METRICS_PIPELINE,
-     "False", "PartialMetrics", "1 of 3 metrics available; mem: no sample"),
+    ("pipeline-partial", out(dec(metrics(7, 2, 3, metric_errors=("mem: connection refused",)))),
+     METRICS_PIPELINE, "False", "PartialMetrics",
+     "1 of 3 metric reads failed this sync; failing: mem: connection refused"),
+    ("pipeline-partial-not-evaluated", out(dec(metrics(7, 2, 3))), METRICS_PIPELINE, "False",
+     "PartialMetrics", "2 of 3 metrics available"),
     ("pipeline-no-metrics",
      out(dec(RecommendResult.no_decision("metrics", "no usable metric", total=2))), METRICS_PIPELINE,
      "False", "NoMetrics", "none of 2 metrics available"),
@@ -181,6 +201,7 @@ def test_every_table_reason_is_covered() -> None:
         (SCALING_ACTIVE, "False", "ScalingDisabled"),
         (ABLE_TO_SCALE, "True", "Synced"), (ABLE_TO_SCALE, "True", "RolloutInProgress"),
         (ABLE_TO_SCALE, "True", "ScaleDownSettling"), (ABLE_TO_SCALE, "True", "DeferralTimedOut"),
+        (ABLE_TO_SCALE, "True", "InsufficientCapacity"),
         (ABLE_TO_SCALE, "True", "ScaleDownStabilized"), (ABLE_TO_SCALE, "True", "Paused"),
         (ABLE_TO_SCALE, "False", "InvalidSpec"), (ABLE_TO_SCALE, "False", "TargetNotFound"),
         (ABLE_TO_SCALE, "False", "TargetUnreadable"), (ABLE_TO_SCALE, "False", "TargetWriteFailed"),
@@ -213,8 +234,7 @@ def test_decision_unavailable_message_caps_the_error_body() -> None:
     ("decision", "reason"),
     [
         # a settle guard wins over the stabilization window (the window kept 4 over 2; the write is held)
-        (dec(2, current=6, history=((NOW - 60, 4),), target=TargetSnapshot(6, status_replicas=8)),
-         "ScaleDownSettling"),
+        (dec(2, current=6, history=((NOW - 60, 4),), target=settling(6, 8)), "ScaleDownSettling"),
         (dec(2, current=6, history=((NOW - 60, 4),), target=rolling(6)), "RolloutInProgress"),
         # a forced write wins over the stabilization window
         (dec(2, current=6, history=((NOW - 60, 4),), target=rolling(6), deferred_since=NOW - 600),
@@ -226,9 +246,15 @@ def test_decision_unavailable_message_caps_the_error_body() -> None:
         (dec(8, history=((NOW - 30, 4),), scale_up_stabilization_seconds=60), "Synced"),
         # paused bypasses guards and windows
         (dec(2, current=6, history=((NOW - 60, 4),), target=rolling(6), paused=True), "Paused"),
+        # Unschedulable pods: a held scale-up is a guard; the window wins over the report; a write is Synced
+        (dec(7, target=pending()), "InsufficientCapacity"),
+        (dec(2, current=6, history=((NOW - 60, 6),), target=pending(6)), "ScaleDownStabilized"),
+        (dec(2, current=6, target=pending(6)), "Synced"),
+        (dec(9, target=pending(), paused=True), "Paused"),
     ],
     ids=["settling-over-stabilized", "rollout-over-stabilized", "timed-out-over-stabilized",
-         "stabilized-over-synced", "synced", "up-window-is-synced", "paused-over-all"],
+         "stabilized-over-synced", "synced", "up-window-is-synced", "paused-over-all",
+         "capacity-hold", "stabilized-over-capacity-report", "write-is-synced", "paused-over-capacity"],
 )
 def test_able_to_scale_precedence(decision: Decision, reason: str) -> None:
     conds, _ = run(out(decision))
@@ -270,7 +296,8 @@ def test_scaling_limited_updates_when_active() -> None:
 
 @pytest.mark.parametrize("reason", ["InvalidSpec", "TargetNotFound", "TargetUnreadable"])
 def test_target_read_error_only_touches_able_to_scale(reason: str) -> None:
-    conds, events = run(out(target_error=TargetError(reason, "boom")), PREVIOUS_FULL)
+    # a validation passed along is ignored: a target error never touches Validated
+    conds, events = run(out(target_error=TargetError(reason, "boom"), validation=Validation()), PREVIOUS_FULL)
     for prev in PREVIOUS_FULL:
         if prev.type != ABLE_TO_SCALE:
             assert conds[prev.type] == prev
@@ -455,6 +482,7 @@ def test_advisory_conditions_say_so() -> None:
          "failing"),
         ([cond(ABLE_TO_SCALE, "True", "RolloutInProgress")], "waiting"),
         ([cond(ABLE_TO_SCALE, "True", "ScaleDownSettling")], "waiting"),
+        ([cond(ABLE_TO_SCALE, "True", "InsufficientCapacity")], "waiting"),
         ([cond(ABLE_TO_SCALE, "True", "ScaleDownStabilized")], "waiting"),
         ([cond(ABLE_TO_SCALE, "True", "DeferralTimedOut")], "ok"),
         ([cond(ABLE_TO_SCALE, "True", "Paused")], "ok"),
@@ -464,6 +492,7 @@ def test_advisory_conditions_say_so() -> None:
         ([cond(ABLE_TO_SCALE, "True", "Synced"), cond(VALIDATED, "False", "TargetConflict")], "failing"),
     ],
     ids=["no-conditions", "synced", "able-false", "active-false", "rollout-waiting", "settling-waiting",
+         "capacity-waiting",
          "stabilized-waiting", "timed-out-ok", "paused-ok", "failing-beats-waiting", "limited-informational",
          "validated-false"],
 )

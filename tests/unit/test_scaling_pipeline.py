@@ -1,7 +1,8 @@
-"""The decision pipeline (SPEC §4): each step on its own (stabilize, limit_step, clamp, guards, defer),
-then decide(): clamp-last, deferral hold → timeout → forced write → pacing, requeue_after, paused,
-paused-replicas, Advisory, DecisionUnavailable, ScalingDisabled, LLMScaler without ScaleUpLimit.
-Time is stepped as plain numbers (epoch seconds); nothing reads a clock."""
+"""The decision pipeline (SPEC §4): each step on its own (stabilize, limit_step, clamp, defer; the
+guards have their own file), then decide(): the algorithm's rate cap as its own step, BoundBy and
+the ScalingLimited reason, clamp-last, deferral hold → timeout → forced write → pacing,
+requeue_after, paused, paused-replicas, Advisory, DecisionUnavailable, ScalingDisabled, LLMScaler
+without ScaleUpLimit. Time is stepped as plain numbers (epoch seconds); nothing reads a clock."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from escaler.api.scaler import BoundBy
 from escaler.clock import FakeClock
 from escaler.scaling import (
     Behavior,
@@ -23,7 +25,6 @@ from escaler.scaling import (
     decide,
     defer,
     explain_lines,
-    guards,
     limit_step,
     stabilize,
 )
@@ -33,15 +34,11 @@ from escaler.scaling.pipeline import (
     DECISION_UNAVAILABLE,
     INVALID_SPEC,
     RECOMMENDED,
+    SCALE_DOWN_LIMIT,
+    SCALE_UP_LIMIT,
     SCALING_DISABLED,
-    STEP_GUARD,
-    STEP_MAX_REPLICAS,
-    STEP_MIN_REPLICAS,
-    STEP_PAUSED,
-    STEP_PAUSED_REPLICAS,
-    STEP_SCALE_DOWN_LIMIT,
-    STEP_SCALE_UP_LIMIT,
-    STEP_STABILIZE,
+    TOO_FEW_REPLICAS,
+    TOO_MANY_REPLICAS,
 )
 from escaler.scaling.stabilizer import stabilization_changes_at
 from escaler.scaling.text import TRUNCATED, cap_text, format_time
@@ -180,41 +177,17 @@ def test_clamp_rejects_min_above_max() -> None:
         clamp(3, 5, 4)
 
 
-# ================================================================ guards
+# ================================================================ guard inputs
 
 
-def snap(spec: int = 4, **kw: int | None) -> TargetSnapshot:
-    return TargetSnapshot(spec_replicas=spec, **kw)
+def snap(spec: int = 4, **kw: object) -> TargetSnapshot:
+    return TargetSnapshot(spec_replicas=spec, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("target", "current", "desired", "reason", "fragment"),
-    [
-        (None, 4, 6, None, None),
-        (snap(), 4, 6, None, None),
-        (snap(generation=3, observed_generation=2), 4, 6, ROLLOUT_IN_PROGRESS, "observedGeneration 2 < "),
-        (snap(generation=3, observed_generation=2), 4, 2, ROLLOUT_IN_PROGRESS, "metadata.generation 3"),
-        (snap(generation=3, observed_generation=3), 4, 6, None, None),
-        (snap(updated_replicas=3), 4, 6, ROLLOUT_IN_PROGRESS, "3 of 4 replicas updated"),
-        (snap(ready_replicas=2), 4, 6, ROLLOUT_IN_PROGRESS, "2 of 4 replicas ready"),
-        (snap(status_replicas=6), 4, 2, SCALE_DOWN_SETTLING, "status.replicas 6 > spec.replicas 4"),
-        (snap(status_replicas=6), 4, 6, None, None),   # settling only holds scale-downs
-        (snap(status_replicas=4), 4, 2, None, None),
-        (snap(generation=2, observed_generation=1, status_replicas=6), 4, 2, ROLLOUT_IN_PROGRESS, "rollout"),
-        (snap(generation=2, observed_generation=1), 4, 4, None, None),  # no write, nothing held
-    ],
-    ids=["no-target-info", "settled", "rollout-generation-up", "rollout-generation-down",
-         "generation-observed", "rollout-updated-behind", "rollout-ready-behind", "settling-scale-down",
-         "settling-ignores-scale-up", "settled-scale-down", "rollout-checked-first", "no-write-no-hold"],
-)
-def test_guards(target: TargetSnapshot | None, current: int, desired: int, reason: str | None,
-                fragment: str | None) -> None:
-    hold = guards(target, current, desired)
-    if reason is None:
-        assert hold is None
-    else:
-        assert hold is not None and hold.reason == reason
-        assert fragment is not None and fragment in hold.message
+def rolling(spec: int = 4) -> TargetSnapshot:
+    """A target whose handler reports a template rollout in progress."""
+    return snap(spec, rollout_in_progress=True,
+                rollout_message="status.observedGeneration 1 < metadata.generation 2")
 
 
 # ================================================================ defer
@@ -310,32 +283,32 @@ def ago(*pairs: tuple[float, int]) -> H:
 
 
 # (id, input, desired, write, bound_by, limited_by)
-DECIDE_CASES: list[tuple[str, PipelineInput, int, bool, str | None, str | None]] = [
+DECIDE_CASES: list[tuple[str, PipelineInput, int, bool, BoundBy | None, str | None]] = [
     ("plain-scale-up", inp(7), 7, True, None, None),
     ("plain-scale-down-no-history", inp(2), 2, True, None, None),
     ("no-op", inp(4), 4, False, None, None),
-    ("down-stabilized", inp(2, history=ago((60, 4))), 4, False, STEP_STABILIZE, None),
-    ("down-partly-stabilized", inp(2, current=6, history=ago((60, 4))), 4, True, STEP_STABILIZE, None),
+    ("down-stabilized", inp(2, history=ago((60, 4))), 4, False, BoundBy.STABILIZE, None),
+    ("down-partly-stabilized", inp(2, current=6, history=ago((60, 4))), 4, True, BoundBy.STABILIZE, None),
     ("up-stabilized", inp(8, history=ago((30, 4)), scale_up_stabilization_seconds=60), 4, False,
-     STEP_STABILIZE, None),
-    ("scale-up-limit", inp(9, scale_up_max_pods=2), 6, True, STEP_SCALE_UP_LIMIT, STEP_SCALE_UP_LIMIT),
-    ("scale-down-limit", inp(1, current=8, scale_down_max_pods=3), 5, True, STEP_SCALE_DOWN_LIMIT,
-     STEP_SCALE_DOWN_LIMIT),
-    ("max-clamp", inp(14), 10, True, STEP_MAX_REPLICAS, STEP_MAX_REPLICAS),
-    ("min-clamp", inp(0, lo=2), 2, True, STEP_MIN_REPLICAS, STEP_MIN_REPLICAS),
+     BoundBy.STABILIZE, None),
+    ("scale-up-limit", inp(9, scale_up_max_pods=2), 6, True, BoundBy.STEP_LIMIT, SCALE_UP_LIMIT),
+    ("scale-down-limit", inp(1, current=8, scale_down_max_pods=3), 5, True, BoundBy.STEP_LIMIT,
+     SCALE_DOWN_LIMIT),
+    ("max-clamp", inp(14), 10, True, BoundBy.CLAMP, TOO_MANY_REPLICAS),
+    ("min-clamp", inp(0, lo=2), 2, True, BoundBy.CLAMP, TOO_FEW_REPLICAS),
     # the limit binds (4+2=6) and the clamp (max 8) does not undo it: the limit is reported
-    ("limit-reported-over-clamp", inp(20, hi=8, scale_up_max_pods=2), 6, True, STEP_SCALE_UP_LIMIT,
-     STEP_SCALE_UP_LIMIT),
+    ("limit-reported-over-clamp", inp(20, hi=8, scale_up_max_pods=2), 6, True, BoundBy.STEP_LIMIT,
+     SCALE_UP_LIMIT),
     # the limit binds (4+4=8) and the clamp (max 5) changes it again: the clamp is the last step
-    ("clamp-after-limit", inp(20, hi=5, scale_up_max_pods=4), 5, True, STEP_MAX_REPLICAS, STEP_MAX_REPLICAS),
-    ("down-limit-then-min", inp(1, current=10, lo=8, scale_down_max_pods=3), 8, True, STEP_MIN_REPLICAS,
-     STEP_MIN_REPLICAS),
+    ("clamp-after-limit", inp(20, hi=5, scale_up_max_pods=4), 5, True, BoundBy.CLAMP, TOO_MANY_REPLICAS),
+    ("down-limit-then-min", inp(1, current=10, lo=8, scale_down_max_pods=3), 8, True, BoundBy.CLAMP,
+     TOO_FEW_REPLICAS),
 ]
 
 
 @pytest.mark.parametrize(("pinput", "desired", "write", "bound_by", "limited_by"),
                          [c[1:] for c in DECIDE_CASES], ids=[c[0] for c in DECIDE_CASES])
-def test_decide_table(pinput: PipelineInput, desired: int, write: bool, bound_by: str | None,
+def test_decide_table(pinput: PipelineInput, desired: int, write: bool, bound_by: BoundBy | None,
                       limited_by: str | None) -> None:
     d = decide(pinput)
     assert (d.desired, d.write, d.bound_by, d.limited_by) == (desired, write, bound_by, limited_by)
@@ -356,7 +329,7 @@ def test_clamp_last_lowering_max_applies_while_scale_down_is_stabilized() -> Non
     # lowers maxReplicas to 6: the pipeline writes 6 at once instead of waiting out the window
     d = decide(inp(4, current=10, hi=6, history=ago((60, 10))))
     assert (d.stabilized, d.clamped, d.desired, d.write) == (10, 6, 6, True)
-    assert d.bound_by == STEP_MAX_REPLICAS and d.limited_by == STEP_MAX_REPLICAS
+    assert d.bound_by == BoundBy.CLAMP and d.limited_by == TOO_MANY_REPLICAS
     assert d.down_stabilized  # still above what the recommendation alone gives (4)
     assert d.requeue_after == 240.0  # the window ends 300 s after the 10, 60 s ago
 
@@ -376,14 +349,14 @@ def test_stabilization_masked_by_clamp_needs_no_requeue() -> None:
         (inp(2, history=ago((60, 4))), 240.0),
         (inp(2, history=ago((200, 4), (60, 3))), 100.0),           # 4 expires first; 3 still holds after
         (inp(8, history=ago((30, 4)), scale_up_stabilization_seconds=60), 30.0),
-        (inp(7, target=snap(generation=2, observed_generation=1)), 600.0),
-        (inp(7, target=snap(generation=2, observed_generation=1), deferred_since=NOW - 100), 500.0),
-        (inp(7, target=snap(generation=2, observed_generation=1), deferred_since=NOW - 100,
+        (inp(7, target=rolling()), 600.0),
+        (inp(7, target=rolling(), deferred_since=NOW - 100), 500.0),
+        (inp(7, target=rolling(), deferred_since=NOW - 100,
              defer_timeout_seconds=0), None),
         # pacing: the deferral is 595 s old but the last forced write was 10 s ago
-        (inp(7, target=snap(generation=2, observed_generation=1), deferred_since=NOW - 595,
+        (inp(7, target=rolling(), deferred_since=NOW - 595,
              last_forced=NOW - 10), 590.0),
-        (inp(2, history=ago((60, 4)), target=snap(generation=2, observed_generation=1)), 240.0),
+        (inp(2, history=ago((60, 4)), target=rolling()), 240.0),
         (inp(2, history=ago((60, 4)), paused=True), None),
     ],
     ids=["write-no-wait", "down-window-end", "down-window-stepwise", "up-window-end", "deferral-timeout",
@@ -397,11 +370,11 @@ def test_requeue_after(pinput: PipelineInput, expected: float | None) -> None:
 
 
 def test_decide_deferral_hold_timeout_forced_write_pacing() -> None:
-    rolling = snap(generation=2, observed_generation=1)
+    target = rolling()
     state = PipelineState()
     seen: list[tuple[float, bool, bool, bool, float | None]] = []
     for t in (0, 60, 599, 600, 660, 1259, 1260):
-        d = decide(replace(inp(7, target=rolling), now=NOW + t, state=state))
+        d = decide(replace(inp(7, target=target), now=NOW + t, state=state))
         seen.append((t, d.held, d.forced, d.deferral_started, d.requeue_after))
         state = d.state
         if d.write:
@@ -420,27 +393,26 @@ def test_decide_deferral_hold_timeout_forced_write_pacing() -> None:
 
 
 def test_decide_held_write_keeps_desired_and_bound_by_guard() -> None:
-    d = decide(inp(7, target=snap(ready_replicas=2)))
-    assert (d.desired, d.write, d.would_write, d.held, d.bound_by) == (7, False, False, True, STEP_GUARD)
+    d = decide(inp(7, target=rolling()))
+    assert (d.desired, d.write, d.would_write, d.held, d.bound_by) == (7, False, False, True, BoundBy.GUARD)
     assert d.guard is not None and d.guard.reason == ROLLOUT_IN_PROGRESS
     assert d.state.deferred_since == NOW and d.force_at == NOW + 600
 
 
 def test_decide_nothing_to_write_ends_a_deferral() -> None:
-    d = decide(inp(4, target=snap(generation=2, observed_generation=1), deferred_since=NOW - 30))
+    d = decide(inp(4, target=rolling(), deferred_since=NOW - 30))
     assert not d.held and d.state.deferred_since is None and not d.write
 
 
 def test_decide_settling_holds_only_scale_down() -> None:
-    settling = snap(status_replicas=6)
+    settling = snap(status_replicas=6, settling_scale_down=True)
     down = decide(inp(2, target=settling))
     assert down.held and down.guard is not None and down.guard.reason == SCALE_DOWN_SETTLING
     assert decide(inp(7, target=settling)).write
 
 
 def test_state_after_failed_write_keeps_previous_deferral() -> None:
-    rolling = snap(generation=2, observed_generation=1)
-    d = decide(inp(7, target=rolling, deferred_since=NOW - 600))
+    d = decide(inp(7, target=rolling(), deferred_since=NOW - 600))
     assert d.forced and d.state.deferred_since is None and d.state.last_forced_write == NOW
     kept = d.state_after_failed_write
     assert kept.deferred_since == NOW - 600 and kept.last_forced_write is None
@@ -456,18 +428,18 @@ def test_state_after_failed_write_keeps_previous_deferral() -> None:
         (RecommendResult.no_decision("prometheus http://p:9090", "connection refused"), 4, 1,
          DECISION_UNAVAILABLE, 4, None),
         (RecommendResult.no_decision("prometheus", "timeout"), 1, 3, DECISION_UNAVAILABLE, 3,
-         STEP_MIN_REPLICAS),
+         BoundBy.CLAMP),
         (RecommendResult.no_decision("prometheus", "timeout"), 12, 1, DECISION_UNAVAILABLE, 10,
-         STEP_MAX_REPLICAS),
+         BoundBy.CLAMP),
         (RecommendResult.invalid("spec.customProvider: required when metricProvider is Custom"), 4, 1,
          INVALID_SPEC, 4, None),
-        (RecommendResult.invalid("bad"), 0, 2, INVALID_SPEC, 2, STEP_MIN_REPLICAS),
+        (RecommendResult.invalid("bad"), 0, 2, INVALID_SPEC, 2, BoundBy.CLAMP),
     ],
     ids=["unavailable-holds", "unavailable-raised-to-min", "unavailable-capped-at-max", "invalid-holds",
          "invalid-raised-to-min"],
 )
 def test_no_decision_holds_current_apart_from_bounds(
-        rec: RecommendResult, current: int, lo: int, activity: str, desired: int, bound_by: str | None,
+        rec: RecommendResult, current: int, lo: int, activity: str, desired: int, bound_by: BoundBy | None,
 ) -> None:
     d = decide(inp(rec, current=current, lo=lo, history=ago((10, 9))))
     assert (d.activity, d.desired, d.write, d.bound_by) == (activity, desired, desired != current, bound_by)
@@ -477,7 +449,7 @@ def test_no_decision_holds_current_apart_from_bounds(
 
 def test_no_decision_write_still_passes_the_guards() -> None:
     d = decide(inp(RecommendResult.no_decision("p", "down"), current=1, lo=3,
-                   target=snap(1, generation=2, observed_generation=1)))
+                   target=rolling(1)))
     assert d.desired == 3 and d.held and not d.write
 
 
@@ -497,8 +469,8 @@ def test_scaling_disabled_at_zero() -> None:
 
 def test_paused_freezes() -> None:
     d = decide(inp(9, paused=True, deferred_since=NOW - 5, history=ago((10, 4)),
-                   target=snap(generation=2, observed_generation=1)))
-    assert (d.desired, d.write, d.would_write, d.clamped, d.bound_by) == (4, False, False, 9, STEP_PAUSED)
+                   target=rolling()))
+    assert (d.desired, d.write, d.would_write, d.clamped, d.bound_by) == (4, False, False, 9, BoundBy.PAUSED)
     assert d.frozen and not d.pinned
     assert d.state.history == PipelineState.of(ago((10, 4))).history
     assert d.state.deferred_since is None and not d.held
@@ -508,9 +480,9 @@ def test_paused_freezes() -> None:
 def test_paused_replicas_pins_and_bypasses_the_pipeline() -> None:
     # the pin is outside [min, max], a guard would hold, a window would stabilize: all bypassed
     d = decide(inp(2, current=4, hi=3, paused_replicas=12, history=ago((10, 8)),
-                   target=snap(generation=2, observed_generation=1)))
+                   target=rolling()))
     assert (d.desired, d.write, d.held, d.bound_by, d.requeue_after) == (
-        12, True, False, STEP_PAUSED_REPLICAS, None)
+        12, True, False, BoundBy.PAUSED_REPLICAS, None)
     assert d.pinned and not d.frozen
 
 
@@ -526,7 +498,7 @@ def test_advisory_computes_everything_but_never_writes() -> None:
     assert (advisory.desired, advisory.would_write, advisory.write) == (6, True, False)
     assert replace(advisory, write=True, advisory=False, steps=active.steps) == active
     assert advisory.steps[-1].note == "no write: Advisory mode (Active would write 6)"
-    held = decide(inp(9, advisory=True, target=snap(generation=2, observed_generation=1)))
+    held = decide(inp(9, advisory=True, target=rolling()))
     assert held.held and held.deferral_started and not held.write
     pinned = decide(inp(9, advisory=True, paused_replicas=2))
     assert pinned.would_write and not pinned.write
@@ -540,7 +512,7 @@ def test_llmscaler_never_limits_scale_up() -> None:
     up = decide(inp(15, current=2, behavior=behavior))
     assert (up.desired, up.limited_by) == (15, None)
     down = decide(inp(1, current=10, behavior=behavior))
-    assert (down.desired, down.limited_by) == (8, STEP_SCALE_DOWN_LIMIT)
+    assert (down.desired, down.limited_by) == (8, SCALE_DOWN_LIMIT)
     # even a scale-up limit smuggled in is ignored
     smuggled = replace(behavior, scale_up_max_pods=1)
     assert decide(inp(15, current=2, behavior=smuggled)).desired == 15
@@ -624,7 +596,7 @@ def test_reason_names_the_binding_steps() -> None:
                    scale_up_max_pods=4))
     assert d.reason == ("evaluated 2 of 2 metrics; recommends 20 replicas (queue 80 of 4); limited to 8 by "
                         "the scale-up step limit (4 per sync); capped at maxReplicas 5")
-    forced = decide(inp(7, target=snap(generation=2, observed_generation=1), deferred_since=NOW - 600))
+    forced = decide(inp(7, target=rolling(), deferred_since=NOW - 600))
     assert "forced after deferTimeoutSeconds 600" in forced.reason
     unavailable = decide(inp(RecommendResult.no_decision("prometheus", "down"), current=1, lo=2))
     assert unavailable.reason == "no decision (prometheus: down); holding 1; raised to minReplicas 2"
@@ -633,19 +605,19 @@ def test_reason_names_the_binding_steps() -> None:
 
 
 def test_explain_lines_print_each_step() -> None:
-    d = decide(inp(2, current=10, hi=6, history=ago((60, 10)), target=snap(10, ready_replicas=9)))
+    d = decide(inp(2, current=10, hi=6, history=ago((60, 10)), target=rolling(10)))
     lines = explain_lines(d)
     assert lines[0] == f"at {format_time(NOW)}: current 10 replicas, bounds [1, 6], mode Active"
     assert lines[1] == "1. recommend: 2: evaluated 1 of 1 metrics; recommends 2 replicas"
     assert lines[2] == ("2. stabilize: 2 -> 10: held at 10 by the scale-down stabilization window (300s) "
-                        "[bound: stabilize]")
+                        "[bound: Stabilize]")
     assert lines[3] == "3. stepLimit: 10 -> 10: limits: scale-up unlimited, scale-down unlimited"
-    assert lines[4] == "4. clamp: 10 -> 6: capped at maxReplicas 6 [bound: maxReplicas]"
-    assert lines[5].startswith("5. guard: 6 -> 10: held by RolloutInProgress since 2026-01-01T00:00:00Z: "
-                               "target rollout in progress: 9 of 10 replicas ready; forced at "
-                               "2026-01-01T00:10:00Z [bound: guard]")
+    assert lines[4] == "4. clamp: 10 -> 6: capped at maxReplicas 6 [bound: Clamp]"
+    assert lines[5] == ("5. guard: 6 -> 10: held by RolloutInProgress since 2026-01-01T00:00:00Z: "
+                        "target rollout in progress: status.observedGeneration 1 < metadata.generation 2; "
+                        "forced at 2026-01-01T00:10:00Z [bound: Guard]")
     assert lines[6] == "6. write: 10 -> 10: no write: held by a guard"
-    assert lines[7:] == ["desired 6; no write", "bound by: guard; ScalingLimited: maxReplicas",
+    assert lines[7:] == ["desired 6; no write", "bound by: Guard; ScalingLimited: TooManyReplicas",
                          "deferred since 2026-01-01T00:00:00Z",
                          "requeue after 240s (at 2026-01-01T00:04:00Z)"]
 

@@ -19,6 +19,7 @@ from escaler.scaling import (
     registered_algorithms,
     unregister_algorithm,
 )
+from escaler.scaling.algorithm import AlgorithmResult, as_result
 
 
 def keep_current(ctx: AlgorithmContext) -> int:
@@ -38,6 +39,20 @@ def registry() -> Iterator[list[str]]:
 def test_apa_is_built_in() -> None:
     assert "apa" in registered_algorithms()
     assert get_algorithm("apa") is apa
+
+
+def capped_at_three(ctx: AlgorithmContext) -> AlgorithmResult:
+    return AlgorithmResult(replicas=min(3, 2 * ctx.current_replicas), uncapped=2 * ctx.current_replicas)
+
+
+def test_an_algorithm_may_return_a_count_or_a_capped_result(registry: list[str]) -> None:
+    # plug-ins written against the int contract keep working; one with its own cap reports both counts
+    register_algorithm("keep", keep_current)
+    register_algorithm("capped", capped_at_three)
+    registry.extend(["keep", "capped"])
+    c = AlgorithmContext(current_replicas=2)
+    assert as_result(get_algorithm("keep")(c)) == AlgorithmResult(2, 2)
+    assert as_result(get_algorithm("capped")(c)) == AlgorithmResult(3, 4)
     assert is_known_algorithm("apa")
 
 

@@ -1,5 +1,6 @@
 """Sample windows (SPEC §5.4): add/gc, the window's bounds, every aggregation type, every
-missing-data policy, the MAD outlier filter, and MetricWindows. Time is stepped as plain numbers."""
+missing-data policy, the MAD outlier filter, MetricWindows keyed by identity, the panic window
+(newest sample, stable peak) and ``choose``. Time is stepped as plain numbers."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ import math
 import pytest
 
 from escaler.scaling import MetricWindows, NoDecision, SampleWindow, WindowPolicy
+from escaler.scaling.algorithm import AlgorithmResult
 from escaler.scaling.annotations import parse_annotations
-from escaler.scaling.window import MAX_SAMPLES, filter_outliers, percentile
+from escaler.scaling.window import (
+    MAX_SAMPLES,
+    PANIC,
+    SETTLING,
+    STABLE,
+    WindowChoice,
+    choose,
+    filter_outliers,
+    percentile,
+)
 
 T0 = 1000.0
 
@@ -284,19 +295,127 @@ def test_window_policy_from_annotations() -> None:
         "elasticscaler.io/metrics.missingDataPolicy": "TreatAsZero",
         "elasticscaler.io/metrics.enableOutlierFilter": "true",
         "elasticscaler.io/metrics.outlierThreshold": "2.5",
+        "elasticscaler.io/metrics.panicWindowPercentage": "5",
     })
     assert problems == []
-    assert WindowPolicy.from_annotations(ann) == WindowPolicy(120, 3.0, "P95", "TreatAsZero", True, 2.5)
+    assert WindowPolicy.from_annotations(ann) == WindowPolicy(120, 3.0, "P95", "TreatAsZero", True, 2.5, 6.0)
     assert WindowPolicy.from_annotations(parse_annotations({})[0]) == WindowPolicy()
-    assert WindowPolicy() == WindowPolicy(60, 2.0, "Average", "Ignore", False, 3.0)
+    # the defaults: a 60 s window and a 6 s panic window (10 %)
+    assert WindowPolicy() == WindowPolicy(60, 2.0, "Average", "Ignore", False, 3.0, 6.0)
+    assert WindowPolicy(window_seconds=10).panic_window_seconds == 1.0  # 10 % of the window by default
+    off, _ = parse_annotations({"elasticscaler.io/metrics.panicWindowPercentage": "0"})
+    assert WindowPolicy.from_annotations(off).panic_window_seconds == 0
 
 
 @pytest.mark.parametrize(
     "kwargs",
     [{"window_seconds": 0}, {"window_seconds": True}, {"gc_factor": 0.9}, {"aggregation": "avg"},
-     {"missing_policy": "Zero"}, {"outlier_threshold": -1}],
-    ids=["window", "window-bool", "gc-factor", "aggregation", "missing-policy", "threshold"],
+     {"missing_policy": "Zero"}, {"outlier_threshold": -1}, {"panic_window_seconds": -1},
+     {"panic_window_seconds": 61}, {"panic_window_seconds": math.nan}],
+    ids=["window", "window-bool", "gc-factor", "aggregation", "missing-policy", "threshold", "panic-negative",
+         "panic-longer-than-window", "panic-nan"],
 )
 def test_window_policy_validates(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         WindowPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- identity keys, copy
+
+
+def test_windows_are_keyed_by_identity_not_display_name() -> None:
+    # two metrics named queue_depth (different selectors) have two keys and two series
+    mw = MetricWindows(WindowPolicy(window_seconds=60))
+    mw.add("0/aaaa", T0, 10)
+    mw.add("1/bbbb", T0, 1000)
+    assert mw.aggregate("0/aaaa", T0, metric="queue_depth") == 10
+    assert mw.aggregate("1/bbbb", T0, metric="queue_depth") == 1000
+
+
+def test_fail_policy_names_the_display_name_not_the_key() -> None:
+    mw = MetricWindows(WindowPolicy(missing_policy="Fail"))
+    with pytest.raises(NoDecision, match="metric 'queue_depth'"):
+        mw.aggregate("0/aaaa", T0, metric="queue_depth")
+
+
+def test_copy_is_independent() -> None:
+    mw = MetricWindows(WindowPolicy(window_seconds=60))
+    mw.add("a", T0, 1)
+    other = mw.copy(WindowPolicy(window_seconds=30))
+    other.add("a", T0 + 1, 3)
+    other.add("b", T0 + 1, 5)
+    assert mw.window("a").samples() == ((T0, 1.0),) and "b" not in mw
+    assert other.window("a").samples() == ((T0, 1.0), (T0 + 1, 3.0))
+    assert (mw.policy.window_seconds, other.policy.window_seconds) == (60, 30)
+
+
+# ---------------------------------------------------------------- panic window: newest sample, stable peak
+
+
+def test_panic_is_the_newest_sample_of_the_panic_window() -> None:
+    mw = MetricWindows(WindowPolicy(window_seconds=60, panic_window_seconds=6))
+    for t, v in [(0, 40), (2, 40), (4, 120)]:
+        mw.add("q", T0 + t, v)
+    assert mw.panic("q", T0 + 4) == 120          # an Average over the 6 s would read 66.7
+    assert mw.aggregate("q", T0 + 4) == pytest.approx(200 / 3)
+    assert mw.peak("q", T0 + 4) == 120
+    # the newest sample is older than the panic window: no panic value (a failed read never panics)
+    assert mw.panic("q", T0 + 10) is None
+    assert mw.peak("q", T0 + 10) == 120
+    assert mw.panic("never", T0) is None and mw.peak("never", T0) is None
+
+
+def test_panic_off_gives_neither_panic_nor_peak() -> None:
+    mw = MetricWindows(WindowPolicy(window_seconds=60, panic_window_seconds=0))
+    mw.add("q", T0, 40)
+    assert mw.panic("q", T0) is None and mw.peak("q", T0) is None
+
+
+def test_panic_ignores_the_missing_data_policy() -> None:
+    mw = MetricWindows(WindowPolicy(missing_policy="TreatAsZero"))
+    assert mw.aggregate("q", T0) == 0.0
+    assert mw.panic("q", T0) is None and mw.peak("q", T0) is None
+
+
+def test_panic_and_peak_apply_the_outlier_filter_to_their_own_samples() -> None:
+    w = window_of(40.0, 41.0, 39.0, 40.0, 400.0, step=2.0)
+    # within the 6 s panic window: [39, 40, 400]; median 40, MAD 1 → 400 dropped, the newest survivor is 40
+    assert w.newest(T0 + 8, 6, outlier_filter=True, outlier_threshold=3.0) == 40.0
+    assert w.newest(T0 + 8, 6) == 400.0
+    assert w.peak(T0 + 8, 60, outlier_filter=True, outlier_threshold=3.0) == 41.0
+    assert w.peak(T0 + 8, 60) == 400.0
+    with pytest.raises(ValueError, match="seconds"):
+        w.peak(T0, 0)
+
+
+def r(replicas: int, uncapped: int | None = None) -> AlgorithmResult:
+    return AlgorithmResult(replicas, replicas if uncapped is None else uncapped)
+
+
+# (id, current, stable, panic, peak, expected result, expected source)
+CHOICES: list[tuple[str, int, AlgorithmResult, AlgorithmResult | None, AlgorithmResult | None,
+                    AlgorithmResult, str]] = [
+    ("panic-takes-over-a-surge", 4, r(5), r(8, 12), r(8, 12), r(8, 12), PANIC),
+    ("panic-needs-to-beat-the-stable-count", 4, r(8, 12), r(8, 12), r(8), r(8, 12), STABLE),
+    ("panic-in-band-does-nothing", 4, r(4), r(4), r(4), r(4), STABLE),
+    ("stable-scale-up-stands", 4, r(6), r(5), r(7), r(6), STABLE),
+    ("panic-never-scales-down", 12, r(12), r(6), r(13), r(12), STABLE),
+    ("scale-down-waits-while-the-peak-needs-the-count", 12, r(7), r(6), r(12), r(12), SETTLING),
+    ("scale-down-waits-after-a-surge", 12, r(8), r(12), r(13), r(12), SETTLING),
+    ("scale-down-once-the-whole-window-asks", 12, r(6), r(6), r(7), r(6), STABLE),
+    ("scale-down-to-the-stable-count-not-the-panic-one", 12, r(7), r(5), r(8), r(7), STABLE),
+    ("no-panic-value", 4, r(5), None, r(5), r(5), STABLE),
+    ("no-peak-no-settling", 12, r(7), None, None, r(7), STABLE),
+]
+
+
+@pytest.mark.parametrize(("current", "stable", "panic", "peak", "result", "source"), [c[1:] for c in CHOICES],
+                         ids=[c[0] for c in CHOICES])
+def test_choose(current: int, stable: AlgorithmResult, panic: AlgorithmResult | None,
+                peak: AlgorithmResult | None, result: AlgorithmResult, source: str) -> None:
+    assert choose(current, stable, panic, peak) == WindowChoice(result, source)
+
+
+def test_choose_refuses_a_bad_current() -> None:
+    with pytest.raises(ValueError, match="current"):
+        choose(-1, r(1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from escaler.api.elasticscaler import MetricSpec
 from escaler.clock import FakeClock
 from escaler.kube.discovery import RESTMapper
 from escaler.kube.dynamic import DynamicClient
-from escaler.scaling.algorithm import MetricValue
+from escaler.scaling.algorithm import MetricValue, PodCounts
 from escaler.signals import MetricsCollector, Sample, to_metric_value
 from escaler.targets import TargetSnapshot
 
@@ -43,16 +44,20 @@ def prom_metric(endpoint: str, query: str, target: dict[str, Any], timeout: int 
                                                            "target": target, "timeoutSeconds": timeout}})
 
 
+def web_pod(name: str, ready: str = "True", started: str = "2025-12-31T23:00:00Z",
+            since: str = "2025-12-31T23:01:00Z") -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running", "startTime": started,
+                       "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": since}]}}
+
+
 @pytest.fixture
 def api() -> Iterator[FakeAPI]:
     with FakeAPI() as a:
         for name in ("a", "b"):
-            a.put_object("/api/v1", "pods", {
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": NS, "labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1",
-                                                                                   "memory": "1Gi"}}}]},
-                "status": {"phase": "Running"}})
+            a.put_object("/api/v1", "pods", web_pod(name))
         a.on("GET", "/apis/metrics.k8s.io/v1beta1/namespaces/ns1/pods", lambda _r: Reply(200, {"items": [
             {"metadata": {"name": "a"}, "containers": [{"name": "c", "usage": {"cpu": "500m",
                                                                                "memory": "256Mi"}}]},
@@ -90,8 +95,8 @@ def test_collect_dispatches_every_type_in_order(api: FakeAPI, collector: Metrics
     out = collector.collect(NS, specs, snapshot(replicas=4), 4)
     assert [s for s, _ in out] == specs
     assert [sample for _, sample in out] == [
-        Sample(60.0),                 # (0.5 + 0.7) / (1 + 1) cores
-        Sample(512.0 * 2**20),        # (256Mi + 768Mi) / 2 pods
+        Sample(60.0, pods=PodCounts(2, 2.0)),             # (0.5 + 0.7) / (1 + 1) cores
+        Sample(512.0 * 2**20, pods=PodCounts(2, 2.0)),    # (256Mi + 768Mi) / 2 pods
         Sample(4.0),                  # per-pod average
         Sample(100.0),                # Value: the total
         Sample(25.0),                 # AverageValue: total / 4 replicas
@@ -102,6 +107,22 @@ def test_collect_dispatches_every_type_in_order(api: FakeAPI, collector: Metrics
     assert len(api.reqs("GET", "/apis/metrics.k8s.io/")) == 1
     assert len(api.reqs("GET", "/api/v1/namespaces/ns1/pods")) == 1
     assert api.reqs("GET", "/apis/external.metrics.k8s.io/")[0].q() == {"labelSelector": "q=llama"}
+
+
+def test_collect_judges_pod_readiness_at_now(api: FakeAPI, collector: MetricsCollector) -> None:
+    # pod a started a minute before the clock's now (2026-01-01T00:00:00Z) and is not Ready: inside the
+    # cpu initialization period it is unready; ten minutes later it counts (it was Ready once: its
+    # transition came more than the 30 s initial readiness delay after it started)
+    api.put_object("/api/v1", "pods", web_pod("a", ready="False", started="2025-12-31T23:59:00Z",
+                                              since="2025-12-31T23:59:40Z"))
+    cpu = resource("cpu", {"type": "Utilization", "averageUtilization": 70})
+    [(_, young)] = collector.collect(NS, [cpu], snapshot(replicas=2), 2)
+    assert young == Sample(70.0, pods=PodCounts(ready=1, ready_weight=1.0, unready=1, unready_weight=1.0))
+    later = datetime(2026, 1, 1, 0, 10, tzinfo=UTC).timestamp()
+    [(_, old)] = collector.collect(NS, [cpu], snapshot(replicas=2), 2, now=later)
+    assert old == Sample(60.0, pods=PodCounts(ready=2, ready_weight=2.0))
+    # the pod groups reach the algorithm
+    assert collector.to_metric_value(cpu, young).pods == young.pods
 
 
 def test_metric_values_for_the_algorithm(collector: MetricsCollector) -> None:

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from webhook_samples import DELETE, SAMPLES, put, sample
+from api_cases import MALFORMED, Malformed
+from webhook_samples import DELETE, ELASTICSCALER, SAMPLES, put, sample
 
 from escaler.api.registry import KINDS
 from escaler.scaling import register_algorithm, unregister_algorithm
@@ -103,8 +104,15 @@ CASES: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = [
         "es-apa-config-unknown-key",
         "elasticscaler",
         {f"{MT}.algorithmConfig.scaleUpRatio": "3"},
-        f"{MT}.algorithmConfig[scaleUpRatio]",
+        f"{MT}.algorithmConfig",
         {f"{MT}.algorithmConfig.scaleUpRatio": DELETE},
+    ),
+    (
+        "es-apa-tolerance-2",
+        "elasticscaler",
+        {f"{MT}.algorithmConfig.tolerance": "2"},
+        f"{MT}.algorithmConfig[tolerance]",
+        {f"{MT}.algorithmConfig.tolerance": "0.2"},
     ),
     (
         "es-apa-rate-not-above-1",
@@ -115,17 +123,62 @@ CASES: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = [
     ),
     (
         "es-hpa-with-externalserver",
+        "hpa-scaler",
+        {f"{MT}.metrics[1]": ELASTICSCALER["spec"]["trigger"]["metricsTrigger"]["metrics"][3]},
+        f"{MT}.metrics",
+        {f"{MT}.metrics[1].type": "External", f"{MT}.metrics[1].externalServer": DELETE,
+         f"{MT}.metrics[1].external": {"metric": {"name": "q"}, "target": {"type": "Value", "value": "9"}}},
+    ),
+    # ---- issue 8 item 7: HPA mode refuses what the companion HPA would silently ignore
+    (
+        "es-hpa-with-algorithm-config",
+        "hpa-scaler",
+        {f"{MT}.algorithmConfig": {"tolerance": "0.2"}},
+        f"{MT}.algorithmConfig",
+        {f"{MT}.algorithmConfig": DELETE},
+    ),
+    (
+        "es-hpa-with-metrics-annotation",
+        "hpa-scaler",
+        {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "60"},
+        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
+        {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": DELETE},
+    ),
+    (
+        "es-hpa-with-bad-metrics-annotation",
+        "hpa-scaler",
+        {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "Median"},
+        f"{ANN}[elasticscaler.io/metrics.aggregationType]",
+        {f"{ANN}[elasticscaler.io/metrics.aggregationType]": DELETE},
+    ),
+    # ---- issue 8 item 11: refused even with the webhook before
+    (
+        "es-value-target-negative",
         "elasticscaler",
-        {f"{MT}.scalingAlgorithm": "HPA", f"{MT}.algorithmConfig": DELETE},
-        f"{MT}.metrics[3].type",
-        {
-            f"{MT}.metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 70}},
-                }
-            ]
-        },
+        {f"{MT}.metrics[2].external.target.value": "-5"},
+        f"{MT}.metrics[2].external.target.value",
+        {f"{MT}.metrics[2].external.target.value": "5"},
+    ),
+    (
+        "es-average-value-zero",
+        "elasticscaler",
+        {f"{MT}.metrics[1].custom.target.averageValue": "0"},
+        f"{MT}.metrics[1].custom.target.averageValue",
+        {f"{MT}.metrics[1].custom.target.averageValue": "100m"},
+    ),
+    (
+        "es-average-utilization-zero",
+        "elasticscaler",
+        {f"{MT}.metrics[0].resource.target.averageUtilization": 0},
+        f"{MT}.metrics[0].resource.target.averageUtilization",
+        {f"{MT}.metrics[0].resource.target.averageUtilization": 1},
+    ),
+    (
+        "es-resource-gpu",
+        "elasticscaler",
+        {f"{MT}.metrics[0].resource.name": "gpu"},
+        f"{MT}.metrics[0].resource.name",
+        {f"{MT}.metrics[0].resource.name": "memory"},
     ),
     (
         "es-endpoint-scheme",
@@ -539,15 +592,47 @@ def test_registered_plugin_allowed_and_its_config_not_checked(plugin: str) -> No
 
 
 def test_hpa_without_externalserver_allowed() -> None:
-    obj = sample("elasticscaler", {f"{MT}.scalingAlgorithm": "HPA", f"{MT}.metrics[3]": DELETE})
-    del obj["spec"]["trigger"]["metricsTrigger"]["algorithmConfig"]
+    """HPA mode with metrics the HPA reads and behavior.* annotations (which it applies)."""
+    assert validate_object("ElasticScaler", sample("hpa-scaler")).errors == []
+
+
+def test_hpa_mode_refusals_say_why() -> None:
+    obj = sample(
+        "hpa-scaler",
+        {
+            f"{ANN}[elasticscaler.io/metrics.gcFactor]": "2",
+            f"{MT}.algorithmConfig": {"scaleUpRate": "3"},
+        },
+    )
+    errors = {e.path: e.message for e in validate_object("ElasticScaler", obj).errors}
+    assert set(errors) == {f"{ANN}[elasticscaler.io/metrics.gcFactor]", f"{MT}.algorithmConfig"}
+    annotation = errors[f"{ANN}[elasticscaler.io/metrics.gcFactor]"]
+    assert "no effect with scalingAlgorithm HPA" in annotation and "elasticscaler.io/behavior.*" in annotation
+    config = errors[f"{MT}.algorithmConfig"]
+    assert config.startswith("algorithmConfig is not allowed with scalingAlgorithm HPA")
+
+
+def test_metrics_annotations_are_fine_outside_hpa_mode() -> None:
+    obj = sample("hpa-scaler", {f"{MT}.scalingAlgorithm": "apa",
+                                f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "60"})
     assert validate_object("ElasticScaler", obj).errors == []
+
+
+@pytest.mark.parametrize("case", MALFORMED, ids=[m.id for m in MALFORMED])
+def test_malformed_objects_denied(case: Malformed) -> None:
+    """Every object the API server alone refuses (api_cases.MALFORMED) is denied by the webhook too,
+    naming the same field."""
+    errors = validate_object(case.kind, case.obj()).errors
+    assert case.path in [e.path for e in errors], [str(e) for e in errors]
 
 
 def test_default_algorithm_is_apa_and_its_config_checked() -> None:
     obj = sample("elasticscaler", {f"{MT}.scalingAlgorithm": DELETE, f"{MT}.algorithmConfig.tolerance": "2"})
-    paths = [e.path for e in validate_object("ElasticScaler", obj).errors]
-    assert paths == [f"{MT}.algorithmConfig[tolerance]"]
+    errors = validate_object("ElasticScaler", obj).errors
+    assert [str(e) for e in errors] == [
+        f"{MT}.algorithmConfig[tolerance]: algorithmConfig[tolerance] of apa must be a decimal number >= 0 "
+        'and < 1 (the no-change band around the target, e.g. "0.1")'
+    ]
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import get_type_hints
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -15,7 +16,11 @@ from escaler.workqueue import (
     Queue,
     RateLimitingQueue,
 )
-from escaler.workqueue.metrics import DURATION_BUCKETS_SECONDS, UNFINISHED_WORK_UPDATE_PERIOD_SECONDS
+from escaler.workqueue.metrics import (
+    DURATION_BUCKETS_SECONDS,
+    UNFINISHED_WORK_UPDATE_PERIOD_SECONDS,
+    MetricsProvider,
+)
 
 
 @pytest.fixture
@@ -159,16 +164,36 @@ def test_metrics_off_records_nothing_and_starts_no_thread(
         q.shutdown()
 
 
-def test_noop_provider_metrics_accept_every_call() -> None:
-    p = NoopMetricsProvider()
-    p.new_depth_metric("n").inc()
-    p.new_depth_metric("n").dec()
-    p.new_adds_metric("n").inc()
-    p.new_latency_metric("n").observe(1.0)
-    p.new_work_duration_metric("n").observe(1.0)
-    p.new_unfinished_work_seconds_metric("n").set(1.0)
-    p.new_longest_running_processor_seconds_metric("n").set(1.0)
-    p.new_retries_metric("n").inc()
+def _protocol_methods(proto: type) -> list[str]:
+    return sorted(n for n, v in vars(proto).items() if callable(v) and not n.startswith("_"))
+
+
+# every (factory, metric method) pair of the MetricsProvider protocol, read from the protocol itself
+# so that a metric kind added to it without a no-op counterpart fails here
+NOOP_CALLS = [
+    (factory, method)
+    for factory in _protocol_methods(MetricsProvider)
+    for method in _protocol_methods(get_type_hints(getattr(MetricsProvider, factory))["return"])
+]
+
+
+@pytest.mark.parametrize(("factory", "method"), NOOP_CALLS, ids=[f"{f}.{m}" for f, m in NOOP_CALLS])
+def test_noop_provider_metrics_accept_every_call(factory: str, method: str) -> None:
+    metric = getattr(NoopMetricsProvider(), factory)("n")
+    args = (1.0,) if method in ("set", "observe") else ()
+    before = dict(vars(metric))
+    assert getattr(metric, method)(*args) is None
+    assert vars(metric) == before == {}  # accepted, and nothing kept: the no-op holds no state
+
+
+def test_noop_calls_cover_every_metric_kind() -> None:
+    assert {f for f, _ in NOOP_CALLS} == {
+        "new_depth_metric", "new_adds_metric", "new_latency_metric", "new_work_duration_metric",
+        "new_unfinished_work_seconds_metric", "new_longest_running_processor_seconds_metric",
+        "new_retries_metric",
+    }
+    assert ("new_depth_metric", "dec") in NOOP_CALLS and ("new_latency_metric", "observe") in NOOP_CALLS
+    assert len(NOOP_CALLS) == 8  # depth: inc+dec; every other kind: one method
 
 
 def test_provider_needs_a_registry() -> None:

@@ -221,8 +221,51 @@ JOBSLO: dict[str, Any] = {
     },
 }
 
+# scalingAlgorithm HPA (SPEC §5.1): metrics from the spec, behavior from behavior.* annotations only
+HPA_SCALER: dict[str, Any] = {
+    "apiVersion": "elasticscaler.io/v1alpha1",
+    "kind": "ElasticScaler",
+    "metadata": {
+        "name": "llama-hpa",
+        "namespace": "default",
+        "annotations": {
+            "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "120",
+            "elasticscaler.io/behavior.scaleUp.maxPodsPerStep": "4",
+            "elasticscaler.io/paused": "false",
+        },
+    },
+    "spec": {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llama"},
+        "minReplicas": 1,
+        "maxReplicas": 8,
+        "trigger": {
+            "type": "MetricsTrigger",
+            "metricsTrigger": {
+                "scalingAlgorithm": "HPA",
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": 70},
+                        },
+                    },
+                    {
+                        "type": "External",
+                        "external": {
+                            "metric": {"name": "queue_depth"},
+                            "target": {"type": "AverageValue", "averageValue": "10"},
+                        },
+                    },
+                ],
+            },
+        },
+    },
+}
+
 SAMPLES: dict[str, dict[str, Any]] = {
     "elasticscaler": ELASTICSCALER,
+    "hpa-scaler": HPA_SCALER,
     "signal-scaler": SIGNAL_SCALER,
     "tidal": TIDAL,
     "rsg": RSG,

@@ -2,18 +2,24 @@
 
 * ``setup`` — ``setup_elasticscaler(mgr, ...)``: the controller, its watches, the poller, the
   signal route;
-* ``reconciler`` — ``ElasticScalerReconciler``: read, validate, resolve, decide, write, report;
+* ``reconciler`` — ``ElasticScalerReconciler``: small steps (load, resolve, claim, read, recommend,
+  decide, write), each returning a value or a ``Hold``; ``report`` — the one place a sync becomes
+  status and events; ``claims`` — what a scaler holds in the binding index;
 * ``hpa`` — the companion HPA of ``scalingAlgorithm: HPA`` (desired object, drift, status mirror);
 * ``state`` — StateTrigger: the targetRef chain and the source's binding labels;
 * ``signal`` — SignalTrigger: the in-memory signal store, the signal rule, the push API;
 * ``poller`` — the MetricsTrigger poller, spread over the interval;
-* ``watches`` — per-scaler registrations on dynamic informers (sources, targets);
-* ``status`` — status writes only when changed; ``condset`` — conditions outside the pipeline.
+* ``status`` — status writes only when changed;
+* ``context`` — what one sync carries (``Sync``, ``Hold``, ``Claim``) and the per-scaler memory.
+
+The objects scalers read (targets, sources, pods) are watched by ``escaler.reconcilers.watchindex``;
+the ports are ``escaler.reconcilers.ports``; the conditions engine is ``escaler.scaling.conditions``.
 
 Target conflicts are resolved by ``escaler.reconcilers.bindings`` (shared with LLMScaler).
 """
 
-from escaler.reconcilers.elasticscaler.reconciler import ElasticScalerReconciler, target_of
+from escaler.reconcilers.elasticscaler.claims import Claims
+from escaler.reconcilers.elasticscaler.reconciler import ElasticScalerReconciler, ReconcilerDeps
 from escaler.reconcilers.elasticscaler.setup import (
     CONTROLLER_NAME,
     ElasticScalerController,
@@ -22,8 +28,9 @@ from escaler.reconcilers.elasticscaler.setup import (
 
 __all__ = [
     "CONTROLLER_NAME",
+    "Claims",
     "ElasticScalerController",
     "ElasticScalerReconciler",
+    "ReconcilerDeps",
     "setup_elasticscaler",
-    "target_of",
 ]

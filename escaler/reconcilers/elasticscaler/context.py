@@ -1,10 +1,18 @@
-"""What one ElasticScaler sync carries, and what the reconciler remembers between syncs.
+"""What one ElasticScaler sync carries, what stops it early, and what the reconciler remembers.
 
-* ``ScalerMemory`` — per scaler, in this process only (lost on restart, by design): sample
-  windows, the pipeline state, the algorithm's history, the last metrics collection, signal pull
-  bookkeeping, annotation problems already reported.
 * ``Sync`` — one reconcile: the request, the cached object, the wall-clock time, and the requeue
   candidates gathered along the way (``result()`` takes the earliest).
+* ``Hold`` — a sync that ends before the pipeline: what to report (a validation failure, a target
+  error, an object that does not parse) and when to look again. ``quiet`` holds write nothing (an
+  informer that has not listed yet: there is nothing new to say). Each step of the reconciler
+  returns its value or a ``Hold``; one ``report`` turns either into status and events.
+* ``Claim`` — a StateTrigger scaler records the end of its chain in ``status.resolvedTargetRef``
+  (its claim in the binding index) *before* it writes that target, so two scalers never write one
+  target in the window before the index shows both.
+* ``ScalerMemory`` — per scaler, in this process only: sample windows, the pipeline state, the
+  algorithm's history, the last metrics collection, signal pull bookkeeping, annotation problems
+  already reported. A new process (restart, new leader) seeds the pipeline state from status
+  (``escaler.scaling.pipeline.PipelineState.seed``), never from nothing.
 * ``Resolved`` — a StateTrigger's source and the end of its targetRef chain.
 * conversions between the API's ``Condition`` and the condition model's ``ConditionValue``, and
   the ``regarding`` reference of the scaler's Events.
@@ -20,52 +28,33 @@ from typing import Any
 
 from escaler.api.conditions import Condition
 from escaler.api.elasticscaler import ElasticScaler
-from escaler.api.scaler import MetricStatus
-from escaler.reconcilers.elasticscaler.state import ObjectRef
+from escaler.reconcilers.elasticscaler.metricsync import MetricsMemory
+from escaler.reconcilers.ports import ObjectRef
 from escaler.runtime.types import Request, Result
-from escaler.scaling.algorithm import Recommendation
-from escaler.scaling.conditions import ConditionValue
-from escaler.scaling.pipeline import PipelineState, RecommendResult
+from escaler.scaling.conditions import ConditionValue, TargetError, Validation
+from escaler.scaling.pipeline import PipelineState
 from escaler.scaling.text import format_time
-from escaler.scaling.window import MetricWindows
 
-__all__ = ["Collected", "Resolved", "ScalerMemory", "Sync", "epoch", "regarding", "to_condition", "to_value",
-           "wall"]
-
-
-@dataclass(frozen=True)
-class Collected:
-    """One metrics collection and what it recommended."""
-
-    # monotonic time of the collection
-    at: float
-    # metadata.generation and annotations it was made under (a spec change collects afresh)
-    generation: int
-    annotations: tuple[tuple[str, str], ...]
-    recommend: RecommendResult
-    statuses: tuple[MetricStatus, ...]
+__all__ = ["Claim", "Hold", "Resolved", "ScalerMemory", "Sync", "epoch", "regarding",
+           "to_condition", "to_value", "wall"]
 
 
 @dataclass
 class ScalerMemory:
-    """What this process keeps about one scaler between syncs (lost on restart, by design)."""
+    """What this process keeps about one scaler between syncs (see the module docstring)."""
 
     # metadata.uid of the scaler this memory belongs to (a recreated scaler starts afresh)
     uid: str
-    # the metric sample windows (MetricsTrigger)
-    windows: MetricWindows = field(default_factory=MetricWindows)
+    # MetricsTrigger: windows, algorithm history, last collection (metricsync returns the next one)
+    metrics: MetricsMemory = field(default_factory=MetricsMemory)
     # the pipeline state (stabilization history, deferral); None until the first decision
     state: PipelineState | None = None
-    # past raw recommendations of the algorithm, oldest first (AlgorithmContext.history)
-    algorithm_history: tuple[Recommendation, ...] = ()
     # annotation problems already reported as Warning events
     reported: frozenset[str] = frozenset()
     # monotonic time of the next SignalTrigger endpoint pull
     next_pull: float = 0.0
     # the last pull's error (kept until the next pull)
     pull_error: str | None = None
-    # MetricsTrigger: the last collection's outcome, reused by syncs between two polls
-    last_metrics: Collected | None = None
 
 
 @dataclass(frozen=True)
@@ -81,9 +70,34 @@ class Resolved:
     label_issue: str | None = None
 
 
+@dataclass(frozen=True)
+class Hold:
+    """A sync that stops before the pipeline (see the module docstring)."""
+
+    # Validated=False with this reason (and ScalingActive=False/InvalidSpec for spec failures)
+    validation: Validation | None = None
+    # AbleToScale=False with this reason; Validated is left as it is
+    target_error: TargetError | None = None
+    # the object does not parse: Validated and ScalingActive False/InvalidSpec with this text
+    unparsable: str | None = None
+    # look again after this many seconds (None: only an event can change the outcome)
+    requeue: float | None = None
+    # write nothing (waiting for a cache to list)
+    quiet: bool = False
+    # what the status should say about the resolved target (None: leave resolvedTargetRef out)
+    resolved: ObjectRef | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A StateTrigger scaler claims ``target`` in status before writing it (see the module docstring)."""
+
+    target: ObjectRef
+
+
 @dataclass
 class Sync:
-    """One reconcile's inputs and accumulating outputs."""
+    """One reconcile's inputs and accumulating requeue candidates."""
 
     req: Request
     # the cached object (frozen)
@@ -97,6 +111,12 @@ class Sync:
     @property
     def now_iso(self) -> str:
         return format_time(self.now)
+
+    @property
+    def generation(self) -> int:
+        meta = self.obj.get("metadata")
+        value = meta.get("generation") if isinstance(meta, Mapping) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
     def wait(self, seconds: float | None) -> None:
         if seconds is not None and math.isfinite(seconds) and seconds > 0:

@@ -16,27 +16,28 @@
   rescale). The HPA's own events wake the scaler (the controller ``owns`` HPAs).
 
 Advisory mode does not create the companion (it would scale the target): it deletes one that
-exists and reports ``ScalingActive=False/ScalingDisabled``. Deleting the scaler deletes the
+exists and reports ``ScalingActive=False/Advisory`` (ScalingDisabled is reserved for a target at zero
+replicas). Deleting the scaler deletes the
 companion through its ownerReference (the garbage collector's job).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from escaler.api.common import Mode, TargetRef
 from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus
 from escaler.api.scaler import RecentDecision
 from escaler.errors import StatusError, is_conflict, is_not_found
 from escaler.informers.frozen import thaw
-from escaler.kube.discovery import ResourceMapping
 from escaler.reconcilers.bindings import TargetKey
-from escaler.reconcilers.elasticscaler.condset import ConditionSet
-from escaler.reconcilers.elasticscaler.context import Sync
+from escaler.reconcilers.elasticscaler.context import Hold, Sync, to_condition, to_value
 from escaler.reconcilers.elasticscaler.hpa import (
+    HPA_API_VERSION,
+    HPA_KIND,
     HPA_MIRRORED_CONDITIONS,
     UnsupportedMetric,
     desired_hpa,
@@ -46,64 +47,54 @@ from escaler.reconcilers.elasticscaler.hpa import (
     owned_by,
     spec_drift,
 )
+from escaler.reconcilers.elasticscaler.report import Reporter
+from escaler.reconcilers.ports import KubeClient, ObjectStore
 from escaler.runtime.types import Result
 from escaler.scaling.annotations import ScalerAnnotations
-from escaler.scaling.conditions import TARGET_CONFLICT, UNSUPPORTED_METRIC, EventValue, Validation
+from escaler.scaling.conditions import (
+    ADVISORY,
+    ADVISORY_HPA_MESSAGE,
+    METRICS_PIPELINE,
+    SCALING_ACTIVE,
+    TARGET_CONFLICT,
+    UNSUPPORTED_METRIC,
+    VALIDATED,
+    ConditionValue,
+    EventValue,
+    Validation,
+    remove_condition,
+    set_condition,
+)
 
-__all__ = ["EVENT_HPA", "HpaSync", "Reporter"]
+__all__ = ["EVENT_HPA", "ConflictCheck", "HpaSync"]
 
 # the reason of the Events about the companion HPA (created, updated, deleted)
 EVENT_HPA = "CompanionHPA"
+# the autoscaling/v2 HPA resource, resolved by the client
+_HPA = (HPA_API_VERSION, HPA_KIND)
 
 _log = logging.getLogger(__name__)
 
-
-class Reporter(Protocol):
-    """What the HPA path needs from the reconciler: status, events, holds, conflicts."""
-
-    def previous_status(self, sync: Sync) -> ElasticScalerStatus: ...
-
-    def write_status(self, sync: Sync, status: ElasticScalerStatus) -> None: ...
-
-    def hold_invalid(self, sync: Sync, scaler: ElasticScaler, validation: Validation,
-                     requeue: float | None = None) -> Result: ...
-
-    def emit(self, sync: Sync, events: Sequence[EventValue], action: str = "Scale") -> None: ...
-
-    def conflict(self, scaler: ElasticScaler, target: TargetKey,
-                 ignore_hpa: str | None = None) -> str | None: ...
-
-
-class Store(Protocol):
-    def get_by_key(self, key: str) -> Any: ...
-
-
-class Writer(Protocol):
-    def create(self, m: Any, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]: ...
-
-    def update(self, m: Any, obj: dict[str, Any]) -> dict[str, Any]: ...
-
-    def delete(self, m: Any, name: str, namespace: str | None = None, propagation_policy: Any = None,
-               preconditions_uid: str | None = None) -> dict[str, Any]: ...
+# why a scaler may not write a target (None: it may); the reconciler's ``conflict``
+ConflictCheck = Callable[[ElasticScaler, TargetKey, str | None], str | None]
 
 
 class HpaSync:
     """See the module docstring."""
 
-    def __init__(self, reporter: Reporter, hpas: Store, client: Writer,
-                 mapping: Callable[[], ResourceMapping], allowed: Callable[[], bool]) -> None:
-        # the reconciler (status, events, holds, conflicts)
+    def __init__(self, reporter: Reporter, hpas: ObjectStore, client: KubeClient,
+                 allowed: Callable[[], bool]) -> None:
+        # status and events
         self._reporter = reporter
         # the HPA informer's cache
         self._hpas = hpas
         # creates, updates and deletes companions
         self._client = client
-        # the autoscaling/v2 HPA mapping (resolved on first use)
-        self._mapping = mapping
         # the manager's write fence
         self._allowed = allowed
 
-    def sync(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations) -> Result:
+    def sync(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations,
+             conflict: ConflictCheck) -> Result:
         ns, name = scaler.namespace, hpa_name(scaler.name)
         generation = scaler.metadata.generation or 0
         status = self._reporter.previous_status(sync)
@@ -120,27 +111,25 @@ class HpaSync:
         try:
             desired = desired_hpa(scaler, ann, pinned_replicas=pinned)
         except UnsupportedMetric as err:
-            return self._reporter.hold_invalid(sync, scaler, Validation(UNSUPPORTED_METRIC, str(err)))
+            return self._reporter.hold(sync, Hold(validation=Validation(UNSUPPORTED_METRIC, str(err))))
         if scaler.spec.mode == Mode.ADVISORY:
             self.delete(sync, scaler)
-            cs = ConditionSet(status.conditions, generation, sync.now_dt)
-            cs.set("Validated", True, "Valid", "the spec is valid")
-            cs.set("ScalingActive", False, "ScalingDisabled",
-                   "Advisory mode with scalingAlgorithm HPA: the companion HPA is not created (it would "
-                   "scale the target); use an escaler algorithm such as apa to get advisory decisions")
-            status.conditions = cs.conditions()
+            conds = self._set(sync, [to_value(c) for c in status.conditions], VALIDATED, True, "Valid",
+                              "the spec is valid")
+            conds = self._set(sync, conds, SCALING_ACTIVE, False, ADVISORY, ADVISORY_HPA_MESSAGE)
+            status.conditions = [to_condition(c) for c in conds]
             status.observed_generation = generation
             self._reporter.write_status(sync, status)
             return Result()
         ref = scaler.spec.target_ref
         target = TargetKey.from_ref(ns, ref.api_version, ref.kind, ref.name)
-        conflict = self._reporter.conflict(scaler, target, ignore_hpa=name)
+        refusal = conflict(scaler, target, name)
         if existing is not None and not owned_by(existing, scaler.metadata.uid or ""):
-            conflict = (f"HorizontalPodAutoscaler {ns}/{name} exists and is not controlled by this "
-                        "ElasticScaler; delete or rename it")
-        if conflict is not None:
+            refusal = (f"HorizontalPodAutoscaler {ns}/{name} exists and is not controlled by this "
+                       "ElasticScaler; delete or rename it")
+        if refusal is not None:
             self.delete(sync, scaler)
-            return self._reporter.hold_invalid(sync, scaler, Validation(TARGET_CONFLICT, conflict))
+            return self._reporter.hold(sync, Hold(validation=Validation(TARGET_CONFLICT, refusal)))
         hpa = existing
         if self._allowed():
             hpa = self._converge(sync, existing, desired)
@@ -157,7 +146,7 @@ class HpaSync:
         if not self._allowed():
             return
         try:
-            self._client.delete(self._mapping(), name, scaler.namespace,
+            self._client.delete(_HPA, name, scaler.namespace,
                                 preconditions_uid=str(existing["metadata"].get("uid") or "") or None)
         except StatusError as err:
             if not is_not_found(err):
@@ -171,7 +160,7 @@ class HpaSync:
         name = desired["metadata"]["name"]
         if existing is None:
             try:
-                created = self._client.create(self._mapping(), desired)
+                created = self._client.create(_HPA, desired)
             except StatusError as err:
                 if err.code == 409:  # AlreadyExists: the cache is behind; next sync compares
                     return None
@@ -190,7 +179,7 @@ class HpaSync:
         refs = [r for r in meta.get("ownerReferences") or () if r.get("controller") is not True]
         meta["ownerReferences"] = [*refs, *desired["metadata"]["ownerReferences"]]
         try:
-            updated = self._client.update(self._mapping(), obj)
+            updated = self._client.update(_HPA, obj)
         except StatusError as err:
             if is_conflict(err):
                 return existing  # changed meanwhile: its update event requeues us
@@ -204,9 +193,9 @@ class HpaSync:
     def _mirror(self, sync: Sync, scaler: ElasticScaler, status: ElasticScalerStatus,
                 hpa: Mapping[str, Any] | None, generation: int, pinned: int | None) -> None:
         ann_pinned = "elasticscaler.io/paused-replicas" in (scaler.metadata.annotations or {})
-        cs = ConditionSet(status.conditions, generation, sync.now_dt)
-        cs.set("Validated", True, "Valid", "the spec is valid")
-        cs.remove("MetricsPipeline")
+        conds = self._set(sync, [to_value(c) for c in status.conditions], VALIDATED, True, "Valid",
+                          "the spec is valid")
+        conds = remove_condition(conds, METRICS_PIPELINE)
         hst = hpa.get("status") if hpa is not None else None
         hst = hst if isinstance(hst, Mapping) else {}
         by_type = {c.get("type"): c for c in hst.get("conditions") or () if isinstance(c, Mapping)}
@@ -215,8 +204,8 @@ class HpaSync:
             c = by_type.get(t)
             if c is None:
                 if t != "ScalingLimited":
-                    cs.set(t, "Unknown", "WaitingForHPA",
-                           f"the HorizontalPodAutoscaler {hname} has not reported {t} yet")
+                    conds = self._set(sync, conds, t, "Unknown", "WaitingForHPA",
+                                      f"the HorizontalPodAutoscaler {hname} has not reported {t} yet")
                 continue
             reason = str(c.get("reason") or "Unknown")
             message = f"HPA {hname}: {c.get('message', '')}"
@@ -225,8 +214,8 @@ class HpaSync:
                 reason = "Paused"
                 message = (f"the companion HPA is pinned to {max(1, pinned)} replicas by "
                            f"elasticscaler.io/{key}; {message}")
-            cs.set(t, str(c.get("status") or "Unknown"), reason, message)
-        status.conditions = cs.conditions()
+            conds = self._set(sync, conds, t, str(c.get("status") or "Unknown"), reason, message)
+        status.conditions = [to_condition(c) for c in conds]
         status.observed_generation = generation
         prev_current = status.current_replicas
         if isinstance(hst.get("currentReplicas"), int):
@@ -247,6 +236,12 @@ class HpaSync:
                 status.last_scale_time = new_last
         status.current_metrics = metric_statuses(scaler, hpa)
         status.deferred_since = None
+
+    @staticmethod
+    def _set(sync: Sync, conds: list[ConditionValue], ctype: str, status: bool | str, reason: str,
+             message: str) -> list[ConditionValue]:
+        return set_condition(conds, ctype, status, reason, message, generation=sync.generation,
+                             now_iso=sync.now_iso)
 
     @staticmethod
     def _current(existing: Mapping[str, Any] | None, status: ElasticScalerStatus) -> int:

@@ -1,56 +1,104 @@
 """MetricsTrigger with an algorithm (SPEC §5.2, §5.4): collect, window, aggregate, run the algorithm.
 
-``MetricsRecommender.recommend(...)`` turns one sync into the pipeline's ``RecommendResult`` and the
-``status.currentMetrics`` rows:
+``MetricsRecommender.recommend(scaler, annotations, snapshot, memory, now=...)`` turns one sync into
+a ``MetricsOutcome``: the pipeline's ``RecommendResult``, the ``status.currentMetrics`` rows, and
+the ``MetricsMemory`` to keep for the next sync. It writes nothing: the caller stores the memory it
+returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports the rest.
 
 * **Cadence.** Metrics are collected at most once per ``--metrics-trigger-poll-interval`` (what
   the poll interval promises the metric backends): a sync woken in between by an event (a target
-  rollout step, a foreign HPA) reuses the last collection's recommendation, against the target
-  as it is now (a recommendation is an absolute count, so reusing it after our own write does
-  not compound: the next step waits for the next poll). A spec or annotation change collects
-  afresh; with polling off (interval 0) every sync collects.
-* **Windows.** Each usable sample enters the scaler's in-memory window; the value handed to the
-  algorithm is the window's aggregate (``metrics.*`` annotations: window, aggregation, missing
-  data policy, outlier filter); old samples are collected (``gcFactor``).
-* **Usable metrics.** Metrics whose aggregate is missing are left out (``MetricsPipeline=False/
-  PartialMetrics``, the errors named); none usable → ``DecisionUnavailable``. On partial metrics
-  the recommendation never scales *down* (a missing metric could be the one asking for more
-  replicas; the HPA does the same).
-* **Algorithm.** The registered function runs on a read-only ``AlgorithmContext``; ``NoDecision``
-  → ``DecisionUnavailable``, ``ValueError`` → ``InvalidSpec``. Each metric's own recommendation
-  (the algorithm on that metric alone) is reported in ``currentMetrics``.
+  rollout step, a foreign HPA) reuses the last collection's outcome, against the target as it is
+  now (a recommendation is an absolute count, so reusing it after our own write does not compound:
+  the next step waits for the next poll). A spec or annotation change collects afresh; with
+  polling off (interval 0) every sync collects. The poller enqueues every scaler once per interval,
+  so a recommendation never needs a timer of its own: the outcome has no requeue time.
+* **Windows.** Each usable sample enters the scaler's in-memory window, keyed by the metric's
+  identity (``window_key``: its index in the spec and a hash of its canonical spec — two metrics
+  with one display name never share a series, and a spec edit starts a fresh one); the value
+  handed to the algorithm is the window's aggregate (``metrics.*`` annotations). A value *per
+  replica* is windowed as the total it was computed from and divided by today's denominator
+  after aggregation — the current count for External/ExternalServer ``AverageValue``, the ready
+  pods' weight for Resource metrics (``Sample.pods``) — because averaging per-replica quotients
+  taken at different counts overshoots after every scale (40 at 2 then at 4 replicas averages to
+  15 per replica, not 10).
+* **Panic window** (``escaler.scaling.window``): the newest sample (panic window) and the peak of
+  the stable window are read alongside the aggregate; the algorithm runs on each and
+  ``window.choose`` picks: the panic window takes over a scale-up, a scale-down waits until the
+  whole window asks for it. The ``currentMetrics`` rows show the values of the window used, and
+  ``RecommendResult.detail`` says which.
+* **Failures.** A read that fails is reported at once — ``RecommendResult.metric_errors`` (the
+  metric's name and the capped error) and the row's ``error`` — on every path, while the decision
+  still comes from the window when the ``missingDataPolicy`` allows it. Metrics whose aggregate is
+  missing are left out (``MetricsPipeline=False/PartialMetrics``); none usable →
+  ``DecisionUnavailable``. On partial metrics the recommendation never scales *down* (a missing
+  metric could be the one asking for more replicas; the HPA does the same).
+* **Algorithm.** The registered function runs on a read-only ``AlgorithmContext``; it may return an
+  ``int`` or an ``AlgorithmResult``; the capped and uncapped counts both go to the pipeline
+  (``RecommendResult.uncapped``: apa's rate cap shows as its own step). ``NoDecision`` →
+  ``DecisionUnavailable``, ``ValueError`` → ``InvalidSpec``. Each metric's own recommendation (the
+  algorithm on that metric alone, capped) is reported in ``currentMetrics``.
 * ``ExternalServer`` endpoints outside ``--allowed-endpoint-hosts`` are refused (``InvalidSpec``)
   before any request. A MetricsTrigger cannot scale a target from zero (``ScalingDisabled``).
+
+State: ``MetricsMemory`` is a frozen value. Its ``MetricWindows`` is a mutable object (a sorted
+list per metric, appended to each poll); ``recommend`` never mutates the one it is given — it
+works on a ``copy()`` (O(samples): ~60 floats per metric at a 2 s poll and the default 60 s x 2
+window) and returns it in the new memory. Copying is cheaper than making the windows persistent
+and keeps every input of a sync unchanged if the caller drops the outcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Protocol
 
-from escaler.api.elasticscaler import ElasticScaler, MetricSpec
+from escaler.api.elasticscaler import ElasticScaler, MetricSpec, MetricsTrigger
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.context import Collected, ScalerMemory, Sync
 from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.scaling.algorithm import AlgorithmContext, MetricValue, NoDecision, Recommendation, is_usable
+from escaler.scaling.algorithm import (
+    Algorithm,
+    AlgorithmContext,
+    AlgorithmResult,
+    MetricValue,
+    NoDecision,
+    PodCounts,
+    Recommendation,
+    as_result,
+    is_usable,
+)
 from escaler.scaling.annotations import ScalerAnnotations
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.pipeline import RecommendResult
 from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm
 from escaler.scaling.text import cap_text
-from escaler.scaling.window import WindowPolicy
+from escaler.scaling.window import PANIC, SETTLING, MetricWindows, WindowChoice, WindowPolicy, choose
 from escaler.signals.collector import metric_name
 from escaler.signals.sample import Sample
 from escaler.targets.snapshot import TargetSnapshot
 
-__all__ = ["ALGORITHM_HISTORY", "REUSE_FRACTION", "Collector", "MetricsRecommender"]
+__all__ = [
+    "ALGORITHM_HISTORY",
+    "REUSE_FRACTION",
+    "Collection",
+    "Collector",
+    "MetricsMemory",
+    "MetricsOutcome",
+    "MetricsRecommender",
+    "window_key",
+]
 
 # past raw recommendations given to an algorithm (AlgorithmContext.history)
 ALGORITHM_HISTORY = 64
 # a sync within this fraction of the poll interval after a collection reuses it (the poller's
 # next enqueue lands exactly one interval later; the slack absorbs scheduling jitter)
 REUSE_FRACTION = 0.8
+# hex digits of the spec hash in a window key (64 bits: no two specs of one scaler collide)
+_KEY_HASH_DIGITS = 16
 
 
 class Collector(Protocol):
@@ -62,8 +110,80 @@ class Collector(Protocol):
     def to_metric_value(self, spec: MetricSpec, sample: Sample) -> MetricValue: ...
 
 
+def window_key(index: int, spec: MetricSpec) -> str:
+    """A metric's window key: ``<index>/<hash of its canonical spec>`` (see the module docstring)."""
+    canonical = json.dumps(spec.to_object(), sort_keys=True, separators=(",", ":"))
+    return f"{index}/{hashlib.sha256(canonical.encode()).hexdigest()[:_KEY_HASH_DIGITS]}"
+
+
+@dataclass(frozen=True)
+class Collection:
+    """One metrics collection and what it recommended (reused until the next poll)."""
+
+    # monotonic time of the collection
+    at: float
+    # metadata.generation and annotations it was made under (a spec change collects afresh)
+    generation: int
+    annotations: tuple[tuple[str, str], ...]
+    recommend: RecommendResult
+    statuses: tuple[MetricStatus, ...]
+
+
+@dataclass(frozen=True)
+class MetricsMemory:
+    """What metricsync keeps about one scaler between syncs (in this process only)."""
+
+    # the sample windows, keyed by window_key; never mutated once in a MetricsMemory (see the module
+    # docstring)
+    windows: MetricWindows = field(default_factory=MetricWindows)
+    # window key → the pod groups of the last read that had them (Resource metrics): the denominator
+    # of the windowed total when this sync's read failed
+    pods: Mapping[str, PodCounts] = field(default_factory=lambda: MappingProxyType({}))
+    # past raw recommendations, oldest first, at most ALGORITHM_HISTORY (AlgorithmContext.history)
+    history: tuple[Recommendation, ...] = ()
+    # the last collection; None before the first
+    last: Collection | None = None
+
+
+@dataclass(frozen=True)
+class MetricsOutcome:
+    """One sync's recommendation, its currentMetrics rows, and the memory to keep."""
+
+    recommend: RecommendResult
+    # status.currentMetrics, in spec order (empty when nothing was read)
+    statuses: tuple[MetricStatus, ...]
+    # store this for the next sync (the same object when the last collection was reused)
+    memory: MetricsMemory
+
+
+@dataclass(frozen=True)
+class _Metric:
+    """One metric after windowing: its values per window and this sync's read error."""
+
+    spec: MetricSpec
+    # the display name (resource, metric name or query)
+    name: str
+    # the stable aggregate as the algorithm reads it (value None: nothing usable in the window)
+    stable: MetricValue
+    # the newest sample of the panic window, per replica like stable.value; None without one
+    panic: float | None
+    # the largest sample of the stable window, likewise; None without one
+    peak: float | None
+    # this sync's read error; None when the read succeeded
+    error: str | None
+
+
+@dataclass(frozen=True)
+class _Windowed:
+    """Every metric after windowing, and the memory that holds the new samples."""
+
+    metrics: tuple[_Metric, ...]
+    errors: tuple[str, ...]
+    memory: MetricsMemory
+
+
 class MetricsRecommender:
-    """See the module docstring; stateless apart from its collaborators (state is in ``ScalerMemory``)."""
+    """See the module docstring; stateless apart from its collaborators (state is ``MetricsMemory``)."""
 
     def __init__(self, collector: Collector | None, metrics: ScalerMetrics, clock: Clock,
                  allowed_hosts: Sequence[str], poll_interval: float) -> None:
@@ -71,138 +191,238 @@ class MetricsRecommender:
         self._collector = collector
         # escaler_metric_errors_total
         self._metrics = metrics
+        # monotonic time of the samples and of the collection cadence
         self._clock = clock
         # --allowed-endpoint-hosts patterns (() = every host)
         self._allowed_hosts = tuple(allowed_hosts)
         # --metrics-trigger-poll-interval (0 = collect on every sync)
         self._poll_interval = poll_interval
 
-    def recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                  snap: TargetSnapshot) -> tuple[RecommendResult, list[MetricStatus]]:
-        """One sync's recommendation and currentMetrics rows (see the module docstring)."""
+    def recommend(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
+                  memory: MetricsMemory, *, now: float) -> MetricsOutcome:
+        """One sync's outcome at wall-clock ``now`` (see the module docstring)."""
         mono = self._clock.monotonic()
         ann_key = tuple(sorted((scaler.metadata.annotations or {}).items()))
         gen = scaler.metadata.generation or 0
-        last = mem.last_metrics
+        last = memory.last
         if (self._poll_interval > 0 and last is not None and last.generation == gen
                 and last.annotations == ann_key and mono - last.at < self._poll_interval * REUSE_FRACTION):
-            return last.recommend, list(last.statuses)
-        rr, statuses = self._collect(sync, scaler, ann, mem, snap)
-        mem.last_metrics = Collected(mono, gen, ann_key, rr, tuple(statuses))
-        return rr, statuses
+            return MetricsOutcome(last.recommend, last.statuses, memory)
+        out = self._collect(scaler, ann, snap, memory, now, mono)
+        kept = replace(out.memory, last=Collection(mono, gen, ann_key, out.recommend, out.statuses))
+        return replace(out, memory=kept)
 
-    def _collect(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                 snap: TargetSnapshot) -> tuple[RecommendResult, list[MetricStatus]]:
+    def _collect(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
+                 memory: MetricsMemory, now: float, mono: float) -> MetricsOutcome:
         mt = scaler.spec.trigger.metrics_trigger
         assert mt is not None
-        total = len(mt.metrics)
-        mono = self._clock.monotonic()
-        mem.windows.policy = WindowPolicy.from_annotations(ann)
-        mem.windows.retain(metric_name(m) for m in mt.metrics)
-        current = snap.spec_replicas
-        # endpoints outside --allowed-endpoint-hosts are refused before any request
-        for i, m in enumerate(mt.metrics):
-            if m.external_server is not None and self._allowed_hosts:
-                try:
-                    host = check_endpoint_url(m.external_server.endpoint)
-                except ValueError as err:
-                    return RecommendResult.invalid(
-                        f"spec.trigger.metricsTrigger.metrics[{i}].externalServer.endpoint: {err}",
-                        total=total), []
-                if not host_allowed(host, self._allowed_hosts):
-                    return RecommendResult.invalid(
-                        f"spec.trigger.metricsTrigger.metrics[{i}].externalServer.endpoint: host {host} "
-                        "is not in --allowed-endpoint-hosts", total=total), []
-        if current == 0:
+        total, current = len(mt.metrics), snap.spec_replicas
+        refused = self._refused(mt)
+        if refused is not None:
+            return MetricsOutcome(refused, (), memory)
+        if current == 0 or self._collector is None:
             # someone switched the workload off: a MetricsTrigger does not scale from zero
             # (ScalingDisabled), so there is nothing to query
-            return RecommendResult.no_decision("metrics", "the target has 0 replicas", total=total,
-                                               can_scale_from_zero=False), []
-        if self._collector is None:
-            return RecommendResult.no_decision("metrics", "no metrics collector configured", total=total,
-                                               can_scale_from_zero=False), []
+            why = "the target has 0 replicas" if current == 0 else "no metrics collector configured"
+            return MetricsOutcome(RecommendResult.no_decision("metrics", why, total=total,
+                                                              can_scale_from_zero=False), (), memory)
         samples = self._collector.collect(scaler.namespace, mt.metrics, snap, current)
-        values: list[MetricValue] = []
-        statuses: list[MetricStatus] = []
-        errors: list[str] = []
+        for _, sample in samples:
+            if sample.error is not None:
+                self._metrics.metric_errors.labels(scaler.namespace, scaler.metadata.name).inc()
         try:
-            for spec, sample in samples:
-                name = metric_name(spec)
-                # A total divided per replica (External/ExternalServer with AverageValue) is windowed
-                # as the total and divided by the *current* count after aggregation: windowing the
-                # per-replica quotient would mix samples taken at different replica counts and
-                # overshoot after every scale (a 40 total at 2 then 4 replicas averages to 15, not 10).
-                per_replica = _total_per_replica(spec)
-                if sample.value is not None:
-                    mem.windows.add(name, mono, sample.value * current if per_replica else sample.value)
-                else:
-                    errors.append(f"{name}: {sample.error}")
-                    self._metrics.metric_errors.labels(sync.req.namespace, sync.req.name).inc()
-                aggregated = mem.windows.aggregate(name, mono)
-                if aggregated is not None and per_replica:
-                    aggregated = aggregated / current
-                agg = Sample(value=aggregated) if aggregated is not None else \
-                    Sample(value=None, error=sample.error or "no sample in the window")
-                mv = self._collector.to_metric_value(spec, agg)
-                values.append(mv)
-                statuses.append(MetricStatus(
-                    name=name[:1024], type=str(spec.type), value=aggregated, target=mv.target_value,
-                    target_type=mv.target_type,
-                    error=cap_text(sample.error) if sample.error is not None else None))
+            windowed = self._window(samples, ann, memory, current, mono)
+        except _Refusal as refusal:
+            return MetricsOutcome(refusal.result, refusal.statuses, refusal.memory)
+        return self._decide(mt, windowed, current, now)
+
+    def _refused(self, mt: MetricsTrigger) -> RecommendResult | None:
+        """InvalidSpec for an ExternalServer endpoint outside --allowed-endpoint-hosts, before any request."""
+        if not self._allowed_hosts:
+            return None
+        for i, m in enumerate(mt.metrics):
+            if m.external_server is None:
+                continue
+            path = f"spec.trigger.metricsTrigger.metrics[{i}].externalServer.endpoint"
+            try:
+                host = check_endpoint_url(m.external_server.endpoint)
+            except ValueError as err:
+                return RecommendResult.invalid(f"{path}: {err}", total=len(mt.metrics))
+            if not host_allowed(host, self._allowed_hosts):
+                return RecommendResult.invalid(f"{path}: host {host} is not in --allowed-endpoint-hosts",
+                                               total=len(mt.metrics))
+        return None
+
+    def _window(self, samples: Sequence[tuple[MetricSpec, Sample]], ann: ScalerAnnotations,
+                memory: MetricsMemory, current: int, mono: float) -> _Windowed:
+        """Add this sync's samples to a copy of the windows and read every metric's values back.
+        ``_Refusal`` for missingDataPolicy Fail (DecisionUnavailable) and an unreadable target
+        (InvalidSpec); the new samples are kept either way."""
+        assert self._collector is not None
+        keys = [window_key(i, spec) for i, (spec, _) in enumerate(samples)]
+        windows = memory.windows.copy(WindowPolicy.from_annotations(ann))
+        windows.retain(keys)
+        pods = {k: p for k, p in memory.pods.items() if k in keys}
+        errors: list[str] = []
+        for key, (spec, sample) in zip(keys, samples, strict=True):
+            if sample.value is not None:
+                windows.add(key, mono, sample.value * _denominator(spec, sample.pods, current))
+                if sample.pods is not None:
+                    pods[key] = sample.pods
+            else:
+                errors.append(f"{metric_name(spec)}: {sample.error}")
+        kept = replace(memory, windows=windows, pods=MappingProxyType(pods))
+        metrics: list[_Metric] = []
+        try:
+            for key, (spec, sample) in zip(keys, samples, strict=True):
+                metrics.append(self._read(windows, key, spec, sample, pods.get(key), current, mono))
         except NoDecision as err:
-            # missingDataPolicy Fail
-            return RecommendResult.no_decision("metrics", str(err), total=total, metric_errors=tuple(errors),
-                                               can_scale_from_zero=False), statuses
+            raise _Refusal(RecommendResult.no_decision(
+                "metrics", str(err), total=len(samples), metric_errors=tuple(errors),
+                can_scale_from_zero=False), _rows(metrics), kept) from None
         except ValueError as err:
-            return (RecommendResult.invalid(f"spec.trigger.metricsTrigger.metrics: {err}", total=total),
-                    statuses)
+            raise _Refusal(RecommendResult.invalid(f"spec.trigger.metricsTrigger.metrics: {err}",
+                                                   total=len(samples)), _rows(metrics), kept) from None
         finally:
-            mem.windows.gc(mono)
-        usable = [v for v in values if is_usable(v.value)]
+            windows.gc(mono)
+        return _Windowed(tuple(metrics), tuple(errors), kept)
+
+    def _read(self, windows: MetricWindows, key: str, spec: MetricSpec, sample: Sample,
+              pods: PodCounts | None, current: int, mono: float) -> _Metric:
+        """One metric's stable, panic and peak values, per replica where the spec says so."""
+        assert self._collector is not None
+        name = metric_name(spec)
+        scale = _denominator(spec, pods, current)
+
+        def per(value: float | None) -> float | None:
+            return None if value is None else value / scale
+
+        stable = per(windows.aggregate(key, mono, metric=name))
+        read = Sample(value=stable, pods=pods) if stable is not None else \
+            Sample(value=None, error=sample.error or "no sample in the window")
+        mv = self._collector.to_metric_value(spec, read)
+        return _Metric(spec, name, mv, per(windows.panic(key, mono)), per(windows.peak(key, mono)),
+                       sample.error)
+
+    def _decide(self, mt: MetricsTrigger, w: _Windowed, current: int, now: float) -> MetricsOutcome:
+        """Run the algorithm on the stable, panic and peak values, choose, and build the rows."""
+        total, errors = len(mt.metrics), w.errors
+        usable = [m for m in w.metrics if is_usable(m.stable.value)]
         if not usable:
-            return RecommendResult.no_decision(
+            return MetricsOutcome(RecommendResult.no_decision(
                 "metrics", "; ".join(errors) or "no usable sample in the window", total=total,
-                metric_errors=tuple(errors), can_scale_from_zero=False), statuses
+                metric_errors=errors, can_scale_from_zero=False), _rows(w.metrics), w.memory)
         try:
             algorithm = get_algorithm(mt.scaling_algorithm)
+            run = _Runner(algorithm, mt.scaling_algorithm, current, mt.algorithm_config or {},
+                          w.memory.history)
+            choice = choose(current, run.on(m.stable for m in usable),
+                            run.optional(usable, lambda m: m.panic), run.optional(usable, lambda m: m.peak))
         except AlgorithmNotRegistered as err:
-            return RecommendResult.invalid(str(err), total=total), statuses
-        config = mt.algorithm_config or {}
-        try:
-            raw = algorithm(AlgorithmContext(current_replicas=current, metrics=tuple(usable), config=config,
-                                             history=mem.algorithm_history))
-            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
-                raise ValueError(f"algorithm {mt.scaling_algorithm!r} returned {raw!r}, not an integer >= 0")
+            return MetricsOutcome(RecommendResult.invalid(str(err), total=total), _rows(w.metrics), w.memory)
         except NoDecision as err:
-            return RecommendResult.no_decision("metrics", str(err), evaluated=len(usable), total=total,
-                                               metric_errors=tuple(errors),
-                                               can_scale_from_zero=False), statuses
+            return MetricsOutcome(RecommendResult.no_decision(
+                "metrics", str(err), evaluated=len(usable), total=total, metric_errors=errors,
+                can_scale_from_zero=False), _rows(w.metrics), w.memory)
         except ValueError as err:
-            return RecommendResult.invalid(f"spec.trigger.metricsTrigger: {err}", total=total), statuses
-        # per-metric recommendations (what each metric alone says), for status.currentMetrics
-        for i, (st, one) in enumerate(zip(statuses, values, strict=True)):
-            if not is_usable(one.value):
-                continue
-            try:
-                alone = algorithm(AlgorithmContext(current_replicas=current, metrics=(one,), config=config,
-                                                   history=mem.algorithm_history))
-                statuses[i] = st.model_copy(update={"recommended_replicas": alone})
-            except (NoDecision, ValueError):
-                pass
-        detail_parts = [f"{v.name[:80]} {v.value:g}/{v.target_value:g} ({v.target_type})" for v in usable
-                        if v.value is not None]
-        if len(usable) < total and raw < current:
-            # partial metrics: never scale down on them
-            detail_parts.append(f"partial metrics: scale-down to {raw} suppressed")
-            raw = current
-        mem.algorithm_history = (*mem.algorithm_history, Recommendation(time=sync.now, replicas=raw))[
-            -ALGORITHM_HISTORY:]
-        return RecommendResult.from_metrics(raw, evaluated=len(usable), total=total,
-                                            detail=", ".join(detail_parts), metric_errors=tuple(errors),
-                                            can_scale_from_zero=False), statuses
+            return MetricsOutcome(RecommendResult.invalid(f"spec.trigger.metricsTrigger: {err}", total=total),
+                                  _rows(w.metrics), w.memory)
+        used = [_used(m, choice) for m in w.metrics]
+        rows = tuple(_row(m, v, run.alone(v)) for m, v in zip(w.metrics, used, strict=True))
+        result, notes = choice.result, _notes(choice, [v for v in used if is_usable(v.value)])
+        if len(usable) < total and result.replicas < current:
+            notes.append(f"partial metrics: scale-down to {result.replicas} suppressed")
+            result = AlgorithmResult(replicas=current, uncapped=current)
+        history = (*w.memory.history, Recommendation(time=now, replicas=result.replicas))[-ALGORITHM_HISTORY:]
+        rr = RecommendResult.from_metrics(result.replicas, evaluated=len(usable), total=total,
+                                          detail=", ".join(notes), metric_errors=errors,
+                                          can_scale_from_zero=False, uncapped=result.uncapped)
+        return MetricsOutcome(rr, rows, replace(w.memory, history=history))
 
 
-def _total_per_replica(spec: MetricSpec) -> bool:
-    """True when the collector reports a workload total divided by the current replica count."""
+class _Refusal(Exception):
+    """A sync that ends after reading: its result, the rows so far, and the memory with the samples."""
+
+    def __init__(self, result: RecommendResult, statuses: tuple[MetricStatus, ...],
+                 memory: MetricsMemory) -> None:
+        super().__init__(result.summary())
+        self.result = result
+        self.statuses = statuses
+        self.memory = memory
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """Runs the algorithm on a set of metric values with the sync's fixed inputs."""
+
+    algorithm: Algorithm
+    name: str
+    current: int
+    config: Mapping[str, str]
+    history: tuple[Recommendation, ...]
+
+    def on(self, metrics: Iterable[MetricValue]) -> AlgorithmResult:
+        """The algorithm on ``metrics``; ``NoDecision``/``ValueError`` as it raises them."""
+        ctx = AlgorithmContext(current_replicas=self.current, metrics=tuple(metrics), config=self.config,
+                               history=self.history)
+        return as_result(self.algorithm(ctx), self.name)
+
+    def optional(self, usable: Sequence[_Metric], pick: Callable[[_Metric], float | None],
+                 ) -> AlgorithmResult | None:
+        """The algorithm with each metric's ``pick`` value where it has one (its stable value
+        elsewhere); None when no metric has one or the algorithm cannot decide on them."""
+        values = [pick(m) for m in usable]
+        if all(v is None for v in values):
+            return None
+        try:
+            return self.on(m.stable if v is None else replace(m.stable, value=v)
+                           for m, v in zip(usable, values, strict=True))
+        except (NoDecision, ValueError):
+            return None
+
+    def alone(self, metric: MetricValue) -> int | None:
+        """What one metric alone recommends (capped), for its row; None when it cannot say."""
+        if not is_usable(metric.value):
+            return None
+        try:
+            return self.on((metric,)).replicas
+        except (NoDecision, ValueError):
+            return None
+
+
+def _denominator(spec: MetricSpec, pods: PodCounts | None, current: int) -> float:
+    """What a windowed total is divided by to give the per-replica value (see the module docstring):
+    the current count (External/ExternalServer AverageValue), the ready pods' weight (Resource), or 1."""
     source = spec.external or spec.external_server
-    return source is not None and str(source.target.type) == "AverageValue"
+    if source is not None and str(source.target.type) == "AverageValue":
+        return float(current)
+    if pods is not None and spec.resource is not None:
+        return pods.ready_weight
+    return 1.0
+
+
+def _used(m: _Metric, choice: WindowChoice) -> MetricValue:
+    """The value of ``m`` the chosen window used (the panic value when the panic window took over)."""
+    if choice.source == PANIC and m.panic is not None and is_usable(m.stable.value):
+        return replace(m.stable, value=m.panic)
+    return m.stable
+
+
+def _notes(choice: WindowChoice, used: Sequence[MetricValue]) -> list[str]:
+    notes = [f"{v.name[:80]} {v.value:g}/{v.target_value:g} ({v.target_type})" for v in used
+             if v.value is not None]
+    if choice.source == PANIC:
+        notes.append("panic window: the newest samples take over the scale-up")
+    elif choice.source == SETTLING:
+        notes.append("scale-down waits until every sample of the window asks for it")
+    return notes
+
+
+def _row(m: _Metric, used: MetricValue, recommended: int | None) -> MetricStatus:
+    return MetricStatus(name=m.name[:1024], type=str(m.spec.type), value=used.value, target=used.target_value,
+                        target_type=used.target_type, recommended_replicas=recommended,
+                        error=cap_text(m.error) if m.error is not None else None)
+
+
+def _rows(metrics: Sequence[_Metric]) -> tuple[MetricStatus, ...]:
+    return tuple(_row(m, m.stable, None) for m in metrics)

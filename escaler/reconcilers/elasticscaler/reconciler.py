@@ -1,31 +1,34 @@
 """The ElasticScaler reconciler (SPEC §3, §4, §5): level-based, one scaler per reconcile.
 
-A reconcile reads the scaler from the informer cache and converges (never trusting the event
-that woke it):
+A reconcile reads the scaler from the informer cache and converges, never trusting the event that
+woke it. It is a chain of small steps; each returns its value or a ``Hold`` (``context.Hold``:
+what to report and when to look again), and one ``report`` (``report.Reporter``) writes status and
+events for either::
 
-1. **Read and validate.** Gone → forget everything held for it (watches, windows, signals,
-   metric series). Malformed or breaking a cross-field rule → ``Validated=False/InvalidSpec``.
-2. **Route by trigger.** ``MetricsTrigger`` + ``HPA`` → the companion HPA (``hpasync``); every
-   other trigger → ``_sync_workload``. A scaler that leaves the HPA path has its companion HPA
-   deleted; one that leaves StateTrigger releases its source informer.
-3. **Resolve the target.** ``spec.targetRef``, or for StateTrigger the end of the targetRef chain
-   from the state source (read from a label-selected dynamic informer; a change on the source
-   enqueues the scaler at once). The target's kind is watched in the scaler's namespace (a
-   dynamic informer, released with the scaler) so that its creation, deletion or rollout
-   progress enqueues the scaler, and reads come from that cache.
-4. **Conflicts.** One scaler per target across escaler kinds (``escaler.reconcilers.bindings``):
-   a younger claimant, or any scaler facing an HPA escaler does not own, reports
-   ``Validated=False/TargetConflict`` and never writes. Advisory scalers never write, so they
-   neither claim nor conflict.
-5. **Recommend** (``metricsync``: metrics through the sample windows and the algorithm;
-   ``statesync``: the State source's ``status.desiredReplicas``; ``signalsync``: the signal
-   rule), **decide** (``escaler.scaling.pipeline``),
-   **write** the target only when the count changes (``ResourceHandler``, optimistic
-   concurrency; a 409 requeues at once), **report** (``conditions_for``; events; status written
-   only when it changed), and **requeue** at the earliest moment the answer can change.
+    load       the cached object → ElasticScaler, parsed and validated (or Hold: InvalidSpec,
+               AlgorithmNotRegistered; an object that does not parse)
+    route      MetricsTrigger + HPA → the companion HPA (``hpasync``); everything else goes on
+    resolve    spec.targetRef, or for StateTrigger the end of the chain from the state source
+               (``statesync``; or Hold: TargetChainInvalid, a source informer not listed yet)
+    claim      one scaler per target across escaler kinds (``escaler.reconcilers.bindings``): a
+               younger claimant, or any scaler facing an HPA escaler does not own, holds with
+               TargetConflict. A StateTrigger scaler first records its claim in status
+               (``resolvedTargetRef``) and writes the target only once the index shows it.
+               Advisory scalers never write, so they neither claim nor conflict.
+    read       the target from its watch cache (``WatchIndex``; a cache not listed yet is a quiet
+               hold — its initial list wakes the scaler) through its ResourceHandler, which also
+               says whether a *template* rollout is in progress; the target's pods give the
+               InsufficientCapacity guard input (``escaler.targets.pods``)
+    recommend  ``metricsync`` (metrics through the sample windows and the algorithm), ``statesync``
+               (the source's ``status.desiredReplicas``), ``signalsync`` (the signal rule)
+    decide     ``escaler.scaling.pipeline.decide``, from the state this process remembers — or, after
+               a restart or a leader change, from state seeded from status
+    write      only when the count changes, only while the manager may write, with optimistic
+               concurrency (a 409 requeues at once)
+    report     conditions (``escaler.scaling.conditions``), events, status — written only when changed
 
-MetricsTrigger polling is the ``MetricsPoller``'s job (``poller.py``); this reconciler only adds
-per-trigger requeues (signal idle timeout and pull interval, stabilization and deferral ends).
+and requeues at the earliest moment the answer can change. MetricsTrigger polling is the
+``MetricsPoller``'s job (``poller.py``). Nothing in a reconcile waits for an informer or a thread.
 """
 
 from __future__ import annotations
@@ -33,49 +36,36 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
-from escaler.api.common import Mode, TargetRef
-from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, ElasticScalerStatus, TriggerType
+from escaler.api.common import Mode
+from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.api.rules import validate
-from escaler.api.scaler import RecentDecision
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
-from escaler.informers.frozen import thaw
-from escaler.kube.discovery import ResourceMapping
-from escaler.kube.events import Recorder
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
-from escaler.reconcilers.elasticscaler.condset import ConditionSet
-from escaler.reconcilers.elasticscaler.context import (
-    Resolved,
-    ScalerMemory,
-    Sync,
-    epoch,
-    regarding,
-    to_condition,
-    to_value,
-    wall,
-)
-from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
+from escaler.reconcilers.elasticscaler.claims import scaler_target
+from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
 from escaler.reconcilers.elasticscaler.hpasync import HpaSync
 from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecommender
+from escaler.reconcilers.elasticscaler.report import Reporter, Synced
 from escaler.reconcilers.elasticscaler.signal import SignalStore
 from escaler.reconcilers.elasticscaler.signalsync import SignalRecommender
-from escaler.reconcilers.elasticscaler.state import ObjectRef
 from escaler.reconcilers.elasticscaler.statesync import (
     CHAIN_RETRY_SECONDS,
-    ChainHold,
-    NotSynced,
+    NOT_SYNCED_RETRY_SECONDS,
     StateResolver,
     recommend_state,
+    watch_key,
 )
-from escaler.reconcilers.elasticscaler.status import StatusWriter
-from escaler.reconcilers.elasticscaler.watches import ROLE_SOURCE, ROLE_TARGET, ScalerWatches
+from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.watchindex import ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
 from escaler.runtime.types import Request, Result
-from escaler.scaling.annotations import AnnotationProblem, ScalerAnnotations, parse_annotations
+from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
 from escaler.scaling.conditions import (
     ALGORITHM_NOT_REGISTERED,
     INVALID_SPEC,
@@ -83,196 +73,316 @@ from escaler.scaling.conditions import (
     TARGET_NOT_FOUND,
     TARGET_UNREADABLE,
     TARGET_WRITE_FAILED,
-    EventValue,
-    SyncOutcome,
     TargetError,
     Validation,
-    conditions_for,
 )
 from escaler.scaling.guards import TargetSnapshot as GuardTarget
-from escaler.scaling.pipeline import Behavior, PipelineInput, PipelineState, decide
+from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm, is_known_algorithm
-from escaler.scaling.text import cap_text
 from escaler.signals.signal_pull import SignalReading
+from escaler.targets.handler import ResourceHandler
+from escaler.targets.pods import Capacity, capacity, select_pods
 from escaler.targets.snapshot import TargetSnapshot, TargetUnreadable
 
-__all__ = ["EVENT_INVALID_ANNOTATION", "Collector", "ElasticScalerReconciler", "HandlerLookup", "KubeWriter",
-           "target_of"]
-
-# the reason of the Warning event reporting an unusable annotation (SPEC §5.4)
-EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
-# how long a sync waits for a freshly started target informer to list (else it reads with a GET)
-TARGET_SYNC_WAIT_SECONDS = 5.0
+__all__ = ["Collector", "ElasticScalerReconciler", "ReconcilerDeps"]
 
 _log = logging.getLogger(__name__)
 
-
-class KubeWriter(Protocol):
-    """What the reconciler writes through (``DynamicClient`` satisfies it)."""
-
-    def get(self, m: Any, name: str, namespace: str | None = None) -> dict[str, Any]: ...
-
-    def create(self, m: Any, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]: ...
-
-    def update(self, m: Any, obj: dict[str, Any]) -> dict[str, Any]: ...
-
-    def delete(self, m: Any, name: str, namespace: str | None = None, propagation_policy: Any = None,
-               preconditions_uid: str | None = None) -> dict[str, Any]: ...
-
-    def patch_status(self, m: Any, name: str, patch: Any, namespace: str | None = None,
-                     patch_type: Any = "merge") -> dict[str, Any]: ...
+# a target read that failed for a transient reason (429, 5xx, connection) is retried this soon
+TARGET_RETRY_SECONDS = CHAIN_RETRY_SECONDS / 2
+# pods are watched per namespace for the InsufficientCapacity guard
+_PODS = ObjectRef("v1", "Pod", "")
 
 
-class Handler(Protocol):
-    def read(self, namespace: str, ref: Any) -> TargetSnapshot: ...
+@dataclass(frozen=True)
+class ReconcilerDeps:
+    """Everything the reconciler talks to; ``setup_elasticscaler`` wires the manager's own."""
 
-    def write_replicas(self, snapshot: TargetSnapshot, replicas: int) -> TargetSnapshot: ...
+    # the ElasticScaler and HPA informer caches
+    scalers: ObjectStore
+    hpas: ObjectStore
+    # API writes (and the GETs no cache can answer)
+    client: KubeClient
+    mapper: Mapper
+    handlers: HandlerLookup
+    recorder: EventSink
+    clock: Clock
+    metrics: ScalerMetrics
+    bindings: TargetBindings
+    watches: WatchIndex
+    signals: SignalStore
+    # reads the metrics; None = none configured (every MetricsTrigger sync: DecisionUnavailable)
+    collector: Collector | None = None
+    # GETs a SignalTrigger endpoint; None = pulls are not possible
+    signal_puller: Callable[[str, float], SignalReading] | None = None
+    # --allowed-endpoint-hosts patterns (() = every host)
+    allowed_hosts: Sequence[str] = ()
+    # --metrics-trigger-poll-interval (0 = collect on every sync)
+    poll_interval: float = 0.0
+    # the manager's write fence; None = always allowed
+    can_write: threading.Event | None = None
+    # namespace scope of the source informers ("" = all namespaces)
+    source_namespace: str = ""
 
 
-class HandlerLookup(Protocol):
-    """``HandlerRegistry``: the ResourceHandler of a target kind (ValueError: bad apiVersion)."""
+@dataclass(frozen=True)
+class _Target:
+    """The write target after ``_read``: its snapshot, its handler, and what its pods say."""
 
-    def handler_for(self, api_version: str, kind: str) -> Any: ...
-
-
-class Mapper(Protocol):
-    def mapping_for(self, api_version: str, kind: str) -> ResourceMapping: ...
-
-
-class Store(Protocol):
-    def get_by_key(self, key: str) -> Any: ...
+    ref: ObjectRef
+    snapshot: TargetSnapshot
+    handler: ResourceHandler
+    pods: Capacity
 
 
-def target_of(obj: Mapping[str, Any]) -> TargetKey | None:
-    """The target an ElasticScaler object claims (for ``TargetBindings``).
+@dataclass(frozen=True)
+class _Written:
+    """What ``_write`` did: written, or the error; ``retry`` = a 409, decide again at once."""
 
-    Advisory scalers claim nothing (they never write). StateTrigger scalers claim the end of
-    their chain, as their status last recorded it (``status.resolvedTargetRef``).
-    """
-    spec = obj.get("spec")
-    meta = obj.get("metadata")
-    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping):
-        return None
-    if spec.get("mode") == Mode.ADVISORY:
-        return None
-    trigger = spec.get("trigger")
-    kind = trigger.get("type") if isinstance(trigger, Mapping) else None
-    if kind == TriggerType.STATE:
-        status = obj.get("status")
-        ref = status.get("resolvedTargetRef") if isinstance(status, Mapping) else None
-    else:
-        ref = spec.get("targetRef")
-    if not isinstance(ref, Mapping) or not ref.get("kind") or not ref.get("name"):
-        return None
-    return TargetKey.from_ref(str(meta.get("namespace") or ""), str(ref.get("apiVersion") or ""),
-                              str(ref["kind"]), str(ref["name"]))
+    written: bool = False
+    error: TargetError | None = None
+    retry: bool = False
 
 
 class ElasticScalerReconciler:
-    """See the module docstring. Construct with ``setup_elasticscaler``; thread-safe per key."""
+    """See the module docstring. Thread-safe: the workqueue never runs one key twice at once."""
 
-    def __init__(
-        self,
-        *,
-        scalers: Store,
-        hpas: Store,
-        client: KubeWriter,
-        mapper: Mapper,
-        handlers: HandlerLookup,
-        collector: Collector | None,
-        recorder: Recorder,
-        clock: Clock,
-        metrics: ScalerMetrics,
-        bindings: TargetBindings,
-        watches: ScalerWatches,
-        signals: SignalStore,
-        signal_puller: Callable[[str, float], SignalReading] | None,
-        allowed_hosts: Sequence[str] = (),
-        poll_interval: float = 0.0,
-        can_write: threading.Event | None = None,
-        source_selector_namespace: str = "",
-    ) -> None:
-        # caches (the ElasticScaler and HPA informers' stores); fixed
-        self._scalers = scalers
-        # API writes, kind resolution, target handlers; fixed
-        self._client = client
-        self._mapper = mapper
-        self._handlers = handlers
-        self._recorder = recorder
-        self._clock = clock
-        self._metrics = metrics
-        self._bindings = bindings
-        self._watches = watches
-        self._signals = signals
-        # the manager's write fence; None = always allowed
-        self._can_write = can_write
-        # status writes only when changed
-        self.status_writer = StatusWriter(client)
+    def __init__(self, deps: ReconcilerDeps) -> None:
+        # collaborators; fixed
+        self._d = deps
+        # the SignalTrigger store, shared with the push API
+        self.signals = deps.signals
+        # status writes and events (also the HPA path's reporter)
+        self.reporter = Reporter(deps.client, deps.mapper, deps.recorder)
         # one helper per trigger path (each module's docstring states its contract)
-        self._hpa = HpaSync(self, hpas, client, self._hpa_map, self._allowed_to_write)
-        self._metrics_rec = MetricsRecommender(collector, metrics, clock, allowed_hosts, poll_interval)
-        self._signal_rec = SignalRecommender(signals, signal_puller, clock, metrics, allowed_hosts)
-        self._state = StateResolver(mapper, watches, client, source_selector_namespace)
-        # guards _memory (entries are only touched by the reconcile of their own key)
+        self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write)
+        self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
+                                               deps.poll_interval)
+        self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,
+                                             deps.allowed_hosts)
+        self._state = StateResolver(deps.mapper, deps.watches, deps.client, deps.source_namespace)
+        # guards _memory (an entry is only touched by the reconcile of its own key)
         self._mu = threading.Lock()
         # scaler → what this process remembers about it
         self._memory: dict[Request, ScalerMemory] = {}
-        # the HPA and ElasticScaler mappings; resolved on first use
-        self._hpa_mapping: ResourceMapping | None = None
-        self._scaler_mapping: ResourceMapping | None = None
 
     # ------------------------------------------------------------------ entry point
 
     def reconcile(self, req: Request) -> Result:
-        obj = self._scalers.get_by_key(str(req))
-        if obj is None:
+        obj = self._d.scalers.get_by_key(str(req))
+        meta = obj.get("metadata") if obj is not None else None
+        if obj is None or not isinstance(meta, Mapping) or meta.get("deletionTimestamp"):
             self.forget(req)
             return Result()
-        meta = obj.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            self.forget(req)
-            return Result()
-        now_dt = self._clock.now()
-        sync = Sync(req, obj, now_dt.timestamp(), now_dt)
-        try:
-            scaler = ElasticScaler.parse(obj)
-        except ValidationError as err:
-            return self._invalid_object(sync, err)
-        mem = self._memory_for(req, scaler.metadata.uid or "")
-        problems = [str(e) for e in validate(scaler)]
-        trigger = scaler.spec.trigger
-        algorithm = trigger.metrics_trigger.scaling_algorithm if trigger.metrics_trigger else ""
-        if trigger.type != TriggerType.STATE:
-            self._watches.drop(req, ROLE_SOURCE)
-        is_hpa = trigger.type == TriggerType.METRICS and algorithm == HPA_ALGORITHM
-        if not is_hpa:
-            self._hpa.delete(sync, scaler)
-        if problems:
-            self._watches.drop(req, ROLE_TARGET)
-            return self.hold_invalid(sync, scaler, Validation(INVALID_SPEC, "; ".join(problems)))
-        # behavior.* (stabilization, step limits) applies to every trigger; metrics.* is only read
-        # by MetricsTrigger, and harmless elsewhere
-        ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True)
-        self._report_annotation_problems(sync, mem, ann_problems)
-        if is_hpa:
-            self._watches.drop(req, ROLE_TARGET)
-            return self._hpa.sync(sync, scaler, ann)
-        if trigger.type == TriggerType.METRICS and not is_known_algorithm(algorithm):
-            self._watches.drop(req, ROLE_TARGET)
-            return self.hold_invalid(sync, scaler, Validation(
-                ALGORITHM_NOT_REGISTERED,
-                f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(algorithm)}"))
-        return self._sync_workload(sync, scaler, ann, mem)
+        now = self._d.clock.now()
+        sync = Sync(req, obj, now.timestamp(), now)
+        loaded = self._load(sync)
+        if isinstance(loaded, Hold):
+            self._d.watches.release(req)
+            return self.reporter.hold(sync, loaded)
+        scaler, ann = loaded
+        if _is_hpa(scaler):
+            self._d.watches.release(req)
+            return self._hpa.sync(sync, scaler, ann, self.conflict)
+        self._hpa.delete(sync, scaler)
+        if scaler.spec.trigger.type != TriggerType.STATE:
+            self._d.watches.drop(req, ROLE_SOURCE)
+        return self._sync_workload(sync, scaler, ann)
 
     def forget(self, req: Request) -> None:
         """The scaler is gone: release everything held for it."""
         with self._mu:
             mem = self._memory.pop(req, None)
-        self._watches.release(req)
-        self._signals.forget(req)
-        self._metrics.forget(req.namespace, req.name)
+        self._d.watches.release(req)
+        self._d.signals.forget(req)
+        self._d.metrics.forget(req.namespace, req.name)
         if mem is not None:
-            self.status_writer.forget(mem.uid)
+            self.reporter.forget(mem.uid)
+
+    # ------------------------------------------------------------------ steps
+
+    def _load(self, sync: Sync) -> tuple[ElasticScaler, ScalerAnnotations] | Hold:
+        try:
+            scaler = ElasticScaler.parse(sync.obj)
+        except ValidationError as err:
+            details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5])
+            _log.warning("ElasticScaler %s does not parse: %s", sync.req, details)
+            return Hold(unparsable=f"the object does not parse: {details}")
+        problems = [str(e) for e in validate(scaler)]
+        if problems:
+            return Hold(validation=Validation(INVALID_SPEC, "; ".join(problems)))
+        mt = scaler.spec.trigger.metrics_trigger
+        if mt is not None and mt.scaling_algorithm != HPA_ALGORITHM and not is_known_algorithm(
+                mt.scaling_algorithm):
+            return Hold(validation=Validation(
+                ALGORITHM_NOT_REGISTERED,
+                f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(mt.scaling_algorithm)}"))
+        # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics
+        ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True)
+        mem = self._memory_for(sync.req, scaler.metadata.uid or "")
+        mem.reported = self.reporter.annotation_problems(sync, mem.reported, ann_problems)
+        return scaler, ann
+
+    def _sync_workload(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations) -> Result:
+        resolved = self._resolve(sync, scaler)
+        if isinstance(resolved, Hold):
+            return self._stop(sync, resolved)
+        ref, state_source = resolved
+        held = self._claim(sync, scaler, ref)
+        if isinstance(held, Claim):
+            return self.reporter.claim(sync, held)
+        if held is not None:
+            return self._stop(sync, held)
+        target = self._read(sync, scaler, ref)
+        if isinstance(target, Hold):
+            return self.reporter.hold(sync, target)
+        mem = self._memory_for(sync.req, scaler.metadata.uid or "")
+        rr, current_metrics = self._recommend(sync, scaler, ann, mem, target, state_source)
+        decision = self._decide(sync, scaler, ann, mem, target, rr)
+        written = self._write(sync, decision, target)
+        if written.retry:
+            return Result(requeue=True)
+        if decision.write and not written.written and written.error is None:
+            return Result()  # no longer allowed to write: write nothing, not even status
+        mem.state = decision.state if written.written or not decision.write else \
+            decision.state_after_failed_write
+        self._d.metrics.desired_replicas.labels(sync.req.namespace, sync.req.name).set(decision.desired)
+        return self.reporter.synced(sync, Synced(
+            decision=decision, target=ref, current_metrics=current_metrics, written=written.written,
+            error=written.error, advisory=scaler.spec.mode == Mode.ADVISORY,
+            recheck_at=target.pods.recheck_at))
+
+    def _stop(self, sync: Sync, hold: Hold) -> Result:
+        """A hold before the target is read: the target watch goes too (nothing will be read)."""
+        if not hold.quiet:
+            self._d.watches.drop(sync.req, ROLE_TARGET)
+            self._d.watches.drop(sync.req, ROLE_PODS)
+        return self.reporter.hold(sync, hold)
+
+    def _resolve(self, sync: Sync, scaler: ElasticScaler) -> tuple[ObjectRef, Resolved | None] | Hold:
+        if scaler.spec.trigger.type != TriggerType.STATE:
+            return ObjectRef.of(scaler.spec.target_ref), None
+        got = self._state.resolve(sync, scaler)
+        return got if isinstance(got, Hold) else (got.target, got)
+
+    def _claim(self, sync: Sync, scaler: ElasticScaler, ref: ObjectRef) -> Hold | Claim | None:
+        """None when this scaler may write ``ref``; a TargetConflict hold; or a claim to record first."""
+        try:
+            key = TargetKey.from_ref(scaler.namespace, ref.api_version, ref.kind, ref.name)
+        except ValueError as err:
+            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef.apiVersion: {err}"))
+        if scaler.spec.mode == Mode.ADVISORY:
+            return None
+        conflict = self.conflict(scaler, key)
+        if conflict is not None:
+            return Hold(validation=Validation(TARGET_CONFLICT, conflict), resolved=ref)
+        if scaler.spec.trigger.type == TriggerType.STATE and scaler_target(sync.obj) != key:
+            return Claim(ref)
+        return None
+
+    def conflict(self, scaler: ElasticScaler, target: TargetKey, ignore_hpa: str | None = None) -> str | None:
+        """Why ``scaler`` may not write ``target``, or None."""
+        created = scaler.metadata.creation_timestamp
+        me = claim_of(ElasticScaler.KIND, {"metadata": {
+            "name": scaler.name, "namespace": scaler.namespace,
+            "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else ""}})
+        winner = self._d.bindings.winner(target, me)
+        if winner != me:
+            return (f"{target.describe()} is already managed by {winner.describe()} (created "
+                    f"{winner.created or 'earlier'}); the older scaler wins, this one never writes")
+        foreign = [h for h in self._d.bindings.foreign_hpas(target) if h != ignore_hpa]
+        if foreign:
+            return (f"{target.describe()} is also scaled by HorizontalPodAutoscaler "
+                    f"{', '.join(foreign)}, which escaler does not own; holding rather than fighting it")
+        return None
+
+    def _read(self, sync: Sync, scaler: ElasticScaler, ref: ObjectRef) -> _Target | Hold:
+        ns, resolved = scaler.namespace, ref
+        try:
+            key = watch_key(self._d.mapper, ns, ref)
+            handler = self._d.handlers.handler_for(ref.api_version, ref.kind)
+        except ValueError as err:
+            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef: {err}"), resolved=resolved)
+        except StatusError as err:
+            if not is_not_found(err):
+                raise
+            return Hold(target_error=TargetError(
+                TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name}: the API server does not serve kind "
+                                  f"{ref.kind} in {ref.api_version}"),
+                        requeue=CHAIN_RETRY_SECONDS, resolved=resolved)
+        self._d.watches.want(sync.req, ROLE_TARGET, key, ns, ref.name)
+        pods_key = watch_key(self._d.mapper, ns, _PODS)
+        self._d.watches.want(sync.req, ROLE_PODS, pods_key)
+        if not self._d.watches.synced(key) or not self._d.watches.synced(pods_key):
+            return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
+        if self._d.watches.cached(key, ns, ref.name) is None:
+            # the cache has listed and the target is not there: its creation event wakes us
+            return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
+                        resolved=resolved)
+        try:
+            snap = handler.read(ns, ref)
+        except TargetUnreadable as err:
+            return Hold(target_error=TargetError(TARGET_UNREADABLE, str(err)), resolved=resolved,
+                        requeue=TARGET_RETRY_SECONDS if err.retryable else None)
+        except StatusError as err:
+            if not is_not_found(err):
+                raise
+            return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
+                        resolved=resolved)
+        pods = select_pods(self._d.watches.listed(pods_key) or (), snap.selector)
+        return _Target(ref, snap, handler, capacity(pods, sync.now))
+
+    def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
+                   target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]]:
+        trigger = scaler.spec.trigger
+        if trigger.type == TriggerType.METRICS:
+            out = self._metrics_rec.recommend(scaler, ann, target.snapshot, mem.metrics, now=sync.now)
+            mem.metrics = out.memory
+            return out.recommend, list(out.statuses)
+        if resolved is not None:
+            return recommend_state(resolved, scaler.namespace), []
+        return self._signal_rec.recommend(sync, scaler, mem, target.snapshot.spec_replicas), []
+
+    def _decide(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
+                target: _Target, rr: RecommendResult) -> Decision:
+        spec, snap = scaler.spec, target.snapshot
+        behavior = Behavior.from_annotations(ann, min_replicas=spec.min_replicas,
+                                             max_replicas=spec.max_replicas,
+                                             defer_timeout_seconds=spec.defer_timeout_seconds)
+        status = self.reporter.previous_status(sync)
+        state = mem.state if mem.state is not None else PipelineState.seed(
+            now=sync.now, current=snap.spec_replicas, deferred_since=epoch(status.deferred_since),
+            last_scale_time=epoch(status.last_scale_time))
+        started = self._d.clock.monotonic()
+        decision = decide(PipelineInput(
+            now=sync.now, current_replicas=snap.spec_replicas, recommend=rr, behavior=behavior,
+            target=guard_input(snap, target.pods), state=state, paused=ann.paused,
+            paused_replicas=ann.paused_replicas, advisory=spec.mode == Mode.ADVISORY))
+        self._d.metrics.decision_latency.observe(max(0.0, self._d.clock.monotonic() - started))
+        return decision
+
+    def _write(self, sync: Sync, decision: Decision, target: _Target) -> _Written:
+        if not decision.write or not self._may_write():
+            return _Written()
+        snap, req = target.snapshot, sync.req
+        counter = self._d.metrics.scale_writes
+        try:
+            target.handler.write_replicas(snap, decision.desired)
+        except StatusError as err:
+            if is_conflict(err):
+                counter.labels(req.namespace, req.name, "conflict").inc()
+                return _Written(retry=True)  # the target changed since it was read: decide again
+            counter.labels(req.namespace, req.name, "error").inc()
+            return _Written(error=TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}"))
+        except (ConnectionFailure, OSError, ValueError) as err:
+            counter.labels(req.namespace, req.name, "error").inc()
+            return _Written(error=TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}"))
+        counter.labels(req.namespace, req.name, "success").inc()
+        _log.info("scaled %s from %d to %d (%s)", snap.describe(), snap.spec_replicas, decision.desired,
+                  decision.reason)
+        return _Written(written=True)
+
+    # ------------------------------------------------------------------ helpers
 
     def _memory_for(self, req: Request, uid: str) -> ScalerMemory:
         with self._mu:
@@ -281,284 +391,24 @@ class ElasticScalerReconciler:
                 mem = self._memory[req] = ScalerMemory(uid=uid)
             return mem
 
-    # ------------------------------------------------------------------ common helpers
+    def _may_write(self) -> bool:
+        return self._d.can_write is None or self._d.can_write.is_set()
 
-    def _scaler_map(self) -> ResourceMapping:
-        if self._scaler_mapping is None:
-            self._scaler_mapping = self._mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
-        return self._scaler_mapping
 
-    def _hpa_map(self) -> ResourceMapping:
-        if self._hpa_mapping is None:
-            self._hpa_mapping = self._mapper.mapping_for(HPA_API_VERSION, HPA_KIND)
-        return self._hpa_mapping
+def guard_input(snap: TargetSnapshot, pods: Capacity) -> GuardTarget:
+    """The guards' view of the target: the handler's template-rollout verdict (one source of truth,
+    with each kind's exceptions), the settling scale-down, and the unschedulable pods."""
+    return GuardTarget(
+        spec_replicas=snap.spec_replicas, status_replicas=snap.status_replicas,
+        rollout_in_progress=snap.rollout_in_progress, rollout_message=snap.rollout_message,
+        settling_scale_down=snap.settling_scale_down,
+        unschedulable_pods=pods.unschedulable, unschedulable_message=pods.message)
 
-    def _allowed_to_write(self) -> bool:
-        return self._can_write is None or self._can_write.is_set()
 
-    def emit(self, sync: Sync, events: Sequence[EventValue], action: str = "Scale") -> None:
-        ref = regarding(sync.obj)
-        for ev in events:
-            try:
-                if ev.type == "Warning":
-                    self._recorder.event(ref, "Warning", ev.reason, action, ev.note)
-                else:
-                    self._recorder.event(ref, "Normal", ev.reason, action, ev.note)
-            except ValueError:
-                _log.exception("cannot record event %s", ev.reason)
-
-    def _report_annotation_problems(self, sync: Sync, mem: ScalerMemory,
-                                    problems: list[AnnotationProblem]) -> None:
-        new = [p for p in problems if p.fallback_message() not in mem.reported]
-        if not new:
-            return
-        self.emit(sync, [EventValue("Warning", EVENT_INVALID_ANNOTATION, p.fallback_message()) for p in new],
-                  action="ParseAnnotations")
-        mem.reported = mem.reported | {p.fallback_message() for p in new}
-
-    def previous_status(self, sync: Sync) -> ElasticScalerStatus:
-        raw = self.status_writer.base_status(sync.obj)
-        if raw:
-            try:
-                return ElasticScalerStatus.model_validate(raw)
-            except ValidationError:
-                _log.warning("status of %s does not parse; rewriting it", sync.req)
-        return ElasticScalerStatus()
-
-    def write_status(self, sync: Sync, status: ElasticScalerStatus) -> None:
-        new = status.to_object()
-        try:
-            self.status_writer.write(self._scaler_map(), sync.obj, new)
-        except StatusError as err:
-            if is_not_found(err):
-                return  # deleted meanwhile; the delete event forgets it
-            raise
-
-    def _apply_conditions(self, sync: Sync, status: ElasticScalerStatus, generation: int,
-                          outcome: SyncOutcome) -> list[EventValue]:
-        previous = [to_value(c) for c in status.conditions]
-        conds, events = conditions_for(outcome, generation, sync.now_iso, previous)
-        status.conditions = [to_condition(c) for c in conds]
-        status.observed_generation = generation
-        return events
-
-    # ------------------------------------------------------------------ holds before any decision
-
-    def _invalid_object(self, sync: Sync, err: ValidationError) -> Result:
-        """The object does not parse (stored before a schema rule, or edited around it)."""
-        details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5])
-        meta = sync.obj.get("metadata") or {}
-        generation = int(meta.get("generation") or 0)
-        raw = sync.obj.get("status")
-        old = thaw(raw) if isinstance(raw, Mapping) else {}
-        cs = ConditionSet(old.get("conditions") or (), generation, sync.now_dt)
-        cs.set("Validated", False, INVALID_SPEC, cap_text(f"the object does not parse: {details}"))
-        cs.set("ScalingActive", False, INVALID_SPEC, cap_text(f"the object does not parse: {details}"))
-        new = dict(old)
-        new["observedGeneration"] = generation
-        new["conditions"] = [c.to_object() for c in cs.conditions()]
-        self.status_writer.write(self._scaler_map(), sync.obj, new)
-        _log.warning("ElasticScaler %s does not parse: %s", sync.req, details)
-        return Result()
-
-    def hold_invalid(self, sync: Sync, scaler: ElasticScaler, validation: Validation,
-                     requeue: float | None = None) -> Result:
-        status = self.previous_status(sync)
-        events = self._apply_conditions(sync, status, scaler.metadata.generation or 0,
-                                        SyncOutcome(validation=validation))
-        self.emit(sync, events)
-        self.write_status(sync, status)
-        sync.wait(requeue)
-        return sync.result()
-
-    # ------------------------------------------------------------------ conflicts
-
-    def conflict(self, scaler: ElasticScaler, target: TargetKey,
-                 ignore_hpa: str | None = None) -> str | None:
-        """Why ``scaler`` may not write ``target``, or None."""
-        me = claim_of(ElasticScaler.KIND, {"metadata": {
-            "name": scaler.name, "namespace": scaler.namespace,
-            "creationTimestamp": scaler.metadata.creation_timestamp.strftime("%Y-%m-%dT%H:%M:%SZ")
-            if scaler.metadata.creation_timestamp else ""}})
-        winner = self._bindings.winner(target, me)
-        if winner != me:
-            return (f"{target.describe()} is already managed by {winner.describe()} (created "
-                    f"{winner.created or 'earlier'}); the older scaler wins, this one never writes")
-        foreign = [h for h in self._bindings.foreign_hpas(target) if h != ignore_hpa]
-        if foreign:
-            return (f"{target.describe()} is also scaled by HorizontalPodAutoscaler "
-                    f"{', '.join(foreign)}, which escaler does not own; holding rather than fighting it")
-        return None
-
-    # ------------------------------------------------------------------ targets
-
-    def target_cache_get(self, api_version: str, kind: str, namespace: str,
-                         name: str) -> Mapping[str, Any] | None:
-        """Informer-cache lookup for the ResourceHandlers (``CacheGet``): only synced target watches."""
-        return self._watches.lookup(api_version, kind, namespace, name, self._mapper)
-
-    # ------------------------------------------------------------------ every other trigger
-
-    def _sync_workload(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations,
-                       mem: ScalerMemory) -> Result:
-        req, ns = sync.req, scaler.namespace
-        generation = scaler.metadata.generation or 0
-        status = self.previous_status(sync)
-        status.hpa_name = None
-        trigger = scaler.spec.trigger
-        resolved: Resolved | None = None
-
-        # -- the target
-        if trigger.type == TriggerType.STATE:
-            got = self._state.resolve(sync, scaler)
-            if isinstance(got, NotSynced):
-                return Result(requeue_after=got.requeue)
-            if isinstance(got, ChainHold):
-                return self.hold_invalid(sync, scaler, got.validation, requeue=got.requeue)
-            resolved = got
-            target_ref = resolved.target
-        else:
-            ref = scaler.spec.target_ref
-            target_ref = ObjectRef(ref.api_version, ref.kind, ref.name)
-        status.resolved_target_ref = TargetRef(api_version=target_ref.api_version, kind=target_ref.kind,
-                                               name=target_ref.name)
-        try:
-            target_key = TargetKey.from_ref(ns, target_ref.api_version, target_ref.kind, target_ref.name)
-        except ValueError as err:
-            return self._target_error(sync, scaler, status, TargetError(
-                INVALID_SPEC, f"spec.targetRef.apiVersion: {err}"), Validation())
-
-        # -- conflicts (Advisory never writes, so it neither claims nor conflicts)
-        advisory = scaler.spec.mode == Mode.ADVISORY
-        if not advisory:
-            conflict = self.conflict(scaler, target_key)
-            if conflict is not None:
-                self._watches.drop(req, ROLE_TARGET)
-                outcome = SyncOutcome(validation=Validation(TARGET_CONFLICT, conflict))
-                events = self._apply_conditions(sync, status, generation, outcome)
-                self.emit(sync, events)
-                self.write_status(sync, status)
-                return sync.result()
-
-        # -- read the target (from the watch cache when synced)
-        try:
-            self._watches.watch_object(req, ROLE_TARGET, ns, target_ref, self._mapper)
-        except ValueError as err:
-            return self._target_error(sync, scaler, status, TargetError(INVALID_SPEC, str(err)),
-                                      Validation())
-        except StatusError as err:
-            if not is_not_found(err):
-                raise
-            sync.wait(CHAIN_RETRY_SECONDS)
-            return self._target_error(sync, scaler, status, TargetError(
-                TARGET_NOT_FOUND, f"{target_ref.kind} {ns}/{target_ref.name}: the API server does not serve "
-                                  f"kind {target_ref.kind} in {target_ref.api_version}"), Validation())
-        self._watches.synced(req, ROLE_TARGET, TARGET_SYNC_WAIT_SECONDS)
-        try:
-            handler = self._handlers.handler_for(target_ref.api_version, target_ref.kind)
-            snap: TargetSnapshot = handler.read(ns, target_ref)
-        except ValueError as err:
-            return self._target_error(sync, scaler, status, TargetError(INVALID_SPEC, str(err)),
-                                      Validation())
-        except TargetUnreadable as err:
-            if err.retryable:
-                sync.wait(CHAIN_RETRY_SECONDS / 2)
-            return self._target_error(sync, scaler, status, TargetError(TARGET_UNREADABLE, str(err)),
-                                      Validation())
-        except StatusError as err:
-            if not is_not_found(err):
-                raise
-            return self._target_error(sync, scaler, status, TargetError(
-                TARGET_NOT_FOUND, f"{target_ref.kind} {ns}/{target_ref.name} not found"), Validation())
-
-        # -- recommend
-        started = self._clock.monotonic()
-        current = snap.spec_replicas
-        if trigger.type == TriggerType.METRICS:
-            rr, metric_statuses_ = self._metrics_rec.recommend(sync, scaler, ann, mem, snap)
-            status.current_metrics = metric_statuses_
-        elif trigger.type == TriggerType.STATE:
-            assert resolved is not None
-            rr = recommend_state(resolved, ns)
-            status.current_metrics = []
-        else:
-            rr = self._signal_rec.recommend(sync, scaler, mem, current)
-            status.current_metrics = []
-
-        # -- decide
-        spec = scaler.spec
-        behavior = Behavior.from_annotations(ann, min_replicas=spec.min_replicas,
-                                             max_replicas=spec.max_replicas,
-                                             defer_timeout_seconds=spec.defer_timeout_seconds)
-        state = mem.state if mem.state is not None else PipelineState(
-            deferred_since=epoch(status.deferred_since), last_forced_write=None)
-        guard_target = GuardTarget(spec_replicas=snap.spec_replicas, generation=snap.generation,
-                                   observed_generation=snap.observed_generation,
-                                   status_replicas=snap.status_replicas,
-                                   updated_replicas=snap.updated_replicas, ready_replicas=snap.ready_replicas)
-        decision = decide(PipelineInput(
-            now=sync.now, current_replicas=current, recommend=rr, behavior=behavior, target=guard_target,
-            state=state, paused=ann.paused, paused_replicas=ann.paused_replicas, advisory=advisory))
-        self._metrics.decision_latency.observe(max(0.0, self._clock.monotonic() - started))
-
-        # -- write
-        target_error: TargetError | None = None
-        written = False
-        if decision.write and self._allowed_to_write():
-            try:
-                handler.write_replicas(snap, decision.desired)
-                written = True
-                self._metrics.scale_writes.labels(req.namespace, req.name, "success").inc()
-                _log.info("scaled %s %s/%s from %d to %d (%s)", snap.kind, ns, snap.name, current,
-                          decision.desired, decision.reason)
-            except StatusError as err:
-                if is_conflict(err):
-                    # the target changed since it was read: re-read and decide again at once
-                    self._metrics.scale_writes.labels(req.namespace, req.name, "conflict").inc()
-                    mem.state = decision.state_after_failed_write
-                    return Result(requeue=True)
-                self._metrics.scale_writes.labels(req.namespace, req.name, "error").inc()
-                target_error = TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}")
-            except (ConnectionFailure, OSError, ValueError) as err:
-                self._metrics.scale_writes.labels(req.namespace, req.name, "error").inc()
-                target_error = TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}")
-        elif decision.write:
-            return Result()  # no longer leader: write nothing, not even status
-        mem.state = decision.state if target_error is None else decision.state_after_failed_write
-
-        # -- report
-        self._metrics.desired_replicas.labels(req.namespace, req.name).set(decision.desired)
-        outcome = SyncOutcome(decision=decision, target_error=target_error, validation=Validation())
-        events = self._apply_conditions(sync, status, generation, outcome)
-        status.current_replicas = current
-        status.desired_replicas = decision.desired
-        since = mem.state.deferred_since
-        status.deferred_since = wall(since) if since is not None else None
-        if written:
-            status.last_scale_time = sync.now_dt.replace(microsecond=0)
-            status.record(RecentDecision(time=sync.now_dt, from_=current, to=decision.desired,
-                                         reason=cap_text(decision.reason), bound_by=decision.bound_by))
-        elif advisory and decision.would_write:
-            last = status.recent_decisions[-1] if status.recent_decisions else None
-            if last is None or (last.from_, last.to) != (current, decision.desired):
-                status.record(RecentDecision(time=sync.now_dt, from_=current, to=decision.desired,
-                                             reason=cap_text("Advisory mode (not written): "
-                                                             + decision.reason),
-                                             bound_by=decision.bound_by))
-        self.emit(sync, events)
-        self.write_status(sync, status)
-        if target_error is not None:
-            return Result(requeue=True)
-        sync.wait(decision.requeue_after)
-        return sync.result()
-
-    def _target_error(self, sync: Sync, scaler: ElasticScaler, status: ElasticScalerStatus, err: TargetError,
-                      validation: Validation | None) -> Result:
-        events = self._apply_conditions(sync, status, scaler.metadata.generation or 0,
-                                        SyncOutcome(target_error=err, validation=validation))
-        self.emit(sync, events, action="GetScale")
-        self.write_status(sync, status)
-        return sync.result()
+def _is_hpa(scaler: ElasticScaler) -> bool:
+    mt = scaler.spec.trigger.metrics_trigger
+    return scaler.spec.trigger.type == TriggerType.METRICS and mt is not None and \
+        mt.scaling_algorithm == HPA_ALGORITHM
 
 
 def _not_registered(name: str) -> str:

@@ -10,18 +10,26 @@ What it registers:
   - ``owns`` autoscaling/v2 HorizontalPodAutoscaler (the companion HPA's status changes wake its
     scaler, which mirrors it, and a hand edit is reverted);
   - ``watches`` HPAs with a mapping to the scalers that claim the HPA's ``scaleTargetRef`` (a
-    foreign HPA appearing or going away), and ElasticScalers with a mapping to the *other*
-    claimants of the same target (when the winner of a conflict goes, the next one takes over);
-* the targets and the StateTrigger sources are watched per scaler on dynamic informers
-  (``ScalerWatches``), released when the scaler goes or changes;
+    foreign HPA appearing or going away), and ElasticScalers with a mapping to *every* claimant of
+    the target an object claims before and after the change (when the winner of a conflict goes
+    or stops being able to act, the next one takes over; a StateTrigger scaler whose claim just
+    reached the index writes at once);
+  - ``watches_source`` the ``WatchIndex``: the targets, the StateTrigger sources, missing chain hops
+    and the targets' pods, on dynamic informers — one handler per watched resource and an index
+    from object to scalers, never one per scaler;
 * the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``;
 * the SignalTrigger push route on the manager's API server (``mgr.api_server``), when there is
   one: ``POST /signal/v1/namespaces/{namespace}/elasticscalers/{name}``, authorized as
   ``update`` on ``elasticscalers/signal``.
 
-Every collaborator the reconciler talks to can be injected (tests, embedding): ``client``
-(writes), ``handlers`` (``HandlerRegistry``), ``collector`` (``MetricsCollector``),
-``signal_puller``; by default they are built on the manager's client and REST connection.
+State shared across scaler kinds — the ``TargetBindings`` index and the ``ScalerMetrics``
+collectors — belongs to the caller that owns the manager (``escaler.cli.manager`` makes one of
+each and passes them to every kind's setup); when none is given, a fresh one is made. Every
+collaborator the reconciler talks to can be injected (tests, embedding): ``client``,
+``handlers``, ``collector``, ``signal_puller``, and ``scaler_store`` (the cache the reconciler
+reads scalers from; tests pass one that lags behind the API, as a real cache can); by default they
+are built on the manager's client and REST connection, and a manager without a client needs
+``client`` and ``handlers``.
 """
 
 from __future__ import annotations
@@ -30,26 +38,24 @@ import base64
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import requests
 
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.informers.factory import ResourceKey
 from escaler.kube.dynamic import DynamicClient
-from escaler.reconcilers.bindings import TargetBindings, bindings_for, hpa_target
+from escaler.reconcilers.bindings import TargetBindings, TargetKey, hpa_target
+from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
+from escaler.reconcilers.elasticscaler.metricsync import Collector
 from escaler.reconcilers.elasticscaler.poller import MetricsPoller
-from escaler.reconcilers.elasticscaler.reconciler import (
-    Collector,
-    ElasticScalerReconciler,
-    HandlerLookup,
-    KubeWriter,
-    target_of,
-)
+from escaler.reconcilers.elasticscaler.reconciler import ElasticScalerReconciler, ReconcilerDeps
 from escaler.reconcilers.elasticscaler.signal import SIGNAL_ROUTE, SignalAPI, SignalStore
-from escaler.reconcilers.elasticscaler.watches import ScalerWatches
-from escaler.reconcilers.scalermetrics import scaler_metrics_for
+from escaler.reconcilers.elasticscaler.statesync import watch_key
+from escaler.reconcilers.ports import HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
+from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.authn import ResourceAttributes
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
@@ -60,9 +66,11 @@ from escaler.runtime.types import Request
 from escaler.scaling.endpoints import host_allowed
 from escaler.signals.collector import MetricsCollector
 from escaler.signals.signal_pull import SignalReading, pull_signal
+from escaler.targets.pods import select_pods
 from escaler.targets.registry import default_registry
 
-__all__ = ["CONTROLLER_NAME", "ElasticScalerController", "setup_elasticscaler"]
+__all__ = ["CONTROLLER_NAME", "DEFAULT_POLL_INTERVAL_SECONDS", "ElasticScalerController", "cache_reader",
+           "pod_lister", "secret_key_reader", "setup_elasticscaler"]
 
 CONTROLLER_NAME = "elasticscaler"
 DEFAULT_POLL_INTERVAL_SECONDS = 30.0
@@ -79,7 +87,7 @@ class ElasticScalerController:
     # None when polling is off
     poller: MetricsPoller | None
     signals: SignalStore
-    watches: ScalerWatches
+    watches: WatchIndex
     bindings: TargetBindings
     # None when the manager has no API server
     signal_api: SignalAPI | None
@@ -94,21 +102,63 @@ def _is_polled(obj: Mapping[str, Any]) -> bool:
     return bool(mt.get("scalingAlgorithm", "apa") != HPA_ALGORITHM)
 
 
+def cache_reader(mapper: Mapper,
+                 watches: WatchIndex) -> Callable[[str, str, str, str], Mapping[str, Any] | None]:
+    """The ResourceHandlers' ``CacheGet``: an object from a listed watch of its kind, else None."""
+
+    def get(api_version: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            key = watch_key(mapper, namespace, ObjectRef(api_version, kind, name))
+        except Exception:  # an unparsable apiVersion or an unserved kind: the handler GETs and says so
+            return None
+        return watches.cached(key, namespace, name)
+
+    return get
+
+
+def pod_lister(mapper: Mapper,
+               watches: WatchIndex) -> Callable[[str, str], Sequence[Mapping[str, Any]] | None]:
+    """The Resource collector's ``PodLister``: the namespace's pod cache the reconciler holds for its
+    targets (``ROLE_PODS``), filtered by selector; None while it has not listed."""
+
+    def pods(namespace: str, selector: str) -> Sequence[Mapping[str, Any]] | None:
+        listed = watches.listed(watch_key(mapper, namespace, ObjectRef("v1", "Pod", "")))
+        return None if listed is None else select_pods(listed, selector)
+
+    return pods
+
+
+def _client_of(mgr: Manager, client: KubeClient | None) -> tuple[KubeClient, DynamicClient | None]:
+    try:
+        dynamic: DynamicClient | None = mgr.client
+    except RuntimeError:  # a manager built on injected fakes has no client
+        dynamic = None
+    if client is not None:
+        return client, dynamic
+    if dynamic is None:
+        raise ValueError("setup_elasticscaler: this manager has no API client; pass client= and handlers=")
+    return dynamic, dynamic
+
+
 def setup_elasticscaler(
     mgr: Manager,
     *,
     poll_interval: float = DEFAULT_POLL_INTERVAL_SECONDS,
     allowed_hosts: Sequence[str] = (),
     max_concurrent_reconciles: int | None = None,
-    client: KubeWriter | None = None,
+    client: KubeClient | None = None,
     handlers: HandlerLookup | None = None,
     collector: Collector | None = None,
     signal_puller: Callable[[str, float], SignalReading] | None = None,
     api_server: Any = None,
     poll_tick: float | None = None,
+    bindings: TargetBindings | None = None,
+    scaler_metrics: ScalerMetrics | None = None,
+    scaler_store: ObjectStore | None = None,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
+    writer, dynamic = _client_of(mgr, client)
     es_map = mgr.mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
     hpa_map = mgr.mapper.mapping_for(HPA_API_VERSION, HPA_KIND)
     # the same keys the builder resolves, so these are the controller's own (shared) informers
@@ -116,14 +166,12 @@ def setup_elasticscaler(
         ResourceKey(es_map.group, es_map.version, es_map.resource, namespace=ns if es_map.namespaced else ""))
     hpa_informer = mgr.informers.informer_for(
         ResourceKey(hpa_map.group, hpa_map.version, hpa_map.resource, namespace=ns))
-    bindings = bindings_for(mgr)
-    bindings.add_source(ElasticScaler.KIND, scaler_informer, target_of)
+    bindings = bindings if bindings is not None else TargetBindings()
+    claims = Claims()
+    bindings.add_source(ElasticScaler.KIND, scaler_informer, claims.target_of)
     bindings.set_hpa_informer(hpa_informer)
-
-    dynamic = _manager_client(mgr)
-    writer: KubeWriter = client if client is not None else (dynamic if dynamic is not None else _NoClient())
-    metrics = scaler_metrics_for(mgr.metrics.registry)
-    signals = SignalStore()
+    metrics = scaler_metrics if scaler_metrics is not None else ScalerMetrics(mgr.metrics.registry)
+    watches = WatchIndex(mgr.dynamic_informers)
     allowed = tuple(allowed_hosts)
 
     def allowed_host(host: str) -> bool:
@@ -131,42 +179,37 @@ def setup_elasticscaler(
 
     if collector is None and mgr.rest is not None and dynamic is not None:
         collector = MetricsCollector(mgr.rest, dynamic, clock=mgr.clock, allowed=allowed_host,
-                                     secret_reader=secret_key_reader(dynamic))
+                                     secret_reader=secret_key_reader(dynamic),
+                                     pod_lister=pod_lister(mgr.mapper, watches))
     if signal_puller is None and mgr.rest is not None:
-        session = requests.Session()
+        signal_puller = _signal_puller(allowed_host, mgr)
+    if handlers is None:
+        assert dynamic is not None  # _client_of refused a manager without one
+        handlers = default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches))
+    reconciler = ElasticScalerReconciler(ReconcilerDeps(
+        scalers=scaler_store if scaler_store is not None else scaler_informer.store,
+        hpas=hpa_informer.store, client=writer, mapper=mgr.mapper,
+        handlers=handlers, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
+        watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
+        allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns))
+    controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
+    poller = _poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick)
+    signal_api = _signal_api(mgr, controller, reconciler, scaler_informer.store, api_server)
+    _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
+              "signal API on" if signal_api is not None else "no signal API")
+    return ElasticScalerController(controller, reconciler, poller, reconciler.signals, watches, bindings,
+                                   signal_api)
 
-        def signal_puller(endpoint: str, timeout: float) -> SignalReading:
-            return pull_signal(session, endpoint, timeout=timeout, allowed=allowed_host, clock=mgr.clock)
 
-    # late-bound: the watches enqueue on the controller's queue, which exists after complete()
-    queue_ref: list[Controller] = []
-
-    def enqueue(req: Request) -> None:
-        if queue_ref:
-            queue_ref[0].enqueue(req)
-
-    watches = ScalerWatches(mgr.dynamic_informers, enqueue)
-    reconciler = ElasticScalerReconciler(
-        scalers=scaler_informer.store, hpas=hpa_informer.store, client=writer, mapper=mgr.mapper,
-        handlers=handlers if handlers is not None else default_registry(
-            cast(DynamicClient, dynamic if dynamic is not None else _NoClient()),
-            cache_get=lambda av, k, n, name: reconciler.target_cache_get(av, k, n, name)),
-        collector=collector, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
-        watches=watches, signals=signals, signal_puller=signal_puller, allowed_hosts=allowed,
-        poll_interval=poll_interval,
-        can_write=mgr.can_write, source_selector_namespace=ns,
-    )
-
-    def others_on_same_target(obj: Mapping[str, Any]) -> list[Request]:
-        return [Request(c.namespace, c.name) for c in bindings.same_target(ElasticScaler.KIND, obj)
-                if c.kind == ElasticScaler.KIND]
+def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBindings, claims: Claims,
+           watches: WatchIndex, max_concurrent_reconciles: int | None) -> Controller:
+    def claimants_of_target(obj: Mapping[str, Any]) -> list[Request]:
+        target = claims.target_of(obj)
+        return [] if target is None else _es_claimants(bindings, target)
 
     def claimants_of_hpa_target(obj: Mapping[str, Any]) -> list[Request]:
         target = hpa_target(obj)
-        if target is None:
-            return []
-        return [Request(c.namespace, c.name) for c in bindings.claimants(target)
-                if c.kind == ElasticScaler.KIND]
+        return [] if target is None else _es_claimants(bindings, target)
 
     builder = (
         ControllerBuilder(mgr)
@@ -177,51 +220,54 @@ def setup_elasticscaler(
         .watches(HPA_API_VERSION, HPA_KIND, EnqueueRequestsFromMapFunc(claimants_of_hpa_target),
                  predicates=[_TargetChanged(hpa_target)])
         .watches(ElasticScaler.API_VERSION, ElasticScaler.KIND,
-                 EnqueueRequestsFromMapFunc(others_on_same_target), predicates=[_TargetChanged(target_of)])
+                 EnqueueRequestsFromMapFunc(claimants_of_target),
+                 predicates=[_TargetChanged(claims.target_of)])
+        .watches_source(watches)
     )
     if max_concurrent_reconciles is not None:
         builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
-    controller = builder.complete(reconciler)
-    queue_ref.append(controller)
-
-    poller: MetricsPoller | None = None
-    if poll_interval > 0:
-        def polled() -> list[Request]:
-            return [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
-                    for o in scaler_informer.store.list() if _is_polled(o)]
-
-        kwargs: dict[str, float] = {} if poll_tick is None else {"tick": poll_tick}
-        poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs)
-        mgr.add(poller, needs_leader_election=True)
-
-    server = api_server if api_server is not None else getattr(mgr, "api_server", None)
-    signal_api: SignalAPI | None = None
-    if server is not None:
-        signal_api = SignalAPI(signals, lambda r: scaler_informer.store.get_by_key(str(r)),
-                               controller.enqueue, mgr.clock)
-        server.add_route("POST", SIGNAL_ROUTE, signal_api.handle, authz=ResourceAttributes(
-            verb="update", group="elasticscaler.io", resource="elasticscalers", subresource="signal",
-            namespace="{namespace}", name="{name}"))
-    _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
-              "signal API on" if server is not None else "no signal API")
-    return ElasticScalerController(controller, reconciler, poller, signals, watches, bindings, signal_api)
+    return builder.complete(reconciler)
 
 
-def _manager_client(mgr: Manager) -> DynamicClient | None:
-    try:
-        return mgr.client
-    except RuntimeError:  # a manager built on injected fakes without a client
+def _es_claimants(bindings: TargetBindings, target: TargetKey) -> list[Request]:
+    return [Request(c.namespace, c.name) for c in bindings.claimants(target) if c.kind == ElasticScaler.KIND]
+
+
+def _poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
+            poll_tick: float | None) -> MetricsPoller | None:
+    if poll_interval <= 0:
         return None
 
+    def polled() -> list[Request]:
+        return [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
+                for o in store.list() if _is_polled(o)]
 
-class _NoClient:
-    """Stands in for the API client of a manager that has none: every call says so."""
+    kwargs: dict[str, float] = {} if poll_tick is None else {"tick": poll_tick}
+    poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs)
+    mgr.add(poller, needs_leader_election=True)
+    return poller
 
-    def __getattr__(self, name: str) -> Any:
-        def refuse(*_args: Any, **_kwargs: Any) -> Any:
-            raise RuntimeError(f"ElasticScaler reconciler: {name}() needs an API client, and this manager "
-                               "was built without one (pass client= and handlers= to setup_elasticscaler)")
-        return refuse
+
+def _signal_api(mgr: Manager, controller: Controller, reconciler: ElasticScalerReconciler, store: Any,
+                api_server: Any) -> SignalAPI | None:
+    server = api_server if api_server is not None else getattr(mgr, "api_server", None)
+    if server is None:
+        return None
+    api = SignalAPI(reconciler.signals, lambda r: store.get_by_key(str(r)), controller.enqueue, mgr.clock)
+    server.add_route("POST", SIGNAL_ROUTE, api.handle, authz=ResourceAttributes(
+        verb="update", group="elasticscaler.io", resource="elasticscalers", subresource="signal",
+        namespace="{namespace}", name="{name}"))
+    return api
+
+
+def _signal_puller(allowed_host: Callable[[str], bool],
+                   mgr: Manager) -> Callable[[str, float], SignalReading]:
+    session = requests.Session()
+
+    def pull(endpoint: str, timeout: float) -> SignalReading:
+        return pull_signal(session, endpoint, timeout=timeout, allowed=allowed_host, clock=mgr.clock)
+
+    return pull
 
 
 class _TargetChanged:

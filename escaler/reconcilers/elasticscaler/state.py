@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from escaler.kube.discovery import parse_api_version
+from escaler.reconcilers.ports import ObjectRef
 
 __all__ = [
     "LABEL_NAME",
@@ -45,35 +45,6 @@ __all__ = [
 LABEL_NAME = "elasticscaler.io/name"
 LABEL_NAMESPACE = "elasticscaler.io/namespace"
 MAX_CHAIN_HOPS = 5
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """An object in the scaler's namespace, by apiVersion, kind and name."""
-
-    api_version: str
-    kind: str
-    name: str
-
-    @property
-    def group(self) -> str:
-        return parse_api_version(self.api_version)[0]
-
-    @property
-    def identity(self) -> tuple[str, str, str]:
-        """Group, kind, name: what makes two references the same object (version does not)."""
-        return (self.group, self.kind, self.name)
-
-    def describe(self) -> str:
-        return f"{self.kind} {self.name}"
-
-    @classmethod
-    def from_mapping(cls, ref: Mapping[str, Any]) -> ObjectRef:
-        api_version, kind, name = ref.get("apiVersion"), ref.get("kind"), ref.get("name")
-        if not all(isinstance(v, str) and v for v in (api_version, kind, name)):
-            raise ValueError("needs apiVersion, kind and name")
-        parse_api_version(str(api_version))
-        return cls(str(api_version), str(kind), str(name))
 
 
 class ChainError(Exception):

@@ -1,0 +1,108 @@
+"""Which target an ElasticScaler object claims in the binding index (``escaler.reconcilers.bindings``).
+
+``target_of(obj)`` is the index function: it reads only the cached object (level-based, the same
+answer in every replica) and returns the ``TargetKey`` the scaler holds, or None. SPEC §5's "the
+older scaler wins" is only fair when the winner can act, so a scaler claims **nothing** when:
+
+* it is Advisory (it never writes);
+* its spec cannot produce a decision: the object does not parse, a cross-field rule fails, its
+  algorithm is not registered in this process, or it asks the companion HPA for a metric an HPA
+  cannot read (``ExternalServer``) — an invalid older scaler must not block a valid younger one;
+* it is a StateTrigger whose chain is not resolved: a StateTrigger claims the end of its chain as
+  its status records it (``status.resolvedTargetRef``), which the reconciler writes *before* its
+  first write to that target and clears when the chain breaks, so there is never a window in which
+  two scalers write one target.
+
+Validity depends only on the spec (``metadata.generation``), so ``Claims`` computes it once per
+(uid, generation) and keeps it in a bounded cache it owns (one ``Claims`` per controller, made by
+``setup_elasticscaler``): the index function runs on every update of every scaler, status writes
+included. ``scaler_target`` is the plain reading, for the reconciler's own claim check.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from cachetools import LRUCache
+from pydantic import ValidationError
+
+from escaler.api.common import Mode
+from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
+from escaler.api.rules import validate
+from escaler.reconcilers.bindings import TargetKey
+from escaler.scaling.registry import is_known_algorithm
+
+__all__ = ["VALIDITY_CACHE_SIZE", "Claims", "scaler_target", "spec_can_act"]
+
+# (uid, generation) entries kept by one Claims; one per live scaler is plenty
+VALIDITY_CACHE_SIZE = 65536
+
+
+def spec_can_act(obj: Mapping[str, Any]) -> bool:
+    """True when the spec of ``obj`` can produce a decision (uncached; see the module docstring)."""
+    try:
+        scaler = ElasticScaler.parse(obj)
+    except (ValidationError, ValueError, TypeError):
+        return False
+    if list(validate(scaler)):
+        return False
+    mt = scaler.spec.trigger.metrics_trigger
+    if mt is None:
+        return True
+    if mt.scaling_algorithm == HPA_ALGORITHM:
+        return not any(m.external_server is not None for m in mt.metrics)
+    return is_known_algorithm(mt.scaling_algorithm)
+
+
+def scaler_target(obj: Mapping[str, Any]) -> TargetKey | None:
+    """The target the object names or records, ignoring whether it may hold it."""
+    spec, meta = obj.get("spec"), obj.get("metadata")
+    if not isinstance(spec, Mapping) or not isinstance(meta, Mapping):
+        return None
+    trigger = spec.get("trigger")
+    if isinstance(trigger, Mapping) and trigger.get("type") == TriggerType.STATE:
+        status = obj.get("status")
+        ref = status.get("resolvedTargetRef") if isinstance(status, Mapping) else None
+    else:
+        ref = spec.get("targetRef")
+    if not isinstance(ref, Mapping) or not ref.get("kind") or not ref.get("name"):
+        return None
+    try:
+        return TargetKey.from_ref(str(meta.get("namespace") or ""), str(ref.get("apiVersion") or ""),
+                                  str(ref["kind"]), str(ref["name"]))
+    except ValueError:
+        return None
+
+
+class Claims:
+    """The binding index function of ElasticScalers, with its validity cache."""
+
+    def __init__(self, cache_size: int = VALIDITY_CACHE_SIZE) -> None:
+        # guards _validity (index functions run on informer threads)
+        self._mu = threading.Lock()
+        # (uid, generation) → spec_can_act of that spec; bounded LRU
+        self._validity: LRUCache[tuple[str, int], bool] = LRUCache(maxsize=cache_size)
+
+    def can_act(self, obj: Mapping[str, Any]) -> bool:
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        key = (str(meta.get("uid") or meta.get("name") or ""), int(meta.get("generation") or 0))
+        with self._mu:
+            found = self._validity.get(key)
+        if found is None:
+            found = spec_can_act(obj)
+            with self._mu:
+                self._validity[key] = found
+        return found
+
+    def target_of(self, obj: Mapping[str, Any]) -> TargetKey | None:
+        """The target ``obj`` holds in the binding index, or None (see the module docstring)."""
+        spec = obj.get("spec")
+        if not isinstance(spec, Mapping) or spec.get("mode") == Mode.ADVISORY:
+            return None
+        key = scaler_target(obj)
+        if key is None or not self.can_act(obj):
+            return None
+        return key

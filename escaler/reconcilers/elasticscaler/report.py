@@ -1,0 +1,229 @@
+"""``Reporter``: the one place an ElasticScaler sync becomes status and events (SPEC §3).
+
+Every path of a reconcile ends here, with one of:
+
+* ``hold(sync, Hold)`` — the sync stopped before the pipeline. A validation failure sets
+  ``Validated=False`` (and ``ScalingActive=False/InvalidSpec`` when the spec cannot produce a
+  decision) and drops ``status.resolvedTargetRef`` unless the hold is a TargetConflict (a waiting
+  claimant keeps its place in line); a target error sets ``AbleToScale=False`` and nothing else; an
+  object that does not parse says so on Validated and ScalingActive; a quiet hold writes nothing.
+* ``claim(sync, Claim)`` — a StateTrigger scaler records the end of its chain in
+  ``status.resolvedTargetRef`` and writes nothing else: its next sync (woken by the binding index
+  change, or the backstop requeue) writes the target once the index shows the claim.
+* ``synced(sync, Synced)`` — the pipeline ran: conditions from ``conditions_for``, the counts,
+  ``deferredSince``, ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
+  write, or in Advisory mode a would-be write that differs from the last one recorded).
+
+Status is written only when it changed (``StatusWriter``); events go through the recorder, which
+aggregates repeats. The conditions engine is ``escaler.scaling.conditions`` — there is no other.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from escaler.api.common import TargetRef
+from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus
+from escaler.api.scaler import MetricStatus, RecentDecision
+from escaler.errors import StatusError, is_not_found
+from escaler.informers.frozen import thaw
+from escaler.kube.discovery import ResourceMapping
+from escaler.reconcilers.elasticscaler.context import (
+    Claim,
+    Hold,
+    Sync,
+    regarding,
+    to_condition,
+    to_value,
+    wall,
+)
+from escaler.reconcilers.elasticscaler.status import StatusWriter
+from escaler.reconcilers.ports import EventSink, KubeClient, Mapper, ObjectRef
+from escaler.runtime.types import Result
+from escaler.scaling.annotations import AnnotationProblem
+from escaler.scaling.conditions import (
+    INVALID_SPEC,
+    TARGET_CONFLICT,
+    EventValue,
+    SyncOutcome,
+    TargetError,
+    Validation,
+    conditions_for,
+)
+from escaler.scaling.pipeline import Decision
+from escaler.scaling.text import cap_text
+
+__all__ = ["CLAIM_RECHECK_SECONDS", "EVENT_INVALID_ANNOTATION", "Reporter", "Synced"]
+
+# the reason of the Warning event reporting an unusable annotation (SPEC §5.4)
+EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
+# backstop requeue after recording a claim (the binding index update normally wakes the scaler first)
+CLAIM_RECHECK_SECONDS = 2.0
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Synced:
+    """A sync in which the pipeline ran."""
+
+    decision: Decision
+    # the target written (or that would be)
+    target: ObjectRef
+    current_metrics: Sequence[MetricStatus]
+    # the write happened
+    written: bool
+    # the write failed (TargetWriteFailed)
+    error: TargetError | None
+    advisory: bool
+    # when an Unschedulable pod leaves its grace period (epoch seconds), if one is inside it
+    recheck_at: float | None = None
+
+
+def _ref(ref: ObjectRef) -> TargetRef:
+    return TargetRef(api_version=ref.api_version, kind=ref.kind, name=ref.name)
+
+
+class Reporter:
+    """Status and events of ElasticScalers; see the module docstring. Thread-safe."""
+
+    def __init__(self, client: KubeClient, mapper: Mapper, recorder: EventSink) -> None:
+        # status patches, only when changed
+        self._writer = StatusWriter(client)
+        # resolves the ElasticScaler resource
+        self._mapper = mapper
+        self._recorder = recorder
+
+    @property
+    def writer(self) -> StatusWriter:
+        return self._writer
+
+    # ------------------------------------------------------------------ building blocks
+
+    def mapping(self) -> ResourceMapping:
+        return self._mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
+
+    def previous_status(self, sync: Sync) -> ElasticScalerStatus:
+        raw = self._writer.base_status(sync.obj)
+        if raw:
+            try:
+                return ElasticScalerStatus.model_validate(raw)
+            except ValidationError:
+                _log.warning("status of %s does not parse; rewriting it", sync.req)
+        return ElasticScalerStatus()
+
+    def write_status(self, sync: Sync, status: ElasticScalerStatus) -> None:
+        try:
+            self._writer.write(self.mapping(), sync.obj, status.to_object())
+        except StatusError as err:
+            if not is_not_found(err):
+                raise  # deleted meanwhile is fine: the delete event forgets it
+
+    def emit(self, sync: Sync, events: Sequence[EventValue], action: str = "Scale") -> None:
+        ref = regarding(sync.obj)
+        for ev in events:
+            try:
+                self._recorder.event(ref, "Warning" if ev.type == "Warning" else "Normal", ev.reason, action,
+                                     ev.note)
+            except ValueError:
+                _log.exception("cannot record event %s", ev.reason)
+
+    def apply(self, sync: Sync, status: ElasticScalerStatus, outcome: SyncOutcome) -> list[EventValue]:
+        """Set ``status.conditions`` from ``outcome`` (the one condition engine) and observedGeneration."""
+        conds, events = conditions_for(outcome, sync.generation, sync.now_iso,
+                                       [to_value(c) for c in status.conditions])
+        status.conditions = [to_condition(c) for c in conds]
+        status.observed_generation = sync.generation
+        return events
+
+    def annotation_problems(self, sync: Sync, reported: frozenset[str],
+                            problems: Sequence[AnnotationProblem]) -> frozenset[str]:
+        """Report each unusable annotation once (a Warning event); returns the set reported so far."""
+        new = [p.fallback_message() for p in problems if p.fallback_message() not in reported]
+        if new:
+            self.emit(sync, [EventValue("Warning", EVENT_INVALID_ANNOTATION, m) for m in new],
+                      action="ParseAnnotations")
+        return reported | frozenset(new)
+
+    def forget(self, uid: str) -> None:
+        self._writer.forget(uid)
+
+    # ------------------------------------------------------------------ the three endings
+
+    def hold(self, sync: Sync, hold: Hold) -> Result:
+        if hold.quiet:
+            return Result(requeue_after=hold.requeue) if hold.requeue else Result()
+        status = self._hold_base(sync, hold)
+        if hold.unparsable is not None:
+            outcome = SyncOutcome(validation=Validation(INVALID_SPEC, cap_text(hold.unparsable)))
+            action = "Validate"
+        elif hold.target_error is not None:
+            outcome, action = SyncOutcome(target_error=hold.target_error), "GetScale"
+        else:
+            outcome, action = SyncOutcome(validation=hold.validation), "Validate"
+        self.emit(sync, self.apply(sync, status, outcome), action=action)
+        self.write_status(sync, status)
+        sync.wait(hold.requeue)
+        return sync.result()
+
+    def _hold_base(self, sync: Sync, hold: Hold) -> ElasticScalerStatus:
+        if hold.unparsable is not None:
+            # the status may not parse either: keep what does, as plain data
+            raw = sync.obj.get("status")
+            old = thaw(raw) if isinstance(raw, Mapping) else {}
+            try:
+                return ElasticScalerStatus.model_validate(old)
+            except ValidationError:
+                return ElasticScalerStatus()
+        status = self.previous_status(sync)
+        status.hpa_name = None
+        keeps_claim = hold.target_error is not None or (
+            hold.validation is not None and hold.validation.reason == TARGET_CONFLICT)
+        if not keeps_claim:
+            status.resolved_target_ref = None  # a scaler that cannot act holds no target
+        elif hold.resolved is not None:
+            status.resolved_target_ref = _ref(hold.resolved)
+        return status
+
+    def claim(self, sync: Sync, claim: Claim) -> Result:
+        status = self.previous_status(sync)
+        status.hpa_name = None
+        status.resolved_target_ref = _ref(claim.target)
+        self.write_status(sync, status)
+        _log.info("ElasticScaler %s claims %s before writing it", sync.req, claim.target.describe())
+        return Result(requeue_after=CLAIM_RECHECK_SECONDS)
+
+    def synced(self, sync: Sync, s: Synced) -> Result:
+        d = s.decision
+        status = self.previous_status(sync)
+        status.hpa_name = None
+        status.resolved_target_ref = _ref(s.target)
+        status.current_metrics = list(s.current_metrics)
+        events = self.apply(sync, status,
+                            SyncOutcome(decision=d, target_error=s.error, validation=Validation()))
+        status.current_replicas = d.current
+        status.desired_replicas = d.desired
+        state = d.state if s.error is None else d.state_after_failed_write
+        status.deferred_since = wall(state.deferred_since) if state.deferred_since is not None else None
+        if s.written:
+            status.last_scale_time = sync.now_dt.replace(microsecond=0)
+            status.record(RecentDecision(time=sync.now_dt, from_=d.current, to=d.desired,
+                                         reason=cap_text(d.reason), bound_by=d.bound_by))
+        elif s.advisory and d.would_write:
+            last = status.recent_decisions[-1] if status.recent_decisions else None
+            if last is None or (last.from_, last.to) != (d.current, d.desired):
+                status.record(RecentDecision(time=sync.now_dt, from_=d.current, to=d.desired,
+                                             reason=cap_text("Advisory mode (not written): " + d.reason),
+                                             bound_by=d.bound_by))
+        self.emit(sync, events)
+        self.write_status(sync, status)
+        if s.error is not None:
+            return Result(requeue=True)
+        sync.wait(d.requeue_after)
+        if s.recheck_at is not None:
+            sync.wait(s.recheck_at - sync.now)
+        return sync.result()
