@@ -27,9 +27,10 @@ from typing import Any, Literal, Protocol
 from escaler.kube.discovery import ResourceMapping, parse_api_version
 from escaler.kube.events import Recorder as EventSink
 from escaler.targets.handler import ResourceHandler
+from escaler.targets.snapshot import TargetRefLike
 
 __all__ = ["EventSink", "HandlerLookup", "KubeClient", "Mapper", "ObjectRef", "ObjectStore", "Resource",
-           "TargetRefFields"]
+           "TargetRefLike"]
 
 Resource = ResourceMapping | tuple[str, str]
 PropagationPolicy = Literal["Foreground", "Background", "Orphan"]
@@ -72,19 +73,6 @@ class HandlerLookup(Protocol):
     def handler_for(self, api_version: str, kind: str) -> ResourceHandler: ...
 
 
-class TargetRefFields(Protocol):
-    """Anything with apiVersion, kind and name (``escaler.api.TargetRef``)."""
-
-    @property
-    def api_version(self) -> str: ...
-
-    @property
-    def kind(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-
 @dataclass(frozen=True)
 class ObjectRef:
     """An object in the scaler's namespace, by apiVersion, kind and name."""
@@ -106,7 +94,7 @@ class ObjectRef:
         return f"{self.kind} {self.name}"
 
     @classmethod
-    def of(cls, ref: TargetRefFields) -> ObjectRef:
+    def of(cls, ref: TargetRefLike) -> ObjectRef:
         return cls(ref.api_version, ref.kind, ref.name)
 
     @classmethod

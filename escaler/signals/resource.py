@@ -47,7 +47,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -55,6 +54,7 @@ from escaler.api.quantity import parse_quantity
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.rest import RestClient
+from escaler.kube.timestamps import epoch_seconds
 from escaler.scaling.algorithm import MetricValue, PodCounts
 from escaler.scaling.apa import recommend_metric
 from escaler.signals.metricsapi import RESOURCE_METRICS_API, get_items
@@ -176,16 +176,6 @@ def _counted(pod: _Obj) -> bool:
     return not md.get("deletionTimestamp") and status.get("phase") not in ("Failed", "Succeeded")
 
 
-def _time(value: object) -> float | None:
-    """An RFC 3339 timestamp as epoch seconds; None when absent or unparsable."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -210,16 +200,16 @@ def _ready_condition(pod: _Obj) -> _Obj | None:
 def _cpu_unready(pod: _Obj, item: _Obj, now: float) -> bool:
     """The HPA's test of whether a cpu sample of a Running pod is not representative yet."""
     cond = _ready_condition(pod)
-    start = _time(_dict(pod.get("status")).get("startTime"))
+    start = epoch_seconds(_dict(pod.get("status")).get("startTime"))
     if cond is None or start is None:
         return True
     not_ready = cond.get("status") == "False"
     # an absent lastTransitionTime reads as the beginning of time, as Go's zero time.Time does
-    transition = _time(cond.get("lastTransitionTime"))
+    transition = epoch_seconds(cond.get("lastTransitionTime"))
     if start + CPU_INITIALIZATION_PERIOD_SECONDS > now:
         if not_ready:
             return True
-        sampled, window = _time(item.get("timestamp")), _duration(item.get("window"))
+        sampled, window = epoch_seconds(item.get("timestamp")), _duration(item.get("window"))
         # a sample without a timestamp cannot be shown stale; one within a window of the
         # transition may still average in the not-ready time
         return sampled is not None and transition is not None and sampled < transition + (window or 0.0)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from escaler.kube.labels import parse_selector
+from escaler.kube.timestamps import epoch_seconds
 
 __all__ = ["UNSCHEDULABLE_GRACE_SECONDS", "Capacity", "capacity", "select_pods"]
 
@@ -47,15 +47,6 @@ class Capacity:
     recheck_at: float | None = None
 
 
-def _time(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _unschedulable_since(pod: _Obj) -> tuple[float, str] | None:
     raw_meta, raw_status = pod.get("metadata"), pod.get("status")
     meta: _Obj = raw_meta if isinstance(raw_meta, Mapping) else {}
@@ -65,7 +56,9 @@ def _unschedulable_since(pod: _Obj) -> tuple[float, str] | None:
     for cond in status.get("conditions") or ():
         if (isinstance(cond, Mapping) and cond.get("type") == "PodScheduled"
                 and cond.get("status") == "False" and cond.get("reason") == "Unschedulable"):
-            since = _time(cond.get("lastTransitionTime")) or _time(meta.get("creationTimestamp"))
+            since = epoch_seconds(cond.get("lastTransitionTime"))
+            if since is None:
+                since = epoch_seconds(meta.get("creationTimestamp"))
             return (since if since is not None else 0.0), str(cond.get("message") or "")
     return None
 
