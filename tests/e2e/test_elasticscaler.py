@@ -204,7 +204,8 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
                           f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    for step in ("1. Inputs", "2. Recommendation", "3. Stabilization", "6. Guard", "7. Write"):
+    for step in ("1. Inputs", "2. Recommendation", "3. Rate limit", "4. Stabilization", "5. Step limits",
+                 "6. Clamp", "7. Guard", "8. Write"):
         assert step in out.stdout, out.stdout
     assert "ScaleDownStabilized" in out.stdout and "waiting" in out.stdout, out.stdout
     # after the window: 12 in total wants 2 (apa halves per step at most: 6 → 3 → 2)
@@ -293,12 +294,16 @@ def test_c_resource_metrics_through_metrics_k8s_io(
         },
     }
     apply(cluster, namespace, scaler("c", "llm-c", trig, annotations=FAST))
-    # every pod (new ones too) reports 140 %, so it keeps doubling (2 → 4 → 8) up to maxReplicas 10
-    eventually(
-        lambda: replicas(cluster, namespace, "llm-c") == 10,
-        timeout=60,
-        what=f"140% of a 70% target, doubling up to maxReplicas 10; log:\n{mlog(manager)}",
-    )
+    # every pod (new ones too) reports 140 %, so it keeps doubling (2 → 4 → 8) up to maxReplicas 10.
+    # As the HPA does, a new pod's cpu sample only counts once it was taken a full metrics window
+    # (30 s here) after the pod became Ready; until then the new pods count as 0 % on a scale-up,
+    # which holds the count (capacity on the way, not double-counted) — so each step takes a window.
+    for want in (4, 8, 10):
+        eventually(
+            lambda w=want: replicas(cluster, namespace, "llm-c") == w,
+            timeout=60,
+            what=f"140% of a 70% target: {want}; log:\n{mlog(manager)}",
+        )
     obj = wait_cond(cluster, namespace, "c", "ScalingLimited", "True", "TooManyReplicas", manager)
     m = obj["status"]["currentMetrics"][0]
     assert float(m["value"]) == pytest.approx(140, abs=1)
@@ -567,6 +572,16 @@ def test_i_advisory_mode_never_writes_the_target(
     time.sleep(4)
     dep = cluster.kubectl_json("get", "deployment", "llm-i", "-n", namespace)
     assert (dep["spec"]["replicas"], dep["metadata"]["generation"]) == (2, 1)  # never written
+    # the advice is bound by apa's rate cap (8 → 4): reported as its own step, in status and explain
+    obj = es(cluster, namespace, "i")
+    assert cond(obj, "ScalingLimited")[:2] == ("True", "ScaleUpLimit")
+    assert obj["status"]["recentDecisions"][-1]["boundBy"] == "RateLimit"
+    out = subprocess.run([sys.executable, "-m", "escaler", "explain", "-n", namespace, "i",
+                          f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    rate = out.stdout.split("3. Rate limit", 1)[1].split("4. Stabilization", 1)[0]
+    assert "ScaleUpLimit" in rate, out.stdout
 
 
 def test_j_target_deleted_then_recreated(

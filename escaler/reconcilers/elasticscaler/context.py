@@ -29,6 +29,7 @@ from typing import Any
 from escaler.api.conditions import Condition
 from escaler.api.elasticscaler import ElasticScaler
 from escaler.reconcilers.elasticscaler.metricsync import MetricsMemory
+from escaler.reconcilers.elasticscaler.signalsync import PullMemory
 from escaler.reconcilers.ports import ObjectRef
 from escaler.runtime.types import Request, Result
 from escaler.scaling.conditions import ConditionValue, TargetError, Validation
@@ -51,10 +52,8 @@ class ScalerMemory:
     state: PipelineState | None = None
     # annotation problems already reported as Warning events
     reported: frozenset[str] = frozenset()
-    # monotonic time of the next SignalTrigger endpoint pull
-    next_pull: float = 0.0
-    # the last pull's error (kept until the next pull)
-    pull_error: str | None = None
+    # SignalTrigger: endpoint pull bookkeeping (signalsync returns the next one)
+    pull: PullMemory = field(default_factory=PullMemory)
 
 
 @dataclass(frozen=True)

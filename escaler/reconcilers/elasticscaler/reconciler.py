@@ -341,7 +341,10 @@ class ElasticScalerReconciler:
             return out.recommend, list(out.statuses)
         if resolved is not None:
             return recommend_state(resolved, scaler.namespace), []
-        return self._signal_rec.recommend(sync, scaler, mem, target.snapshot.spec_replicas), []
+        signal = self._signal_rec.recommend(sync.req, scaler, target.snapshot.spec_replicas, mem.pull)
+        mem.pull = signal.memory
+        sync.wait(signal.requeue)
+        return signal.recommend, []
 
     def _decide(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
                 target: _Target, rr: RecommendResult) -> Decision:

@@ -1,33 +1,55 @@
 """SignalTrigger in a sync (SPEC §5.5): pull the endpoint when due, apply the signal rule.
 
-``SignalRecommender.recommend(...)`` pulls ``signalTrigger.endpoint`` at most once per
-``pollIntervalSeconds`` (the sync is requeued for the next pull), records the reading in the
-``SignalStore`` like a pushed signal, and returns the pipeline's ``RecommendResult``
-(``DecisionReceived``; a SignalTrigger may scale from zero). A failed pull holds
-(``DecisionUnavailable``: an unreachable gateway is never mistaken for an idle one); an endpoint
-outside ``--allowed-endpoint-hosts`` is ``InvalidSpec``. While active, the sync is requeued for
-the moment the idle timeout would expire; once idle, a standing replica request is dropped.
+``SignalRecommender.recommend(req, scaler, current, memory)`` pulls ``signalTrigger.endpoint`` at
+most once per ``pollIntervalSeconds``, records the reading in the ``SignalStore`` like a pushed
+signal, and returns a ``SignalOutcome``: the pipeline's ``RecommendResult`` (``DecisionReceived``;
+a SignalTrigger may scale from zero), when to look again (the next pull, or the moment the idle
+timeout would expire), and the pull bookkeeping to keep (``PullMemory``) — it changes nothing it
+was given. A failed pull holds (``DecisionUnavailable``: an unreachable gateway is never mistaken
+for an idle one); an endpoint outside ``--allowed-endpoint-hosts`` is ``InvalidSpec``. Once idle,
+a standing replica request is dropped from the store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from escaler.api.elasticscaler import ElasticScaler, SignalTrigger
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.context import ScalerMemory, Sync
-from escaler.reconcilers.elasticscaler.signal import Signal, SignalStore, recommend
+from escaler.reconcilers.elasticscaler.signal import Signal, SignalEntry, SignalStore, recommend
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.runtime.types import Request
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.pipeline import FROM_DECISION, RecommendResult
 from escaler.signals.signal_pull import SignalReading
 
-__all__ = ["MAX_PULL_TIMEOUT_SECONDS", "SignalRecommender"]
+__all__ = ["MAX_PULL_TIMEOUT_SECONDS", "PullMemory", "SignalOutcome", "SignalRecommender"]
 
 # one pull never waits longer than this (nor longer than pollIntervalSeconds)
 MAX_PULL_TIMEOUT_SECONDS = 5.0
 
 Puller = Callable[[str, float], SignalReading]
+
+
+@dataclass(frozen=True)
+class PullMemory:
+    """The endpoint pull bookkeeping of one scaler."""
+
+    # monotonic time of the next pull (0: pull at the first sync)
+    next_pull: float = 0.0
+    # the last pull's error, kept until the next pull
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SignalOutcome:
+    """One sync's recommendation, when to look again, and the bookkeeping to keep."""
+
+    recommend: RecommendResult
+    # seconds until the outcome can change with no new event (next pull, idle expiry); None: an event
+    requeue: float | None
+    memory: PullMemory
 
 
 class SignalRecommender:
@@ -45,46 +67,55 @@ class SignalRecommender:
         # --allowed-endpoint-hosts patterns (() = every host)
         self._allowed_hosts = tuple(allowed_hosts)
 
-    def recommend(self, sync: Sync, scaler: ElasticScaler, mem: ScalerMemory,
-                  current: int) -> RecommendResult:
-        """The signal rule's recommendation for this sync (see the module docstring)."""
+    def recommend(self, req: Request, scaler: ElasticScaler, current: int,
+                  memory: PullMemory) -> SignalOutcome:
+        """The signal rule's outcome for this sync (see the module docstring)."""
         st = scaler.spec.trigger.signal_trigger or SignalTrigger()
-        endpoint = st.endpoint
-        poll = float(st.poll_interval_seconds)
-        idle = float(st.idle_timeout_seconds)
-        activation = st.activation_replicas
         mono = self._clock.monotonic()
-        entry = self._signals.seen(sync.req, mono)
-        if endpoint:
-            try:
-                host = check_endpoint_url(endpoint)
-            except ValueError as err:
-                return RecommendResult.invalid(f"spec.trigger.signalTrigger.endpoint: {err}",
-                                               kind=FROM_DECISION)
-            if not host_allowed(host, self._allowed_hosts):
-                return RecommendResult.invalid(
-                    f"spec.trigger.signalTrigger.endpoint: host {host} is not in --allowed-endpoint-hosts",
-                    kind=FROM_DECISION)
-            if mono >= mem.next_pull and self._pull is not None:
-                reading = self._pull(endpoint, min(poll, MAX_PULL_TIMEOUT_SECONDS))
-                mem.next_pull = mono + poll
-                if reading.error is not None:
-                    mem.pull_error = reading.error
-                    self._metrics.metric_errors.labels(sync.req.namespace, sync.req.name).inc()
-                else:
-                    mem.pull_error = None
-                    entry = self._signals.record(sync.req, Signal(reading.active, reading.replicas), mono,
-                                                 self._clock.now())
-            sync.wait(max(0.1, mem.next_pull - mono))
-            if mem.pull_error is not None:
-                return RecommendResult.no_decision(f"signal endpoint {endpoint}", mem.pull_error,
-                                                   kind=FROM_DECISION)
+        entry = self._signals.seen(req, mono)
+        waits: list[float] = []
+        if st.endpoint:
+            refused = self._refused(st.endpoint)
+            if refused is not None:
+                return SignalOutcome(refused, None, memory)
+            poll = float(st.poll_interval_seconds)
+            memory, pulled = self._pull_if_due(req, st.endpoint, poll, memory, mono)
+            entry = pulled or entry
+            waits.append(max(0.1, memory.next_pull - mono))
+            if memory.error is not None:
+                rr = RecommendResult.no_decision(f"signal endpoint {st.endpoint}", memory.error,
+                                                 kind=FROM_DECISION)
+                return SignalOutcome(rr, min(waits), memory)
         rec = recommend(entry, mono, current=current, min_replicas=scaler.spec.min_replicas,
-                        idle_timeout=idle, activation_replicas=activation)
+                        idle_timeout=float(st.idle_timeout_seconds),
+                        activation_replicas=st.activation_replicas)
         if rec.idle:
-            self._signals.expire(sync.req)
-        else:
-            sync.wait(rec.idle_in)
-        source = "push signals" if not endpoint else f"signals (pushed, and pulled from {endpoint})"
-        return RecommendResult.from_decision(rec.replicas, source=source, detail=rec.reason,
-                                             can_scale_from_zero=True)
+            self._signals.expire(req)
+        elif rec.idle_in is not None and rec.idle_in > 0:
+            waits.append(rec.idle_in)
+        source = "push signals" if not st.endpoint else f"signals (pushed, and pulled from {st.endpoint})"
+        rr = RecommendResult.from_decision(rec.replicas, source=source, detail=rec.reason,
+                                           can_scale_from_zero=True)
+        return SignalOutcome(rr, min(waits, default=None), memory)
+
+    def _refused(self, endpoint: str) -> RecommendResult | None:
+        try:
+            host = check_endpoint_url(endpoint)
+        except ValueError as err:
+            return RecommendResult.invalid(f"spec.trigger.signalTrigger.endpoint: {err}", kind=FROM_DECISION)
+        if not host_allowed(host, self._allowed_hosts):
+            return RecommendResult.invalid(
+                f"spec.trigger.signalTrigger.endpoint: host {host} is not in --allowed-endpoint-hosts",
+                kind=FROM_DECISION)
+        return None
+
+    def _pull_if_due(self, req: Request, endpoint: str, poll: float, memory: PullMemory,
+                     mono: float) -> tuple[PullMemory, SignalEntry | None]:
+        if mono < memory.next_pull or self._pull is None:
+            return memory, None
+        reading = self._pull(endpoint, min(poll, MAX_PULL_TIMEOUT_SECONDS))
+        if reading.error is not None:
+            self._metrics.metric_errors.labels(req.namespace, req.name).inc()
+            return PullMemory(mono + poll, reading.error), None
+        entry = self._signals.record(req, Signal(reading.active, reading.replicas), mono, self._clock.now())
+        return PullMemory(mono + poll, None), entry
