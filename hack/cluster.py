@@ -18,6 +18,16 @@ log of every write (JSON lines, ``audit.log`` in the work directory); kube-contr
 with the deployment, replicaset, HPA (sync period 2 s), garbage-collector, namespace and
 service-account controllers, each using its own service-account credentials; kube-scheduler;
 kwok managing ``--nodes`` fake nodes so Deployment/StatefulSet pods become Running and Ready.
+
+Realistic pods (kwok's Stage configuration, ``ESCALER_STAGES`` below, loaded after kwok's own
+"fast" stages): a pod annotated ``escaler.test/ready-after: "30s"`` (or ``"30"``; whole seconds)
+becomes Running but *not Ready* at once, and Ready only 30 s after its ``status.startTime`` -- an
+LLM server loading its weights. The delay is an absolute time computed from ``startTime``, so an
+update of the pod in between does not restart it. Pods that request what no node offers (e.g.
+``nvidia.com/gpu: 1``) are left to the real kube-scheduler: they stay Pending with
+``PodScheduled=False/Unschedulable`` and the scheduler's message (kwok only touches pods bound to
+its nodes). ``add_node()`` adds a kwok node with extra allocatable resources, labels and taints
+(e.g. a GPU node of a test's own) and ``delete_node()`` removes it.
 Every port is picked free at start, so two clusters on one machine do not collide. ``stop()``
 (also called at interpreter exit) kills every process it started.
 
@@ -142,6 +152,144 @@ AUDIT_POLICY = textwrap.dedent("""\
       - level: Metadata
         verbs: [create, update, patch, delete, deletecollection]
       - level: None
+    """)
+
+
+# Annotation that makes a pod Running-but-not-Ready first and Ready after a delay (whole seconds,
+# with or without an "s" suffix), counted from the pod's status.startTime.
+READY_AFTER_ANNOTATION = "escaler.test/ready-after"
+
+# kwok Stages added to the "fast" ones hack/build.sh ships. Both carry weight 1: when several stages
+# match a pod, kwok picks among those with a weight > 0 (the shipped "pod-ready" stage has weight 0),
+# so an annotated pod always takes these and never the instant pod-ready. Selector keys are jq.
+ESCALER_STAGES = textwrap.dedent("""\
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata:
+      name: escaler-pod-start-unready
+    spec:
+      resourceRef:
+        apiGroup: v1
+        kind: Pod
+      selector:
+        matchExpressions:
+        - key: '.metadata.deletionTimestamp'
+          operator: 'DoesNotExist'
+        - key: '.metadata.annotations["escaler.test/ready-after"]'
+          operator: 'Exists'
+        - key: '.status.phase'
+          operator: 'In'
+          values:
+          - 'Pending'
+      weight: 1
+      next:
+        statusTemplate: |
+          {{ $now := Now }}
+          conditions:
+          - lastTransitionTime: {{ $now | Quote }}
+            status: "True"
+            type: PodReadyToStartContainers
+          - lastTransitionTime: {{ $now | Quote }}
+            status: "True"
+            type: Initialized
+          - lastTransitionTime: {{ $now | Quote }}
+            message: 'containers with unready status: [{{ range .spec.containers }}{{ .name }} {{ end }}]'
+            reason: ContainersNotReady
+            status: "False"
+            type: Ready
+          - lastTransitionTime: {{ $now | Quote }}
+            message: 'containers with unready status: [{{ range .spec.containers }}{{ .name }} {{ end }}]'
+            reason: ContainersNotReady
+            status: "False"
+            type: ContainersReady
+          containerStatuses:
+          {{ range .spec.containers }}
+          - image: {{ .image | Quote }}
+            name: {{ .name | Quote }}
+            ready: false
+            restartCount: 0
+            started: true
+            state:
+              running:
+                startedAt: {{ $now | Quote }}
+          {{ end }}
+          {{ $hostIPs := NodeIPsWith .spec.nodeName }}
+          {{ with $hostIPs }}
+          hostIP: {{ index . 0 | Quote }}
+          hostIPs:
+          {{ range . }}
+          - ip: {{ . | Quote }}
+          {{ end }}
+          {{ end }}
+          {{ $uid := or .metadata.uid "" }}
+          {{ $name := or .metadata.name "" }}
+          {{ $ns := or .metadata.namespace "" }}
+          {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) $uid $name $ns }}
+          {{ with $podIPs }}
+          podIP: {{ index . 0 | Quote }}
+          podIPs:
+          {{ range . }}
+          - ip: {{ . | Quote }}
+          {{ end }}
+          {{ end }}
+          phase: Running
+          startTime: {{ $now | Quote }}
+    ---
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata:
+      name: escaler-pod-ready-after
+    spec:
+      resourceRef:
+        apiGroup: v1
+        kind: Pod
+      selector:
+        matchExpressions:
+        - key: '.metadata.deletionTimestamp'
+          operator: 'DoesNotExist'
+        - key: '.metadata.annotations["escaler.test/ready-after"]'
+          operator: 'Exists'
+        - key: '.status.phase'
+          operator: 'In'
+          values:
+          - 'Running'
+        - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+          operator: 'In'
+          values:
+          - 'False'
+      weight: 1
+      delay:
+        # an RFC 3339 time: kwok waits until then (startTime + the annotation's seconds)
+        durationFrom:
+          expressionFrom: >-
+            (.status.startTime | fromdateiso8601)
+            + (.metadata.annotations["escaler.test/ready-after"] | rtrimstr("s") | tonumber)
+            | todate
+      next:
+        statusTemplate: |
+          {{ $now := Now }}
+          conditions:
+          - lastTransitionTime: {{ $now | Quote }}
+            message: ''
+            reason: ''
+            status: "True"
+            type: Ready
+          - lastTransitionTime: {{ $now | Quote }}
+            message: ''
+            reason: ''
+            status: "True"
+            type: ContainersReady
+          containerStatuses:
+          {{ range .status.containerStatuses }}
+          - image: {{ .image | Quote }}
+            name: {{ .name | Quote }}
+            ready: true
+            restartCount: 0
+            started: true
+            state:
+              running:
+                startedAt: {{ .state.running.startedAt | Quote }}
+          {{ end }}
     """)
 
 
@@ -315,28 +463,53 @@ class LocalCluster:
             f"--secure-port={free_port()}", "--v=1"])
 
     def _start_kwok(self) -> None:
+        stages = self.workdir / "kwok-escaler-stages.yaml"
+        stages.write_text(ESCALER_STAGES)
         self._run("kwok", [
             self.bins["kwok"], f"--kubeconfig={self.kubeconfig}", f"--config={self.bins['kwok-stages']}",
+            f"--config={stages}",
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--cidr=10.244.0.0/16", "--node-ip=10.244.0.1", f"--server-address=127.0.0.1:{free_port()}"])
 
     def _create_nodes(self) -> None:
         for i in range(self.nodes):
-            node = {
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": f"kwok-node-{i}", "annotations": {"kwok.x-k8s.io/node": "fake"},
-                             "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}",
-                                        "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
-                "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "pods": "250"},
-                           "capacity": {"cpu": "64", "memory": "256Gi", "pods": "250"}},
-            }
-            self.kubectl("apply", "-f", "-", input=json.dumps(node))
-            # The TaintNodesByCondition admission plugin taints every new node not-ready; the
-            # node-lifecycle controller (not run here: kwok nodes have no kubelet to watch) would
-            # lift it once the node reports Ready, so lift it ourselves.
-            self.kubectl("taint", "nodes", f"kwok-node-{i}", "node.kubernetes.io/not-ready:NoSchedule-",
-                         check=False)
+            self._apply_node(f"kwok-node-{i}", labels={"type": "kwok"})
         self._wait(self._nodes_ready, f"{self.nodes} kwok nodes Ready")
+
+    def _apply_node(self, name: str, resources: dict[str, str] | None = None,
+                    labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None) -> None:
+        alloc = {"cpu": "64", "memory": "256Gi", "pods": "250", **(resources or {})}
+        node = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                    "kubernetes.io/arch": "amd64", **(labels or {})}},
+            "spec": {"taints": taints} if taints else {},
+            "status": {"allocatable": alloc, "capacity": dict(alloc)},
+        }
+        self.kubectl("apply", "-f", "-", input=json.dumps(node))
+        # The TaintNodesByCondition admission plugin taints every new node not-ready; the
+        # node-lifecycle controller (not run here: kwok nodes have no kubelet to watch) would
+        # lift it once the node reports Ready, so lift it ourselves.
+        self.kubectl("taint", "nodes", name, "node.kubernetes.io/not-ready:NoSchedule-", check=False)
+
+    def add_node(self, name: str, resources: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+                 timeout: float = 60.0) -> None:
+        """Add a kwok node (64 CPUs, 256Gi, 250 pods, plus ``resources``, e.g.
+        ``{"nvidia.com/gpu": "2"}``) with extra ``labels`` and ``taints``; return once it is Ready.
+        Give it a taint its own pods tolerate to keep other tests' pods off it."""
+        self._apply_node(name, resources, labels, taints)
+
+        def ready() -> bool:
+            doc = self._get(f"/api/v1/nodes/{name}")
+            conds = (doc or {}).get("status", {}).get("conditions", [])  # type: ignore[union-attr]
+            return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+        self._wait(ready, f"node {name} Ready", timeout=timeout)
+
+    def delete_node(self, name: str) -> None:
+        self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false", check=False)
 
     def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ("system:masters",),
                         server: str | None = None) -> Path:

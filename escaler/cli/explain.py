@@ -7,9 +7,10 @@ and prints:
 1. **Inputs** — every metric's value, target and the replicas it alone recommends (or its error),
    or the State/Signal decision read;
 2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends before any cap);
-3. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), its own
-   step: ``ScalingLimited`` ScaleUpLimit/ScaleDownLimit saying the algorithm's rate bound the count;
-4. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
+3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
+4. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), applied
+   after stabilization as the HPA applies its rate policies, its own step: ``ScalingLimited``
+   ScaleUpLimit/ScaleDownLimit saying the algorithm's rate bound the count;
 5. **Step limits** and 6. **Clamp** — ``ScalingLimited`` (the last step that changed the count);
 7. **Guard** — a held write (``RolloutInProgress``/``ScaleDownSettling``/``InsufficientCapacity``,
    ``deferredSince``), a forced one (``DeferralTimedOut``), or Unschedulable pods reported
@@ -176,17 +177,17 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     limited = conds.get("ScalingLimited") or {}
     limited_reason, limited_message = str(limited.get("reason", "")), str(limited.get("message", ""))
     by_rate = limited_by_algorithm_rate(limited_reason, limited_message)
-    add("3. Rate limit (the algorithm's own)")
-    if by_rate:
-        add(f"   {limited_reason}: {limited_message}")
-    else:
-        add("   the algorithm's rate cap did not bind the count")
-    add("4. Stabilization")
+    add("3. Stabilization")
     able = conds.get("AbleToScale") or {}
     if able.get("reason") in STABILIZATION_REASONS:
         add(f"   held by the stabilization window: {able.get('message', '')}")
     else:
         add("   no hold (the count was not kept above this sync's recommendation)")
+    add("4. Rate limit (the algorithm's own)")
+    if by_rate:
+        add(f"   {limited_reason}: {limited_message}")
+    else:
+        add("   the algorithm's rate cap did not bind the count")
     add("5. Step limits")
     if limited_reason in (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT) and not by_rate:
         add(f"   {limited_reason}: {limited_message}")

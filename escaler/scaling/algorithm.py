@@ -193,11 +193,30 @@ class AlgorithmResult:
     replicas: int
     # what the metrics ask for before the algorithm's own cap; >= 0 (== replicas when no cap bound)
     uncapped: int
+    # the band the algorithm's cap allows this step, from the current count: the lowest and highest
+    # count (None: unbounded that way). Given, the pipeline stabilizes the *uncapped* recommendations
+    # and applies the band afterwards, as the HPA does with its rate policies (stabilizing capped
+    # counts would make a scale-down of more than one rate step wait one window per step)
+    lowest: int | None = None
+    highest: int | None = None
 
     def __post_init__(self) -> None:
         if not (_is_count(self.replicas) and _is_count(self.uncapped)):
             raise ValueError(f"AlgorithmResult: replicas and uncapped must be integers >= 0, got "
                              f"{self.replicas!r} and {self.uncapped!r}")
+        for name in ("lowest", "highest"):
+            value = getattr(self, name)
+            if value is not None and not _is_count(value):
+                raise ValueError(f"AlgorithmResult.{name} must be an integer >= 0 or None, got {value!r}")
+        if self.lowest is not None and self.highest is not None and self.lowest > self.highest:
+            raise ValueError(f"AlgorithmResult: lowest {self.lowest} > highest {self.highest}")
+
+    @property
+    def band(self) -> tuple[int | None, int | None] | None:
+        """``(lowest, highest)``, or None when the algorithm reported no band."""
+        if self.lowest is None and self.highest is None:
+            return None
+        return (self.lowest, self.highest)
 
     @property
     def capped(self) -> bool:

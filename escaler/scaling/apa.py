@@ -313,4 +313,14 @@ def apa(ctx: AlgorithmContext, /) -> AlgorithmResult:
     if not ctx.metrics:
         raise NoDecision("no metrics to evaluate")
     desired = max(recommend_metric(ctx.current_replicas, m, cfg.tolerance) for m in ctx.metrics)
-    return AlgorithmResult(replicas=limit_step(ctx.current_replicas, desired, cfg), uncapped=desired)
+    lowest, highest = rate_band(ctx.current_replicas, cfg)
+    return AlgorithmResult(replicas=limit_step(ctx.current_replicas, desired, cfg), uncapped=desired,
+                           lowest=lowest, highest=highest)
+
+
+def rate_band(current_replicas: int, cfg: ApaConfig) -> tuple[int, int | None]:
+    """The counts one step may reach from ``current_replicas``: ``limit_step`` as a band (no upward
+    cap from zero)."""
+    if current_replicas == 0:
+        return 0, None
+    return _floor(current_replicas / cfg.scale_down_rate), _ceil(current_replicas * cfg.scale_up_rate)

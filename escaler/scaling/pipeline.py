@@ -6,13 +6,16 @@ One pure function per step, composed in this order:
    State source, a signal, a custom provider); ``PipelineInput.recommend`` (a
    ``RecommendResult``) carries its raw count, or why there is none (``no_decision`` →
    ``ScalingActive=False/DecisionUnavailable``; ``invalid`` → ``False/InvalidSpec``);
-1b. **rateLimit** — shown, not applied: an algorithm with its own per-sync rate cap (apa's
-   ``scaleUpRate``/``scaleDownRate``) reports its raw recommendation before the cap in
-   ``RecommendResult.uncapped``; when it differs from ``replicas`` (the capped count, which is what
-   the pipeline uses) the step ``rateLimit`` records ``uncapped → replicas`` (``BoundBy.RATE_LIMIT``,
-   ``ScalingLimited`` ScaleUpLimit/ScaleDownLimit unless a later step changes the count);
 2. **stabilize** (``stabilizer.stabilize``) — scale-down keeps the highest recommendation within
    its window, scale-up the lowest;
+2b. **rateLimit** — an algorithm with its own per-sync rate cap (apa's ``scaleUpRate``/
+   ``scaleDownRate``) reports its raw recommendation in ``RecommendResult.uncapped`` and the band
+   its cap allows this step in ``RecommendResult.rate_band``: the *raw* recommendation is
+   stabilized and the band applied to the result, as the HPA applies its rate policies after
+   stabilizing raw recommendations (a window of capped counts would hold a scale-down of several
+   rate steps one window per step). The step records ``stabilized → capped`` (``BoundBy.RATE_LIMIT``,
+   ``ScalingLimited`` ScaleUpLimit/ScaleDownLimit unless a later step changes the count). An
+   algorithm that reports ``uncapped`` without a band has the cap shown before stabilize, as applied;
 3. **limit_step** (``limits.limit_step``) — per-direction, per-sync step limits (LLMScaler never
    caps scale-up: ``Behavior.allow_scale_up_limit=False``);
 4. **clamp** (``limits.clamp``) to ``[minReplicas, maxReplicas]`` — *last*, so a lowered
@@ -201,6 +204,9 @@ class RecommendResult:
     # the algorithm's raw recommendation before its own rate cap (apa scaleUpRate/scaleDownRate),
     # >= 0; None = no cap applied or not reported. Only with `replicas`.
     uncapped: int | None = None
+    # the band the algorithm's rate cap allows this step (lowest, highest; None = unbounded that
+    # way), from the current count; given, the pipeline stabilizes `raw` and applies the band after
+    rate_band: tuple[int | None, int | None] | None = None
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.replicas, self.unavailable, self.invalid_spec)]
@@ -230,11 +236,14 @@ class RecommendResult:
     @classmethod
     def from_metrics(cls, replicas: int, *, evaluated: int, total: int, detail: str = "",
                      metric_errors: tuple[str, ...] = (), can_scale_from_zero: bool = True,
-                     uncapped: int | None = None) -> RecommendResult:
+                     uncapped: int | None = None,
+                     rate_band: tuple[int | None, int | None] | None = None) -> RecommendResult:
         """``evaluated`` of ``total`` metrics recommend ``replicas`` (ScalingActive=True/MetricsAvailable);
-        ``uncapped`` is the algorithm's count before its own rate cap, when it has one."""
+        ``uncapped`` is the algorithm's count before its own rate cap, when it has one, and
+        ``rate_band`` the band that cap allows this step."""
         return cls(replicas=replicas, kind=FROM_METRICS, evaluated=evaluated, total=total, detail=detail,
-                   metric_errors=metric_errors, can_scale_from_zero=can_scale_from_zero, uncapped=uncapped)
+                   metric_errors=metric_errors, can_scale_from_zero=can_scale_from_zero, uncapped=uncapped,
+                   rate_band=rate_band)
 
     @classmethod
     def from_decision(cls, replicas: int, *, source: str, detail: str = "",
@@ -596,6 +605,17 @@ def _limit_note(b: Behavior, before: int, after: int) -> str:
     return f"limits: scale-up {up}, scale-down {down}"
 
 
+def _in_band(count: int, band: tuple[int | None, int | None] | None) -> int:
+    if band is None:
+        return count
+    lowest, highest = band
+    if highest is not None and count > highest:
+        return highest
+    if lowest is not None and count < lowest:
+        return lowest
+    return count
+
+
 def _rate_step(raw: int, capped: int) -> Step:
     if capped < raw:
         return Step(_RATE, raw, capped, f"capped to {capped} by the algorithm's scale-up rate "
@@ -663,23 +683,31 @@ def decide(inp: PipelineInput) -> Decision:
     if activity == RECOMMENDED:
         rec, raw = rr.replicas, rr.raw
         assert rec is not None and raw is not None
+        band = rr.rate_band
         steps.append(Step(_RECOMMEND, None, raw, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
-        if raw != rec:
-            steps.append(_rate_step(raw, rec))
+        if band is None and raw != rec:
+            steps.append(_rate_step(raw, rec))  # a cap without a band: shown, already applied
+        # with a band, the raw recommendations are stabilized and the band applied after (the HPA's
+        # order): a capped history would hold a multi-step scale-down one window per step
+        rec = raw if band is not None else rec
         stabilized, history, changed = stabilize(
             prev.history, rec, now, b.scale_up_stabilization_seconds, b.scale_down_stabilization_seconds,
             current=cur)
         steps.append(Step(_STABILIZE, rec, stabilized, _stabilize_note(b, rec, stabilized),
                           BoundBy.STABILIZE if changed else None))
-        limited = limit_step(cur, stabilized, b.scale_up_max_pods, b.scale_down_max_pods,
+        rated = _in_band(stabilized, band)
+        if rated != stabilized:
+            steps.append(_rate_step(stabilized, rated))
+        limited = limit_step(cur, rated, b.scale_up_max_pods, b.scale_down_max_pods,
                              b.allow_scale_up_limit)
-        steps.append(_limit_step(b, stabilized, limited))
+        steps.append(_limit_step(b, rated, limited))
         clamp_step = _clamp_step(b, limited)
         steps.append(clamp_step)
         clamped = clamp(limited, b.min_replicas, b.max_replicas)
         # what the count would be without stabilization: tells whether the window decided it
         plain = clamp(
-            limit_step(cur, rec, b.scale_up_max_pods, b.scale_down_max_pods, b.allow_scale_up_limit),
+            limit_step(cur, _in_band(rec, band), b.scale_up_max_pods, b.scale_down_max_pods,
+                       b.allow_scale_up_limit),
             b.min_replicas, b.max_replicas)
         down_stabilized, up_stabilized = clamped > plain, clamped < plain
         if down_stabilized or up_stabilized:

@@ -6,6 +6,11 @@ that cluster instead (e.g. kind); tests that need to kill the API server, compac
 its audit log require the local control plane and say so when it is absent.
 
 ``manifests/crds/`` is applied once per session when it holds CRDs.
+
+``ESCALER_E2E_SRC`` names another checkout of the project (e.g. ``git archive`` of the commit
+before a change, unpacked somewhere): its CRDs are applied, and ``es_helpers.start_manager`` runs
+its ``escaler`` package, so a regression test can be watched failing on the old code while the
+test code, ``hack/`` and these fixtures stay current.
 """
 
 from __future__ import annotations
@@ -26,6 +31,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def source_dir() -> Path:
+    """The checkout whose CRDs and ``escaler`` package the e2e run uses (``ESCALER_E2E_SRC`` or the repo)."""
+    return Path(os.environ.get("ESCALER_E2E_SRC") or ROOT).resolve()
+
+
 sys.path.insert(0, str(ROOT / "hack"))
 
 from cluster import LocalCluster, binaries  # noqa: E402
@@ -101,7 +113,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         sys.stderr.write(msg)
         (ROOT / ".e2e-startup.txt").write_text(msg)
         c = Cluster(local.kubeconfig, bins["kubectl"], local)
-    crds = sorted((ROOT / "manifests" / "crds").glob("*.yaml"))
+    crds = sorted((source_dir() / "manifests" / "crds").glob("*.yaml"))
     if crds:
         for f in crds:
             c.kubectl("apply", "--server-side", "-f", str(f))

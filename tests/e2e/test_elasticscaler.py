@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from . import es_helpers
 from .conftest import ROOT, Cluster, eventually
+from .es_helpers import apply, cond, es, replicas
 from .webhook import free_port
 
 pytestmark = pytest.mark.e2e
@@ -143,25 +145,6 @@ FAST = {
 }
 
 
-def apply(cluster: Cluster, ns: str, obj: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(obj))
-
-
-def replicas(cluster: Cluster, ns: str, name: str) -> int:
-    return int(cluster.kubectl_json("get", "deployment", name, "-n", ns)["spec"]["replicas"])
-
-
-def es(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
-    return dict(cluster.kubectl_json("get", "es", name, "-n", ns))
-
-
-def cond(obj: dict[str, Any], ctype: str) -> tuple[str, str, str]:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c["type"] == ctype:
-            return c["status"], c["reason"], c.get("message", "")
-    return "", "", ""
-
-
 def wait_cond(
     cluster: Cluster,
     ns: str,
@@ -172,13 +155,11 @@ def wait_cond(
     manager: dict[str, Any],
     timeout: float = 40,
 ) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj = es(cluster, ns, name)
-        return obj if cond(obj, ctype)[:2] == (status, reason) else None
-
-    return eventually(
-        check, timeout=timeout, what=f"{ctype}={status}/{reason} on {name}; log:\n{mlog(manager)}"
-    )
+    """``es_helpers.wait_cond`` with this module's manager log on a timeout."""
+    try:
+        return es_helpers.wait_cond(cluster, ns, name, ctype, status, reason, timeout=timeout)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; log:\n{mlog(manager)}") from None
 
 
 def test_a_apa_scales_up_then_stabilizes_then_scales_down(
@@ -204,7 +185,7 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
                           f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    for step in ("1. Inputs", "2. Recommendation", "3. Rate limit", "4. Stabilization", "5. Step limits",
+    for step in ("1. Inputs", "2. Recommendation", "3. Stabilization", "4. Rate limit", "5. Step limits",
                  "6. Clamp", "7. Guard", "8. Write"):
         assert step in out.stdout, out.stdout
     assert "ScaleDownStabilized" in out.stdout and "waiting" in out.stdout, out.stdout
@@ -580,7 +561,7 @@ def test_i_advisory_mode_never_writes_the_target(
                           f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr
-    rate = out.stdout.split("3. Rate limit", 1)[1].split("4. Stabilization", 1)[0]
+    rate = out.stdout.split("4. Rate limit", 1)[1].split("5. Step limits", 1)[0]
     assert "ScaleUpLimit" in rate, out.stdout
 
 

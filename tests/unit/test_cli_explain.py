@@ -74,7 +74,7 @@ def test_render_step_by_step() -> None:
         "queue: value 70 vs target 10 (Value) -> recommends 7",
         "2. Recommendation",
         "recommends 7 replicas",
-        "3. Rate limit (the algorithm's own)\n   the algorithm's rate cap did not bind the count",
+        "4. Rate limit (the algorithm's own)\n   the algorithm's rate cap did not bind the count",
         "5. Step limits\n   ScaleUpLimit: limited to 6",
         "7. Guard\n   RolloutInProgress: 3 of 4 replicas ready",
         "deferred since 2026-01-01T00:01:00Z",
@@ -101,7 +101,7 @@ def test_render_shows_the_algorithm_rate_cap_as_its_own_step() -> None:
                                     "algorithm's scale-up rate (recommended 12)"}],
     )
     text = explain.render(obj)
-    assert ("3. Rate limit (the algorithm's own)\n   ScaleUpLimit: the desired replica count is increasing "
+    assert ("4. Rate limit (the algorithm's own)\n   ScaleUpLimit: the desired replica count is increasing "
             "faster than the algorithm's scale-up rate; capped from 12 to 8\n") in text
     # the same ScalingLimited reason is not shown again as a step limit
     assert "5. Step limits\n   no step limit bound the count\n" in text

@@ -136,12 +136,16 @@ def test_state_trigger_claims_its_resolved_target_before_writing_it(h: Harness) 
     h.api("elasticscalers").create(_state("day", YOUNGER))
     h.api("elasticscalers").create(_state("night", OLDER))
     h.start()
-    # first syncs: each records its claim and writes nothing to the target
-    h.reconcile_once("es-day")  # starts the Tidal informer; its initial list wakes the scaler
-    h.wait_listed()
-    assert h.reconcile_once("es-day").requeue_after == CLAIM_RECHECK_SECONDS
-    assert h.reconcile_once("es-night").requeue_after == CLAIM_RECHECK_SECONDS
-    assert h.client.count("patch", "deployments") == 0
+    # first syncs (after the informers they start have listed): each records its claim and writes
+    # nothing to the target
+    for name in ("es-day", "es-night"):
+        results = []
+        while "resolvedTargetRef" not in h.status(name):
+            assert len(results) < 5, results
+            results.append(h.reconcile_once(name))
+            h.wait_listed()
+        assert results[-1].requeue_after == CLAIM_RECHECK_SECONDS
+        assert h.client.count("patch", "deployments") == 0
     assert h.status("es-day")["resolvedTargetRef"]["name"] == "web"
     assert h.status("es-night")["resolvedTargetRef"]["name"] == "web"
     # with both claims in the index, only the older one ever writes

@@ -18,6 +18,7 @@ from escaler.scaling.apa import (
     metric_ratio,
     parse_config,
     pod_replicas,
+    rate_band,
     recommend_metric,
     tolerance_of,
 )
@@ -119,8 +120,18 @@ CAPS: list[tuple[str, int, list[MetricValue], dict[str, str], int, int]] = [
 def test_apa_reports_the_rate_cap(current: int, metrics: list[MetricValue], config: dict[str, str],
                                   capped: int, uncapped: int) -> None:
     result = apa(ctx(current, *metrics, **config))
-    assert result == AlgorithmResult(replicas=capped, uncapped=uncapped)
+    assert (result.replicas, result.uncapped) == (capped, uncapped)
     assert result.capped == (capped != uncapped)
+    # the band the cap allows from the current count: what the pipeline applies after stabilizing
+    assert result.band == rate_band(current, parse_config(config))
+
+
+@pytest.mark.parametrize(("current", "config", "band"), [
+    (4, {}, (2, 8)), (5, {}, (2, 10)), (3, {"scaleUpRate": "1.5", "scaleDownRate": "3"}, (1, 5)),
+    (0, {}, (0, None)),
+], ids=["default-rates", "odd-count", "custom-rates", "from-zero-no-upward-cap"])
+def test_rate_band(current: int, config: dict[str, str], band: tuple[int, int | None]) -> None:
+    assert rate_band(current, parse_config(config)) == band
 
 
 def test_as_result_accepts_plain_counts_from_plug_ins() -> None:
@@ -318,4 +329,5 @@ def test_apa_keeps_the_count_inside_the_tolerance_band(
     per_replica = [target * (1 + p * tolerance * (1 - 1e-6)) for p in position]
     metrics = [m(v * current if target_type == "Value" else v, target, target_type) for v in per_replica]
     assert all(abs(metric_ratio(current, x) - 1) <= tolerance + 1e-9 for x in metrics)
-    assert apa(ctx(current, *metrics, tolerance=repr(tolerance))) == AlgorithmResult(current, current)
+    result = apa(ctx(current, *metrics, tolerance=repr(tolerance)))
+    assert (result.replicas, result.uncapped) == (current, current)

@@ -336,7 +336,8 @@ class MetricsRecommender:
         history = (*w.memory.history, Recommendation(time=now, replicas=result.replicas))[-ALGORITHM_HISTORY:]
         rr = RecommendResult.from_metrics(result.replicas, evaluated=len(usable), total=total,
                                           detail=", ".join(notes), metric_errors=errors,
-                                          can_scale_from_zero=False, uncapped=result.uncapped)
+                                          can_scale_from_zero=False, uncapped=result.uncapped,
+                                          rate_band=result.band)
         return MetricsOutcome(rr, rows, replace(w.memory, history=history))
 
 
