@@ -177,7 +177,8 @@ def test_idle_timeout_scales_to_min(h: Harness, server: FakeServer) -> None:
     push(server, NS, "es", {"active": True})
     result = h.reconcile("es")
     assert h.replicas() == 3
-    assert 0 < result.requeue_after <= 100, "requeued for the idle timeout, not on a tick"
+    # requeued exactly when the idle timeout expires (the fake clock has not moved), not on a tick
+    assert result.requeue_after == 100.0
     h.clock.step(101)
     h.reconcile("es")
     assert h.replicas() == 0
@@ -205,7 +206,7 @@ def test_pull_endpoint(h: Harness) -> None:
     result = h.reconcile("es")
     assert h.pulls == ["http://gw.example/activity"]
     assert h.replicas() == 1
-    assert 0 < result.requeue_after <= 7
+    assert result.requeue_after == 7.0  # the next pull, pollIntervalSeconds after this one
     h.reconcile("es")
     assert len(h.pulls) == 1, "pulled at most once per pollIntervalSeconds"
     h.settle("web")
