@@ -113,10 +113,10 @@ DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT = 30.0
 DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 # Workers per controller. Reconciles are CPU-bound apart from their writes (the /scale write, the
 # status patch): with one core, workers only overlap those round trips, which is what a fleet-wide
-# surge is made of. 4 reaches most of the overlap (bench/bench_controller_workers.py, in
-# docs/benchmarks.md) and keeps the connection pool small. (A standalone Controller keeps
-# controller-runtime's default of 1.)
-DEFAULT_MAX_CONCURRENT_RECONCILES = 4
+# surge is made of. Throughput levels off near (cpu + io) / cpu workers; 8 reaches that plateau for
+# a 1 ms reconcile with a 5 ms write (bench/bench_controller_workers.py, in docs/benchmarks.md) and
+# costs nothing when idle. (A standalone Controller keeps controller-runtime's default of 1.)
+DEFAULT_MAX_CONCURRENT_RECONCILES = 8
 DEFAULT_EVENT_COMPONENT = "escaler"
 # The urllib3 pool is sized before controllers exist: assume this many informers and controllers
 # (each with max_concurrent_reconciles workers) unless ManagerOptions.api_pool_size says otherwise.

@@ -108,7 +108,7 @@ def test_defaults() -> None:
         metrics_bind_address=":8080",
         health_probe_bind_address=":8081",
         metrics_trigger_poll_interval=30.0,
-        max_concurrent_reconciles=4,
+        max_concurrent_reconciles=8,
         webhook_port=0,
         webhook_cert_file=None,
         webhook_key_file=None,

@@ -135,7 +135,7 @@ def test_builder_resolves_kinds_into_shared_informer_keys() -> None:
           .complete(RecordingReconciler(rec)))
     assert c1.name == "elasticscaler" and c1.max_concurrent_reconciles == 3
     # the manager's default (DEFAULT_MAX_CONCURRENT_RECONCILES)
-    assert c2.name == "second" and c2.max_concurrent_reconciles == 4
+    assert c2.name == "second" and c2.max_concurrent_reconciles == 8
     assert set(mgr.informers.informers()) == {
         ResourceKey("escaler.io", "v1alpha1", "elasticscalers", namespace="team"),
         ResourceKey("apps", "v1", "deployments", namespace="team"),  # shared by c1.owns and c2.for_
@@ -384,7 +384,7 @@ def test_probes_and_metrics_served_by_the_manager() -> None:
         status, body, _ = http_get(metrics, "/metrics")
         assert status == 200
         assert 'controller_runtime_reconcile_total{controller="demo",result="success"}' in body
-        assert 'controller_runtime_max_concurrent_reconciles{controller="demo"} 4.0' in body
+        assert 'controller_runtime_max_concurrent_reconciles{controller="demo"} 8.0' in body
         assert 'workqueue_depth{name="demo"}' in body
     assert mgr.health_probe_port is None  # servers stopped
 
