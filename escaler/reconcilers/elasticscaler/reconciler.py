@@ -241,6 +241,7 @@ class ElasticScalerReconciler:
         decision = self._decide(sync, scaler, ann, mem, target, rr)
         written = self._write(sync, decision, target)
         if written.retry:
+            mem.state = decision.state_after_failed_write  # keep this sync's recommendation
             return Result(requeue=True)
         if decision.write and not written.written and written.error is None:
             return Result()  # no longer allowed to write: write nothing, not even status
