@@ -46,6 +46,7 @@ from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
+from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.claims import scaler_target
 from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
@@ -330,8 +331,15 @@ class ElasticScalerReconciler:
                 raise
             return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
                         resolved=resolved)
-        pods = select_pods(self._d.watches.listed(pods_key) or (), snap.selector)
-        return _Target(ref, snap, handler, capacity(pods, sync.now))
+        return _Target(ref, snap, handler, self._capacity(sync, pods_key, snap))
+
+    def _capacity(self, sync: Sync, pods_key: ResourceKey, snap: TargetSnapshot) -> Capacity:
+        """What the target's pods say about room to scale up. A target whose replicas are all Ready
+        has no Pending pod: the pod cache is not even scanned (the common, idle case — a scan costs
+        O(pods in the namespace))."""
+        if snap.ready_replicas is not None and snap.ready_replicas >= snap.spec_replicas:
+            return Capacity()
+        return capacity(select_pods(self._d.watches.listed(pods_key) or (), snap.selector), sync.now)
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
                    target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]]:
