@@ -46,7 +46,6 @@ from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
-from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.claims import scaler_target
 from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
@@ -313,9 +312,7 @@ class ElasticScalerReconciler:
                                   f"{ref.kind} in {ref.api_version}"),
                         requeue=CHAIN_RETRY_SECONDS, resolved=resolved)
         self._d.watches.want(sync.req, ROLE_TARGET, key, ns, ref.name)
-        pods_key = watch_key(self._d.mapper, ns, _PODS)
-        self._d.watches.want(sync.req, ROLE_PODS, pods_key)
-        if not self._d.watches.synced(key) or not self._d.watches.synced(pods_key):
+        if not self._d.watches.synced(key):
             return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
         if self._d.watches.cached(key, ns, ref.name) is None:
             # the cache has listed and the target is not there: its creation event wakes us
@@ -331,15 +328,27 @@ class ElasticScalerReconciler:
                 raise
             return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
                         resolved=resolved)
-        return _Target(ref, snap, handler, self._capacity(sync, pods_key, snap))
+        return _Target(ref, snap, handler, self._capacity(sync, scaler, snap))
 
-    def _capacity(self, sync: Sync, pods_key: ResourceKey, snap: TargetSnapshot) -> Capacity:
-        """What the target's pods say about room to scale up. A target whose replicas are all Ready
-        has no Pending pod: the pod cache is not even scanned (the common, idle case — a scan costs
-        O(pods in the namespace))."""
-        if snap.ready_replicas is not None and snap.ready_replicas >= snap.spec_replicas:
+    def _capacity(self, sync: Sync, scaler: ElasticScaler, snap: TargetSnapshot) -> Capacity:
+        """What the target's pods say about room to scale up.
+
+        The namespace's pod cache is watched only once a scaler needs it — its target has replicas
+        that are not Ready, or it reads Resource metrics (the collector lists pods from it) — and
+        kept while the scaler lives: a fleet whose targets are all Ready pays no pod watch, and a
+        scan (O(pods in the namespace)) happens only when some replica is not Ready (an all-Ready
+        target has no Pending pod). Until the cache has listed, nothing is known to be Unschedulable
+        and the scaler looks again shortly (the grace period is far longer than a list)."""
+        all_ready = snap.ready_replicas is not None and snap.ready_replicas >= snap.spec_replicas
+        pods_key = watch_key(self._d.mapper, scaler.namespace, _PODS)
+        if not all_ready or _reads_pods(scaler):
+            self._d.watches.want(sync.req, ROLE_PODS, pods_key)
+        if all_ready:
             return Capacity()
-        return capacity(select_pods(self._d.watches.listed(pods_key) or (), snap.selector), sync.now)
+        listed = self._d.watches.listed(pods_key)
+        if listed is None:
+            return Capacity(recheck_at=sync.now + NOT_SYNCED_RETRY_SECONDS)
+        return capacity(select_pods(listed, snap.selector), sync.now)
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
                    target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]]:
@@ -415,6 +424,12 @@ def guard_input(snap: TargetSnapshot, pods: Capacity) -> GuardTarget:
         rollout_in_progress=snap.rollout_in_progress, rollout_message=snap.rollout_message,
         settling_scale_down=snap.settling_scale_down,
         unschedulable_pods=pods.unschedulable, unschedulable_message=pods.message)
+
+
+def _reads_pods(scaler: ElasticScaler) -> bool:
+    """Resource metrics are computed over the target's pods, read from the namespace's pod cache."""
+    mt = scaler.spec.trigger.metrics_trigger
+    return mt is not None and any(m.resource is not None for m in mt.metrics)
 
 
 def _is_hpa(scaler: ElasticScaler) -> bool:
