@@ -328,17 +328,21 @@ class ElasticScalerReconciler:
                 raise
             return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
                         resolved=resolved)
-        return _Target(ref, snap, handler, self._capacity(sync, scaler, snap))
+        pods = self._capacity(sync, scaler, snap)
+        if pods is None:
+            # the pod cache this scaler now needs has not listed: its initial list wakes the scaler
+            return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
+        return _Target(ref, snap, handler, pods)
 
-    def _capacity(self, sync: Sync, scaler: ElasticScaler, snap: TargetSnapshot) -> Capacity:
+    def _capacity(self, sync: Sync, scaler: ElasticScaler, snap: TargetSnapshot) -> Capacity | None:
         """What the target's pods say about room to scale up.
 
         The namespace's pod cache is watched only once a scaler needs it — its target has replicas
         that are not Ready, or it reads Resource metrics (the collector lists pods from it) — and
         kept while the scaler lives: a fleet whose targets are all Ready pays no pod watch, and a
         scan (O(pods in the namespace)) happens only when some replica is not Ready (an all-Ready
-        target has no Pending pod). Until the cache has listed, nothing is known to be Unschedulable
-        and the scaler looks again shortly (the grace period is far longer than a list)."""
+        target has no Pending pod). None while that cache has not listed: a scale-up must not go
+        out before the Unschedulable pods could be seen."""
         all_ready = snap.ready_replicas is not None and snap.ready_replicas >= snap.spec_replicas
         pods_key = watch_key(self._d.mapper, scaler.namespace, _PODS)
         if not all_ready or _reads_pods(scaler):
@@ -346,9 +350,7 @@ class ElasticScalerReconciler:
         if all_ready:
             return Capacity()
         listed = self._d.watches.listed(pods_key)
-        if listed is None:
-            return Capacity(recheck_at=sync.now + NOT_SYNCED_RETRY_SECONDS)
-        return capacity(select_pods(listed, snap.selector), sync.now)
+        return None if listed is None else capacity(select_pods(listed, snap.selector), sync.now)
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
                    target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]]:
