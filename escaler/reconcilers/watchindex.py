@@ -116,6 +116,8 @@ class WatchIndex:
         self._refs: dict[ResourceKey, int] = {}
         # (scaler, role) → what it asked for
         self._wants: dict[tuple[Request, str], _Want] = {}
+        # scaler → the roles it holds in _wants (so releasing one scaler is O(its roles), not O(fleet))
+        self._roles: dict[Request, set[str]] = {}
 
     # ------------------------------------------------------------------ Source protocol
 
@@ -133,6 +135,7 @@ class WatchIndex:
             self._index.clear()
             self._refs.clear()
             self._wants.clear()
+            self._roles.clear()
             self._queue = None
         for reg in regs:
             reg.release()
@@ -152,6 +155,7 @@ class WatchIndex:
                 self._regs[key] = self._informers.register(key, _Handler(self, key))
                 _log.info("watching %s", key)
             self._wants[(scaler, role)] = want
+            self._roles.setdefault(scaler, set()).add(role)
             self._add(scaler, want)
             released = self._remove(scaler, old) if old is not None else None
         self._release_later(released)
@@ -159,13 +163,18 @@ class WatchIndex:
     def drop(self, scaler: Request, role: str) -> None:
         with self._mu:
             old = self._wants.pop((scaler, role), None)
+            roles = self._roles.get(scaler)
+            if roles is not None:
+                roles.discard(role)
+                if not roles:
+                    del self._roles[scaler]
             released = self._remove(scaler, old) if old is not None else None
         self._release_later(released)
 
     def release(self, scaler: Request) -> None:
         """Drop every interest of ``scaler`` (it is gone)."""
         with self._mu:
-            roles = [role for (req, role) in self._wants if req == scaler]
+            roles = list(self._roles.get(scaler, ()))
         for role in roles:
             self.drop(scaler, role)
 

@@ -372,10 +372,7 @@ class ElasticScalerReconciler:
         behavior = Behavior.from_annotations(ann, min_replicas=spec.min_replicas,
                                              max_replicas=spec.max_replicas,
                                              defer_timeout_seconds=spec.defer_timeout_seconds)
-        status = self.reporter.previous_status(sync)
-        state = mem.state if mem.state is not None else PipelineState.seed(
-            now=sync.now, current=snap.spec_replicas, deferred_since=epoch(status.deferred_since),
-            last_scale_time=epoch(status.last_scale_time))
+        state = mem.state if mem.state is not None else self._seed(sync, snap)
         started = self._d.clock.monotonic()
         decision = decide(PipelineInput(
             now=sync.now, current_replicas=snap.spec_replicas, recommend=rr, behavior=behavior,
@@ -383,6 +380,14 @@ class ElasticScalerReconciler:
             paused_replicas=ann.paused_replicas, advisory=spec.mode == Mode.ADVISORY))
         self._d.metrics.decision_latency.observe(max(0.0, self._d.clock.monotonic() - started))
         return decision
+
+    def _seed(self, sync: Sync, snap: TargetSnapshot) -> PipelineState:
+        """The pipeline state of a scaler this process holds no memory of (a restart, a new leader),
+        from its status; the status is parsed only then, not on every sync."""
+        status = self.reporter.previous_status(sync)
+        return PipelineState.seed(now=sync.now, current=snap.spec_replicas,
+                                  deferred_since=epoch(status.deferred_since),
+                                  last_scale_time=epoch(status.last_scale_time))
 
     def _write(self, sync: Sync, decision: Decision, target: _Target) -> _Written:
         if not decision.write or not self._may_write():
