@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import statistics
 import subprocess
 import sys
@@ -79,6 +80,8 @@ class Bench:
                 "--health-probe-bind-address=127.0.0.1:0",
                 f"--api-bind-address=127.0.0.1:{self.api_port}",
                 "--max-concurrent-reconciles=4",
+                # the fake Prometheus listens on loopback, which endpoints may not reach by default
+                "--allow-endpoint-networks=127.0.0.0/8",
             ],
             cwd=ROOT,
             stdout=self.log,
@@ -286,18 +289,22 @@ def bench_signal(b: Bench) -> list[float]:
         "--clusterrole=cluster-admin",
         f"--serviceaccount={NS}:pusher",
     )
-    token = b.kubectl("create", "token", "pusher", "-n", NS).strip()
+    token = b.kubectl("create", "token", "pusher", "-n", NS, "--audience", "escaler").strip()
+    # the signal API's default: HTTPS with a self-signed certificate (loopback here, so unverified)
+    tls = ssl.create_default_context()
+    tls.check_hostname = False
+    tls.verify_mode = ssl.CERT_NONE
     out = []
     for i in range(TRIALS):
         want = 2 + i % 2
         t0 = time.monotonic()
         req = urllib.request.Request(
-            f"http://127.0.0.1:{b.api_port}/signal/v1/namespaces/{NS}/elasticscalers/signal",
+            f"https://127.0.0.1:{b.api_port}/signal/v1/namespaces/{NS}/elasticscalers/signal",
             data=json.dumps({"replicas": want}).encode(),
             method="POST",
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(req, timeout=10):
+        with urllib.request.urlopen(req, timeout=10, context=tls):
             pass
         b.wait_replicas("signal", want)
         out.append(time.monotonic() - t0)

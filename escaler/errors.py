@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "MAX_BODY_BYTES",
     "ConnectionFailure",
+    "FencedWrite",
     "StatusError",
     "cap_body",
     "is_conflict",
@@ -101,6 +102,12 @@ class StatusError(Exception):
 
 class ConnectionFailure(Exception):
     """The API server could not be reached or the connection broke (refused, reset, timed out)."""
+
+
+class FencedWrite(Exception):
+    """A write refused before it was sent: this process may no longer be (or not yet be) the
+    leader — its lease is not provably valid now (``escaler.runtime.fence``). Not retryable: the
+    process is about to exit, or has not been elected."""
 
 
 def is_gone(err: BaseException) -> bool:

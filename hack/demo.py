@@ -71,6 +71,8 @@ def elastic_scaler_demo(
             "--api-bind-address=0",
             "--metrics-bind-address=127.0.0.1:0",
             "--health-probe-bind-address=127.0.0.1:0",
+            # the fake Prometheus listens on loopback, which endpoints may not reach by default
+            "--allow-endpoint-networks=127.0.0.0/8",
         ],
         cwd=ROOT,
         stdout=log,

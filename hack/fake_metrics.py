@@ -280,12 +280,15 @@ class PrometheusServer:
     required_token: str | None = None
     # queries seen
     queries: list[str] = field(default_factory=list)
+    # a serving pair: set, it serves HTTPS (a bearer token is only ever sent over https)
+    cert_file: Path | None = None
+    key_file: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: _Server | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.cert_file else 'http'}://{self.host}:{self.port}"
 
     def set(self, query: str, value: float | list[tuple[dict[str, str], float]]) -> None:
         with self._lock:
@@ -343,6 +346,10 @@ class PrometheusServer:
                 pass
 
         self._httpd = _Server((self.host, self.port), Handler)
+        if self.cert_file is not None and self.key_file is not None:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(str(self.cert_file), str(self.key_file))
+            self._httpd.socket = ctx.wrap_socket(self._httpd.socket, server_side=True)
         self.port = int(self._httpd.server_address[1])
         threading.Thread(target=self._httpd.serve_forever, name="fake-prometheus", daemon=True).start()
         return self

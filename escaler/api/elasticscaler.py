@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS",
     "DEFAULT_SCALING_ALGORITHM",
     "HPA_ALGORITHM",
+    "MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS",
     "MAX_METRICS",
     "RESOURCE_NAMES",
     "CustomMetricSource",
@@ -95,6 +96,9 @@ MAX_ALGORITHM_CONFIG_VALUE_LENGTH = 256
 # Resource metric names metrics.k8s.io serves per pod
 RESOURCE_NAMES = ("cpu", "memory")
 DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS = 5
+# Longest ExternalServer timeoutSeconds; the manager's outbound client caps every request there too
+# (escaler.signals.fetch.MAX_TIMEOUT_SECONDS): a slow endpoint cannot hold a collection for minutes.
+MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS = 30
 DEFAULT_SIGNAL_POLL_INTERVAL_SECONDS = 10
 DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS = 600
 DEFAULT_SIGNAL_ACTIVATION_REPLICAS = 1
@@ -240,12 +244,21 @@ class ExternalServerMetricSource(KubeModel):
             field_path=".target.type",
         ),
         url_rule("endpoint", "endpoint"),
+        Rule(
+            rule="!self.endpoint.contains('?') && !self.endpoint.contains('#')",
+            message="endpoint must be a base URL without '?' or '#': escaler appends /api/v1/query and the "
+            "query (put the PromQL in query)",
+            check=lambda m: "?" not in m.endpoint and "#" not in m.endpoint,
+            field_path=".endpoint",
+        ),
     )
 
     endpoint: str = Field(
         max_length=2048,
         pattern=URL_PATTERN,
-        description="Base URL of the query API, e.g. http://prometheus.monitoring:9090.",
+        description="Base URL of the query API, e.g. http://prometheus.monitoring:9090 (no '?' or '#'). "
+        "The manager refuses loopback, link-local and cloud metadata addresses unless its "
+        "--allow-endpoint-networks re-allows them.",
     )
     query: str = Field(
         min_length=1,
@@ -259,13 +272,15 @@ class ExternalServerMetricSource(KubeModel):
     timeout_seconds: int = Field(
         default=DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS,
         ge=1,
-        le=300,
-        description="Timeout of one query, in seconds.",
+        le=MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS,
+        description=f"Timeout of one query, in seconds (at most {MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS}): "
+        "connect, TLS, request and the whole answer.",
     )
     bearer_token_secret_ref: SecretKeyRef | None = Field(
         default=None,
         description="Optional Secret key (in the scaler's namespace) whose value is sent as "
-        "'Authorization: Bearer <token>' with every query. The manager needs get on that Secret.",
+        "'Authorization: Bearer <token>' with every query, over https:// only. The Secret must be "
+        "labelled elasticscaler.io/bearer-token: \"true\", and the manager needs get on it.",
     )
 
 

@@ -13,8 +13,10 @@ import re
 
 from escaler.runtime.server import parse_bind_address
 from escaler.scaling.endpoints import parse_host_patterns
+from escaler.signals.netpolicy import IPNetwork, parse_networks
 
-__all__ = ["bind_address", "duration_seconds", "host_patterns", "non_negative_int", "port", "positive_int"]
+__all__ = ["bind_address", "duration_seconds", "endpoint_networks", "host_patterns", "non_negative_int",
+           "port", "positive_int"]
 
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
@@ -78,5 +80,13 @@ def host_patterns(text: str) -> tuple[str, ...]:
     """A comma list of host names, IPs or ``*.domain`` patterns (empty = every host)."""
     try:
         return parse_host_patterns(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def endpoint_networks(text: str) -> tuple[IPNetwork, ...]:
+    """A comma list of CIDRs (``127.0.0.0/8,fd00::/8``; empty = none) for ``--allow-endpoint-networks``."""
+    try:
+        return parse_networks(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

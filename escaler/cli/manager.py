@@ -14,8 +14,10 @@ a non-zero ``--webhook-port`` is refused (exit 2) rather than silently serving n
 
 The API server (``--api-bind-address``, default ``:8082``; ``0`` disables it) carries the routes
 reconcilers register on ``mgr.api_server`` (the SignalTrigger push, the SLO decisions). It serves
-HTTPS when ``--api-cert-dir DIR`` holds ``tls.crt``/``tls.key``, plain HTTP otherwise, and checks
-every request's bearer token with a TokenReview and a SubjectAccessReview made with the
+HTTPS: with ``--api-cert-dir DIR``'s ``tls.crt``/``tls.key``, else with a self-signed certificate
+made at start (its SHA-256 fingerprint logged); ``--api-insecure`` serves plain HTTP instead. It
+checks every request's bearer token with a TokenReview for the ``escaler`` audience (clients use
+``kubectl create token <sa> --audience escaler``) and a SubjectAccessReview made with the
 manager's own credentials — so the manager's ServiceAccount needs ``create`` on
 ``tokenreviews.authentication.k8s.io`` and ``subjectaccessreviews.authorization.k8s.io`` (the
 ``system:auth-delegator`` ClusterRole). It runs on the elected leader only (see
@@ -23,8 +25,14 @@ manager's own credentials — so the manager's ServiceAccount needs ``create`` o
 
 Flags read by parts that land later (kept here so the command line is stable):
 ``--metrics-trigger-poll-interval`` (the MetricsTrigger poller); ``--allowed-endpoint-hosts`` is
-enforced by the webhook now and by the collectors later. ``ManagerFlags`` carries every parsed
-value for ``register_reconcilers``.
+enforced by the webhook and by the collectors. ``ManagerFlags`` carries every parsed value for
+``register_reconcilers``.
+
+Outbound calls to user-named endpoints (ExternalServer, SignalTrigger pull) never reach
+loopback, link-local, multicast, unspecified or cloud metadata addresses, checked after DNS
+resolution (``escaler.signals.netpolicy``); ``--allow-endpoint-networks CIDR[,CIDR...]``
+re-allows networks a deployment needs (e.g. ``127.0.0.0/8`` for a Prometheus on the manager's
+own host).
 """
 
 from __future__ import annotations
@@ -38,14 +46,23 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from escaler.cli.flags import bind_address, duration_seconds, host_patterns, port, positive_int
+from escaler.cli.flags import (
+    bind_address,
+    duration_seconds,
+    endpoint_networks,
+    host_patterns,
+    port,
+    positive_int,
+)
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.config import ConfigError
 from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
+from escaler.reconcilers.elasticscaler.setup import outbound_executor
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
+from escaler.runtime.executor import DEFAULT_OUTBOUND_PER_GROUP, DEFAULT_OUTBOUND_WORKERS
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
     DEFAULT_LEADER_ELECTION_ID,
@@ -54,6 +71,7 @@ from escaler.runtime.manager import (
 )
 from escaler.runtime.server import parse_bind_address
 from escaler.runtime.tls import CertificateReloader
+from escaler.signals.netpolicy import IPNetwork
 from escaler.webhook import CheckContext, WebhookServer, validators
 from escaler.webhook.server import DEFAULT_WEBHOOK_PORT
 
@@ -114,8 +132,18 @@ class ManagerFlags:
     api_key_file: str | None
     # normalised --allowed-endpoint-hosts; () = every host
     allowed_endpoint_hosts: tuple[str, ...]
+    # --allow-endpoint-networks: refused networks (loopback, link-local ...) endpoints may reach anyway
+    allow_endpoint_networks: tuple[IPNetwork, ...]
     log_format: str
     log_level: str
+    # --api-insecure: serve the API over plain HTTP (else HTTPS; self-signed without --api-cert-dir)
+    api_insecure: bool = False
+    # --metrics-secure: /metrics behind TokenReview + SubjectAccessReview
+    metrics_secure: bool = False
+    # --outbound-workers: threads running metric collections and signal pulls (off the reconcile workers)
+    outbound_workers: int = DEFAULT_OUTBOUND_WORKERS
+    # --outbound-per-namespace: of those, at most this many busy with one namespace's endpoints at once
+    outbound_per_namespace: int = DEFAULT_OUTBOUND_PER_GROUP
 
     def manager_options(self) -> ManagerOptions:
         return ManagerOptions(
@@ -126,6 +154,7 @@ class ManagerFlags:
             leader_election_namespace=self.leader_election_namespace,
             metrics_bind_address=self.metrics_bind_address,
             health_probe_bind_address=self.health_probe_bind_address,
+            metrics_secure=self.metrics_secure,
             max_concurrent_reconciles=self.max_concurrent_reconciles,
         )
 
@@ -160,6 +189,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
                    help="serve /healthz and /readyz here; 0 disables "
                         f"(default: {DEFAULT_HEALTH_PROBE_BIND_ADDRESS})")
+    p.add_argument("--metrics-secure", action="store_true", default=False,
+                   help="serve /metrics only to callers whose bearer token passes a TokenReview and a "
+                        "SubjectAccessReview for get on the non-resource URL /metrics (default: false)")
     p.add_argument("--metrics-trigger-poll-interval", metavar="DURATION", type=duration_seconds,
                    default=duration_seconds(DEFAULT_METRICS_TRIGGER_POLL_INTERVAL),
                    help="how often every MetricsTrigger scaler is re-evaluated, spread over the interval; "
@@ -182,10 +214,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default: {DEFAULT_API_BIND_ADDRESS})")
     p.add_argument("--api-cert-dir", metavar="DIR", default="",
                    help=f"directory holding the API server's {CERT_FILE_NAME} and {KEY_FILE_NAME}; "
-                        "given, it serves HTTPS, else plain HTTP (default: none)")
+                        "without it the API serves HTTPS with a self-signed certificate made at start, "
+                        "its SHA-256 fingerprint logged (default: none)")
+    p.add_argument("--api-insecure", action="store_true", default=False,
+                   help="serve the API over plain HTTP (bearer tokens in clear text: only on a trusted "
+                        "network or behind a TLS-terminating proxy) (default: false)")
     p.add_argument("--allowed-endpoint-hosts", metavar="HOSTS", type=host_patterns, default=(),
                    help="comma list of hosts (or *.domain) that endpoint URLs in specs may name; "
                         "empty allows every host (default: '')")
+    p.add_argument("--allow-endpoint-networks", metavar="CIDRS", type=endpoint_networks, default=(),
+                   help="comma list of networks endpoints may reach although refused by default "
+                        "(loopback, link-local, multicast, unspecified; a cloud metadata address only "
+                        "when named as a /32 or /128), e.g. 127.0.0.0/8 for a Prometheus on the "
+                        "manager's host (default: '')")
+    p.add_argument("--outbound-workers", metavar="N", type=positive_int, default=DEFAULT_OUTBOUND_WORKERS,
+                   help="threads that run metric collections and signal pulls, off the reconcile workers "
+                        f"(default: {DEFAULT_OUTBOUND_WORKERS})")
+    p.add_argument("--outbound-per-namespace", metavar="N", type=positive_int,
+                   default=DEFAULT_OUTBOUND_PER_GROUP,
+                   help="at most N of those threads serve one namespace's scalers at once, so one "
+                        "namespace's slow endpoints cannot stall the others "
+                        f"(default: {DEFAULT_OUTBOUND_PER_GROUP})")
     p.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT,
                    help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
     p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
@@ -228,6 +277,8 @@ def _check_pair(flag: str, cert_file: str, key_file: str) -> None:
 
 
 def _api_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    if args.api_insecure and args.api_cert_dir:
+        raise UsageError("--api-insecure and --api-cert-dir are mutually exclusive (plain HTTP or HTTPS)")
     if not args.api_cert_dir or parse_bind_address(args.api_bind_address) is None:
         return None, None
     cert_file = os.path.join(args.api_cert_dir, CERT_FILE_NAME)
@@ -259,8 +310,13 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         api_cert_file=api_cert_file,
         api_key_file=api_key_file,
         allowed_endpoint_hosts=tuple(args.allowed_endpoint_hosts),
+        allow_endpoint_networks=tuple(args.allow_endpoint_networks),
         log_format=args.log_format,
         log_level=args.log_level,
+        api_insecure=args.api_insecure,
+        metrics_secure=args.metrics_secure,
+        outbound_workers=args.outbound_workers,
+        outbound_per_namespace=args.outbound_per_namespace,
     )
 
 
@@ -278,8 +334,10 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     scaler_metrics = ScalerMetrics(mgr.metrics.registry)
     setup_elasticscaler(
         mgr, poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
+        allow_networks=flags.allow_endpoint_networks,
         max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
-        scaler_metrics=scaler_metrics,
+        scaler_metrics=scaler_metrics, outbound=outbound_executor(
+            mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
     )
 
 
@@ -305,7 +363,8 @@ def build_manager(
     if parse_bind_address(flags.api_bind_address) is not None:
         mgr.add_api_server(ApiServer(
             flags.api_bind_address, cert_file=flags.api_cert_file, key_file=flags.api_key_file,
-            authenticator=api_authenticator(mgr), registry=mgr.metrics.registry,
+            insecure=flags.api_insecure, clock=mgr.clock, authenticator=api_authenticator(mgr),
+            registry=mgr.metrics.registry,
         ))
     if flags.webhook_port:
         assert flags.webhook_cert_file is not None and flags.webhook_key_file is not None
@@ -327,6 +386,7 @@ _OPTION_FLAGS = {
     "leader_election_id": "--leader-election-id",
     "metrics_bind_address": "--metrics-bind-address",
     "health_probe_bind_address": "--health-probe-bind-address",
+    "metrics_secure": "--metrics-secure",
     "max_concurrent_reconciles": "--max-concurrent-reconciles",
 }
 _OPTION_RE = re.compile(r"ManagerOptions\.(\w+)")

@@ -12,6 +12,11 @@ Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
   watch (client-go spreads watch reconnections over 5 to 10 min so they do not synchronise).
   ADDED/MODIFIED/DELETED go to ``sink.add/update/delete`` and advance the resourceVersion;
   BOOKMARK only advances it. Events are applied in stream order, on the ``run`` thread.
+* **A dead connection** is noticed by the ``ListerWatcher``'s client-side read timeout (well under
+  the watch's length: the server sends a bookmark about every minute, so a silent stream is a dead
+  one; ``escaler.kube.dynamic`` waits at most 110 s) and raises ``ConnectionFailure``. A watch
+  that fails after staying open ``HEALTHY_WATCH_SECONDS`` was healthy: it is re-opened from the last
+  resourceVersion after the *initial* backoff delay, not one grown by older failures.
 * **A watch that ends normally** is re-opened from the last resourceVersion, without a relist.
   One that ended within ``SHORT_WATCH_SECONDS`` without any event counts as a failure (a server
   or proxy that closes at once must not cause a hot loop).
@@ -64,6 +69,7 @@ from escaler.informers.interfaces import (
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "HEALTHY_WATCH_SECONDS",
     "MAX_LIST_RESTARTS",
     "MIN_WATCH_TIMEOUT",
     "SHORT_WATCH_SECONDS",
@@ -84,6 +90,9 @@ SHORT_WATCH_SECONDS = 1.0
 MAX_LIST_RESTARTS = 3
 # how long run() waits for its resync thread when stopping
 THREAD_JOIN_TIMEOUT = 5.0
+# a watch open this long before it failed was healthy (it outlived a bookmark interval): the failure
+# restarts the backoff from its initial delay
+HEALTHY_WATCH_SECONDS = 60.0
 
 
 class ReflectorSink(Protocol):
@@ -304,6 +313,10 @@ class Reflector:
                 if events == 1:
                     self._backoff.reset()
                     self._gone_streak = 0
+        except ConnectionFailure:
+            if self._clock.monotonic() - started >= HEALTHY_WATCH_SECONDS:
+                self._backoff.reset()  # a connection that died after a healthy while: reopen soon
+            raise
         finally:
             with self._lock:
                 self._stream = None

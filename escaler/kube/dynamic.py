@@ -12,13 +12,17 @@ Contract:
 * Paths: ``/api/v1[/namespaces/<ns>]/<resource>[/<name>[/<subresource>]]`` for the core group,
   ``/apis/<group>/<version>/...`` otherwise; namespace and name are URL-quoted.
 * ``ResourceListerWatcher`` implements ``escaler.informers.interfaces.ListerWatcher`` (see that
-  module for the contract). A watch's client-side read timeout is ``timeout_seconds +
-  read_timeout_margin``: the server ends a healthy watch at ``timeout_seconds`` (and sends bookmarks
-  meanwhile), so a read that waits longer than that is a dead connection. ``timeout_seconds=0``
-  sends no ``timeoutSeconds`` (the server picks its own, tens of minutes) yet reads still time out
-  after the margin alone: only sensible for streams known to be busy. Items of a list, which the
-  server sends without ``apiVersion``/``kind`` for built-in types, get them filled in (so do watch
-  objects that lack them).
+  module for the contract). A watch's client-side read timeout — the longest one read may wait for
+  the next byte — is ``min(timeout_seconds + read_timeout_margin, idle_timeout)``: the server ends a
+  healthy watch at ``timeout_seconds``, and kube-apiserver's watch cache sends a watch that asked
+  for bookmarks one about every minute (``defaultBookmarkFrequency``, and 2 s before the deadline),
+  so a read that waits ``idle_timeout`` (110 s) is a dead connection, noticed within two minutes
+  rather than at the end of a 5-10 min watch. A server that sends no bookmarks (watch cache off)
+  costs an idle watch a re-open from its resourceVersion every ``idle_timeout``: no relist, no
+  event lost. ``timeout_seconds=0`` sends no ``timeoutSeconds`` (the server picks its own, tens of
+  minutes) yet reads still time out after the margin alone: only sensible for busy streams.
+  Items of a list, which the server sends without ``apiVersion``/``kind`` for built-in types, get
+  them filled in (so do watch objects that lack them).
 * ``lister_watcher_factory`` builds one per informer key; the discovery lookup it needs is deferred
   to the first ``list``/``watch``, so a server that is down (or a CRD not yet installed: 404) surfaces
   as an error inside the reflector's loop, which backs off and retries, rather than at informer
@@ -40,6 +44,7 @@ from escaler.kube.discovery import ResourceMapping, RESTMapper
 from escaler.kube.rest import Query, RestClient
 
 __all__ = [
+    "DEFAULT_WATCH_IDLE_TIMEOUT",
     "DEFAULT_WATCH_READ_TIMEOUT_MARGIN",
     "PATCH_CONTENT_TYPES",
     "DynamicClient",
@@ -54,6 +59,9 @@ __all__ = [
 # Seconds a watch read may wait beyond the server-side timeoutSeconds before the connection is
 # declared dead.
 DEFAULT_WATCH_READ_TIMEOUT_MARGIN = 30.0
+# The longest a watch read waits for the next byte: kube-apiserver sends a bookmark to a watch that
+# asked for them about every 60 s, so silence this long means a dead connection (< 2 min).
+DEFAULT_WATCH_IDLE_TIMEOUT = 110.0
 
 MappingRef = ResourceMapping | tuple[str, str]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -268,11 +276,14 @@ class ResourceListerWatcher:
         label_selector: str | None = None,
         field_selector: str | None = None,
         read_timeout_margin: float = DEFAULT_WATCH_READ_TIMEOUT_MARGIN,
+        idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
     ) -> None:
         if read_timeout_margin <= 0:
             raise ValueError(
                 f"ResourceListerWatcher: read_timeout_margin must be > 0, got {read_timeout_margin}"
             )
+        if not idle_timeout > 0:
+            raise ValueError(f"ResourceListerWatcher: idle_timeout must be > 0, got {idle_timeout}")
         # validates scope now rather than on the first list
         resource_path(mapping, namespace or None)
         # sends list and watch requests
@@ -286,6 +297,8 @@ class ResourceListerWatcher:
         self._field_selector = field_selector or None
         # seconds a watch read may wait beyond timeout_seconds
         self._margin = read_timeout_margin
+        # the longest a watch read waits for the next byte (see the module docstring)
+        self._idle = idle_timeout
 
     @property
     def mapping(self) -> ResourceMapping:
@@ -321,7 +334,7 @@ class ResourceListerWatcher:
         if self._field_selector:
             query.append(("fieldSelector", self._field_selector))
         path = resource_path(self._mapping, self._namespace)
-        lines, close = self._rest.stream_lines(path, query, timeout_seconds + self._margin)
+        lines, close = self._rest.stream_lines(path, query, min(timeout_seconds + self._margin, self._idle))
         return _WatchStream(lines, close, self._mapping, path)
 
 

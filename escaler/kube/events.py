@@ -25,6 +25,11 @@ Contract:
   dropped and counted in ``dropped``. Failed writes are logged and counted in ``write_failures``; a
   failed create is not retried (the next occurrence creates again), a series patch that failed with
   a retryable error is retried on the next heartbeat.
+* **Fenced writes are dropped.** A write the REST client's write guard refuses (``FencedWrite``:
+  this manager lost, or never had, its leader lease — e.g. a process thawed after a freeze) is
+  not sent, not retried, and not kept: the occurrence is dropped and counted in ``fenced``, and
+  logged once per recorder. So a backlog built up while the process was frozen is discarded on
+  thaw instead of being flushed into a cluster another leader now owns.
 * ``flush(timeout)`` waits (real time) until every write that is due now has finished; ``stop()`` writes
   pending series counts, lets the writer finish, and joins it.
 * Fields written: ``eventTime`` (MicroTime: RFC 3339, 6 fraction digits, ``Z``), ``reportingController``
@@ -51,7 +56,7 @@ from typing import Any, Literal, Protocol
 from cachetools import LRUCache
 
 from escaler.clock import Clock, RealClock
-from escaler.errors import StatusError, is_not_found, is_retryable
+from escaler.errors import FencedWrite, StatusError, is_not_found, is_retryable
 from escaler.kube.discovery import ResourceMapping
 from escaler.kube.dynamic import DynamicClient, resource_path
 from escaler.kube.rest import RestClient
@@ -301,6 +306,8 @@ class EventRecorder:
         self._spam_filtered = 0
         # API writes that failed
         self._write_failures = 0
+        # writes refused by the write fence (dropped: never sent, never retried)
+        self._fenced = 0
         # set by stop(); the writer drains, writes pending counts, and exits
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name=f"event-recorder-{component}", daemon=True)
@@ -322,6 +329,11 @@ class EventRecorder:
     def write_failures(self) -> int:
         with self._cond:
             return self._write_failures
+
+    @property
+    def fenced(self) -> int:
+        with self._cond:
+            return self._fenced
 
     # -- recording ------------------------------------------------------------------------------
 
@@ -520,6 +532,14 @@ class EventRecorder:
                         self._dirty.add(job.key)
 
     def _failed(self, what: str, exc: BaseException) -> None:
+        if isinstance(exc, FencedWrite):
+            with self._cond:
+                self._fenced += 1
+                first = self._fenced == 1
+            if first:
+                log.warning("event recorder %s: %s: %s; dropping this and every later fenced Event "
+                            "write", self._component, what, exc)
+            return
         log.warning("event recorder %s: %s: %s", self._component, what, exc)
         with self._cond:
             self._write_failures += 1

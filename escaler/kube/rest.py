@@ -15,6 +15,15 @@ Contract:
   instead of hanging; a clean end of the body ends the iterator. ``close()`` may be called from any
   thread: it shuts the socket down so a blocked read returns, and the iterator then stops without
   raising. An error status at open time raises before anything is returned.
+* **Write guard** (``set_write_guard``): a callable ``(method, path)`` run immediately before any
+  POST/PUT/PATCH/DELETE goes on the wire (after the token hook, so nothing slow runs between the
+  check and the send). It raises to refuse the write — the manager installs its leader-election
+  ``WriteFence`` here, so every target, status, HPA and Event write is fenced by one check. It is
+  also installed in the ApiClient's urllib3 connections (``escaler.kube.fencedpool``), where it
+  runs once more immediately before the whole request is written to the socket in one piece.
+* ``retries=False`` sends one request with no urllib3 retries at all (no connect retry, no
+  stale-connection retry) and a float ``timeout`` as one total bound: for calls that must not
+  outlive a deadline (lease renewals).
 """
 
 from __future__ import annotations
@@ -33,20 +42,27 @@ from kubernetes.client.exceptions import ApiException
 
 from escaler import __version__
 from escaler.errors import ConnectionFailure, StatusError, cap_body
+from escaler.kube import fencedpool
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "STREAM_READ_BYTES",
     "USER_AGENT",
+    "WRITE_METHODS",
     "Query",
     "RestClient",
     "Timeout",
+    "WriteGuard",
 ]
 
 log = logging.getLogger(__name__)
 
 Timeout = float | tuple[float, float]
 Query = list[tuple[str, str]]
+# Called with (method, path) right before a write is sent; raises to refuse it.
+WriteGuard = Callable[[str, str], None]
+# The methods the write guard sees.
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 USER_AGENT = f"escaler/{__version__}"
 # (connect, read) seconds for ordinary requests; a read timeout bounds each socket read.
@@ -80,6 +96,16 @@ class RestClient:
         self._user_agent = user_agent
         # used when request() is given no timeout
         self._default_timeout = default_timeout
+        # run right before every write is sent (None: no guard); set once, before use
+        self._write_guard: WriteGuard | None = None
+
+    def set_write_guard(self, guard: WriteGuard | None) -> None:
+        """Install the check run immediately before every POST/PUT/PATCH/DELETE (see the module
+        docstring); ``None`` removes it."""
+        self._write_guard = guard
+        pool = getattr(getattr(self._api, "rest_client", None), "pool_manager", None)
+        if isinstance(pool, urllib3.PoolManager):
+            fencedpool.install(pool, guard)
 
     @property
     def api_client(self) -> ApiClient:
@@ -94,12 +120,14 @@ class RestClient:
         body: object = None,
         content_type: str = "application/json",
         timeout: Timeout | None = None,
+        retries: bool = True,
     ) -> dict[str, Any]:
-        """Send one request and return the decoded JSON response body."""
+        """Send one request and return the decoded JSON response body (``retries=False``: no
+        transport retries, a float ``timeout`` bounds the whole call)."""
         if timeout is not None:
             _validate_timeout(timeout, "timeout")
         resp = self._open(method, path, query, body, content_type,
-                          self._default_timeout if timeout is None else timeout)
+                          self._default_timeout if timeout is None else timeout, retries=retries)
         try:
             try:
                 data = resp.read()
@@ -146,6 +174,8 @@ class RestClient:
         body: object,
         content_type: str,
         timeout: Timeout,
+        *,
+        retries: bool = True,
     ) -> urllib3.BaseHTTPResponse:
         """Send the request; return the undrained 2xx response or raise the mapped error."""
         if not path.startswith("/"):
@@ -164,7 +194,12 @@ class RestClient:
         if all_query:
             url += "?" + urlencode(all_query)
         wire_body = None if body is None else api.sanitize_for_serialization(body)
+        guard = self._write_guard
+        if guard is not None and method.upper() in WRITE_METHODS:
+            guard(method.upper(), path)  # last thing before the send: a fence lapse is seen here
         try:
+            if not retries:
+                return self._checked(self._send_once(method, url, headers, wire_body, timeout))
             raw = api.call_api(method, url, header_params=headers, body=wire_body, _request_timeout=timeout)
         except ApiException as exc:
             # the generated client wraps TLS failures as status 0; anything else is an encoding problem
@@ -173,7 +208,24 @@ class RestClient:
             raise ValueError(f"{method} {path}: cannot send request: {exc.reason}") from exc
         except _TRANSPORT_ERRORS as exc:
             raise ConnectionFailure(f"{method} {path}: {exc}") from exc
-        resp = cast(urllib3.BaseHTTPResponse, raw.response)
+        return self._checked(cast(urllib3.BaseHTTPResponse, raw.response))
+
+    def _send_once(self, method: str, url: str, headers: dict[str, str], wire_body: object,
+                   timeout: Timeout) -> urllib3.BaseHTTPResponse:
+        """One attempt on the ApiClient's pool: no retries, a float timeout is the total bound."""
+        api: Any = self._api
+        if isinstance(timeout, tuple):
+            bound = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        else:
+            bound = urllib3.Timeout(total=timeout)
+        data = None if wire_body is None else json.dumps(wire_body).encode("utf-8")
+        pool = api.rest_client.pool_manager
+        return cast(urllib3.BaseHTTPResponse, pool.request(
+            method, url, body=data, headers=headers, timeout=bound, retries=False, preload_content=False))
+
+    @staticmethod
+    def _checked(resp: urllib3.BaseHTTPResponse) -> urllib3.BaseHTTPResponse:
+        """Return a 2xx response undrained; raise the mapped ``StatusError`` otherwise."""
         if 200 <= resp.status <= 299:
             return resp
         try:

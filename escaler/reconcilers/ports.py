@@ -10,7 +10,8 @@ A reconciler never reaches for a global or a concrete client: it is given these 
   ``(apiVersion, kind)`` pair the client resolves.
 * ``Mapper`` — kind → resource (``escaler.kube.RESTMapper``): ``ValueError`` for a malformed
   apiVersion, ``StatusError`` 404 for a kind the API server does not serve.
-* ``HandlerLookup`` — the ``ResourceHandler`` of a target kind (``HandlerRegistry``).
+* ``HandlerLookup`` — the ``ResourceHandler`` of a target kind, and why a kind cannot be a target
+  (``HandlerRegistry``).
 * ``EventSink`` — records an ``events.k8s.io/v1`` Event about an object (``escaler.kube.events.Recorder``,
   re-exported under the name of its role).
 * ``ObjectRef`` — the one reference type for an object in a scaler's namespace (a target, a
@@ -71,6 +72,8 @@ class HandlerLookup(Protocol):
     """``HandlerRegistry``: the ResourceHandler of a target kind (ValueError: bad apiVersion)."""
 
     def handler_for(self, api_version: str, kind: str) -> ResourceHandler: ...
+
+    def target_problem(self, mapping: ResourceMapping) -> str | None: ...
 
 
 @dataclass(frozen=True)

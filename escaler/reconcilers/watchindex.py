@@ -21,6 +21,11 @@ informers). The cost of an event must not grow with the fleet (ARCHITECTURE.md r
 * ``synced(key)`` and ``cached(key, namespace, name)`` never wait: a reconcile whose informer has
   not listed yet returns ``Result(requeue_after=...)``, and the informer's initial-list add events
   wake the scalers that asked for an object in it.
+* **What** may be watched is decided before ``want``, from discovery, because a namespace user
+  chooses the kinds: only namespaced kinds, in the scaler's namespace (a source's informer spans the
+  manager's namespace scope, label-selected), never core Secrets (``statesync.watch_key``); a
+  target kind must also have a handler or a ``scale`` subresource (``HandlerRegistry.
+  target_problem``). A scaler whose kind is refused holds nothing here.
 * ``WatchIndex`` is a controller ``Source``: ``start(queue)`` gives it the queue its handlers
   enqueue on (``ControllerBuilder.watches_source``), so nothing is late-bound.
 

@@ -9,7 +9,9 @@ The public API an embedding operator uses (controller-runtime's shape, in Python
 * ``handlers`` and ``predicates`` — event → request mapping and event filters;
 * ``Manager``/``ManagerOptions`` — shared clients and caches, probes, metrics, leader election
   and graceful shutdown (``manager.py``);
-* ``LeaderElector``/``LeaderElectionConfig``/``LeaseLock`` — the Lease lock (``leaderelection.py``);
+* ``LeaderElector``/``LeaderElectionConfig`` — the elector (``leaderelection.py``) over the Lease
+  lock ``LeaseLock``/``KubeLeaseClient`` (``leaselock.py``); ``WriteFence`` — time-based write
+  permission from the lease (``fence.py``);
 * ``MetricsRegistry`` — controller-runtime's metric names on a per-manager registry;
 * ``ApiServer`` (``apiserver.py``) — the authenticated JSON API routes register on
   (``Manager.api_server``), with ``KubeAuthenticator``/``ResourceAttributes`` (``authn.py``).
@@ -32,14 +34,9 @@ from escaler.runtime.authn import (
 )
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller, ReconcileContextFilter, current_reconcile
-from escaler.runtime.leaderelection import (
-    InMemoryLeaseClient,
-    KubeLeaseClient,
-    LeaderElectionConfig,
-    LeaderElector,
-    LeaseClient,
-    LeaseLock,
-)
+from escaler.runtime.fence import WriteFence
+from escaler.runtime.leaderelection import LeaderElectionConfig, LeaderElector
+from escaler.runtime.leaselock import KubeLeaseClient, LeaseClient, LeaseLock
 from escaler.runtime.manager import Manager, ManagerOptions, Runnable
 from escaler.runtime.metrics import MetricsRegistry
 from escaler.runtime.types import ReconcileError, Reconciler, Request, Result, TerminalError
@@ -53,7 +50,6 @@ __all__ = [
     "Authenticator",
     "Controller",
     "ControllerBuilder",
-    "InMemoryLeaseClient",
     "KubeAuthenticator",
     "KubeLeaseClient",
     "LeaderElectionConfig",
@@ -72,6 +68,7 @@ __all__ = [
     "Runnable",
     "TerminalError",
     "UserInfo",
+    "WriteFence",
     "current_reconcile",
     "handlers",
     "predicates",

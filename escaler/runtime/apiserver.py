@@ -10,9 +10,13 @@ Reconcilers register routes on it during setup; the server knows no route of its
 
 Contract:
 
-* Serves HTTP/1.1, or HTTPS when ``cert_file``/``key_file`` are given (TLS 1.2+, the pair
-  re-read when it changes, the handshake in the connection's own thread — ``runtime.tls``).
-  One daemon thread per connection, keep-alive, ``CONNECTION_TIMEOUT_SECONDS`` per socket.
+* Serves HTTPS (TLS 1.2+, the handshake in the connection's own thread) by default: with
+  ``cert_file``/``key_file`` (re-read when they change — ``runtime.tls``), else with a
+  self-signed pair made by ``serve()`` (its SHA-256 fingerprint logged and kept in
+  ``self_signed_fingerprint``). Plain HTTP only when asked: ``insecure=True`` (``--api-insecure``).
+* Connections as ``runtime.httpbase`` serves them (``API_LIMITS``): at most 64 at once (503 with
+  ``Retry-After`` beyond), a request line + headers + body must arrive within 10 s in total (408),
+  keep-alive.
 * Routes: ``add_route(method, pattern, handler, *, authz=None, public=False)``. A pattern is
   literal segments and ``{param}`` segments (one path segment each, percent-decoded into
   ``ApiRequest.params``). Registration order decides between overlapping patterns; the same
@@ -20,11 +24,15 @@ Contract:
 * Per request, in this order: no matching path → 404; path matches but not the method → 405
   (with ``Allow``); chunked body → 411; ``Content-Length`` above ``MAX_BODY_BYTES`` → 413 (the
   body is never read); then, unless the route is ``public`` or the server has no
-  authenticator, ``Authorization: Bearer <token>`` is authenticated (missing or invalid → 401
-  with ``WWW-Authenticate: Bearer``) and, when the route has ``authz``, the user is authorized
-  for those attributes with path params substituted (denied → 403 naming the user, verb and
-  resource); a review that cannot be made → 503 with ``Retry-After`` (never cached, never a
-  denial); then the body is read and parsed as JSON (invalid → 400); then the handler runs.
+  authenticator, the ``runtime.authfilter`` filter: ``Authorization: Bearer <token>`` is
+  authenticated by a TokenReview for the ``escaler`` audience (missing or invalid → 401 with
+  ``WWW-Authenticate: Bearer``; a client past its budget of failed authentications → 429
+  without a review) and, when the route has ``authz``, the user is authorized for those
+  attributes with path params substituted (denied → 403 naming the user, verb and resource); a
+  review that cannot be made → 503 with ``Retry-After`` saying only "authentication
+  unavailable" (the cause is logged; never cached, never a denial); then the body is read and
+  parsed as JSON (any failure, ``RecursionError`` and bad UTF-8 included → 400); then the
+  handler runs.
 * A handler returns an ``ApiResponse`` (JSON-encoded body) or raises ``ApiError`` for a 4xx of
   its own; any other exception is logged with its traceback and answered 500 — the server keeps
   serving. Every error body is ``{"error": {"code": ..., "message": ...}}``.
@@ -43,7 +51,8 @@ once and a client retries (the next attempt may reach the leader). Limitation: w
 replicas behind one Service, readiness does not follow leadership (a standby is ready so rolling
 updates proceed), so pushes can hit a standby; run one replica of the API, or have clients retry
 on connection errors. Authentication is off only when no authenticator is given (tests,
-``--auth none``); without TLS, bearer tokens cross the network in clear text (a warning is logged).
+embedding); with ``--api-insecure``, bearer tokens cross the network in clear text (a warning is
+logged).
 
 RBAC for ``KubeAuthenticator``: see ``escaler.runtime.authn`` (create on ``tokenreviews`` and
 ``subjectaccessreviews``).
@@ -54,34 +63,32 @@ from __future__ import annotations
 import json
 import logging
 import re
+import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from escaler.runtime.authn import (
-    AccessDecision,
-    Authenticator,
-    ResourceAttributes,
-    ReviewUnavailable,
-    UserInfo,
-)
-from escaler.runtime.server import parse_bind_address
-from escaler.runtime.tls import (
-    DEFAULT_CONNECTION_TIMEOUT_SECONDS,
-    CertificateReloader,
+from escaler.clock import Clock
+from escaler.runtime.authfilter import FailureLimiter, RequestAuth
+from escaler.runtime.authn import Authenticator, ResourceAttributes, UserInfo
+from escaler.runtime.httpbase import (
+    BaseHandler,
     ConnectionServer,
+    HttpError,
+    Limits,
     ServingLifecycle,
+    parse_json,
     server_class,
 )
+from escaler.runtime.server import parse_bind_address
+from escaler.runtime.tls import CertificateReloader, self_signed
 
 __all__ = [
-    "CONNECTION_TIMEOUT_SECONDS",
+    "API_LIMITS",
     "MAX_BODY_BYTES",
     "ApiError",
     "ApiHandler",
@@ -92,11 +99,11 @@ __all__ = [
 
 # largest request body accepted (a signal is a few bytes; a decision query has none)
 MAX_BODY_BYTES = 64 * 1024
-# handshake, request read and keep-alive idle bound per connection
-CONNECTION_TIMEOUT_SECONDS = DEFAULT_CONNECTION_TIMEOUT_SECONDS
-# how long a client is asked to wait after a 503 (review unavailable)
-RETRY_AFTER_SECONDS = 1
-# how long shutdown() waits for the accept loop to finish its current poll
+# connections at once, whole-request deadline, body cap
+API_LIMITS = Limits(max_connections=64, request_deadline=10.0, max_body_bytes=MAX_BODY_BYTES)
+# how a client gets a token this server accepts (in a 401)
+AUDIENCE_HINT = ("tokens must be issued for the escaler audience: "
+                 "kubectl create token <serviceaccount> --audience escaler")
 HEALTHZ_PATH = "/healthz"
 # the route label of requests that matched no route
 _UNMATCHED = "unmatched"
@@ -108,6 +115,7 @@ ERROR_CODES: Mapping[int, str] = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     411: "length_required",
     413: "payload_too_large",
@@ -226,127 +234,42 @@ class _Metrics:
             self.latency.labels(route=route, method=method).observe(seconds)
 
 
-class _Handler(BaseHTTPRequestHandler):
+def _json_error(status: int, message: str, code: str | None = None) -> tuple[str, bytes]:
+    return "application/json", json.dumps(_error_body(status, message, code)).encode()
+
+
+class _Handler(BaseHandler):
     server_version = "escaler-api"
-    protocol_version = "HTTP/1.1"
     # set per server in ApiServer.serve()
     api: ApiServer
 
-    # ------------------------------------------------------------------ responses
-
-    def _send(self, status: int, body: bytes, *, ctype: str = "application/json",
-              headers: Mapping[str, str] | None = None, close: bool = False) -> None:
-        self.send_response(status)
-        if body:
-            self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Cache-Control", "no-store")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        if self.command != "HEAD" and body:
-            self.wfile.write(body)
-
-    def _error(self, status: int, message: str, *, code: str | None = None,
-               headers: Mapping[str, str] | None = None, close: bool = False) -> int:
-        self._send(status, json.dumps(_error_body(status, message, code)).encode(),
-                   headers=headers, close=close)
-        return status
-
-    # ------------------------------------------------------------------ dispatch
-
-    def _handle(self) -> None:
-        started = time.monotonic()
+    def serve_request(self) -> None:
         method = self.command
         path, _, raw_query = self.path.partition("?")
-        label = _UNMATCHED
-        code = 500
-        try:
-            if path == HEALTHZ_PATH:
-                label = HEALTHZ_PATH
-                if method in ("GET", "HEAD"):
-                    self._send(200, b"ok", ctype="text/plain; charset=utf-8")
-                    code = 200
-                else:
-                    code = self._error(405, f"{method} {path}: use GET", headers={"Allow": "GET, HEAD"},
-                                       close=True)
-                return
-            route, params, allowed = self.api._match(method, path)
-            if route is None:
-                if allowed:
-                    code = self._error(405, f"{method} is not allowed on {path}; allowed: "
-                                       + ", ".join(allowed), headers={"Allow": ", ".join(allowed)},
-                                       close=True)
-                else:
-                    code = self._error(404, f"no route for {path}", close=True)
-                return
-            label = route.pattern
-            code = self._serve_route(route, params, path, raw_query)
-        except (BrokenPipeError, ConnectionResetError, TimeoutError) as exc:
-            _log.debug("API client went away during %s %s: %s", method, path, exc)
-            self.close_connection = True
-        except Exception:
-            # a bug here (not in a handler) must not kill the connection thread silently
-            _log.exception("API server: %s %s failed", method, path)
-            self.close_connection = True
-        finally:
-            self.api._metrics.observe(label, method, code, time.monotonic() - started)
+        if path == HEALTHZ_PATH:
+            self.route_label = HEALTHZ_PATH
+            if method not in ("GET", "HEAD"):
+                raise HttpError(405, f"{method} {path}: use GET", headers={"Allow": "GET, HEAD"}, close=True)
+            self.reply(200, b"ok", ctype="text/plain; charset=utf-8")
+            return
+        route, params, allowed = self.api._match(method, path)
+        if route is None:
+            if allowed:
+                raise HttpError(405, f"{method} is not allowed on {path}; allowed: " + ", ".join(allowed),
+                                headers={"Allow": ", ".join(allowed)}, close=True)
+            raise HttpError(404, f"no route for {path}", close=True)
+        self.route_label = route.pattern
+        self._serve_route(route, params, path, raw_query)
 
-    def _serve_route(self, route: _Route, params: dict[str, str], path: str, raw_query: str) -> int:
+    def _serve_route(self, route: _Route, params: dict[str, str], path: str, raw_query: str) -> None:
         # Body framing is checked before authentication: it costs nothing and reads nothing.
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            return self._error(411, "a request body must be sent with Content-Length", close=True)
-        length_header = self.headers.get("Content-Length")
-        try:
-            length = int(length_header) if length_header is not None else 0
-        except ValueError:
-            length = -1
-        if length < 0:
-            return self._error(400, f"invalid Content-Length {length_header!r}", close=True)
-        if length > MAX_BODY_BYTES:
-            return self._error(413, f"request body of {length} bytes is larger than the "
-                               f"{MAX_BODY_BYTES} bytes allowed", close=True)
-        # An early answer leaves the body unread: close the connection rather than read it.
-        close = length > 0
+        length = self.content_length(required=False)
         user: UserInfo | None = None
-        authenticator = self.api.authenticator
-        if not route.public and authenticator is not None:
-            token = self._bearer_token()
-            if token is None:
-                return self._error(401, "a bearer token is required (Authorization: Bearer <token>)",
-                                   headers={"WWW-Authenticate": "Bearer"}, close=close)
-            try:
-                user = authenticator.authenticate(token)
-                decision = (AccessDecision(True) if user is None or route.authz is None
-                            else authenticator.authorize(user, route.authz.substitute(params)))
-            except ReviewUnavailable as exc:
-                return self._error(503, f"cannot check the request's credentials now: {exc}",
-                                   headers={"Retry-After": str(RETRY_AFTER_SECONDS)}, close=close)
-            if user is None:
-                return self._error(401, "the bearer token is not valid",
-                                   headers={"WWW-Authenticate": "Bearer"}, close=close)
-            if not decision.allowed:
-                assert route.authz is not None
-                message = (f'user "{user.username}" cannot '
-                           f"{route.authz.substitute(params).describe()}")
-                if decision.reason:
-                    message += f": {decision.reason}"
-                _log.info("API request denied: %s", message)
-                return self._error(403, message, close=close)
-        body: Any = None
-        if length > 0:
-            raw = self.rfile.read(length)
-            if len(raw) < length:
-                self.close_connection = True
-                return 400
-            try:
-                body = json.loads(raw)
-            except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-                return self._error(400, f"request body is not valid JSON: {exc}")
+        if not route.public and self.api.auth is not None:
+            user = self.api.auth.check(self.bearer_token(), self.client_host(),
+                                       route.authz.substitute(params) if route.authz is not None else None)
+        raw = self.read_body(length)
+        body = parse_json(raw) if length > 0 else None
         request = ApiRequest(
             method=self.command, path=path, params=params,
             query=_first_values(raw_query),
@@ -358,25 +281,11 @@ class _Handler(BaseHTTPRequestHandler):
             payload = b"" if response.body is None else json.dumps(
                 response.body, separators=(",", ":")).encode()
         except ApiError as exc:
-            return self._error(exc.status, exc.message, code=exc.code)
+            raise HttpError(exc.status, exc.message, code=exc.code) from None
         except Exception:
             _log.exception("API handler for %s %s failed", route.method, route.pattern)
-            return self._error(500, f"internal error serving {route.method} {path}")
-        self._send(response.status, payload, headers=response.headers)
-        return response.status
-
-    def _bearer_token(self) -> str | None:
-        value = self.headers.get("Authorization") or ""
-        scheme, _, token = value.strip().partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return None
-        return token
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _handle
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s - %s", self.address_string(), format % args)
+            raise HttpError(500, f"internal error serving {route.method} {path}") from None
+        self.reply(response.status, payload, headers=response.headers)
 
 
 def _first_values(raw_query: str) -> dict[str, str]:
@@ -395,9 +304,13 @@ class ApiServer(ServingLifecycle):
         *,
         cert_file: str | None = None,
         key_file: str | None = None,
+        insecure: bool = False,
         authenticator: Authenticator | None,
         registry: CollectorRegistry | None = None,
         name: str = "api",
+        limits: Limits = API_LIMITS,
+        failure_limiter: FailureLimiter | None = None,
+        clock: Clock | None = None,
     ) -> None:
         address = parse_bind_address(bind_address)
         if address is None:
@@ -405,15 +318,27 @@ class ApiServer(ServingLifecycle):
                              "do not create one instead")
         if (cert_file is None) != (key_file is None):
             raise ValueError("ApiServer: cert_file and key_file go together (both or neither)")
+        if insecure and cert_file is not None:
+            raise ValueError("ApiServer: insecure (plain HTTP) and a serving certificate exclude each other")
         # for logs and the manager's thread name
         self.name = name
         # (host, port, ipv6); fixed
         self.address = address
-        # the TLS material (reloaded on change); None = plain HTTP
+        # plain HTTP, asked for explicitly; fixed
+        self.insecure = insecure
+        # the TLS material (reloaded on change); None = plain HTTP, or a self-signed pair made by serve()
         self.certs = (CertificateReloader(cert_file, key_file, name=name)
                       if cert_file is not None and key_file is not None else None)
+        # SHA-256 of the serving certificate when serve() generated it (else None)
+        self.self_signed_fingerprint: str | None = None
+        # holds the generated pair while serving; None otherwise
+        self._self_signed_dir: tempfile.TemporaryDirectory[str] | None = None
         # who checks credentials; None = authentication off (every route is public)
         self.authenticator = authenticator
+        self.auth = (RequestAuth(authenticator, failure_limiter or FailureLimiter(clock=clock), name=name,
+                                 hint=AUDIENCE_HINT) if authenticator is not None else None)
+        self.limits = limits
+        self._clock = clock
         # request metrics (no-op without a registry)
         self._metrics = _Metrics(registry)
         # guards _routes, _server and _thread
@@ -429,12 +354,7 @@ class ApiServer(ServingLifecycle):
 
     @property
     def tls(self) -> bool:
-        return self.certs is not None
-
-    @property
-    def port(self) -> int | None:
-        with self._mu:
-            return int(self._server.server_address[1]) if self._server is not None else None
+        return not self.insecure
 
     @property
     def routes(self) -> list[tuple[str, str]]:
@@ -495,31 +415,48 @@ class ApiServer(ServingLifecycle):
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _serving_certs(self) -> CertificateReloader | None:
+        """The certificate to serve: the given pair, a fresh self-signed one, or None (insecure)."""
+        if self.insecure:
+            return None
+        if self.certs is None:
+            self._self_signed_dir = tempfile.TemporaryDirectory(prefix="escaler-api-tls-")
+            host = self.address[0]
+            cert_file, key_file, fingerprint = self_signed(self._self_signed_dir.name,
+                                                           [host] if host else [])
+            self.certs = CertificateReloader(cert_file, key_file, name=self.name)
+            self.self_signed_fingerprint = fingerprint
+            _log.warning("the API server has no serving certificate: serving a self-signed one "
+                         "(SHA-256 fingerprint %s); give it one with --api-cert-dir", fingerprint)
+        self.certs.load()
+        return self.certs
+
     def serve(self) -> None:
-        """Load the certificate (if any), bind, and serve from a daemon thread; raises on failure."""
-        if self.certs is not None:
-            self.certs.load()
+        """Load (or make) the certificate, bind, and serve from a daemon thread; raises on failure."""
+        certs = self._serving_certs()
         host, port, ipv6 = self.address
         handler = type("Handler", (_Handler,), {"api": self})
         with self._mu:
             if self._server is not None:
                 raise RuntimeError("ApiServer: already serving")
-            server = server_class(ipv6)((host, port), handler)
-            server.certs = self.certs
-            server.connection_timeout = CONNECTION_TIMEOUT_SECONDS
-            server.log_name = self.name
-            self._server = server
-            self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                            name=f"http-{self.name}", daemon=True)
-            self._thread.start()
+            server = server_class(ipv6)((host, port), handler, limits=self.limits, certs=certs,
+                                        clock=self._clock, log_name=self.name, render_error=_json_error,
+                                        observer=self._metrics.observe)
+            self._start_thread(server, f"http-{self.name}")
         self.serving.set()
         _log.info("serving the API on %s:%d over %s (%s)", host or "*", self.port or 0,
-                  "HTTPS" if self.certs is not None else "HTTP",
+                  "HTTPS" if certs is not None else "HTTP",
                   ", ".join(f"{m} {p}" for m, p in self.routes) or "no routes")
         if self.authenticator is None:
             _log.warning("the API server does not authenticate requests: anyone who can reach "
                          "%s:%d may call every route", host or "*", self.port or 0)
-        elif self.certs is None:
-            _log.warning("the API server serves plain HTTP: bearer tokens cross the network "
-                         "unencrypted (give it a serving certificate)")
+        elif certs is None:
+            _log.warning("the API server serves plain HTTP (--api-insecure): bearer tokens cross "
+                         "the network unencrypted")
 
+    def shutdown(self) -> None:
+        super().shutdown()
+        if self._self_signed_dir is not None:
+            self._self_signed_dir.cleanup()
+            self._self_signed_dir = None
+            self.certs = None

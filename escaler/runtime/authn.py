@@ -11,13 +11,25 @@ Contract:
   (``POST /apis/authentication.k8s.io/v1/tokenreviews``) for the token, then a
   ``SubjectAccessReview`` (``POST /apis/authorization.k8s.io/v1/subjectaccessreviews``) carrying
   the reviewed user, uid, groups and extra and the resource attributes.
+* The TokenReview names ``audiences`` (default ``("escaler",)``, ``DEFAULT_AUDIENCES``): a token
+  is accepted only when the answer is authenticated **and** its ``status.audiences`` contains one
+  of them — a ServiceAccount token minted for the API server (or any other audience) is refused,
+  so a token a workload holds for something else cannot be replayed here. Clients mint one with
+  ``kubectl create token <serviceaccount> --audience escaler`` (or a projected volume with
+  ``audience: escaler``). ``audiences=()`` asks for the API server's own audiences (what a
+  Prometheus ServiceAccount token carries: the secure ``/metrics`` uses that, as
+  controller-runtime does).
 * Both answers are cached for ``cache_ttl`` seconds (default ``DEFAULT_REVIEW_CACHE_TTL``) —
   positive *and* negative ones — in bounded ``cachetools.TTLCache``s timed by the injected clock:
   token reviews keyed by the token's SHA-256 (the token itself is never kept), access reviews by
-  (user, attributes). Concurrent misses for one key make a single review (the others wait for
-  its answer), so a storm of pushes with one token costs one TokenReview and one
-  SubjectAccessReview per TTL, not one per request. The price: a revoked token or a removed
+  (user, attributes). Valid and invalid tokens live in **two** caches
+  (``cache_size`` and ``negative_cache_size`` entries), so a flood of bad tokens evicts only
+  other bad tokens, never a cached good one. Concurrent misses for one key make a single review
+  (the others wait for its answer), so a storm of pushes with one token costs one TokenReview and
+  one SubjectAccessReview per TTL, not one per request. The price: a revoked token or a removed
   RoleBinding keeps working for up to ``cache_ttl``.
+* ``authorize`` takes ``ResourceAttributes`` or ``NonResourceAttributes`` (a path and a verb:
+  ``/metrics`` ``get``, as controller-runtime's secure metrics serving asks).
 * ``ResourceAttributes`` may hold ``{param}`` placeholders (``namespace="{namespace}"``) that
   ``substitute`` fills from a route's path parameters.
 
@@ -58,6 +70,8 @@ from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.rest import RestClient, Timeout
 
 __all__ = [
+    "DEFAULT_AUDIENCES",
+    "DEFAULT_NEGATIVE_CACHE_SIZE",
     "DEFAULT_REVIEW_CACHE_SIZE",
     "DEFAULT_REVIEW_CACHE_TTL",
     "DEFAULT_REVIEW_TIMEOUT",
@@ -66,6 +80,7 @@ __all__ = [
     "AccessDecision",
     "Authenticator",
     "KubeAuthenticator",
+    "NonResourceAttributes",
     "ResourceAttributes",
     "ReviewUnavailable",
     "UserInfo",
@@ -75,8 +90,12 @@ TOKEN_REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 SUBJECT_ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 # How long a review's answer (either way) is reused.
 DEFAULT_REVIEW_CACHE_TTL = 10.0
-# Entries per cache (tokens; (user, attributes)); the oldest are evicted beyond it.
+# Entries per cache (valid tokens; (user, attributes)); the oldest are evicted beyond it.
 DEFAULT_REVIEW_CACHE_SIZE = 4096
+# Entries of the separate cache of tokens that did not authenticate.
+DEFAULT_NEGATIVE_CACHE_SIZE = 1024
+# The audiences a token must be issued for (TokenReview spec.audiences).
+DEFAULT_AUDIENCES: tuple[str, ...] = ("escaler",)
 # (connect, read) seconds for one review: a push waits on it, so it is kept short.
 DEFAULT_REVIEW_TIMEOUT: tuple[float, float] = (2.0, 5.0)
 
@@ -164,6 +183,29 @@ class ResourceAttributes:
 
 
 @dataclass(frozen=True)
+class NonResourceAttributes:
+    """A SubjectAccessReview's ``nonResourceAttributes``: a URL path and an HTTP verb."""
+
+    path: str
+    verb: str = "get"
+
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/"):
+            raise ValueError(f"NonResourceAttributes.path: must start with '/', got {self.path!r}")
+        if not self.verb:
+            raise ValueError("NonResourceAttributes.verb: must not be empty")
+
+    def to_spec(self) -> dict[str, str]:
+        return {"path": self.path, "verb": self.verb}
+
+    def describe(self) -> str:
+        return f'{self.verb} path "{self.path}"'
+
+
+Attributes = ResourceAttributes | NonResourceAttributes
+
+
+@dataclass(frozen=True)
 class AccessDecision:
     allowed: bool
     # the authorizer's reason (may be empty), shown in a 403
@@ -175,7 +217,7 @@ class Authenticator(Protocol):
 
     def authenticate(self, token: str) -> UserInfo | None: ...
 
-    def authorize(self, user: UserInfo, attributes: ResourceAttributes) -> AccessDecision: ...
+    def authorize(self, user: UserInfo, attributes: Attributes) -> AccessDecision: ...
 
 
 class _Flight(Generic[V]):
@@ -189,11 +231,20 @@ class _Flight(Generic[V]):
 
 
 class _ReviewCache(Generic[K, V]):
-    """A TTL cache with single-flight misses; thread-safe. Errors are not cached."""
+    """A TTL cache with single-flight misses; thread-safe. Errors are not cached.
 
-    def __init__(self, ttl: float, maxsize: int, clock: Clock) -> None:
-        # answers younger than ttl (clock.monotonic seconds)
+    With ``negative_size``, answers for which ``is_negative`` holds go to a second cache of that
+    size, so negative answers never evict positive ones (and the other way round).
+    """
+
+    def __init__(self, ttl: float, maxsize: int, clock: Clock, *, negative_size: int = 0,
+                 is_negative: Callable[[V], bool] = lambda _v: False) -> None:
+        # answers younger than ttl (clock.monotonic seconds); the positive ones when split
         self._cache: TTLCache[K, V] = TTLCache(maxsize=maxsize, ttl=ttl, timer=clock.monotonic)
+        # the negative answers when split (None: one cache for both)
+        self._negative: TTLCache[K, V] | None = (
+            TTLCache(maxsize=negative_size, ttl=ttl, timer=clock.monotonic) if negative_size else None)
+        self._is_negative = is_negative
         # keys being reviewed now; an entry lives from the first miss until its answer is cached
         self._inflight: dict[K, _Flight[V]] = {}
         # guards _cache (TTLCache is not thread-safe) and _inflight
@@ -201,10 +252,9 @@ class _ReviewCache(Generic[K, V]):
 
     def get(self, key: K, compute: Callable[[], V]) -> V:
         with self._mu:
-            try:
-                return self._cache[key]
-            except KeyError:
-                pass
+            for cache in (self._cache, self._negative):
+                if cache is not None and key in cache:
+                    return cache[key]
             flight = self._inflight.get(key)
             leader = flight is None
             if flight is None:
@@ -225,7 +275,9 @@ class _ReviewCache(Generic[K, V]):
             raise
         flight.value = value
         with self._mu:
-            self._cache[key] = value
+            negative = self._negative is not None and self._is_negative(value)
+            target = self._negative if negative and self._negative is not None else self._cache
+            target[key] = value
             del self._inflight[key]
         flight.done.set()
         return value
@@ -240,6 +292,8 @@ class KubeAuthenticator:
         *,
         cache_ttl: float = DEFAULT_REVIEW_CACHE_TTL,
         cache_size: int = DEFAULT_REVIEW_CACHE_SIZE,
+        negative_cache_size: int = DEFAULT_NEGATIVE_CACHE_SIZE,
+        audiences: tuple[str, ...] = DEFAULT_AUDIENCES,
         timeout: Timeout = DEFAULT_REVIEW_TIMEOUT,
         clock: Clock | None = None,
     ) -> None:
@@ -247,22 +301,30 @@ class KubeAuthenticator:
             raise ValueError(f"KubeAuthenticator.cache_ttl: must be > 0 seconds, got {cache_ttl!r}")
         if cache_size < 1:
             raise ValueError(f"KubeAuthenticator.cache_size: must be >= 1, got {cache_size!r}")
+        if negative_cache_size < 1:
+            raise ValueError(
+                f"KubeAuthenticator.negative_cache_size: must be >= 1, got {negative_cache_size!r}")
+        if not all(audiences):
+            raise ValueError(f"KubeAuthenticator.audiences: must be non-empty strings, got {audiences!r}")
+        # the audiences a token must be issued for; () = the API server's own (no check here); fixed
+        self.audiences = tuple(audiences)
         # the manager's REST client (its credentials make the reviews)
         self._rest = rest
         # per-review request timeout
         self._timeout = timeout
         clock = clock or RealClock()
-        # sha256(token) → user (None: not authenticated)
-        self._tokens: _ReviewCache[str, UserInfo | None] = _ReviewCache(cache_ttl, cache_size, clock)
+        # sha256(token) → user (None: not authenticated, kept in the separate negative cache)
+        self._tokens: _ReviewCache[str, UserInfo | None] = _ReviewCache(
+            cache_ttl, cache_size, clock, negative_size=negative_cache_size, is_negative=lambda u: u is None)
         # (user, attributes) → decision
-        self._access: _ReviewCache[tuple[UserInfo, ResourceAttributes], AccessDecision] = _ReviewCache(
+        self._access: _ReviewCache[tuple[UserInfo, Attributes], AccessDecision] = _ReviewCache(
             cache_ttl, cache_size, clock)
 
     def authenticate(self, token: str) -> UserInfo | None:
         key = hashlib.sha256(token.encode("utf-8", "surrogateescape")).hexdigest()
         return self._tokens.get(key, lambda: self._token_review(token))
 
-    def authorize(self, user: UserInfo, attributes: ResourceAttributes) -> AccessDecision:
+    def authorize(self, user: UserInfo, attributes: Attributes) -> AccessDecision:
         return self._access.get((user, attributes), lambda: self._access_review(user, attributes))
 
     def _post(self, path: str, what: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -282,11 +344,18 @@ class KubeAuthenticator:
 
     def _token_review(self, token: str) -> UserInfo | None:
         doc = self._post(TOKEN_REVIEW_PATH, "tokenreviews.authentication.k8s.io", {
-            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token},
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token, **({"audiences": list(self.audiences)} if self.audiences else {})},
         })
         status = doc.get("status") or {}
         if not status.get("authenticated"):
             _log.debug("token not authenticated: %s", status.get("error") or "no error given")
+            return None
+        granted = status.get("audiences") or []
+        if self.audiences and (not isinstance(granted, list)
+                               or not set(self.audiences) & {str(a) for a in granted}):
+            _log.info("TokenReview authenticated a token for audiences %s, not %s; refusing it",
+                      granted, list(self.audiences))
             return None
         user = UserInfo.from_review(status.get("user") or {})
         if not user.username:
@@ -294,8 +363,9 @@ class KubeAuthenticator:
             return None
         return user
 
-    def _access_review(self, user: UserInfo, attributes: ResourceAttributes) -> AccessDecision:
-        spec: dict[str, Any] = {"resourceAttributes": attributes.to_spec(), "user": user.username}
+    def _access_review(self, user: UserInfo, attributes: Attributes) -> AccessDecision:
+        kind = "resourceAttributes" if isinstance(attributes, ResourceAttributes) else "nonResourceAttributes"
+        spec: dict[str, Any] = {kind: attributes.to_spec(), "user": user.username}
         if user.uid:
             spec["uid"] = user.uid
         if user.groups:

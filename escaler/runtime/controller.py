@@ -21,8 +21,10 @@ Contract (controller-runtime's ``internal/controller``):
   every ``logging.LogRecord`` emitted meanwhile (attributes ``controller``, ``namespace``,
   ``object_name``, ``reconcile_id`` — ``name`` is taken by the logger's name), and the
   controller's own log lines carry the same attributes via ``extra``.
-* **Write fence.** If ``can_write`` is given (the manager's "still leader" event), a worker checks
-  it before every reconcile; once it is cleared, no new reconcile starts and the workers exit.
+* **Write fence.** If ``can_write`` is given (the manager's ``WriteFence``, or any ``is_set()``
+  gate), a worker checks it before every reconcile; once it is closed (lease lost or lapsed), no
+  new reconcile starts and the workers exit. A write refused on the wire by the fence mid-reconcile
+  raises ``FencedWrite``, an expected error (no panic is counted).
 * **Shutdown.** When ``stop`` is set the queue is shut down: no worker starts a new reconcile
   (items still queued are handed back with ``done`` unprocessed), in-flight reconciles run to
   completion, and ``start`` returns once every worker has exited. With ``shutdown_timeout``
@@ -44,7 +46,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from escaler.clock import Clock, RealClock, wait_for
-from escaler.errors import ConnectionFailure, StatusError
+from escaler.errors import ConnectionFailure, FencedWrite, StatusError
+from escaler.runtime.fence import WriteGate
 from escaler.runtime.metrics import (
     RESULT_ERROR,
     RESULT_REQUEUE,
@@ -77,7 +80,8 @@ DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 DEFAULT_SHUTDOWN_TIMEOUT: float | None = None
 
 # Exceptions that are a reconciler's ordinary "return err", not a bug (no panic, no traceback).
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ReconcileError, StatusError, ConnectionFailure, OSError)
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    ReconcileError, StatusError, ConnectionFailure, OSError, FencedWrite)
 
 _log = logging.getLogger(__name__)
 
@@ -161,7 +165,7 @@ class Controller:
         clock: Clock | None = None,
         metrics: ControllerMetrics | None = None,
         log: logging.Logger | None = None,
-        can_write: threading.Event | None = None,
+        can_write: WriteGate | None = None,
         shutdown_timeout: float | None = DEFAULT_SHUTDOWN_TIMEOUT,
         cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
     ) -> None:

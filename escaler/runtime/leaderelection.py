@@ -1,7 +1,8 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease (client-go's ``leaderelection``).
 
 The Python client ships no lock, so this module is a port of client-go's ``LeaderElector`` over
-a ``LeaseLock`` written here. The contract, and the reasoning it rests on:
+the ``LeaseLock`` of ``escaler.runtime.leaselock`` (split as client-go splits ``resourcelock``).
+The contract, and the reasoning it rests on:
 
 * **Optimistic concurrency.** Every write is an update carrying the ``resourceVersion`` last read
   or written; a 409 Conflict means another candidate wrote first, and the attempt simply failed.
@@ -15,12 +16,22 @@ a ``LeaseLock`` written here. The contract, and the reasoning it rests on:
   an expired lease may be taken; ``leaseTransitions`` is incremented when the holder changes.
 * **Renew**: once leading, renew every ``retry_period`` (the first renewal one period after
   acquiring; client-go's immediate one is a redundant write). A renewal round retries every
-  ``retry_period`` until it succeeds; if ``renew_deadline`` passes without success, leadership is
-  **lost**: ``on_stopped_leading`` runs and ``run`` returns. Because
-  ``lease_duration > renew_deadline``, a leader gives up before any standby can consider its lease
-  expired, so two leaders never write at once — given bounded request latency, which is why
-  ``KubeLeaseClient`` puts a timeout on every call. ``leaseDurationSeconds`` is whole seconds:
-  a fractional ``lease_duration`` is rounded up when written.
+  ``retry_period`` until it succeeds.
+* **The deadline is the fence.** Every successful lease write (create, acquire, renew) was sent
+  at a monotonic instant read just *before* sending; ``valid_until = that send time +
+  renew_deadline`` is handed to the ``WriteFence`` (``fence.grant``), which refuses every write
+  from then on unless a later renewal extends it. The renewal loop's deadline is the same
+  instant (stricter than client-go, whose deadline counts from the start of a renewal round, one
+  ``retry_period`` later): leadership is **lost** when ``valid_until`` passes without a
+  renewal — ``on_stopped_leading`` runs and ``run`` returns. A whole attempt is bounded by it:
+  an attempt is not started with no time left, and each Lease call gets ``timeout = time left``
+  (the client caps it further by its own per-call timeout, with no transport retries), so no
+  call outlives the deadline. A renewal whose answer arrives after the deadline (the process
+  froze meanwhile) is a loss too: the fence is latched closed and is not revived. Because
+  ``lease_duration > renew_deadline`` and a standby counts ``lease_duration`` from when it
+  *observed* the record (after we sent it), the fence closes before any standby can take over,
+  even if this process froze — see ``escaler.runtime.fence``.
+  ``leaseDurationSeconds`` is whole seconds: a fractional ``lease_duration`` is rounded up.
   Deliberately stricter than client-go: a renewal that finds the lease held by *another* live
   holder is lost at once instead of retrying until the deadline.
 * **Release**: on cancel (``stop`` set) with ``release_on_cancel``, a leader writes
@@ -37,7 +48,6 @@ Callbacks run on the elector's thread and must return promptly. Unlike client-go
 
 from __future__ import annotations
 
-import copy
 import enum
 import logging
 import math
@@ -45,29 +55,19 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Protocol
 
 from escaler.clock import Clock, RealClock
 from escaler.errors import StatusError, is_not_found
-from escaler.kube.discovery import ResourceMapping
-from escaler.kube.dynamic import DynamicClient, resource_path
-from escaler.kube.rest import RestClient
+from escaler.runtime.fence import WriteFence
+from escaler.runtime.leaselock import LeaderElectionRecord, LeaseLock
 
 __all__ = [
     "DEFAULT_LEASE_DURATION",
     "DEFAULT_RENEW_DEADLINE",
     "DEFAULT_RETRY_PERIOD",
     "JITTER_FACTOR",
-    "InMemoryLeaseClient",
-    "KubeLeaseClient",
     "LeaderElectionConfig",
-    "LeaderElectionRecord",
     "LeaderElector",
-    "LeaseClient",
-    "LeaseLock",
-    "format_micro_time",
-    "parse_micro_time",
 ]
 
 # SPEC §11 and client-go's defaults.
@@ -79,218 +79,7 @@ JITTER_FACTOR = 1.2
 # What a release writes as leaseDurationSeconds (client-go's release()).
 RELEASED_LEASE_DURATION_SECONDS = 1
 
-LEASE_API_VERSION = "coordination.k8s.io/v1"
-# Fixed: Leases need no discovery round trip (and must work while discovery is failing).
-LEASE_MAPPING = ResourceMapping("coordination.k8s.io", "v1", "leases", "Lease", True, frozenset())
-
 _log = logging.getLogger(__name__)
-
-
-def format_micro_time(when: datetime) -> str:
-    """``metav1.MicroTime``: RFC 3339 in UTC with exactly 6 fraction digits."""
-    if when.tzinfo is None:
-        raise ValueError("format_micro_time: datetime must be timezone-aware")
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_micro_time(value: object) -> datetime | None:
-    """Parse a MicroTime/Time string; ``None`` for absent or malformed values (they are informative only)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class LeaderElectionRecord:
-    """The election state kept in a Lease's spec (client-go's ``LeaderElectionRecord``)."""
-
-    # who holds the lease; "" when released or never held
-    holder_identity: str = ""
-    # how long, from when a candidate observes this record, the holder's claim stays live
-    lease_duration_seconds: int = 0
-    # when the current holder acquired the lease (informative)
-    acquire_time: datetime | None = None
-    # when the holder last renewed (informative: expiry uses the observer's monotonic clock)
-    renew_time: datetime | None = None
-    # how many times the holder changed
-    leader_transitions: int = 0
-
-    def to_spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "holderIdentity": self.holder_identity,
-            "leaseDurationSeconds": self.lease_duration_seconds,
-            "leaseTransitions": self.leader_transitions,
-        }
-        if self.acquire_time is not None:
-            spec["acquireTime"] = format_micro_time(self.acquire_time)
-        if self.renew_time is not None:
-            spec["renewTime"] = format_micro_time(self.renew_time)
-        return spec
-
-    @classmethod
-    def from_spec(cls, spec: object) -> LeaderElectionRecord:
-        s = spec if isinstance(spec, dict) else {}
-        duration = s.get("leaseDurationSeconds")
-        transitions = s.get("leaseTransitions")
-        return cls(
-            holder_identity=str(s.get("holderIdentity") or ""),
-            lease_duration_seconds=int(duration) if isinstance(duration, int | float) else 0,
-            acquire_time=parse_micro_time(s.get("acquireTime")),
-            renew_time=parse_micro_time(s.get("renewTime")),
-            leader_transitions=int(transitions) if isinstance(transitions, int | float) else 0,
-        )
-
-
-class LeaseClient(Protocol):
-    """The three Lease calls the lock needs. Errors are ``StatusError`` (404, 409, ...)."""
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The Lease, or ``None`` when it does not exist."""
-        ...
-
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create; 409 AlreadyExists if another candidate created it first."""
-        ...
-
-    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Replace, conditional on ``metadata.resourceVersion``; 409 Conflict when it is stale."""
-        ...
-
-
-class LeaseLock:
-    """A resource lock on one Lease (client-go's ``resourcelock.LeaseLock``). Not thread-safe:
-    owned by one ``LeaderElector``."""
-
-    def __init__(self, client: LeaseClient, namespace: str, name: str) -> None:
-        if not namespace:
-            raise ValueError("LeaseLock.namespace: must not be empty")
-        if not name:
-            raise ValueError("LeaseLock.name: must not be empty")
-        # the API access; never None
-        self._client = client
-        # the Lease's coordinates; fixed
-        self.namespace = namespace
-        self.name = name
-        # the Lease as last read or written (its resourceVersion guards our next update);
-        # None until the first successful get/create
-        self._lease: dict[str, Any] | None = None
-
-    def describe(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def get(self) -> LeaderElectionRecord | None:
-        """Read the record; ``None`` when the Lease does not exist."""
-        lease = self._client.get(self.namespace, self.name)
-        if lease is None:
-            return None
-        self._lease = copy.deepcopy(lease)
-        return LeaderElectionRecord.from_spec(lease.get("spec"))
-
-    def create(self, record: LeaderElectionRecord) -> None:
-        obj = {
-            "apiVersion": LEASE_API_VERSION,
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": record.to_spec(),
-        }
-        self._lease = copy.deepcopy(self._client.create(obj))
-
-    def update(self, record: LeaderElectionRecord) -> None:
-        """Write ``record`` over the Lease last seen; 409 if it changed since."""
-        if self._lease is None:
-            raise RuntimeError("LeaseLock.update: lease not initialised, call get or create first")
-        obj = copy.deepcopy(self._lease)
-        obj["spec"] = {**(obj.get("spec") or {}), **record.to_spec()}
-        self._lease = copy.deepcopy(self._client.update(obj))
-
-
-class KubeLeaseClient:
-    """``LeaseClient`` over the API server.
-
-    Every request is bounded by ``timeout`` seconds (connect and each read): an attempt that
-    hangs must not outlive the renew deadline, or a leader could keep believing it leads after a
-    standby took over. The manager passes ``renew_deadline / 2``, as controller-runtime does.
-    """
-
-    def __init__(self, client: DynamicClient | RestClient, *, timeout: float) -> None:
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError(f"KubeLeaseClient.timeout: must be > 0, got {timeout}")
-        # the manager's REST client (a DynamicClient's); fixed
-        self._rest: RestClient = client.rest if isinstance(client, DynamicClient) else client
-        # (connect, read) timeout of every call; fixed
-        self._timeout = (timeout, timeout)
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return self._rest.request("GET", resource_path(LEASE_MAPPING, namespace, name),
-                                      timeout=self._timeout)
-        except StatusError as exc:
-            if is_not_found(exc):
-                return None
-            raise
-
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        ns = str((obj.get("metadata") or {}).get("namespace") or "")
-        return self._rest.request("POST", resource_path(LEASE_MAPPING, ns), body=obj, timeout=self._timeout)
-
-    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        md = obj.get("metadata") or {}
-        path = resource_path(LEASE_MAPPING, str(md.get("namespace") or ""), str(md.get("name") or ""))
-        return self._rest.request("PUT", path, body=obj, timeout=self._timeout)
-
-
-class InMemoryLeaseClient:
-    """A thread-safe in-process Lease store with real resourceVersion semantics (for tests and
-    the simulator). Several electors sharing one instance behave like replicas sharing a cluster."""
-
-    def __init__(self) -> None:
-        # guards _objects and _rv
-        self._mu = threading.Lock()
-        # (namespace, name) → stored Lease (deep copies in and out)
-        self._objects: dict[tuple[str, str], dict[str, Any]] = {}
-        # last resourceVersion handed out; strictly increasing
-        self._rv = 0
-
-    def _next_rv(self) -> str:
-        self._rv += 1
-        return str(self._rv)
-
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        with self._mu:
-            obj = self._objects.get((namespace, name))
-            return copy.deepcopy(obj) if obj is not None else None
-
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        with self._mu:
-            if key in self._objects:
-                raise StatusError(409, "AlreadyExists", f'leases "{key[1]}" already exists')
-            stored = copy.deepcopy(obj)
-            stored["metadata"] = {**meta, "resourceVersion": self._next_rv()}
-            self._objects[key] = stored
-            return copy.deepcopy(stored)
-
-    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        with self._mu:
-            current = self._objects.get(key)
-            if current is None:
-                raise StatusError(404, "NotFound", f'leases "{key[1]}" not found')
-            if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
-                raise StatusError(
-                    409, "Conflict",
-                    f'Operation cannot be fulfilled on leases "{key[1]}": the object has been modified',
-                )
-            stored = copy.deepcopy(obj)
-            stored["metadata"] = {**meta, "resourceVersion": self._next_rv()}
-            self._objects[key] = stored
-            return copy.deepcopy(stored)
 
 
 @dataclass(frozen=True)
@@ -346,6 +135,10 @@ class _Attempt(enum.Enum):
     HELD = "held"  # another holder's claim is live by our observation
 
 
+class _OutOfTime(Exception):
+    """The renew deadline passed before the next Lease call could start."""
+
+
 class LeaderElector:
     """Runs one candidate's election loop; see the module docstring."""
 
@@ -360,6 +153,7 @@ class LeaderElector:
         on_new_leader: Callable[[str], None] | None = None,
         rng: random.Random | None = None,
         log: logging.Logger | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
         if (lock.namespace, lock.name) != (config.namespace, config.name):
             raise ValueError(
@@ -390,6 +184,11 @@ class LeaderElector:
         self._ran = False
         # cleared by disable_release(): then a stopped leader leaves the lease to expire
         self._release_on_cancel = config.release_on_cancel
+        # the manager's write fence, granted on every successful lease write (None: no fence)
+        self._fence = fence
+        # send time of our last successful lease write + renew_deadline (monotonic); -inf before
+        # the first; the renewal deadline. Read and written by the elector thread only.
+        self._valid_until = -math.inf
 
     # ----------------------------------------------------------------- observation
 
@@ -439,6 +238,8 @@ class LeaderElector:
             self._leading = True
         self._call("on_started_leading", self._on_started)
         self._renew(stop)
+        if self._fence is not None:  # no write after this, whichever way leading ended
+            self._fence.close("stopped" if stop.is_set() else "leader lease lost")
         with self._mu:
             release = self._release_on_cancel
         if stop.is_set() and release:
@@ -476,39 +277,75 @@ class LeaderElector:
 
     def _renew(self, stop: threading.Event) -> None:
         """Return on stop (still leader) or on loss (after logging it)."""
-        cfg = self.config
         # The lease was written just now: the first renewal is due one retry_period later
         # (client-go renews at once, a redundant write).
-        while not self._clock.sleep(cfg.retry_period, stop):
-            deadline = self._clock.monotonic() + cfg.renew_deadline
-            while True:
-                attempt = self._try_acquire_or_renew()
-                self._maybe_report_transition()
-                if attempt is _Attempt.ACQUIRED:
-                    break
-                if attempt is _Attempt.HELD:
-                    self._log.error("leader lease %s was taken by %s: leadership lost",
-                                    self._lock.describe(), self.get_leader())
-                    return
-                remaining = deadline - self._clock.monotonic()
-                if remaining <= 0 or self._clock.sleep(min(cfg.retry_period, remaining), stop):
-                    if not stop.is_set():
-                        self._log.error("failed to renew leader lease %s within %gs: leadership lost",
-                                        self._lock.describe(), cfg.renew_deadline)
-                    return
-                if self._clock.monotonic() >= deadline:
-                    self._log.error("failed to renew leader lease %s within %gs: leadership lost",
-                                    self._lock.describe(), cfg.renew_deadline)
-                    return
+        while not self._clock.sleep(self.config.retry_period, stop):
+            if not self._renew_round(stop):
+                return
 
-    def _try_acquire_or_renew(self) -> _Attempt:
+    def _renew_round(self, stop: threading.Event) -> bool:
+        """Retry until renewed (True) or until ``_valid_until`` passes / stop / loss (False)."""
+        cfg = self.config
+        while True:
+            deadline = self._valid_until
+            if self._clock.monotonic() >= deadline:
+                self._log.error("failed to renew leader lease %s within %gs of the last renewal: "
+                                "leadership lost", self._lock.describe(), cfg.renew_deadline)
+                return False
+            attempt = self._try_acquire_or_renew(deadline)
+            self._maybe_report_transition()
+            if attempt is _Attempt.ACQUIRED:
+                if self._valid_until > deadline:
+                    return True
+                self._log.error("leader lease %s renewed only after the renew deadline (was this "
+                                "process frozen?): leadership lost", self._lock.describe())
+                return False
+            if attempt is _Attempt.HELD:
+                self._log.error("leader lease %s was taken by %s: leadership lost",
+                                self._lock.describe(), self.get_leader())
+                return False
+            remaining = deadline - self._clock.monotonic()
+            if remaining > 0 and self._clock.sleep(min(cfg.retry_period, remaining), stop):
+                return False
+
+    def _try_acquire_or_renew(self, deadline: float | None = None) -> _Attempt:
         try:
-            return self._try_acquire_or_renew_unsafe()
+            return self._try_acquire_or_renew_unsafe(deadline)
+        except _OutOfTime:
+            return _Attempt.FAILED
         except Exception as exc:  # API errors, connection failures: the attempt failed
             self._log.warning("leader election attempt on %s failed: %s", self._lock.describe(), exc)
             return _Attempt.FAILED
 
-    def _try_acquire_or_renew_unsafe(self) -> _Attempt:
+    def _budget(self, deadline: float | None) -> float | None:
+        """The time left for the next Lease call (None: no deadline); _OutOfTime when none is."""
+        if deadline is None:
+            return None
+        left = deadline - self._clock.monotonic()
+        if left <= 0:
+            raise _OutOfTime()
+        return left
+
+    def _wrote(self, sent: float, record: LeaderElectionRecord) -> _Attempt:
+        """A lease write sent at ``sent`` succeeded: observe it and extend the deadline and fence.
+
+        Nothing is extended if, while leading, the answer came back after the deadline (the
+        process froze meanwhile, or the fence refuses the grant): the renewal loop reports that
+        as a loss — a writer may have found the fence closed, and it stays closed.
+        """
+        self._set_observed(record)
+        until = sent + self.config.renew_deadline
+        lapsed = self._is_leading() and self._clock.monotonic() >= self._valid_until
+        refused = self._fence is not None and not self._fence.grant(until)
+        if not lapsed and not refused:
+            self._valid_until = max(self._valid_until, until)
+        return _Attempt.ACQUIRED
+
+    def _is_leading(self) -> bool:
+        with self._mu:
+            return self._leading
+
+    def _try_acquire_or_renew_unsafe(self, deadline: float | None) -> _Attempt:
         cfg = self.config
         now_wall = self._clock.now()
         record = LeaderElectionRecord(
@@ -525,25 +362,27 @@ class LeaderElector:
             fast = LeaderElectionRecord(
                 cfg.identity, cfg.lease_duration_seconds, old.acquire_time, now_wall, old.leader_transitions,
             )
+            budget = self._budget(deadline)
+            sent = self._clock.monotonic()
             try:
-                self._lock.update(fast)
-                self._set_observed(fast)
-                return _Attempt.ACQUIRED
+                self._lock.update(fast, timeout=budget)
+                return self._wrote(sent, fast)
             except Exception as exc:
                 self._log.info("optimistic renewal of %s failed (%s); falling back to a read",
                                self._lock.describe(), exc)
 
         # 2. Read the record, or create the Lease if it does not exist.
         try:
-            current = self._lock.get()
+            current = self._lock.get(timeout=self._budget(deadline))
         except StatusError as exc:
             if not is_not_found(exc):
                 raise
             current = None
         if current is None:
-            self._lock.create(record)
-            self._set_observed(record)
-            return _Attempt.ACQUIRED
+            budget = self._budget(deadline)
+            sent = self._clock.monotonic()
+            self._lock.create(record, timeout=budget)
+            return self._wrote(sent, record)
 
         # 3. Note when the record changed: expiry counts from our observation of the change.
         with self._mu:
@@ -564,9 +403,10 @@ class LeaderElector:
             record = LeaderElectionRecord(
                 cfg.identity, cfg.lease_duration_seconds, now_wall, now_wall, current.leader_transitions + 1,
             )
-        self._lock.update(record)  # 409 → another candidate won the race: attempt failed
-        self._set_observed(record)
-        return _Attempt.ACQUIRED
+        budget = self._budget(deadline)
+        sent = self._clock.monotonic()
+        self._lock.update(record, timeout=budget)  # 409 → another candidate won the race: attempt failed
+        return self._wrote(sent, record)
 
     def _release(self) -> None:
         if not self._holds_observed():

@@ -10,27 +10,42 @@ Controllers are runnables that need leader election.
 **Start order** (``start()``), each step only after the previous one succeeded:
 
 1. the probe (``/healthz``, ``/readyz``) and metrics (``/metrics``) servers — a bind failure
-   fails the start before anything touches the cluster;
+   fails the start before anything touches the cluster. Both run on ``runtime.httpbase``
+   (connection cap, total request deadline, no request body). Defaults bind what a Deployment
+   needs: probes on ``:8081`` (the kubelet probes the pod IP) and metrics on ``:8080`` (scraped
+   through the pod IP or a Service); ``metrics_secure`` (``--metrics-secure``) puts ``/metrics``
+   behind TokenReview + SubjectAccessReview (``get`` on the non-resource URL ``/metrics``), as
+   controller-runtime's secure metrics serving does; probes are never authenticated;
 2. the *webhooks* group (``add_webhook``);
 3. the caches: every informer requested so far is started, and all must sync within
    ``cache_sync_timeout`` (else the start fails);
 4. the runnables that do not need leader election;
 5. leader election, when enabled (a standby replica stays here, caches warm);
-6. once elected (at once when leader election is off): ``can_write`` is set, then the leader
+6. once elected (at once when leader election is off): ``can_write`` is opened, then the leader
    runnables (controllers, and the API server of ``add_api_server``) start.
+
+**The write fence** (``can_write``, a ``escaler.runtime.fence.WriteFence``): the manager's REST
+client runs it right before every POST/PUT/PATCH/DELETE it sends (Lease and review calls
+exempt), so target, status, HPA and Event writes are all refused — ``FencedWrite``, before
+anything reaches the wire — unless this process is elected *and* its lease is provably valid now:
+``monotonic() < send time of the last successful renewal + renew_deadline``. A process that was
+frozen and thaws finds the fence lapsed on its first write; the elector then reports the loss.
+Without leader election the fence is open from start until shutdown.
 
 **Graceful stop** (``stop`` set, or SIGTERM/SIGINT when ``start()`` runs on the main thread — a
 second signal exits immediately with status 1): controllers stop taking work and their in-flight
 reconciles finish; then the lease is released (only if every leader runnable did finish: a
 reconcile still running past the deadline could still write, so the lease is then left to
-expire instead); then the non-leader runnables and caches stop, the event recorder flushes, and
-the webhooks and servers stop last (they may still be answering). All of it is bounded by
+expire instead) — the event recorder flushes just before that, while the lease is still ours;
+then the non-leader runnables and caches stop, and the webhooks and servers stop last (they may
+still be answering). All of it is bounded by
 ``graceful_shutdown_timeout``, measured on the manager's clock (``ManagerOptions.clock``: every
 wait for a thread to exit is a wait on that clock, never a wall-time ``Thread.join``); ``start()``
 returns 0 (1 if a leader runnable outlived it).
 
-**Losing the lease**: ``can_write`` is cleared *first* — controllers check it before every
-reconcile, and reconcilers may check it before writing — then every leader runnable is told to
+**Losing the lease**: ``can_write`` is closed *first* (it latches; it had usually lapsed by
+itself already) — controllers check it before every reconcile, and every write is checked on the
+wire — then every leader runnable is told to
 stop, without waiting for it (controller-runtime skips the grace period here too), the rest is
 torn down, and ``start()`` returns 1 so the process exits non-zero and its Deployment restarts it
 as a fresh standby. A failed start (bind, cache sync) or a runnable that raises also returns 1.
@@ -42,8 +57,8 @@ the lease (it is about to exit). ``/healthz`` passes while the process serves ("
 Extra checks may be added with ``add_healthz_check``/``add_readyz_check``.
 
 Limitations: Python cannot interrupt a thread, so a reconcile stuck in I/O past the grace period
-is abandoned (its daemon thread dies with the process), not cancelled; reconcilers that write
-should check ``can_write`` first. The urllib3 pool is sized at construction from an estimate
+is abandoned (its daemon thread dies with the process), not cancelled — its writes are refused
+by the fence. The urllib3 pool is sized at construction from an estimate
 (``POOL_ESTIMATE_*``; override with ``ManagerOptions.api_pool_size``), before the controllers
 that will use it exist. Signal handlers are installed only when ``start()`` runs on the main
 thread; elsewhere the caller owns the ``stop`` event.
@@ -78,17 +93,18 @@ from escaler.kube.dynamic import DynamicClient, lister_watcher_factory
 from escaler.kube.events import EventRecorder, FakeRecorder, Recorder
 from escaler.kube.rest import RestClient
 from escaler.runtime.apiserver import ApiServer
+from escaler.runtime.authfilter import FailureLimiter, RequestAuth
+from escaler.runtime.authn import Authenticator, KubeAuthenticator
+from escaler.runtime.fence import WriteFence
 from escaler.runtime.health import Check, HealthChecks, ping
 from escaler.runtime.leaderelection import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
     DEFAULT_RETRY_PERIOD,
-    KubeLeaseClient,
     LeaderElectionConfig,
     LeaderElector,
-    LeaseClient,
-    LeaseLock,
 )
+from escaler.runtime.leaselock import KubeLeaseClient, LeaseClient, LeaseLock
 from escaler.runtime.metrics import EXPOSITION_CONTENT_TYPE, MetricsRegistry
 from escaler.runtime.server import HTTPServer, Response, RouteHandler, parse_bind_address
 
@@ -171,6 +187,8 @@ class ManagerOptions:
     # "host:port", ":port", "[v6]:port", or "0" to disable
     metrics_bind_address: str = DEFAULT_METRICS_BIND_ADDRESS
     health_probe_bind_address: str = DEFAULT_HEALTH_PROBE_BIND_ADDRESS
+    # /metrics behind TokenReview + SubjectAccessReview (get on the non-resource URL /metrics)
+    metrics_secure: bool = False
     # workers per controller unless the builder sets its own
     max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
     # upper bound on the whole graceful stop, in seconds of ``clock``
@@ -257,6 +275,7 @@ class Manager:
         lease_client: LeaseClient | None = None,
         event_recorder: Recorder | None = None,
         metrics: MetricsRegistry | None = None,
+        metrics_authenticator: Authenticator | None = None,
     ) -> None:
         opts = options or ManagerOptions()
         # configuration; fixed
@@ -276,6 +295,8 @@ class Manager:
                 )
             if lease_client is None and mapper is not None and rest is None:
                 raise ValueError("Manager: leader election on injected fakes needs a lease_client")
+        # the write fence (see the module docstring); every write of ``rest`` passes its guard
+        self.can_write = WriteFence(self.clock, leased=opts.leader_election)
         if mapper is None or lw_factory is None:
             rest = rest or self._connect(opts)
             real_mapper = RESTMapper(rest, clock=self.clock)
@@ -284,6 +305,9 @@ class Manager:
             client = client or DynamicClient(rest, real_mapper)
         # the REST client (None when the manager was built on injected fakes)
         self.rest: RestClient | None = rest
+        for fenced in (rest, getattr(client, "rest", None)):
+            if isinstance(fenced, RestClient):
+                fenced.set_write_guard(self.can_write.guard)
         # kind → resource resolution for the builder
         self.mapper: Mapper = mapper
         # dynamic access to any resource; None when built on injected fakes
@@ -301,9 +325,6 @@ class Manager:
                           clock=self.clock)
             if client is not None else FakeRecorder()
         )
-        # the write fence: set once elected (at once without leader election), cleared first on
-        # a lost lease; controllers check it before every reconcile
-        self.can_write = threading.Event()
         # set once the initial cache sync succeeded; never cleared
         self.caches_synced = threading.Event()
         # the probe checks, with the defaults of the module docstring
@@ -339,7 +360,7 @@ class Manager:
         # stops the informer factory
         self._cache_stop = threading.Event()
         # the HTTP servers (one when both addresses are equal)
-        self._servers: list[HTTPServer] = self._build_servers(opts)
+        self._servers: list[HTTPServer] = self._build_servers(opts, metrics_authenticator)
         self._metrics_server: HTTPServer | None = next(
             (s for s in self._servers if "/metrics" in s.routes), None)
         self._probe_server: HTTPServer | None = next(
@@ -399,7 +420,7 @@ class Manager:
 
     def is_leader(self) -> bool:
         """True while this replica may write (elected, or leader election off, and started)."""
-        return self.can_write.is_set()
+        return self.can_write.allowed()
 
     def lease_lost(self) -> bool:
         return self._lost
@@ -530,6 +551,7 @@ class Manager:
             lease_client = KubeLeaseClient(self._client or self.rest, timeout=opts.renew_deadline / 2)
         elector = LeaderElector(
             config, LeaseLock(lease_client, config.namespace, config.name), clock=self.clock,
+            fence=self.can_write,
             on_started_leading=self._on_started_leading,
             on_stopped_leading=self._on_stopped_leading,
             on_new_leader=lambda holder: _log.info("current leader: %s", holder or "<none>"),
@@ -544,7 +566,7 @@ class Manager:
             # atomic with _shutdown's _done.set(): never open the fence once stopping began
             if self._done.is_set():
                 return
-            self.can_write.set()
+            self.can_write.open()
         _log.info("elected: starting leader runnables")
         self._start_group(self._leaders)
 
@@ -553,8 +575,8 @@ class Manager:
             self.metrics.set_leader(self.options.leader_election_id, False)
         if self._elector_stop.is_set():
             return  # our own graceful release
-        # Fence first: no reconcile may start, and reconcilers checking can_write stop writing.
-        self.can_write.clear()
+        # Fence first (the elector closed it already; idempotent): no reconcile starts, no write leaves.
+        self.can_write.close("leader lease lost")
         self._lost = True
         self._leaders.stop.set()
         _log.error("leader election lost: stopping leader runnables and exiting")
@@ -631,8 +653,12 @@ class Manager:
         # 1. leader runnables: stop taking work, let in-flight reconciles finish (not when lost)
         self._leaders.stop.set()
         leaders_done = self._join(self._leaders, 0.0 if lost else left())
+        # events next, while the fence may still be valid: after the release below a standby may
+        # take over at once, and nothing of ours may be written after that (when lost, the fence
+        # is closed already and the backlog is dropped, not written)
+        self._bounded("flushing events", lambda: self._stop_recorder(left()), left())
         # 2. the lease: release it only when no leader runnable can still write
-        self.can_write.clear()
+        self.can_write.close("shutting down")
         if self._elector is not None:
             if not leaders_done and not lost:
                 _log.error("leader runnables still running after %gs: not releasing the lease "
@@ -647,8 +673,7 @@ class Manager:
         self._cache_stop.set()
         self._bounded("stopping informers", self.informers.shutdown, left())
         self._bounded("stopping dynamic informers", self.dynamic_informers.stop_all, left())
-        # 4. events, webhooks, servers
-        self._bounded("flushing events", lambda: self._stop_recorder(left()), left())
+        # 4. webhooks, servers
         self._webhooks.stop.set()
         self._join(self._webhooks, left())
         for server in self._servers:
@@ -709,7 +734,21 @@ class Manager:
 
     # ------------------------------------------------------------------ HTTP
 
-    def _build_servers(self, opts: ManagerOptions) -> list[HTTPServer]:
+    def _metrics_auth(self, opts: ManagerOptions, authenticator: Authenticator | None) -> RequestAuth | None:
+        """The /metrics filter with ``metrics_secure`` (TokenReview/SAR on the manager's client)."""
+        if not opts.metrics_secure or parse_bind_address(opts.metrics_bind_address) is None:
+            return None
+        if authenticator is None:
+            if self.rest is None:
+                raise ValueError("ManagerOptions.metrics_secure: needs a cluster connection (TokenReview "
+                                 "and SubjectAccessReview) or an injected metrics_authenticator")
+            # a scraper's ServiceAccount token is for the API server's audience (controller-runtime's too)
+            authenticator = KubeAuthenticator(self.rest, audiences=(), clock=self.clock)
+        return RequestAuth(authenticator, FailureLimiter(clock=self.clock), name="metrics")
+
+    def _build_servers(self, opts: ManagerOptions, authenticator: Authenticator | None) -> list[HTTPServer]:
+        auth = self._metrics_auth(opts, authenticator)
+        protected = ["/metrics"] if auth is not None else []
         probe_routes: dict[str, RouteHandler] = {
             "/healthz": lambda rest: self._probe(self.healthz, rest),
             "/readyz": lambda rest: self._probe(self.readyz, rest),
@@ -719,12 +758,14 @@ class Manager:
         parsed = parse_bind_address(probe_addr)
         # One server when both name the same fixed port; two ":0"s mean two ephemeral ports.
         if parsed is not None and parsed[1] != 0 and probe_addr == metrics_addr:
-            return [HTTPServer("probes+metrics", probe_addr, {**probe_routes, **metrics_routes})]
+            return [HTTPServer("probes+metrics", probe_addr, {**probe_routes, **metrics_routes},
+                               auth=auth, protected=protected, clock=self.clock)]
         servers = []
         if parse_bind_address(probe_addr) is not None:
-            servers.append(HTTPServer("probes", probe_addr, probe_routes))
+            servers.append(HTTPServer("probes", probe_addr, probe_routes, clock=self.clock))
         if parse_bind_address(metrics_addr) is not None:
-            servers.append(HTTPServer("metrics", metrics_addr, metrics_routes))
+            servers.append(HTTPServer("metrics", metrics_addr, metrics_routes, auth=auth, protected=protected,
+                                      clock=self.clock))
         return servers
 
     @staticmethod

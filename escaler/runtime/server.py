@@ -1,4 +1,4 @@
-"""The manager's small HTTP servers (probes and metrics): stdlib, one daemon thread each.
+"""The manager's small HTTP servers (probes and metrics), on ``escaler.runtime.httpbase``.
 
 Contract:
 
@@ -7,25 +7,41 @@ Contract:
   meaning *disabled*. ``parse_bind_address`` rejects anything else with a ``ValueError`` naming
   the rule.
 * ``HTTPServer.serve()`` binds synchronously — a port already in use raises ``OSError`` there,
-  so the manager fails fast, before touching the cluster — then serves from a daemon thread
-  (``ThreadingHTTPServer``: a slow scrape never blocks a probe). ``port`` is the bound port
-  (useful with port 0). ``shutdown()`` stops serving and closes the socket; it is idempotent.
+  so the manager fails fast, before touching the cluster — then serves from a daemon thread,
+  each connection on its own bounded thread (a slow scrape never blocks a probe) with the
+  ``Limits`` of ``httpbase``: a connection cap (503 beyond it), a total deadline per request, and
+  no request body (a ``Content-Length`` above 0 is 413). ``port`` is the bound port (useful with
+  port 0). ``shutdown()`` stops serving and closes the socket; it is idempotent.
 * Routes are exact paths; a route also serves its sub-paths (``/healthz/<check>``) and receives
   the remainder. Anything else is 404; methods other than GET/HEAD are 405. Access logs go to the
   ``logging`` module at DEBUG, not to stderr.
+* ``protected`` routes (the manager passes ``/metrics`` with ``--metrics-secure``) need a bearer
+  token that a TokenReview accepts and a SubjectAccessReview allowing ``get`` on the
+  non-resource URL (``nonResourceURLs: ["/metrics"]``) — 401 / 403 / 429 / 503 as
+  ``escaler.runtime.authfilter`` answers, exactly what controller-runtime's secure metrics
+  serving does. Probes are never protected: the kubelet sends no token.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import socket
 import threading
-from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable, Collection, Mapping
 
-__all__ = ["HTTPServer", "Response", "RouteHandler", "parse_bind_address"]
+from escaler.clock import Clock
+from escaler.runtime.authfilter import RequestAuth
+from escaler.runtime.authn import NonResourceAttributes
+from escaler.runtime.httpbase import (
+    BaseHandler,
+    ConnectionServer,
+    HttpError,
+    Limits,
+    ServingLifecycle,
+    server_class,
+)
+
+__all__ = ["PROBE_LIMITS", "HTTPServer", "Response", "RouteHandler", "parse_bind_address"]
 
 # (status, content type, body)
 Response = tuple[int, str, bytes]
@@ -35,8 +51,8 @@ RouteHandler = Callable[[str], Response]
 _log = logging.getLogger(__name__)
 
 _BIND_RE = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^:\[\]]*)):(?P<port>\d{1,5})$")
-# How long shutdown() waits for the serving thread to finish its current poll.
-_SHUTDOWN_JOIN_SECONDS = 5.0
+# Probes and scrapes: a few at a time, small, no body; a probe must answer within its timeout.
+PROBE_LIMITS = Limits(max_connections=16, request_deadline=10.0, max_body_bytes=0)
 
 
 def parse_bind_address(address: str) -> tuple[str, int, bool] | None:
@@ -56,79 +72,61 @@ def parse_bind_address(address: str) -> tuple[str, int, bool] | None:
     return m.group("host") or "", port, False
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # allow a quick restart of the manager on the same port (TIME_WAIT)
-    allow_reuse_address = True
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "escaler"
+class _Handler(BaseHandler):
     # set per server class in HTTPServer.serve()
     routes: Mapping[str, RouteHandler] = {}
+    protected: frozenset[str] = frozenset()
+    auth: RequestAuth | None = None
 
-    def _dispatch(self, send_body: bool) -> None:
+    def serve_request(self) -> None:
+        if self.command not in ("GET", "HEAD"):
+            raise HttpError(405, f"{self.command}: use GET", headers={"Allow": "GET, HEAD"}, close=True)
+        self.content_length(required=False)
         path = self.path.split("?", 1)[0]
-        response: Response = (404, "text/plain; charset=utf-8", b"404 page not found\n")
         for route, handler in self.routes.items():
             if path == route or path.startswith(route.rstrip("/") + "/"):
-                rest = path[len(route):].strip("/")
-                try:
-                    response = handler(rest)
-                except Exception:
-                    _log.exception("HTTP handler for %s failed", route)
-                    response = (500, "text/plain; charset=utf-8", b"internal error\n")
-                break
-        status, ctype, body = response
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._dispatch(send_body=True)
-
-    def do_HEAD(self) -> None:
-        self._dispatch(send_body=False)
-
-    def _not_allowed(self) -> None:
-        self.send_response(405)
-        self.send_header("Allow", "GET, HEAD")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = _not_allowed
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s - %s", self.address_string(), format % args)
+                self.route_label = route
+                if route in self.protected and self.auth is not None:
+                    self.auth.check(self.bearer_token(), self.client_host(),
+                                    NonResourceAttributes(path=path, verb=self.command.lower()))
+                status, ctype, body = handler(path[len(route):].strip("/"))
+                self.reply(status, body, ctype=ctype)
+                return
+        raise HttpError(404, "404 page not found")
 
 
-class HTTPServer:
+class HTTPServer(ServingLifecycle):
     """One named HTTP server with fixed routes; see the module docstring."""
 
-    def __init__(self, name: str, bind_address: str, routes: Mapping[str, RouteHandler]) -> None:
+    def __init__(self, name: str, bind_address: str, routes: Mapping[str, RouteHandler], *,
+                 limits: Limits = PROBE_LIMITS, auth: RequestAuth | None = None,
+                 protected: Collection[str] = (), clock: Clock | None = None) -> None:
         for route in routes:
             if not route.startswith("/"):
                 raise ValueError(f"HTTPServer {name}: route {route!r} must start with '/'")
+        unknown = set(protected) - set(routes)
+        if unknown:
+            raise ValueError(f"HTTPServer {name}: protected routes {sorted(unknown)} are not routes")
+        if protected and auth is None:
+            raise ValueError(f"HTTPServer {name}: protected routes need an auth filter")
         # for logs and the thread name
         self.name = name
         # the parsed address; None when disabled (then serve() is a no-op)
         self.address = parse_bind_address(bind_address)
-        # immutable copy of the routes
+        # immutable copy of the routes, and the ones that need a token
         self._routes = dict(routes)
+        self.protected = frozenset(protected)
+        self.auth = auth
+        self.limits = limits
+        self._clock = clock
         # the bound server; None before serve() and after shutdown()
-        self._server: _Server | None = None
+        self._server: ConnectionServer | None = None
         # the serving thread; None before serve()
         self._thread: threading.Thread | None = None
         # guards _server/_thread transitions
         self._mu = threading.Lock()
+        # set while serving
+        self.serving = threading.Event()
 
     @property
     def routes(self) -> Mapping[str, RouteHandler]:
@@ -138,38 +136,20 @@ class HTTPServer:
     def enabled(self) -> bool:
         return self.address is not None
 
-    @property
-    def port(self) -> int | None:
-        """The bound port, or ``None`` when not serving."""
-        with self._mu:
-            return int(self._server.server_address[1]) if self._server is not None else None
-
     def serve(self) -> None:
         """Bind (raising ``OSError`` on failure) and serve from a daemon thread."""
         if self.address is None:
             return
         host, port, ipv6 = self.address
-        handler = type("Handler", (_Handler,), {"routes": self._routes})
-        server_cls = _Server6 if ipv6 else _Server
+        handler = type("Handler", (_Handler,), {"routes": self._routes, "protected": self.protected,
+                                                "auth": self.auth})
         with self._mu:
             if self._server is not None:
                 raise RuntimeError(f"HTTPServer {self.name}: already serving")
-            server = server_cls((host, port), handler)
-            self._server = server
-            self._thread = threading.Thread(
-                target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                name=f"http-{self.name}", daemon=True,
-            )
-            self._thread.start()
-        _log.info("serving %s on %s:%d", self.name, host or "*", self.port or 0)
-
-    def shutdown(self) -> None:
-        with self._mu:
-            server, thread = self._server, self._thread
-            self._server = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(_SHUTDOWN_JOIN_SECONDS)
+            server = server_class(ipv6)((host, port), handler, limits=self.limits, clock=self._clock,
+                                        log_name=self.name)
+            self._start_thread(server, f"http-{self.name}")
+        self.serving.set()
+        _log.info("serving %s on %s:%d%s", self.name, host or "*", self.port or 0,
+                  f" ({', '.join(sorted(self.protected))} behind TokenReview/SubjectAccessReview)"
+                  if self.protected else "")

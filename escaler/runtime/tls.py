@@ -8,37 +8,36 @@ Contract:
   either file changed (size, mtime or inode — a Secret volume update swaps a symlink); a changed
   pair that fails to load keeps the previous context (logged once per change), so a half-written
   rotation never takes the server down.
-* ``ConnectionServer`` is a ``ThreadingHTTPServer`` that runs everything of one connection in
-  that connection's own daemon thread: the socket timeout is set first, then — when ``certs`` is
-  set — the TLS handshake, with the context ``certs.current()`` returns at that moment. A client
-  that stalls mid-handshake therefore delays only itself, never the accept loop, and a rotated
-  certificate applies to the next connection. With ``certs = None`` it serves plain HTTP with
-  the same per-connection timeout. ``server_class(ipv6)`` picks the address family.
+* ``self_signed(directory, hosts)`` writes a fresh self-signed pair (EC P-256, valid
+  ``SELF_SIGNED_DAYS`` days, SANs ``localhost``, the given hosts and IPs, ``127.0.0.1``, ``::1``)
+  as ``tls.crt``/``tls.key`` (the key mode 0600) and returns ``(cert_file, key_file,
+  sha256 fingerprint)``: the signal API serves TLS by default with it when no certificate is
+  given, and logs the fingerprint so a client can pin it.
 
-This module moved down from ``escaler.webhook.server`` so ``escaler.runtime.apiserver`` can share
-it (the webhook layer sits above the runtime and imports it from here).
+The connection handling (TLS handshake in the connection's thread, caps, deadlines) is
+``escaler.runtime.httpbase``.
 """
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import logging
 import os
 import socket
 import ssl
 import threading
-from http.server import ThreadingHTTPServer
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
-    "DEFAULT_CONNECTION_TIMEOUT_SECONDS",
+    "SELF_SIGNED_DAYS",
     "CertificateReloader",
-    "ConnectionServer",
-    "ConnectionServer6",
-    "server_class",
+    "self_signed",
 ]
 
-# handshake, request read and keep-alive idle bound per connection
-DEFAULT_CONNECTION_TIMEOUT_SECONDS = 10.0
+# lifetime of a generated self-signed certificate (a restart makes a new one)
+SELF_SIGNED_DAYS = 365
 
 _log = logging.getLogger(__name__)
 
@@ -105,87 +104,49 @@ class CertificateReloader:
             return self._context
 
 
-class ConnectionServer(ThreadingHTTPServer):
-    """A threading HTTP(S) server whose TLS handshake runs in the connection's thread."""
+def _names(hosts: Sequence[str]) -> list[Any]:
+    from cryptography import x509
 
-    daemon_threads = True
-    # allow a quick restart on the same port (TIME_WAIT)
-    allow_reuse_address = True
-    # the certificate source (TLS), or None (plain HTTP); set before serving
-    certs: CertificateReloader | None = None
-    # per-socket timeout (handshake, reads, keep-alive idle); set before serving
-    connection_timeout: float = DEFAULT_CONNECTION_TIMEOUT_SECONDS
-    # names the server in log lines; set before serving
-    log_name: str = "https"
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    names: list[Any] = []
+    for host in ("localhost", socket.gethostname(), *hosts, "127.0.0.1", "::1"):
+        if not host:
+            continue
         try:
-            request.settimeout(self.connection_timeout)
-            conn = request if self.certs is None else self.certs.current().wrap_socket(
-                request, server_side=True)
-        except (OSError, ssl.SSLError) as exc:
-            _log.debug("%s TLS handshake with %s failed: %s", self.log_name, client_address, exc)
-            self.shutdown_request(request)
-            return
-        try:
-            self.finish_request(conn, client_address)
-        except Exception:
-            self.handle_error(conn, client_address)
-        finally:
-            self.shutdown_request(conn)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        _log.debug("%s connection from %s failed", self.log_name, client_address, exc_info=True)
+            entry: Any = x509.IPAddress(ipaddress.ip_address(host))
+        except ValueError:
+            entry = x509.DNSName(host)
+        if entry not in names:
+            names.append(entry)
+    return names
 
 
-class ConnectionServer6(ConnectionServer):
-    address_family = socket.AF_INET6
+def self_signed(directory: str, hosts: Sequence[str] = ()) -> tuple[str, str, str]:
+    """Write a self-signed ``tls.crt``/``tls.key`` into ``directory``; ``(cert, key, sha256)``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
 
-
-def server_class(ipv6: bool) -> type[ConnectionServer]:
-    return ConnectionServer6 if ipv6 else ConnectionServer
-
-
-# How long shutdown() waits for the serving thread to end.
-SHUTDOWN_JOIN_SECONDS = 5.0
-
-
-class ServingLifecycle:
-    """``shutdown()`` and the ``Runnable`` ``start(stop)`` shared by the webhook and API servers.
-
-    A subclass's ``serve()`` binds a ``ConnectionServer``, stores it in ``_server`` and its thread in
-    ``_thread`` under ``_mu``, then sets ``serving``; this class stops them again.
-    """
-
-    # guards _server and _thread
-    _mu: threading.Lock
-    # the bound server while serving; None before serve() and after shutdown()
-    _server: ConnectionServer | None
-    # the thread running serve_forever while serving
-    _thread: threading.Thread | None
-    # set while accepting connections
-    serving: threading.Event
-
-    def serve(self) -> None:
-        raise NotImplementedError
-
-    def shutdown(self) -> None:
-        """Stop serving and close the socket; idempotent."""
-        self.serving.clear()
-        with self._mu:
-            server, thread = self._server, self._thread
-            self._server = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        if thread is not None:
-            thread.join(SHUTDOWN_JOIN_SECONDS)
-
-    def start(self, stop: threading.Event) -> None:
-        """The ``Runnable`` entry point: serve until ``stop`` is set."""
-        self.serve()
-        try:
-            stop.wait()
-        finally:
-            self.shutdown()
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "escaler-api (self-signed)")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject).issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=SELF_SIGNED_DAYS))
+        .add_extension(x509.SubjectAlternativeName(_names(hosts)), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key")
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    with open(cert_file, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    fingerprint = cert.fingerprint(hashes.SHA256()).hex(":").upper()
+    return cert_file, key_file, fingerprint

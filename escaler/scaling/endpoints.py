@@ -8,7 +8,10 @@ create/update) and the collectors (refuse before a request):
 * a host: a DNS name (``prometheus.monitoring``, ``prometheus.monitoring.svc.cluster.local``)
   or an IP literal (``10.0.0.7``, ``[fd00::1]``), with an optional port in 1..65535;
 * no user-info (``user:password@host``): credentials in a spec are readable by everyone who
-  can read the object, and end up in condition messages.
+  can read the object, and end up in condition messages;
+* with ``base=True`` (an ExternalServer endpoint, to which escaler appends ``/api/v1/query`` and
+  the query), no ``?`` and no ``#``: a query string or fragment there would end up in the middle
+  of the request path, or be dropped; the PromQL goes in the spec's ``query`` field.
 
 ``host_allowed(host, patterns)`` implements ``--allowed-endpoint-hosts``: an empty pattern list
 allows every host; otherwise a host must equal a pattern or, for a pattern ``*.example.com``,
@@ -45,7 +48,7 @@ def _check_host(host: str) -> None:
         raise ValueError(f"host {host!r} is neither a DNS name nor an IP address")
 
 
-def check_endpoint_url(url: object) -> str:
+def check_endpoint_url(url: object, *, base: bool = False) -> str:
     """The host of a valid endpoint URL (lowercased); ``ValueError`` naming the rule otherwise."""
     if not isinstance(url, str) or not url:
         raise ValueError("must be a non-empty http(s) URL")
@@ -53,6 +56,9 @@ def check_endpoint_url(url: object) -> str:
         raise ValueError(f"must be at most {MAX_URL_LENGTH} characters")
     if _BAD_CHARS_RE.search(url):
         raise ValueError("must not contain whitespace or control characters")
+    if base and ("?" in url or "#" in url):
+        raise ValueError("must be a base URL without '?' or '#' (the query goes in the query field, "
+                         "escaler appends /api/v1/query)")
     m = _SCHEME_RE.match(url)
     if m is None:
         raise ValueError("must be an absolute URL starting with http:// or https://")

@@ -10,13 +10,16 @@ capped at 1 KiB) and never raises for data problems. Each module's docstring sta
 * ``metricsapi`` — GETs against the aggregated metrics APIs, with actionable errors;
 * ``resource`` / ``custom`` / ``external`` — metrics.k8s.io (with the HPA's pod groups:
   ``resource_sample``, ``resource_replicas``), custom.metrics.k8s.io, external.metrics.k8s.io;
-* ``fetch`` / ``prometheus`` — bounded GETs to user endpoints; ExternalServer instant queries;
+* ``fetch`` / ``netpolicy`` / ``prometheus`` — bounded GETs to user endpoints (one total deadline,
+  the SSRF address policy, no echo of answers); ExternalServer instant queries;
+* ``bearer`` — bearer tokens from Secrets that opt in (``elasticscaler.io/bearer-token: "true"``);
 * ``collector`` — ``MetricsCollector`` (one sample per MetricSpec) and ``to_metric_value``;
 * ``signal_pull`` — SignalTrigger's pull endpoint → ``SignalReading``.
 
 Typical use in a reconciler::
 
-    collector = MetricsCollector(rest, dynamic, requests.Session, clock,
+    http = HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")))   # default: no loopback
+    collector = MetricsCollector(rest, dynamic, http, clock,
                                  allowed=lambda host: host_allowed(host, patterns))
     pairs = collector.collect(ns, spec.trigger.metrics_trigger.metrics, snapshot, snapshot.spec_replicas)
     values = [to_metric_value(spec, sample) for spec, sample in pairs]   # ValueError → InvalidSpec
@@ -33,7 +36,8 @@ from escaler.signals.collector import (
 )
 from escaler.signals.custom import CustomCollector
 from escaler.signals.external import ExternalCollector, per_target_type
-from escaler.signals.fetch import FetchError, fetch
+from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, FetchError, HttpClient, fetch
+from escaler.signals.netpolicy import AddressPolicy, parse_networks
 from escaler.signals.prometheus import parse_query_response, query_prometheus
 from escaler.signals.resource import (
     CPU_INITIALIZATION_PERIOD_SECONDS,
@@ -51,9 +55,12 @@ __all__ = [
     "CPU_INITIALIZATION_PERIOD_SECONDS",
     "DEFAULT_COLLECT_BUDGET_SECONDS",
     "INITIAL_READINESS_DELAY_SECONDS",
+    "MAX_TIMEOUT_SECONDS",
+    "AddressPolicy",
     "CustomCollector",
     "ExternalCollector",
     "FetchError",
+    "HttpClient",
     "MetricsCollector",
     "PodLister",
     "PodTarget",
@@ -63,6 +70,7 @@ __all__ = [
     "SignalReading",
     "fetch",
     "metric_name",
+    "parse_networks",
     "parse_quantity",
     "parse_query_response",
     "parse_signal",

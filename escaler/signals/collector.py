@@ -24,30 +24,39 @@ Contract:
   one scaler share one pod list and one metrics read per call. ``now`` (wall-clock epoch seconds;
   default: the injected clock's ``now()``) is what the Resource collector judges the pods'
   readiness times against (the HPA's cpu initialization period).
-* A call is bounded: once ``budget_seconds`` (on the injected clock) have passed, the remaining
-  metrics are not read (error samples say so), and a Prometheus query never waits longer than
-  what is left of the budget. Sixteen slow queries cannot hold a reconcile worker for an hour.
+* A call is bounded: once ``budget_seconds`` (default 30 s, on the injected clock) have passed,
+  the remaining metrics are not read (error samples say so), and a Prometheus query never waits
+  longer than the least of its ``timeoutSeconds``, ``MAX_TIMEOUT_SECONDS`` and what is left of
+  the budget. A scaler with sixteen slow ExternalServer metrics takes 30 s, not 16 x 30 s.
 * ``to_metric_value(spec, sample)`` builds the algorithm's ``MetricValue`` (name: the resource name,
   the metric name, or the ExternalServer query; the target from the spec; ``pods`` from the
   sample). It raises
   ``ValueError`` naming the field when the spec's target cannot be read (a quantity that does
   not parse, a missing value): the spec cannot produce a decision (``InvalidSpec``).
 * ExternalServer endpoints go through the ``allowed(host)`` hook (``--allowed-endpoint-hosts``;
-  see ``escaler.scaling.endpoints.host_allowed``) and carry ``prometheus_bearer_token`` when one
-  is configured. Each worker thread gets its own ``requests.Session`` from the factory.
+  see ``escaler.scaling.endpoints.host_allowed``) and the ``HttpClient``'s address policy
+  (``--allow-endpoint-networks``; ``escaler.signals.netpolicy``), and carry
+  ``prometheus_bearer_token`` when one is configured.
+* ``bearerTokenSecretRef``: the token is read (``secret_reader``; in the manager
+  ``escaler.signals.bearer``, which reads only Secrets labelled
+  ``elasticscaler.io/bearer-token: "true"``) at every query, and only for an ``https://``
+  endpoint: with ``http://`` the metric is an error naming the field and the Secret is not read.
 
 Thread-safe.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-import requests
-
-from escaler.api.elasticscaler import MetricSourceType, MetricSpec, MetricTarget, MetricTargetType
+from escaler.api.elasticscaler import (
+    MetricSourceType,
+    MetricSpec,
+    MetricTarget,
+    MetricTargetType,
+    SecretKeyRef,
+)
 from escaler.api.quantity import parse_quantity
 from escaler.clock import Clock, RealClock
 from escaler.kube.dynamic import DynamicClient
@@ -56,7 +65,7 @@ from escaler.kube.scale import selector_string
 from escaler.scaling.algorithm import MetricValue
 from escaler.signals.custom import CustomCollector
 from escaler.signals.external import ExternalCollector, per_target_type
-from escaler.signals.fetch import HostAllowed
+from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, HostAllowed, HttpClient
 from escaler.signals.prometheus import query_prometheus
 from escaler.signals.resource import PodLister, PodUsage, ResourceCollector
 from escaler.signals.sample import PodTarget, Sample
@@ -67,9 +76,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_COLLECT_BUDGET_SECONDS", "MetricsCollector", "metric_name", "to_metric_value"]
 
 # Longest one collect() call may spend; the longest single ExternalServer timeout allowed by the API.
-DEFAULT_COLLECT_BUDGET_SECONDS = 300.0
+DEFAULT_COLLECT_BUDGET_SECONDS = MAX_TIMEOUT_SECONDS
 
-SessionFactory = Callable[[], requests.Session]
 # (namespace, secret name, key) -> the decoded value; raises when it cannot be read
 SecretReader = Callable[[str, str, str], str]
 
@@ -150,7 +158,7 @@ class MetricsCollector:
         self,
         rest: RestClient,
         dynamic: DynamicClient,
-        prometheus_session_factory: SessionFactory = requests.Session,
+        http: HttpClient | None = None,
         clock: Clock | None = None,
         *,
         pod_lister: PodLister | None = None,
@@ -165,16 +173,14 @@ class MetricsCollector:
         self._resource = ResourceCollector(rest, dynamic, pod_lister=pod_lister)
         self._custom = CustomCollector(rest)
         self._external = ExternalCollector(rest)
-        # makes one requests.Session per thread that queries Prometheus
-        self._session_factory = prometheus_session_factory
-        # holds that thread's session (attribute "session")
-        self._local = threading.local()
+        # outbound GETs (address policy, resolver, TLS); stateless per request, shared by threads
+        self._http = http if http is not None else HttpClient()
         # measures the budget and the Prometheus total timeouts
         self._clock: Clock = clock or RealClock()
         # --allowed-endpoint-hosts hook; None allows every host
         self._allowed = allowed
-        # sent as "Authorization: Bearer" to Prometheus when set
-        self._token = prometheus_bearer_token
+        # sent as "Authorization: Bearer" to Prometheus when set (https endpoints only)
+        self._flag_token = prometheus_bearer_token
         # reads a Secret key (namespace, name, key) -> value, for bearerTokenSecretRef; None = refuse
         self._secret_reader = secret_reader
         # seconds one collect() may spend
@@ -217,25 +223,27 @@ class MetricsCollector:
                                           str(e.target.type), current_replicas)
         if t == MetricSourceType.EXTERNAL_SERVER and spec.external_server is not None:
             s = spec.external_server
-            token = self._token
-            ref = s.bearer_token_secret_ref
-            if ref is not None:
-                where = f"query {s.query!r}: bearerTokenSecretRef {namespace}/{ref.name}[{ref.key}]"
-                if self._secret_reader is None:
-                    return Sample.fail(f"{where}: no Secret reader configured")
-                try:
-                    token = self._secret_reader(namespace, ref.name, ref.key)
-                except Exception as err:  # any failure to read the token is this metric's error
-                    return Sample.fail(f"{where}: {err}")
-            total = query_prometheus(self._session(), s.endpoint, s.query,
-                                     min(float(s.timeout_seconds), time_left),
+            token = self._token(namespace, s.query, s.endpoint, s.bearer_token_secret_ref)
+            if isinstance(token, Sample):
+                return token
+            total = query_prometheus(self._http, s.endpoint, s.query,
+                                     min(float(s.timeout_seconds), MAX_TIMEOUT_SECONDS, time_left),
                                      bearer_token=token, allowed=self._allowed, clock=self._clock)
             return per_target_type(total, str(s.target.type), current_replicas, f"query {s.query!r}")
         return Sample.fail(f"metric of type {t}: its {_field_of(spec)} configuration is missing")
 
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = self._session_factory()
-            self._local.session = session
-        return session
+    def _token(self, namespace: str, query: str, endpoint: str,
+               ref: SecretKeyRef | None) -> str | Sample | None:
+        """The bearer token of one ExternalServer query, or the error sample that replaces it."""
+        if ref is None:
+            return self._flag_token
+        where = f"query {query!r}: bearerTokenSecretRef {namespace}/{ref.name}[{ref.key}]"
+        if not endpoint.lower().startswith("https://"):
+            return Sample.fail(f"{where}: a bearer token is only sent over https://; externalServer.endpoint "
+                               f"{endpoint} is plain http:// (the Secret was not read)")
+        if self._secret_reader is None:
+            return Sample.fail(f"{where}: no Secret reader configured")
+        try:
+            return self._secret_reader(namespace, ref.name, ref.key)
+        except Exception as err:  # any failure to read the token is this metric's error
+            return Sample.fail(f"{where}: {err}")

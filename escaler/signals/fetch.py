@@ -1,43 +1,90 @@
 """One bounded HTTP GET to a user-named endpoint (Prometheus, a SignalTrigger pull endpoint).
 
-Contract of ``fetch``:
+An endpoint is chosen by whoever can create a scaler, so every answer is hostile until parsed.
+Contract of ``fetch(client, url, timeout=...)``:
 
-* The URL must pass ``escaler.scaling.endpoints.check_endpoint_url`` and, when an ``allowed(host)``
-  hook is given (``--allowed-endpoint-hosts``), be allowed by it; otherwise no request is sent.
+* **Before anything is sent** the URL must pass ``escaler.scaling.endpoints.check_endpoint_url``,
+  its host the ``allowed(host)`` hook (``--allowed-endpoint-hosts``) when one is given, and the
+  client's ``AddressPolicy`` (``escaler.signals.netpolicy``: no loopback, link-local, metadata
+  ... unless ``--allow-endpoint-networks`` re-allows them). The policy judges *every* address
+  the host resolves to, after DNS resolution at connect time, and the socket connects to the
+  checked address itself: there is no second lookup a rebinding DNS server could answer
+  differently. TLS still verifies the certificate against the URL's host name.
+* **One deadline for the whole exchange**: ``timeout`` seconds from the call, measured on the
+  injected clock. DNS resolution, connect, the TLS handshake, the send, and *each* receive while
+  reading the status line, the headers and the body get what is left of it as their socket
+  timeout, and a read that starts with nothing left fails. A server trickling one byte every
+  0.3 s is cut at the deadline, not after minutes. ``timeout`` is capped at
+  ``MAX_TIMEOUT_SECONDS``.
+* Bodies larger than ``max_bytes`` are refused rather than buffered; the status line and the
+  headers are bounded by ``http.client`` (64 KiB a line, 100 headers).
 * Redirects are not followed (a 3xx is returned like any other status): following one would let
-  an endpoint send escaler, and its bearer token, to a host the allow-list never saw.
-* ``timeout`` bounds the connect, every socket read, *and* the whole exchange (a server trickling
-  bytes cannot stretch it), measured on the injected clock. Bodies larger than ``max_bytes`` are
-  refused rather than buffered.
-* It returns ``(status, body)`` for every HTTP answer, and raises ``FetchError`` (a message naming
-  the endpoint and the cause, never the token) for everything else: refused URL, timeout,
-  connection or TLS failure, oversized body.
+  an endpoint send escaler, and its bearer token, to a host the policy never saw.
+* A bearer token is sent only over ``https://`` (refused over plain ``http://``) and only when it
+  is a valid header value (no CR/LF: a token cannot inject headers).
+* The request is built here, from the URL alone: no cookies (nothing is ever stored), no proxy
+  (``HTTP(S)_PROXY``/``NO_PROXY`` and ``.netrc`` are not read; a proxy would also defeat the
+  address policy), ``Connection: close`` (one connection per request, to the checked address).
+* It returns ``Response(status, body)`` for every HTTP answer, and raises ``FetchError`` for
+  everything else: refused URL, host or address, timeout, connection or TLS failure, malformed or
+  oversized response. A ``FetchError`` message names the endpoint (without user-info) and the
+  cause; it never carries the token or bytes of the response.
+
+``HttpClient`` holds what is fixed per manager (the address policy, the resolver, the TLS
+context); it keeps no per-request state and is shared by every thread.
 """
 
 from __future__ import annotations
 
+import http.client
+import io
+import ipaddress
 import re
-from collections.abc import Callable, Mapping
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-
-import requests
+from urllib.parse import quote, urlencode, urlsplit
 
 from escaler.clock import Clock, RealClock
 from escaler.scaling.endpoints import check_endpoint_url
+from escaler.signals.netpolicy import AddressPolicy, IPAddress
 
-__all__ = ["DEFAULT_MAX_RESPONSE_BYTES", "FetchError", "Response", "fetch"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "MAX_TIMEOUT_SECONDS",
+    "FetchError",
+    "HostAllowed",
+    "HttpClient",
+    "Resolver",
+    "Response",
+    "fetch",
+    "redact_url",
+]
 
 # Largest body read from an endpoint; a Prometheus answer with one sample is a few hundred bytes.
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Longest one request may take, whatever the spec asks (ExternalServer timeoutSeconds <= this).
+MAX_TIMEOUT_SECONDS = 30.0
 _CHUNK_BYTES = 64 * 1024
+# threads resolving host names (getaddrinfo has no timeout of its own; a lookup waits in one).
+# More than the outbound callers in flight (the manager's bounded executor), so a slow name one
+# tenant chose holds one thread, never the lookups of the others.
+_DNS_THREADS = 32
 
 HostAllowed = Callable[[str], bool]
-
+# (host, port) -> the addresses it resolves to, in connect order; OSError when it does not
+Resolver = Callable[[str, int], Sequence[str]]
 
 _USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#]*@")
+# a header value: visible ASCII and spaces, no CR/LF
+_TOKEN_RE = re.compile(r"[\x21-\x7e][\x20-\x7e]*")
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
     """The URL without its user-info, so a password written into a spec never reaches a message."""
     return _USERINFO_RE.sub(r"\1***@", url)
 
@@ -46,18 +93,218 @@ class FetchError(Exception):
     """The request could not be made or did not complete; the message says why."""
 
 
+class _Timeout(Exception):
+    """The exchange's deadline passed."""
+
+
 @dataclass(frozen=True)
 class Response:
     # HTTP status code
     status: int
     # the body, at most max_bytes long
     body: bytes
-    # the Location header of a redirect ("" otherwise)
+    # the Location header of a redirect ("" otherwise); never put into a message
     location: str = ""
 
 
+def system_resolver(host: str, port: int) -> list[str]:
+    """``getaddrinfo`` for TCP: the addresses in the order the system prefers, without duplicates."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    out: list[str] = []
+    for _family, _type, _proto, _canon, sockaddr in infos:
+        addr = str(sockaddr[0]).split("%", 1)[0]  # a scope id never names a different host
+        if addr not in out:
+            out.append(addr)
+    return out
+
+
+class HttpClient:
+    """What every outbound GET shares: the address policy, the resolver, the TLS context."""
+
+    def __init__(self, policy: AddressPolicy | None = None, *, resolver: Resolver | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        # the SSRF rule; the default refuses loopback, link-local, metadata ...
+        self.policy = policy if policy is not None else AddressPolicy()
+        # host name -> addresses; the system's by default
+        self._resolver: Resolver = resolver or system_resolver
+        # verifies server certificates (system CAs, SSL_CERT_FILE) and host names
+        self._ssl = ssl_context if ssl_context is not None else ssl.create_default_context()
+        # resolves names off the caller's thread, so a lookup is bounded by the deadline too;
+        # made on first use (an IP literal needs none)
+        self._dns: ThreadPoolExecutor | None = None
+        # guards _dns creation
+        self._mu = threading.Lock()
+
+    def resolve(self, host: str, port: int, left: float) -> list[IPAddress]:
+        """The addresses of ``host``, within ``left`` seconds; ``FetchError`` when there are none."""
+        try:
+            return [ipaddress.ip_address(host)]
+        except ValueError:
+            pass
+        with self._mu:
+            if self._dns is None:
+                self._dns = ThreadPoolExecutor(_DNS_THREADS, thread_name_prefix="escaler-dns")
+            pool = self._dns
+        future = pool.submit(self._resolver, host, port)
+        try:
+            names = future.result(timeout=max(left, 0.0))
+        except FutureTimeout:
+            future.cancel()
+            raise _Timeout() from None
+        except (OSError, UnicodeError) as err:
+            raise FetchError(f"cannot resolve host {host!r}: {_os_error(err)}") from None
+        addresses: list[IPAddress] = []
+        for name in names:
+            try:
+                addresses.append(ipaddress.ip_address(name))
+            except ValueError:
+                continue
+        if not addresses:
+            raise FetchError(f"host {host!r} resolves to no IP address")
+        return addresses
+
+    def wrap_tls(self, sock: socket.socket, host: str) -> ssl.SSLSocket:
+        return self._ssl.wrap_socket(sock, server_hostname=host)
+
+
+def _os_error(err: BaseException) -> str:
+    text = getattr(err, "strerror", None) or str(err) or type(err).__name__
+    return f"{type(err).__name__}: {text}"
+
+
+class _Exchange:
+    """One request on one connection, every socket operation bounded by the deadline."""
+
+    def __init__(self, clock: Clock, deadline: float) -> None:
+        # measures the deadline
+        self._clock = clock
+        # clock.monotonic() value by which everything is over
+        self._deadline = deadline
+
+    def left(self) -> float:
+        left = self._deadline - self._clock.monotonic()
+        if left <= 0:
+            raise _Timeout()
+        return left
+
+    def connect(self, client: HttpClient, host: str, port: int, where: str) -> socket.socket:
+        addresses = client.resolve(host, port, self.left())
+        for address in addresses:
+            reason = client.policy.refusal(address)
+            if reason is not None:
+                raise FetchError(f"endpoint host {host!r} is refused: {reason}")
+        last: OSError | None = None
+        for address in addresses:
+            family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(self.left())
+                sock.connect((str(address), port))
+                return sock
+            except TimeoutError:
+                sock.close()
+                raise _Timeout() from None
+            except OSError as err:
+                sock.close()
+                last = err
+            except BaseException:
+                sock.close()
+                raise
+        raise FetchError(f"{where}: cannot connect: {_os_error(last or OSError('no address'))}")
+
+    def reader(self, sock: socket.socket) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineRaw(sock, self), _CHUNK_BYTES)
+
+    def send(self, sock: socket.socket, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            sock.settimeout(self.left())
+            sent = sock.send(view)
+            view = view[sent:]
+
+
+class _DeadlineRaw(io.RawIOBase):
+    """A socket as a raw stream whose every receive waits at most until the deadline."""
+
+    def __init__(self, sock: socket.socket, exchange: _Exchange) -> None:
+        # the connected (maybe TLS) socket; closed by the caller
+        self._sock = sock
+        # gives each receive its timeout
+        self._exchange = exchange
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+        self._sock.settimeout(self._exchange.left())
+        return self._sock.recv_into(buffer)
+
+
+class _Sock:
+    """What ``http.client.HTTPResponse`` needs of a socket: ``makefile`` returning our reader."""
+
+    def __init__(self, reader: io.BufferedReader) -> None:
+        self._reader = reader
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return self._reader
+
+
+def _request(host_header: str, target: str, bearer_token: str | None) -> bytes:
+    lines = [f"GET {target} HTTP/1.1", f"Host: {host_header}", "User-Agent: escaler",
+             "Accept: application/json", "Accept-Encoding: identity", "Connection: close"]
+    if bearer_token:
+        lines.append(f"Authorization: Bearer {bearer_token}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+def _target(url: str, params: Mapping[str, str] | None) -> str:
+    parts = urlsplit(url)
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    query = quote(parts.query, safe="/%:@!$&'()*+,;=-._~?")
+    extra = urlencode(dict(params or {}))
+    query = "&".join(q for q in (query, extra) if q)
+    return f"{path}?{query}" if query else path
+
+
+def _read_body(resp: http.client.HTTPResponse, exchange: _Exchange, max_bytes: int, where: str) -> bytes:
+    body = bytearray()
+    while True:
+        chunk = resp.read(min(_CHUNK_BYTES, max_bytes + 1 - len(body)))
+        exchange.left()  # an answer completed after the deadline is late all the same
+        if not chunk:
+            return bytes(body)
+        body += chunk
+        if len(body) > max_bytes:
+            raise FetchError(f"{where}: response larger than {max_bytes} bytes")
+
+
+def _check(url: str, bearer_token: str | None, allowed: HostAllowed | None,
+           client: HttpClient) -> tuple[str, str, int]:
+    """(scheme, host, port) of a URL every rule allows; ``FetchError`` naming the rule otherwise."""
+    try:
+        host = check_endpoint_url(url)
+    except ValueError as err:
+        raise FetchError(f"endpoint {redact_url(url)!r}: {err}") from None
+    if allowed is not None and not allowed(host):
+        raise FetchError(f"endpoint host {host!r} is not allowed by --allowed-endpoint-hosts")
+    refused = client.policy.host_refusal(host)
+    if refused is not None:
+        raise FetchError(f"endpoint {url}: {refused}")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if bearer_token is not None:
+        if scheme != "https":
+            raise FetchError(f"endpoint {url}: a bearer token is only sent over https://, never over "
+                             "plain http:// (anyone on the path could read it)")
+        if not _TOKEN_RE.fullmatch(bearer_token):
+            raise FetchError(f"endpoint {url}: the bearer token is not a valid HTTP header value "
+                             "(visible ASCII, no line breaks)")
+    return scheme, host, parts.port or (443 if scheme == "https" else 80)
+
+
 def fetch(
-    session: requests.Session,
+    client: HttpClient,
     url: str,
     *,
     timeout: float,
@@ -72,38 +319,37 @@ def fetch(
         raise ValueError(f"fetch: timeout must be > 0, got {timeout}")
     if max_bytes < 1:
         raise ValueError(f"fetch: max_bytes must be >= 1, got {max_bytes}")
-    try:
-        host = check_endpoint_url(url)
-    except ValueError as err:
-        raise FetchError(f"endpoint {_redact(url)!r}: {err}") from None
-    if allowed is not None and not allowed(host):
-        raise FetchError(f"endpoint host {host!r} is not allowed by --allowed-endpoint-hosts")
+    timeout = min(float(timeout), MAX_TIMEOUT_SECONDS)
+    bearer_token = bearer_token or None
+    scheme, host, port = _check(url, bearer_token, allowed, client)
     clock = clock or RealClock()
-    deadline = clock.monotonic() + timeout
-    headers = {"Accept": "application/json"}
-    if bearer_token:
-        headers["Authorization"] = f"Bearer {bearer_token}"
+    exchange = _Exchange(clock, clock.monotonic() + timeout)
+    where = f"GET {url}"
+    sock: socket.socket | None = None
     try:
-        resp = session.get(url, params=dict(params or {}), headers=headers, timeout=(timeout, timeout),
-                           allow_redirects=False, stream=True)
-    except requests.Timeout:
-        raise FetchError(f"GET {url}: timed out after {timeout:g}s") from None
-    except requests.RequestException as err:
-        raise FetchError(f"GET {url}: {type(err).__name__}: {err}") from None
-    try:
-        body = bytearray()
-        for chunk in resp.iter_content(_CHUNK_BYTES):
-            body += chunk
-            if len(body) > max_bytes:
-                raise FetchError(f"GET {url}: response larger than {max_bytes} bytes")
-            if clock.monotonic() > deadline:
-                raise FetchError(f"GET {url}: timed out after {timeout:g}s reading the response")
-    except requests.RequestException as err:
-        # requests reports a read timeout inside the body as a ConnectionError
-        if isinstance(err, requests.Timeout) or "timed out" in str(err):
-            raise FetchError(f"GET {url}: timed out after {timeout:g}s reading the response") from None
-        raise FetchError(f"GET {url}: reading the response: {type(err).__name__}: {err}") from None
+        sock = exchange.connect(client, host, port, where)
+        if scheme == "https":
+            sock.settimeout(exchange.left())
+            sock = client.wrap_tls(sock, host)
+        default_port = 443 if scheme == "https" else 80
+        host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
+        exchange.send(sock, _request(host_header, _target(url, params), bearer_token))
+        resp = http.client.HTTPResponse(_Sock(exchange.reader(sock)), method="GET")  # type: ignore[arg-type]
+        resp.begin()
+        body = _read_body(resp, exchange, max_bytes, where)
+        location = resp.getheader("Location", "") or "" if 300 <= resp.status < 400 else ""
+        return Response(resp.status, body, location)
+    except (_Timeout, TimeoutError):
+        raise FetchError(f"{where}: timed out after {timeout:g}s") from None
+    except ssl.SSLCertVerificationError as err:
+        raise FetchError(f"{where}: TLS certificate not trusted: {err.verify_message}") from None
+    except ssl.SSLError as err:
+        raise FetchError(f"{where}: TLS failure: {err.reason or type(err).__name__}") from None
+    except http.client.HTTPException as err:
+        # the exception text may quote the response: name the failure, not its bytes
+        raise FetchError(f"{where}: malformed HTTP response ({type(err).__name__})") from None
+    except OSError as err:
+        raise FetchError(f"{where}: {_os_error(err)}") from None
     finally:
-        resp.close()
-    location = resp.headers.get("Location", "") if resp.is_redirect else ""
-    return Response(resp.status_code, bytes(body), location)
+        if sock is not None:
+            sock.close()

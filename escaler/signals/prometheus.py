@@ -1,9 +1,8 @@
 """ExternalServer metrics: one instant query against a Prometheus-compatible HTTP API (SPEC §5).
 
-``query_prometheus(session, endpoint, query, timeout)`` sends ``GET {endpoint}/api/v1/query?query=...``
-(``escaler.signals.fetch``: allow-list hook, no redirects, total timeout, bounded body; an optional
-bearer token — the ExternalServer model has no secret reference, so the manager passes a token it
-was configured with, or none) and returns a ``Sample`` of **one number**:
+``query_prometheus(client, endpoint, query, timeout)`` sends ``GET {endpoint}/api/v1/query?query=...``
+(``escaler.signals.fetch``: allow-list hook, address policy, no redirects, one total deadline,
+bounded body; an optional bearer token, over https only) and returns a ``Sample`` of **one number**:
 
 * a ``scalar`` result → its value;
 * a ``vector`` with exactly one sample → that sample's value;
@@ -14,8 +13,14 @@ was configured with, or none) and returns a ``Sample`` of **one number**:
 * ``matrix``/``string`` results, native histograms, and values that are not numbers → error;
 * NaN and ±Inf (Prometheus writes them as ``"NaN"``, ``"+Inf"``, ``"-Inf"``) → error;
 * ``status`` other than ``success``, or an HTTP status other than 200 → error with Prometheus'
-  ``errorType``/``error`` when the body carries them, else the body, capped at 1 KiB;
-* timeouts, refused connections, a refused host → error.
+  own ``errorType``/``error`` fields when the body is a JSON object carrying them (strings,
+  capped at ``MAX_ERROR_TEXT``), else only ``HTTP 502, N bytes``;
+* timeouts, refused connections, a refused host or address → error.
+
+**No echo.** The endpoint is named by whoever can create a scaler and may be any server the
+manager can reach, so the answer's bytes never reach a status message or an Event (which that
+user can read): only the HTTP status, the body's size, and the fields of the Prometheus API
+described above. Nothing else of a body (not a malformed value, not a non-JSON page) is quoted.
 
 The number is the query's raw result (the metric's total over the target). Turning a total into a
 per-replica average for an ``AverageValue`` target is the collector's job (``collector.py``).
@@ -26,20 +31,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-import requests
-
 from escaler.clock import Clock
-from escaler.errors import cap_body
-from escaler.signals.fetch import DEFAULT_MAX_RESPONSE_BYTES, FetchError, HostAllowed, fetch
+from escaler.scaling.endpoints import check_endpoint_url
+from escaler.signals.fetch import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    FetchError,
+    HostAllowed,
+    HttpClient,
+    fetch,
+    redact_url,
+)
 from escaler.signals.sample import Sample
 
-__all__ = ["QUERY_PATH", "parse_query_response", "query_prometheus"]
+__all__ = ["MAX_ERROR_TEXT", "QUERY_PATH", "parse_query_response", "query_prometheus"]
 
 QUERY_PATH = "/api/v1/query"
+# longest errorType/error text quoted from a Prometheus error answer
+MAX_ERROR_TEXT = 256
 
 
 def query_prometheus(
-    session: requests.Session,
+    client: HttpClient,
     endpoint: str,
     query: str,
     timeout: float,
@@ -50,9 +62,13 @@ def query_prometheus(
     clock: Clock | None = None,
 ) -> Sample:
     """Run one instant query; see the module docstring for what comes back."""
+    try:
+        check_endpoint_url(endpoint, base=True)
+    except ValueError as err:
+        return Sample.fail(f"Prometheus query failed: endpoint {redact_url(endpoint)!r}: {err}")
     url = endpoint.rstrip("/") + QUERY_PATH
     try:
-        resp = fetch(session, url, timeout=timeout, params={"query": query}, bearer_token=bearer_token,
+        resp = fetch(client, url, timeout=timeout, params={"query": query}, bearer_token=bearer_token,
                      allowed=allowed, max_bytes=max_bytes, clock=clock)
     except FetchError as err:
         return Sample.fail(f"Prometheus query failed: {err}")
@@ -63,17 +79,17 @@ def parse_query_response(status: int, body: bytes, *, where: str = "Prometheus")
     """A ``/api/v1/query`` answer (HTTP status and body) as a sample; pure."""
     try:
         doc = json.loads(body) if body else None
-    except ValueError:
+    except (ValueError, RecursionError):  # deep nesting: not an answer either
         doc = None
     if status != 200:
         if 300 <= status < 400:
             return Sample.fail(f"{where}: HTTP {status}: redirects are not followed; set the endpoint to "
                                "the final URL")
-        return Sample.fail(f"{where}: HTTP {status}: {_error_text(doc, body)}")
+        return Sample.fail(f"{where}: HTTP {status}{_error_text(doc, body)}")
     if not isinstance(doc, Mapping):
-        return Sample.fail(f"{where}: the response is not a JSON object: {cap_body(body)}")
+        return Sample.fail(f"{where}: the response is not a JSON object ({len(body)} bytes)")
     if doc.get("status") != "success":
-        return Sample.fail(f"{where}: query status {doc.get('status')!r}: {_error_text(doc, body)}")
+        return Sample.fail(f"{where}: query status is not \"success\"{_error_text(doc, body)}")
     data = doc.get("data")
     if not isinstance(data, Mapping):
         return Sample.fail(f"{where}: the response has no data object")
@@ -102,11 +118,11 @@ def parse_query_response(status: int, body: bytes, *, where: str = "Prometheus")
 
 def _value(pair: object, where: str, what: str) -> Sample:
     if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
-        return Sample.fail(f"{where}: malformed sample for {what}: {cap_body(json.dumps(pair), 200)}")
+        return Sample.fail(f"{where}: malformed sample for {what} (want [time, \"number\"])")
     try:
         value = float(pair[1])
     except ValueError:
-        return Sample.fail(f"{where}: {what} has a value that is not a number: {pair[1][:100]!r}")
+        return Sample.fail(f"{where}: {what} has a value that is not a number")
     return Sample.of(value, f"{where}: {what}")
 
 
@@ -117,7 +133,17 @@ def _labels(metric: object) -> str:
 
 
 def _error_text(doc: object, body: bytes) -> str:
-    if isinstance(doc, Mapping) and ("error" in doc or "errorType" in doc):
+    """``: (errorType) error`` from a Prometheus error answer, else ``, N bytes``: never the body."""
+    if isinstance(doc, Mapping):
         etype, err = doc.get("errorType"), doc.get("error")
-        return cap_body(f"({etype}) {err}" if etype else str(err))
-    return cap_body(body) or "(empty body)"
+        parts = [f"({_capped(etype)})" if isinstance(etype, str) and etype else "",
+                 _capped(err) if isinstance(err, str) and err else ""]
+        text = " ".join(p for p in parts if p)
+        if text:
+            return f": {text}"
+    return f", {len(body)} bytes"
+
+
+def _capped(text: str) -> str:
+    text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return text if len(text) <= MAX_ERROR_TEXT else text[:MAX_ERROR_TEXT - 3] + "..."

@@ -1,14 +1,18 @@
 """SignalTrigger pull (SPEC §5.5): ``GET endpoint`` → ``{"active": bool, "replicas": int?}``.
 
-``pull_signal(session, endpoint, timeout=...)`` returns a ``SignalReading``:
+``pull_signal(client, endpoint, timeout=...)`` returns a ``SignalReading``:
 
 * ``active``: the endpoint's ``active``, a JSON boolean (required; ``1``/``"true"`` are refused);
 * ``replicas``: the endpoint's ``replicas`` when present and not null, a JSON integer >= 0 (a bool
   or a float such as ``2.0`` is refused);
 * other keys are ignored (an endpoint may say more than escaler reads);
 * ``error``: set, with ``active`` and ``replicas`` both ``None``, when the request failed (refused
-  host, timeout, connection failure, HTTP status other than 200 — its body capped at 1 KiB — or a
-  body larger than ``MAX_SIGNAL_BYTES``) or the body is not such an object.
+  host or address, timeout, connection failure, HTTP status other than 200, or a body larger
+  than ``MAX_SIGNAL_BYTES``) or the body is not such an object.
+
+**No echo**: an error names the HTTP status, the body's size and the rule a value broke (with
+the JSON type it had), never bytes of the body: the endpoint is user-named and may be any server
+the manager can reach, and these messages reach status and Events.
 
 An error is never "inactive": ``active is None`` then, so a caller cannot mistake an unreachable
 gateway for an idle one and scale a service to zero because of it.
@@ -20,11 +24,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import requests
-
 from escaler.clock import Clock
 from escaler.errors import cap_body
-from escaler.signals.fetch import FetchError, HostAllowed, fetch
+from escaler.signals.fetch import FetchError, HostAllowed, HttpClient, fetch
 
 __all__ = ["DEFAULT_SIGNAL_PULL_TIMEOUT_SECONDS", "MAX_SIGNAL_BYTES", "SignalReading", "parse_signal",
            "pull_signal"]
@@ -55,7 +57,7 @@ class SignalReading:
 
 
 def pull_signal(
-    session: requests.Session,
+    client: HttpClient,
     endpoint: str,
     *,
     timeout: float = DEFAULT_SIGNAL_PULL_TIMEOUT_SECONDS,
@@ -65,13 +67,12 @@ def pull_signal(
 ) -> SignalReading:
     """Poll one signal endpoint; never raises for what the endpoint does."""
     try:
-        resp = fetch(session, endpoint, timeout=timeout, bearer_token=bearer_token, allowed=allowed,
+        resp = fetch(client, endpoint, timeout=timeout, bearer_token=bearer_token, allowed=allowed,
                      max_bytes=MAX_SIGNAL_BYTES, clock=clock)
     except FetchError as err:
         return SignalReading.fail(f"signal endpoint: {err}")
     if resp.status != 200:
-        return SignalReading.fail(f"signal endpoint {endpoint}: HTTP {resp.status}: "
-                                  f"{cap_body(resp.body) or '(empty body)'}")
+        return SignalReading.fail(f"signal endpoint {endpoint}: HTTP {resp.status}, {len(resp.body)} bytes")
     return parse_signal(resp.body, where=f"signal endpoint {endpoint}")
 
 
@@ -79,17 +80,32 @@ def parse_signal(body: bytes | str, *, where: str = "signal") -> SignalReading:
     """Strictly parse ``{"active": bool, "replicas": int?}``; pure."""
     try:
         doc = json.loads(body)
-    except ValueError:
-        return SignalReading.fail(f'{where}: the body is not JSON (want {{"active": true|false}}): '
-                                  f"{cap_body(body)}")
+    except (ValueError, RecursionError):  # a body nested 100k deep is not a signal either
+        return SignalReading.fail(f'{where}: the body is not JSON (want {{"active": true|false}}; got '
+                                  f"{len(body)} bytes)")
     if not isinstance(doc, Mapping):
         return SignalReading.fail(f'{where}: the body is not a JSON object (want {{"active": true|false}})')
     active = doc.get("active")
     if not isinstance(active, bool):
-        return SignalReading.fail(f"{where}: \"active\" must be a JSON boolean, "
-                                  f"got {json.dumps(active)[:100]}")
+        return SignalReading.fail(f"{where}: \"active\" must be a JSON boolean, got {_json_type(active)}")
     replicas = doc.get("replicas")
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0):
-        return SignalReading.fail(f"{where}: \"replicas\" must be an integer >= 0, "
-                                  f"got {json.dumps(replicas)[:100]}")
+        what = "a negative integer" if isinstance(replicas, int) and not isinstance(replicas, bool) \
+            else _json_type(replicas)
+        return SignalReading.fail(f"{where}: \"replicas\" must be an integer >= 0, got {what}")
     return SignalReading(active, replicas)
+
+
+def _json_type(value: object) -> str:
+    """The JSON type of a parsed value, never the value itself (no echo)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number that is not an integer"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"

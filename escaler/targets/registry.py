@@ -13,13 +13,20 @@ Contract:
   called at start-up.
 * ``default_registry(dynamic, cache_get=...)`` holds the built-ins (``escaler.targets.workloads``):
   Deployment, StatefulSet, LeaderWorkerSet, ResourceScalingGroup.
+* ``target_problem(mapping)`` says why a kind may **not** be a scaler's target, or None. A target
+  must be *namespaced* (a scaler acts only in its own namespace; watching a cluster-scoped kind
+  would be a cluster-wide list/watch on the say-so of any namespace user) and *scalable*: it has
+  a registered handler or the API server serves a ``scale`` subresource for it. So Secrets,
+  ConfigMaps, Nodes, ClusterRoles... are refused, from discovery alone, before anything is
+  watched or read. A kind with neither is refused even though the generic handler could patch
+  its ``spec.replicas``: only a ``scale`` subresource (or a handler) says a kind means to be scaled.
 """
 
 from __future__ import annotations
 
 import threading
 
-from escaler.kube.discovery import parse_api_version
+from escaler.kube.discovery import ResourceMapping, parse_api_version
 from escaler.kube.dynamic import DynamicClient
 from escaler.targets.handler import CacheGet, GenericScaleHandler, ResourceHandler
 from escaler.targets.workloads import (
@@ -33,7 +40,7 @@ from escaler.targets.workloads import (
     StatefulSetHandler,
 )
 
-__all__ = ["HandlerRegistry", "default_registry"]
+__all__ = ["HandlerRegistry", "default_registry", "target_problem"]
 
 
 class HandlerRegistry:
@@ -64,10 +71,33 @@ class HandlerRegistry:
         with self._lock:
             return self._handlers.get((group, kind), self._generic)
 
+    def has_handler(self, api_version: str, kind: str) -> bool:
+        """True when ``kind`` of ``api_version``'s group has its own handler (not the generic one)."""
+        group, _ = parse_api_version(api_version)
+        with self._lock:
+            return (group, kind) in self._handlers
+
+    def target_problem(self, mapping: ResourceMapping) -> str | None:
+        """Why ``mapping``'s kind cannot be a scaler's target, or None (see the module docstring)."""
+        return target_problem(mapping, has_handler=self.has_handler(mapping.api_version, mapping.kind))
+
     def registered(self) -> list[tuple[str, str]]:
         """The (group, kind) pairs with their own handler, sorted."""
         with self._lock:
             return sorted(self._handlers)
+
+
+def target_problem(mapping: ResourceMapping, *, has_handler: bool) -> str | None:
+    """The rule of ``HandlerRegistry.target_problem``, for a kind with or without its own handler."""
+    what = f"kind {mapping.kind} ({mapping.group_resource})"
+    if not mapping.namespaced:
+        return (f"{what} is cluster-scoped: a scaler may only target a namespaced kind, in its own "
+                "namespace")
+    if not has_handler and "scale" not in mapping.subresources:
+        return (f"{what} is not scalable: it has no scale subresource and escaler has no handler for "
+                "it (a target must be a Deployment, StatefulSet, LeaderWorkerSet, "
+                "ResourceScalingGroup or a kind that serves /scale)")
+    return None
 
 
 def default_registry(dynamic: DynamicClient, *, cache_get: CacheGet | None = None) -> HandlerRegistry:

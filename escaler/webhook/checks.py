@@ -9,8 +9,9 @@ webhook) refuses them too. What needs code lives here:
 * ``spec.trigger.metricsTrigger.scalingAlgorithm`` names ``HPA`` or a registered algorithm
   (``escaler.scaling.is_known_algorithm`` — the registry of *this* process, the manager, which
   is the one that will run it);
-* every endpoint URL: the full syntax (``escaler.scaling.endpoints``: DNS labels, IP literals)
-  and, when ``--allowed-endpoint-hosts`` is set, its host;
+* every endpoint URL: the full syntax (``escaler.scaling.endpoints``: DNS labels, IP literals;
+  an ExternalServer endpoint is a base URL, without ``?`` or ``#``) and, when
+  ``--allowed-endpoint-hosts`` is set, its host;
 * Tidal schedules: the zone exists in the tz database and croniter accepts the fields and they
   fire (``escaler.scaling.schedule``), and ``end`` is not the same schedule as ``start`` once
   parsed (CEL only compares the strings);
@@ -64,12 +65,13 @@ class Checks:
     def fail(self, path: str, rule: str) -> None:
         self.errors.append(FieldError(path, rule))
 
-    def endpoint(self, path: str, url: Any) -> None:
-        """Syntax, scheme and allowed host of one endpoint URL (absent = not checked)."""
+    def endpoint(self, path: str, url: Any, *, base: bool = False) -> None:
+        """Syntax, scheme and allowed host of one endpoint URL (absent = not checked); ``base``: no
+        ``?`` or ``#`` (a URL escaler appends a path to)."""
         if url is None:
             return
         try:
-            host = check_endpoint_url(url)
+            host = check_endpoint_url(url, base=base)
         except ValueError as exc:
             self.fail(path, f"invalid endpoint URL {_show(url)}: {exc}")
             return
@@ -134,7 +136,8 @@ def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
                         f"(AlgorithmNotRegistered; registered: {registered}; or {HPA})")
         for i, metric in enumerate(_list(mt.get("metrics"))):
             server = _map(metric).get("externalServer")
-            checks.endpoint(f"{mt_path}.metrics[{i}].externalServer.endpoint", _map(server).get("endpoint"))
+            checks.endpoint(f"{mt_path}.metrics[{i}].externalServer.endpoint", _map(server).get("endpoint"),
+                            base=True)
     signal = trigger.get("signalTrigger")
     checks.endpoint("spec.trigger.signalTrigger.endpoint", _map(signal).get("endpoint"))
 

@@ -10,13 +10,13 @@ Contract:
 * Routes: ``POST <path>`` for each ``Route`` (an AdmissionReview in, one out — see
   ``admission.review``); ``GET /healthz`` → ``200 ok``. Another method on a route is 405,
   another path 404. A body must carry ``Content-Length`` (411 otherwise) and be at most
-  ``MAX_BODY_BYTES`` (413). No request ever gets a 500 from a handler bug: ``review`` answers
-  every body.
-* One thread per connection (daemon), HTTP/1.1 keep-alive; the TLS handshake runs in that
-  thread, not in the accept loop, so a client that stalls mid-handshake delays only itself
-  (``escaler.runtime.tls``, shared with the manager's API server).
-  Every socket has a ``CONNECTION_TIMEOUT_SECONDS`` timeout (an idle keep-alive connection is
-  closed after it).
+  ``MAX_BODY_BYTES`` (413; kube-apiserver's own request cap is 3 MiB, an AdmissionReview of a
+  custom resource fits in 2). No request ever gets a 500 from a handler bug: ``review`` answers
+  every body, and a body that is not JSON (bad UTF-8, nested too deeply) is a 400.
+* Connections as ``escaler.runtime.httpbase`` serves them (shared with the API server, probes
+  and metrics): one bounded thread per connection with the TLS handshake in it (a client that
+  stalls mid-handshake delays only itself), ``WEBHOOK_LIMITS.max_connections`` at once (503
+  beyond), and a total deadline per request (an idle keep-alive connection is closed after it).
 * A ``Runnable``: ``start(stop)`` binds (raising ``OSError``/``ssl.SSLError`` on a busy port or a
   bad certificate, which fails the manager's start), serves until ``stop`` is set, then closes.
   ``Manager.add_webhook(server)`` runs it before the caches and stops it last. ``serve()`` and
@@ -32,37 +32,36 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from escaler.runtime.server import parse_bind_address
-from escaler.runtime.tls import (
-    DEFAULT_CONNECTION_TIMEOUT_SECONDS,
-    CertificateReloader,
+from escaler.runtime.httpbase import (
+    BaseHandler,
     ConnectionServer,
+    HttpError,
+    Limits,
     ServingLifecycle,
     server_class,
 )
+from escaler.runtime.server import parse_bind_address
+from escaler.runtime.tls import CertificateReloader
 from escaler.webhook.admission import Route, Validate, review
 
 __all__ = [
-    "CONNECTION_TIMEOUT_SECONDS",
     "DEFAULT_WEBHOOK_PORT",
     "MAX_BODY_BYTES",
+    "WEBHOOK_LIMITS",
     "CertificateReloader",
     "WebhookServer",
 ]
 
 DEFAULT_WEBHOOK_PORT = 9443
-# an AdmissionReview carries the object and the old object, each at most ~3 MiB in etcd
-MAX_BODY_BYTES = 8 * 1024 * 1024
-# handshake, request read and keep-alive idle bound per connection
-CONNECTION_TIMEOUT_SECONDS = DEFAULT_CONNECTION_TIMEOUT_SECONDS
-# how long shutdown() waits for the accept loop to finish its current poll
+# an AdmissionReview of one of our custom resources (object + old object) fits well in 2 MiB
+MAX_BODY_BYTES = 2 * 1024 * 1024
+# connections at once (the API server's few), whole-request deadline, body cap
+WEBHOOK_LIMITS = Limits(max_connections=32, request_deadline=10.0, max_body_bytes=MAX_BODY_BYTES)
 
 _log = logging.getLogger(__name__)
 
@@ -101,86 +100,38 @@ class _Metrics:
             self.in_flight.labels(webhook=path).inc(delta)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BaseHandler):
     server_version = "escaler-webhook"
-    protocol_version = "HTTP/1.1"
-    timeout = CONNECTION_TIMEOUT_SECONDS
     # set per server in WebhookServer.serve()
     posts: Mapping[str, PostHandler] = {}
     metrics: _Metrics
 
-    def _send(self, status: int, ctype: str, body: bytes, *, close: bool = False,
-              headers: Sequence[tuple[str, str]] = ()) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("X-Content-Type-Options", "nosniff")
-        for key, value in headers:
-            self.send_header(key, value)
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _text(self, status: int, text: str, **kw: Any) -> None:
-        self._send(status, "text/plain; charset=utf-8", text.encode(), **kw)
-
-    def _path(self) -> str:
-        return self.path.split("?", 1)[0]
-
-    def do_GET(self) -> None:
-        path = self._path()
-        if path == "/healthz":
-            self._text(200, "ok")
-        elif path in self.posts:
-            self._text(405, "use POST\n", headers=[("Allow", "POST")])
-        else:
-            self._text(404, "404 page not found\n")
-
-    do_HEAD = do_GET
-
-    def do_POST(self) -> None:
-        path = self._path()
+    def serve_request(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if self.command in ("GET", "HEAD"):
+            self.read_body(self.content_length(required=False))
+            if path == "/healthz":
+                self.reply(200, b"ok", ctype="text/plain; charset=utf-8")
+            elif path in self.posts:
+                raise HttpError(405, "use POST", headers={"Allow": "POST"})
+            else:
+                raise HttpError(404, "404 page not found")
+            return
+        if self.command != "POST":
+            raise HttpError(405, "method not allowed", headers={"Allow": "GET, HEAD, POST"}, close=True)
         handler = self.posts.get(path)
         if handler is None:
-            self._text(404, "404 page not found\n", close=True)
-            return
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            self._text(411, "Content-Length required\n", close=True)
-            return
-        length_header = self.headers.get("Content-Length")
-        try:
-            length = int(length_header) if length_header is not None else -1
-        except ValueError:
-            length = -1
-        if length < 0:
-            self._text(411, "Content-Length required\n", close=True)
-            return
-        if length > MAX_BODY_BYTES:
-            self._text(413, f"body larger than {MAX_BODY_BYTES} bytes\n", close=True)
-            return
-        started = time.monotonic()
+            raise HttpError(404, "404 page not found", close=True)
+        length = self.content_length(required=True)
+        started = self.server.clock.monotonic()
         self.metrics.flight(path, 1)
         try:
-            body = self.rfile.read(length)
-            if len(body) < length:
-                self.close_connection = True
-                return
+            body = self.read_body(length)
             status, ctype, payload = handler(body)
-            self._send(status, ctype, payload)
-            self.metrics.observe(path, status, time.monotonic() - started)
+            self.reply(status, payload, ctype=ctype)
+            self.metrics.observe(path, status, self.server.clock.monotonic() - started)
         finally:
             self.metrics.flight(path, -1)
-
-    def _not_allowed(self) -> None:
-        self._text(405, "method not allowed\n", headers=[("Allow", "GET, HEAD, POST")], close=True)
-
-    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s - %s", self.address_string(), format % args)
 
 
 def _json(status_and_doc: tuple[int, dict[str, Any]]) -> Response:
@@ -206,6 +157,7 @@ class WebhookServer(ServingLifecycle):
         bind_address: str = f":{DEFAULT_WEBHOOK_PORT}",
         registry: CollectorRegistry | None = None,
         name: str = "webhook",
+        limits: Limits = WEBHOOK_LIMITS,
     ) -> None:
         address = parse_bind_address(bind_address)
         if address is None:
@@ -223,6 +175,7 @@ class WebhookServer(ServingLifecycle):
         self.certs = CertificateReloader(cert_file, key_file, name=name)
         # request metrics (no-op without a registry)
         self._metrics = _Metrics(registry, name)
+        self.limits = limits
         # guards _server/_thread
         self._mu = threading.Lock()
         # the bound server; None before serve() and after shutdown()
@@ -236,11 +189,6 @@ class WebhookServer(ServingLifecycle):
     def paths(self) -> list[str]:
         return sorted(self._posts)
 
-    @property
-    def port(self) -> int | None:
-        with self._mu:
-            return int(self._server.server_address[1]) if self._server is not None else None
-
     def serve(self) -> None:
         """Load the certificate, bind, and serve from a daemon thread; raises on failure."""
         self.certs.load()
@@ -250,14 +198,9 @@ class WebhookServer(ServingLifecycle):
         with self._mu:
             if self._server is not None:
                 raise RuntimeError("WebhookServer: already serving")
-            server = server_cls((host, port), handler)
-            server.certs = self.certs
-            server.connection_timeout = CONNECTION_TIMEOUT_SECONDS
-            server.log_name = self.name
-            self._server = server
-            self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                            name=f"https-{self.name}", daemon=True)
-            self._thread.start()
+            server = server_cls((host, port), handler, limits=self.limits, certs=self.certs,
+                                log_name=self.name)
+            self._start_thread(server, f"https-{self.name}")
         self.serving.set()
         _log.info("serving the admission webhook on %s:%d (%s)", host or "*", self.port or 0,
                   ", ".join(self.paths))

@@ -161,6 +161,18 @@ def fake_metrics(cluster: Cluster) -> Iterator[MetricsAPIServer]:
 
 
 @pytest.fixture
+def managers() -> Iterator[list[Any]]:
+    """Managers a test started (``es_helpers.Manager``); each is stopped when the test ends,
+    whatever happened (thawed first if it was frozen)."""
+    started: list[Any] = []
+    try:
+        yield started
+    finally:
+        for m in started:
+            m.stop()
+
+
+@pytest.fixture
 def prometheus() -> Iterator[PrometheusServer]:
     srv = PrometheusServer().start()
     try:

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -93,6 +93,15 @@ class Manager:
         return self.proc.returncode
 
 
+# what start_manager re-allows by default: the fake servers of the tests listen on loopback
+LOOPBACK_NETWORKS = "127.0.0.0/8"
+
+
+def has_endpoint_policy(src: Path) -> bool:
+    """Whether the manager in ``src`` has the SSRF address policy (``--allow-endpoint-networks``)."""
+    return (src / "escaler" / "signals" / "netpolicy.py").exists()
+
+
 def start_manager(
     cluster: Cluster,
     work: Path,
@@ -105,11 +114,19 @@ def start_manager(
     leader_election_namespace: str = "",
     api: bool = True,
     extra_args: Sequence[str] = (),
+    groups: tuple[str, ...] = ("system:masters",),
+    allow_endpoint_networks: str | None = LOOPBACK_NETWORKS,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Manager:
-    """Start a manager as client-certificate user ``user`` (group system:masters) of the local
-    control plane; its log goes to ``work/<user>.log``."""
+    """Start a manager as client-certificate user ``user`` (in ``groups``, system:masters unless
+    told otherwise) of the local control plane; its log goes to ``work/<user>.log``.
+
+    The fake Prometheus servers listen on 127.0.0.1, which a manager refuses to reach by default
+    (SSRF guard): ``allow_endpoint_networks`` is passed as ``--allow-endpoint-networks`` (default
+    ``127.0.0.0/8``; ``None`` passes nothing, the production default), and only to a source tree
+    that has the flag (``ESCALER_E2E_SRC`` may select an older one)."""
     local = cluster.require_local()
-    kubeconfig = local.user_kubeconfig(user)
+    kubeconfig = local.user_kubeconfig(user, groups)
     api_port = free_port() if api else 0
     args = [
         sys.executable, "-m", "escaler", "manager",
@@ -126,14 +143,17 @@ def start_manager(
     if leader_elect:
         args += ["--leader-elect", f"--leader-election-id={leader_election_id}",
                  f"--leader-election-namespace={leader_election_namespace or namespace}"]
-    args += list(extra_args)
     src = source_dir()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+    if allow_endpoint_networks is not None and has_endpoint_policy(src):
+        args.append(f"--allow-endpoint-networks={allow_endpoint_networks}")
+    args += list(extra_args)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {}),
            "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)}
     log = work / f"{user}.log"
     with open(log, "wb") as f:
         proc = subprocess.Popen(args, cwd=src, stdout=f, stderr=subprocess.STDOUT, env=env)
-    return Manager(proc, log, user, f"http://127.0.0.1:{api_port}" if api else "", args)
+    # the API serves HTTPS by default (self-signed here: no --api-cert-dir)
+    return Manager(proc, log, user, f"https://127.0.0.1:{api_port}" if api else "", args)
 
 
 def lease_holder(cluster: Cluster, namespace: str, name: str) -> str:

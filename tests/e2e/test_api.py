@@ -10,23 +10,36 @@
 * with ``python -m escaler manager`` serving the webhook, registered in the API server, a table
   of invalid objects across all six kinds is refused — by the schema/CEL or by the webhook —
   with the field path in kubectl's message, and the same object with the one mistake fixed is
-  created; deletes are allowed.
+  created; deletes are allowed;
+* issue 9: the manager's HTTP surfaces against the real TokenReview/SubjectAccessReview: the
+  signal API speaks only TLS by default (a self-signed certificate whose fingerprint is logged),
+  accepts only tokens for the ``escaler`` audience, rate-limits failed authentications (429);
+  ``--metrics-secure`` serves ``/metrics`` only to a ServiceAccount allowed ``get`` on the
+  non-resource URL; probes need no token.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import hashlib
+import http.client
 import json
+import os
+import re
+import socket
+import ssl
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import ROOT, Cluster, eventually
-from .webhook import manager_with_webhook, submit
+from .webhook import free_port, manager_with_webhook, submit
 
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from api_cases import (
@@ -283,3 +296,113 @@ def test_invalid_objects_refused_fixed_ones_accepted(
         )
         assert r.returncode != 0 and "spec.rules[0].start" in r.stderr, r.stderr
     assert failures == [], "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------- issue 9: HTTP surfaces
+
+
+@contextlib.contextmanager
+def _secure_manager(
+    cluster: Cluster, tmp_path: Path
+) -> Iterator[tuple[subprocess.Popen[bytes], Path, dict[str, int]]]:
+    ports = {"api": free_port(), "probes": free_port(), "metrics": free_port()}
+    log = tmp_path / "manager.log"
+    args = [sys.executable, "-m", "escaler", "manager", f"--kubeconfig={cluster.kubeconfig}",
+            "--webhook-port=0", f"--api-bind-address=127.0.0.1:{ports['api']}",
+            f"--health-probe-bind-address=127.0.0.1:{ports['probes']}",
+            f"--metrics-bind-address=127.0.0.1:{ports['metrics']}", "--metrics-secure", "--log-format=json"]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        yield proc, log, ports
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _get(port: int, path: str, token: str | None = None, *, tls: bool = False,
+         method: str = "GET", body: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """(status, body, DER of the server certificate or b"")."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    conn = (http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10) if tls
+            else http.client.HTTPConnection("127.0.0.1", port, timeout=10))
+    try:
+        conn.request(method, path, body=body, headers={"Authorization": f"Bearer {token}"} if token else {})
+        resp = conn.getresponse()
+        der = conn.sock.getpeercert(binary_form=True) if tls and conn.sock is not None else b""
+        return resp.status, resp.read(), der or b""
+    finally:
+        conn.close()
+
+
+def _sa_token(cluster: Cluster, ns: str, sa: str, audience: str | None) -> str:
+    if cluster.kubectl("get", "serviceaccount", sa, "-n", ns, "-o", "name", check=False).strip() == "":
+        cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
+    extra = ["--audience", audience] if audience else []
+    return cluster.kubectl("create", "token", sa, "-n", ns, *extra).strip()
+
+
+def test_http_surfaces_tls_audience_rate_limit_and_secure_metrics(
+    cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    push = f"/signal/v1/namespaces/{namespace}/elasticscalers/any"
+    role = f"metrics-reader-{uuid.uuid4().hex[:6]}"
+    with _secure_manager(cluster, tmp_path) as (proc, log, ports):
+        eventually(lambda: _probe_ok(ports["probes"]), timeout=60,
+                   what=f"the manager to be ready; log:\n{log.read_text(errors='replace')[-3000:]}")
+        # probes: no token (the kubelet has none)
+        assert _get(ports["probes"], "/healthz")[0] == 200
+        # the signal API: TLS by default, with the fingerprint the log names
+        eventually(lambda: _api_up(ports["api"]), timeout=30, what="the API server")
+        code, _, der = _get(ports["api"], "/healthz", tls=True)
+        assert code == 200
+        fingerprint = hashlib.sha256(der).hexdigest().upper()
+        logged = re.findall(r"fingerprint ([0-9A-F:]{95})", log.read_text(errors="replace"))
+        assert [f.replace(":", "") for f in logged] == [fingerprint], logged
+        with socket.create_connection(("127.0.0.1", ports["api"]), timeout=10) as plain:
+            plain.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            plain.settimeout(10)
+            with contextlib.suppress(OSError):
+                assert not plain.recv(100).startswith(b"HTTP/1.1 200")
+        # only tokens for the escaler audience; the right audience without RBAC is a 403
+        api_audience = _sa_token(cluster, namespace, "gateway", None)
+        assert _get(ports["api"], push, api_audience, tls=True, method="POST", body=b"{}")[0] == 401
+        escaler_audience = _sa_token(cluster, namespace, "gateway", "escaler")
+        assert _get(ports["api"], push, escaler_audience, tls=True, method="POST", body=b"{}")[0] == 403
+        # a flood of bad tokens from one client: 401s, then 429 without asking the API server
+        codes = [_get(ports["api"], push, f"bad-{i}", tls=True, method="POST", body=b"{}")[0]
+                 for i in range(15)]
+        assert codes[:9] == [401] * 9 and 429 in codes, codes
+        # /metrics: 401 without a token, 403 without RBAC, 200 once allowed get on /metrics
+        assert _get(ports["metrics"], "/metrics")[0] == 401
+        scraper = _sa_token(cluster, namespace, "scraper", None)
+        assert _get(ports["metrics"], "/metrics", scraper)[0] == 403
+        cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                       "metadata": {"name": role},
+                       "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]})
+        try:
+            cluster.kubectl("create", "clusterrolebinding", role, f"--clusterrole={role}",
+                            f"--serviceaccount={namespace}:scraper")
+            eventually(lambda: _get(ports["metrics"], "/metrics", scraper)[0] == 200, timeout=40,
+                       what="the scraper allowed once the cached denial expires")
+            assert b"controller_runtime_reconcile_total" in _get(ports["metrics"], "/metrics", scraper)[1]
+        finally:
+            cluster.kubectl("delete", "clusterrolebinding,clusterrole", role, check=False)
+        assert proc.poll() is None
+
+
+def _probe_ok(port: int) -> bool:
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        return _get(port, "/readyz")[0] == 200
+    return False
+
+
+def _api_up(port: int) -> bool:
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        return _get(port, "/healthz", tls=True)[0] == 200
+    return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ import pytest
 from kubernetes import client as k8s
 
 from . import es_helpers
-from .conftest import ROOT, Cluster, eventually
+from .conftest import ROOT, Cluster, PrometheusServer, eventually
 from .es_helpers import apply, cond, es, replicas
 from .webhook import free_port
 
@@ -50,12 +51,18 @@ def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "--health-probe-bind-address=127.0.0.1:0",
         f"--api-bind-address=127.0.0.1:{api_port}",
         "--log-format=json",
+        # the fake Prometheus servers listen on loopback, refused by default (SSRF guard)
+        "--allow-endpoint-networks=127.0.0.0/8",
     ]
+    # the manager trusts the cluster CA for outbound https (the TLS fake Prometheus of test_k)
+    ca = str(cluster.require_local().pki / "ca.crt")
     with open(log, "wb") as f:
         proc = subprocess.Popen(
-            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "SSL_CERT_FILE": ca},
         )
-    info = {"proc": proc, "log": log, "api": f"http://127.0.0.1:{api_port}"}
+    # the API serves HTTPS by default (a self-signed certificate: no --api-cert-dir here)
+    info = {"proc": proc, "log": log, "api": f"https://127.0.0.1:{api_port}"}
     try:
         yield info
     finally:
@@ -355,9 +362,26 @@ def test_d_state_trigger_follows_a_labelled_custom_source(
         assert took <= 1.0, f"SPEC §5.3: a source change reaches the target within 1 s; took {took:.2f}s"
 
 
-def _token(cluster: Cluster, ns: str, sa: str) -> str:
-    cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
-    return cluster.kubectl("create", "token", sa, "-n", ns).strip()
+def _token(cluster: Cluster, ns: str, sa: str, audience: str | None = "escaler") -> str:
+    """A token for ``sa`` (created on first use) issued for ``audience`` (None: the API server's)."""
+    if cluster.kubectl("get", "serviceaccount", sa, "-n", ns, check=False).strip() == "":
+        cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
+    extra = ["--audience", audience] if audience else []
+    return cluster.kubectl("create", "token", sa, "-n", ns, *extra).strip()
+
+
+# the manager's API certificate is self-signed in these tests (its fingerprint is in the log)
+_UNVERIFIED = ssl.create_default_context()
+_UNVERIFIED.check_hostname = False
+_UNVERIFIED.verify_mode = ssl.CERT_NONE
+
+
+def _api_up(api: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api}/healthz", timeout=5, context=_UNVERIFIED) as r:
+            return int(r.status) == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def _push(api: str, ns: str, name: str, body: dict[str, Any], token: str | None) -> int:
@@ -371,7 +395,7 @@ def _push(api: str, ns: str, name: str, body: dict[str, Any], token: str | None)
         },
     )
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=_UNVERIFIED) as r:
             return int(r.status)
     except urllib.error.HTTPError as e:
         return int(e.code)
@@ -395,10 +419,13 @@ def test_e_signal_push_from_zero_and_idle_back_to_zero(
         ),
     )
     api = manager["api"]
+    eventually(lambda: _api_up(api), timeout=60, what=f"the manager's API; log:\n{mlog(manager)}")
     assert _push(api, namespace, "e", {"active": True}, None) == 401
     assert _push(api, namespace, "e", {"active": True}, "not-a-token") == 401
     nobody = _token(cluster, namespace, "nobody")
     assert _push(api, namespace, "e", {"active": True}, nobody) == 403
+    # issue 9: a token issued for the API server (not the escaler audience) is refused
+    assert _push(api, namespace, "e", {"active": True}, _token(cluster, namespace, "gateway", None)) == 401
     pusher = _token(cluster, namespace, "gateway")
     cluster.apply(
         {
@@ -585,23 +612,56 @@ def test_j_target_deleted_then_recreated(
                what=f"the recreated target is scaled; log:\n{mlog(manager)}")
 
 
+def _wait_message(cluster: Cluster, ns: str, name: str, ctype: str, fragment: str,
+                  manager: dict[str, Any]) -> tuple[str, str, str]:
+    def seen() -> tuple[str, str, str] | None:
+        c = cond(es(cluster, ns, name), ctype)
+        return c if fragment in c[2] else None
+
+    eventually(seen, timeout=40, what=f"{ctype} saying {fragment!r}; log:\n{mlog(manager)}")
+    return cond(es(cluster, ns, name), ctype)
+
+
 def test_k_prometheus_bearer_token_from_a_secret(
-    cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
+    cluster: Cluster, namespace: str, manager: dict[str, Any]
 ) -> None:
+    """A token only goes to https endpoints, and only from a Secret labelled as a bearer token."""
+    pki = cluster.require_local().pki
+    prometheus = PrometheusServer(cert_file=pki / "metrics-server.crt", key_file=pki / "metrics-server.key")
     prometheus.required_token = "s3cret-token"
-    cluster.kubectl(
-        "create", "secret", "generic", "prom", "-n", namespace, "--from-literal=token=s3cret-token"
-    )
-    apply(cluster, namespace, deployment("llm-k", 2))
-    q = f'k{{ns="{namespace}"}}'
-    prometheus.set(q, 40)
-    trig = prom_trigger(prometheus.url, q)
-    server = trig["metricsTrigger"]["metrics"][0]["externalServer"]
-    server["bearerTokenSecretRef"] = {"name": "prom", "key": "missing"}
-    apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
-    obj = wait_cond(cluster, namespace, "k", "ScalingActive", "False", "DecisionUnavailable", manager)
-    assert f"{namespace}/prom" in cond(obj, "ScalingActive")[2] and "missing" in cond(obj, "ScalingActive")[2]
-    server["bearerTokenSecretRef"] = {"name": "prom", "key": "token"}
-    apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
-    wait_cond(cluster, namespace, "k", "ScalingActive", "True", "MetricsAvailable", manager)
-    eventually(lambda: replicas(cluster, namespace, "llm-k") == 4, timeout=40, what="scaled with the token")
+    prometheus.start()
+    try:
+        cluster.kubectl(
+            "create", "secret", "generic", "prom", "-n", namespace, "--from-literal=token=s3cret-token"
+        )
+        apply(cluster, namespace, deployment("llm-k", 2))
+        q = f'k{{ns="{namespace}"}}'
+        prometheus.set(q, 40)
+        trig = prom_trigger(prometheus.url.replace("https://", "http://"), q)
+        server = trig["metricsTrigger"]["metrics"][0]["externalServer"]
+        server["bearerTokenSecretRef"] = {"name": "prom", "key": "token"}
+        # plain http: refused before the Secret is read
+        apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
+        status, reason, message = _wait_message(cluster, namespace, "k", "ScalingActive",
+                                                "only sent over https://", manager)
+        assert (status, reason) == ("False", "DecisionUnavailable") and "s3cret" not in message
+        # https, but the Secret has not opted in
+        server["endpoint"] = prometheus.url
+        apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
+        status, reason, message = _wait_message(cluster, namespace, "k", "ScalingActive",
+                                                "elasticscaler.io/bearer-token", manager)
+        assert (status, reason) == ("False", "DecisionUnavailable") and f"{namespace}/prom" in message
+        assert prometheus.queries == [], "a query went out without its token, or with one not opted in"
+        # opted in, a missing key
+        cluster.kubectl("label", "secret", "prom", "-n", namespace, "elasticscaler.io/bearer-token=true")
+        server["bearerTokenSecretRef"] = {"name": "prom", "key": "missing"}
+        apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
+        status, _, message = _wait_message(cluster, namespace, "k", "ScalingActive", "has no key", manager)
+        assert status == "False" and "missing" in message
+        server["bearerTokenSecretRef"] = {"name": "prom", "key": "token"}
+        apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
+        wait_cond(cluster, namespace, "k", "ScalingActive", "True", "MetricsAvailable", manager)
+        eventually(lambda: replicas(cluster, namespace, "llm-k") == 4, timeout=40,
+                   what="scaled with the token")
+    finally:
+        prometheus.stop()

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +49,6 @@ POLL_SECONDS = 2.0
 # one apa step each way (default scaleUpRate/scaleDownRate 2): the spike is 2 -> 4, the drop 4 -> 2, so
 # the scale-down is one write, due when the window ends
 HIGH, LOW = 4, 2
-
-
-@pytest.fixture
-def managers() -> Iterator[list[Manager]]:
-    started: list[Manager] = []
-    try:
-        yield started
-    finally:
-        for m in started:
-            m.stop()
 
 
 def _scaled_up_with_two_managers(cluster: Cluster, ns: str, work: Path, managers: list[Manager],

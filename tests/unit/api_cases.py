@@ -427,6 +427,14 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         ((f"{_M}[3].externalServer.endpoint", _url("endpoint")),),
     ),
     Refusal(
+        "es/externalServer-endpoint-query",
+        _ES_M,
+        {f"{_M}[3].externalServer.endpoint": "http://prometheus:9090/?x=1#f"},
+        ((f"{_M}[3].externalServer.endpoint",
+          "endpoint must be a base URL without '?' or '#': escaler appends /api/v1/query and the query "
+          "(put the PromQL in query)"),),
+    ),
+    Refusal(
         "es/signal-endpoint-credentials",
         _ES_SIG,
         {"spec.trigger.signalTrigger.endpoint": "http://token@gateway.llm:8080/activity"},

@@ -8,6 +8,8 @@
 * ``Harness``: a ``Manager.for_testing`` on a ``FakeClock`` with ``setup_elasticscaler`` wired to the
   fakes (the real ``default_registry`` handlers over ``FakeClient``); ``start()`` runs the
   informers only, and tests call ``reconcile(name)`` directly (deterministic: no worker threads).
+  Metric collections and signal pulls run inline (``InlineExecutor``) unless ``outbound=`` passes
+  another executor (``executor_fakes.ManualExecutor`` finishes jobs when the test says so).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from escaler.reconcilers.elasticscaler import ElasticScalerController, setup_ela
 from escaler.reconcilers.elasticscaler.report import CLAIM_RECHECK_SECONDS
 from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
 from escaler.runtime import Manager, Request, Result
+from escaler.runtime.executor import InlineExecutor
 from escaler.scaling.algorithm import MetricValue
 from escaler.signals.collector import to_metric_value
 from escaler.signals.sample import Sample
@@ -368,6 +371,7 @@ class Harness:
         with_collector: bool = True,
         cluster: Cluster | None = None,
         clock: FakeClock | None = None,
+        outbound: Any = None,
     ) -> None:
         # a second Harness on the same cluster and clock is a restarted manager (or a new leader)
         self.cluster = cluster if cluster is not None else Cluster()
@@ -389,6 +393,8 @@ class Harness:
             signal_puller=self._pull,
             api_server=api_server,
             scaler_store=self.scaler_cache,
+            # reads run inline (synchronously) unless a test passes an executor of its own
+            outbound=outbound if outbound is not None else InlineExecutor(self.clock),
         )
         self.reconciler = self.es.reconciler
         # the ElasticScaler informer's cache (what the reconciler reads)

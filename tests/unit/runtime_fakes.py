@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fakeapi import FakeAPI
+from lease_fakes import InMemoryLeaseClient
 
 from escaler.clock import FakeClock
 from escaler.errors import StatusError
 from escaler.informers.factory import ResourceKey
 from escaler.informers.interfaces import ListerWatcher, ListResult, WatchStream
 from escaler.kube.discovery import ResourceMapping
-from escaler.runtime.leaderelection import InMemoryLeaseClient
 from escaler.runtime.types import Request
 from escaler.workqueue.ratelimiting import RateLimitingQueue
 
@@ -120,17 +120,17 @@ class FlakyLeaseClient(InMemoryLeaseClient):
             if queued:
                 raise queued.pop(0)
 
-    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
         self._enter("get")
-        return super().get(namespace, name)
+        return super().get(namespace, name, timeout=timeout)
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         self._enter("create")
-        return super().create(obj)
+        return super().create(obj, timeout=timeout)
 
-    def update(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def update(self, obj: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
         self._enter("update")
-        return super().update(obj)
+        return super().update(obj, timeout=timeout)
 
 
 class SpyQueue(RateLimitingQueue[Request]):

@@ -53,6 +53,7 @@ FLAGS = [
     "--api-bind-address",
     "--api-cert-dir",
     "--allowed-endpoint-hosts",
+    "--allow-endpoint-networks",
     "--log-format",
 ]
 
@@ -116,6 +117,7 @@ def test_defaults() -> None:
         api_cert_file=None,
         api_key_file=None,
         allowed_endpoint_hosts=(),
+        allow_endpoint_networks=(),
         log_format="json",
         log_level="info",
     )
@@ -147,6 +149,7 @@ BAD_FLAGS = [
     ("probe-bind", ["--health-probe-bind-address", "localhost"], "--health-probe-bind-address"),
     ("api-bind", ["--api-bind-address", ":http"], "--api-bind-address"),
     ("allowed-hosts", ["--allowed-endpoint-hosts", "ok.example,bad host"], "--allowed-endpoint-hosts"),
+    ("allow-networks", ["--allow-endpoint-networks", "127.0.0.1/8"], "--allow-endpoint-networks"),
     ("log-format", ["--log-format", "xml"], "--log-format"),
 ]
 

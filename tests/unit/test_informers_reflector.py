@@ -427,3 +427,25 @@ def test_runs_only_once(harness: Any) -> None:
     h.wait_watching()
     with pytest.raises(RuntimeError, match="only once"):
         h.reflector.run(threading.Event())
+
+
+@pytest.mark.parametrize(("open_for", "next_delay"), [(61.0, 0.8), (30.0, 6.4)],
+                         ids=["healthy-then-dead-reopens-at-initial-delay", "short-lived-keeps-backing-off"])
+def test_a_watch_that_dies_after_a_healthy_while_reopens_at_the_initial_delay(
+        harness: Any, open_for: float, next_delay: float) -> None:
+    """A silent dead connection surfaces as a read timeout (ConnectionFailure) after up to ~2 min
+    (escaler.kube.dynamic): a watch that had been open past a bookmark interval was healthy, so the
+    re-open waits the initial delay, not one grown by failures long past."""
+    h = harness(1)
+    h.fake.fail_next_list(*[StatusError(500)] * 3)
+    h.start()
+    for n, delay in enumerate([0.8, 1.6, 3.2], start=1):
+        assert h.wait_sleeping(n) == pytest.approx(delay)
+        h.clock.step(delay)
+    h.wait_watching()
+    h.clock.step(open_for)  # open, no event (an idle resource)
+    h.fake.break_watches(ConnectionFailure("GET /api/v1/things: read timed out"))
+    assert h.wait_sleeping(4) == pytest.approx(next_delay)
+    h.clock.step(next_delay)
+    h.wait_watching(calls=2)
+    assert h.fake.list_calls == 4, "a dead watch is re-opened from its resourceVersion, not relisted"

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from fakeapi import wait_until
+from lease_fakes import InMemoryLeaseClient
 from prometheus_client import CollectorRegistry
 from runtime_fakes import FakeCluster, FakeMapper, FlakyLeaseClient
 from test_kube_fakeapi import FakeAPI, Reply, Req, status
@@ -36,7 +37,6 @@ from escaler.runtime.authn import (
     ResourceAttributes,
     UserInfo,
 )
-from escaler.runtime.leaderelection import InMemoryLeaseClient
 
 ROOT = Path(__file__).resolve().parents[2]
 SIGNAL_PATTERN = "/signal/v1/namespaces/{namespace}/elasticscalers/{name}"
@@ -75,8 +75,10 @@ class Reviews:
         if self.fail_token is not None:
             return Reply(self.fail_token, status(self.fail_token, "Forbidden", "tokenreviews is forbidden"))
         user = self.users.get(req.body["spec"]["token"])
-        st: dict[str, Any] = {"authenticated": True, "user": user} if user else {
-            "authenticated": False, "error": "invalid bearer token"}
+        # a real API server answers the requested audiences the token was issued for
+        st: dict[str, Any] = {"authenticated": True, "user": user,
+                              "audiences": req.body["spec"].get("audiences") or ["https://kubernetes.default.svc"]
+                              } if user else {"authenticated": False, "error": "invalid bearer token"}
         return Reply(201, {**req.body, "status": st})
 
     def access_review(self, req: Req) -> Reply:
@@ -123,7 +125,8 @@ def env() -> Iterator[Env]:
         api.on("POST", SUBJECT_ACCESS_REVIEW_PATH, reviews.access_review)
         clock = FakeClock()
         registry = CollectorRegistry()
-        server = ApiServer("127.0.0.1:0", authenticator=KubeAuthenticator(api.rest(), clock=clock),
+        server = ApiServer("127.0.0.1:0", insecure=True, clock=clock,
+                           authenticator=KubeAuthenticator(api.rest(), clock=clock),
                            registry=registry)
         calls: list[ApiRequest] = []
         server.add_route("POST", SIGNAL_PATTERN, signal_handler(calls), authz=SIGNAL_AUTHZ)
@@ -193,7 +196,7 @@ def test_allowed_push_reaches_the_handler_with_params_body_and_user(env: Env) ->
                                 (("authentication.kubernetes.io/pod-name", ("gw-0",)),))
     (tr,) = env.api.reqs("POST", TOKEN_REVIEW_PATH)
     assert tr.body == {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                       "spec": {"token": GOOD}}
+                       "spec": {"token": GOOD, "audiences": ["escaler"]}}
     (sar,) = env.api.reqs("POST", SUBJECT_ACCESS_REVIEW_PATH)
     assert sar.body["spec"] == {
         "resourceAttributes": {"verb": "update", "group": "elasticscaler.io", "resource": "elasticscalers",
@@ -245,7 +248,7 @@ def test_public_route_and_healthz_need_no_token(env: Env) -> None:
 
 def test_without_authenticator_every_route_is_open() -> None:
     seen: list[ApiRequest] = []
-    server = ApiServer("127.0.0.1:0", authenticator=None)
+    server = ApiServer("127.0.0.1:0", insecure=True, authenticator=None)
     server.add_route("POST", SIGNAL_PATTERN, signal_handler(seen), authz=SIGNAL_AUTHZ)
     server.serve()
     try:
@@ -299,13 +302,21 @@ def test_concurrent_misses_make_one_review(env: Env) -> None:
 
 @pytest.mark.parametrize(("which", "code"), [("token", 403), ("token", 500), ("access", 500)],
                          ids=["tokenreview-rbac-missing", "tokenreview-error", "sar-error"])
-def test_review_failure_is_503_and_not_cached(env: Env, which: str, code: int) -> None:
+def test_review_failure_is_503_and_not_cached(
+    env: Env, which: str, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
     setattr(env.reviews, f"fail_{which}", code)
     path = "/signal/v1/namespaces/default/elasticscalers/llama"
     status_code, doc, hdrs = call(env.server, "POST", path, {"active": True})
     assert status_code == 503 and doc["error"]["code"] == "unavailable" and hdrs["Retry-After"] == "1"
+    # issue 9: the cause is logged for the operator, never shown to the (maybe unauthenticated) caller
+    message = doc["error"]["message"]
+    expected = "authentication unavailable" if which == "token" else "authorization unavailable"
+    assert message.startswith(expected)
+    for internal in ("RBAC", "tokenreviews", "forbidden", "etcd", "InternalError", "500"):
+        assert internal not in message
     if which == "token" and code == 403:
-        assert "RBAC" in doc["error"]["message"] and "tokenreviews" in doc["error"]["message"]
+        assert "RBAC" in caplog.text and "tokenreviews" in caplog.text
     setattr(env.reviews, f"fail_{which}", None)
     assert call(env.server, "POST", path, {"active": True})[0] == 202
     assert env.calls and env.calls[-1].body == {"active": True}
@@ -422,7 +433,7 @@ BAD_ROUTES: list[tuple[str, str, str, dict[str, Any], str]] = [
 @pytest.mark.parametrize(("method", "pattern", "kw", "message"), [c[1:] for c in BAD_ROUTES],
                          ids=[c[0] for c in BAD_ROUTES])
 def test_bad_routes_refused(method: str, pattern: str, kw: dict[str, Any], message: str) -> None:
-    server = ApiServer("127.0.0.1:0", authenticator=None)
+    server = ApiServer("127.0.0.1:0", insecure=True, authenticator=None)
     server.add_route("POST", SIGNAL_PATTERN, _noop)
     with pytest.raises(ValueError, match=re.escape(message)):
         server.add_route(method, pattern, _noop, **kw)
@@ -436,7 +447,7 @@ def test_constructor_rules() -> None:
 
 
 def test_routes_added_while_serving_are_served() -> None:
-    server = ApiServer("127.0.0.1:0", authenticator=None)
+    server = ApiServer("127.0.0.1:0", insecure=True, authenticator=None)
     server.serve()
     try:
         assert call(server, "GET", "/late", token=None)[0] == 404
@@ -448,7 +459,7 @@ def test_routes_added_while_serving_are_served() -> None:
 
 
 def test_runnable_serves_until_stop_and_releases_the_port() -> None:
-    server = ApiServer("127.0.0.1:0", authenticator=None)
+    server = ApiServer("127.0.0.1:0", insecure=True, authenticator=None)
     stop = threading.Event()
     t = threading.Thread(target=server.start, args=(stop,), daemon=True)
     t.start()
@@ -555,11 +566,11 @@ def running(mgr: Manager) -> Iterator[list[int]]:
 
 def test_manager_serves_the_api_once_it_leads() -> None:
     mgr = Manager.for_testing(FakeCluster().lw_factory, FakeMapper())
-    server = ApiServer("127.0.0.1:0", authenticator=None)
+    server = ApiServer("127.0.0.1:0", insecure=True, authenticator=None)
     mgr.add_api_server(server)
     assert mgr.api_server is server
     with pytest.raises(ValueError, match="already has an API server"):
-        mgr.add_api_server(ApiServer("127.0.0.1:0", authenticator=None))
+        mgr.add_api_server(ApiServer("127.0.0.1:0", insecure=True, authenticator=None))
     with running(mgr) as codes:
         assert server.serving.wait(10)
         assert call(server, "GET", "/healthz", token=None)[0] == 200
@@ -575,7 +586,7 @@ def test_standby_does_not_serve_the_api() -> None:
         "spec": {"holderIdentity": "other", "leaseDurationSeconds": 15}})
     mgr = Manager.for_testing(FakeCluster().lw_factory, FakeMapper(), lease, leader_election_identity="me",
                               clock=clock)
-    server = ApiServer("127.0.0.1:0", authenticator=None)
+    server = ApiServer("127.0.0.1:0", insecure=True, authenticator=None)
     mgr.add_api_server(server)
     with running(mgr):
         wait_until(lambda: lease.calls.count("get") >= 1, what="first election attempt")

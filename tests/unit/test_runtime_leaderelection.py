@@ -13,15 +13,14 @@ from typing import Any
 
 import pytest
 from fakeapi import wait_until
+from lease_fakes import InMemoryLeaseClient
 from runtime_fakes import FlakyLeaseClient
 
 from escaler.clock import FakeClock
 from escaler.errors import ConnectionFailure, StatusError
-from escaler.runtime.leaderelection import (
-    InMemoryLeaseClient,
-    LeaderElectionConfig,
+from escaler.runtime.leaderelection import LeaderElectionConfig, LeaderElector
+from escaler.runtime.leaselock import (
     LeaderElectionRecord,
-    LeaderElector,
     LeaseLock,
     format_micro_time,
     parse_micro_time,
@@ -171,12 +170,13 @@ def test_loses_leadership_when_renewals_fail_past_the_renew_deadline() -> None:
         step(clock, 2.0)  # t=2: a renewal succeeds
         wait_until(lambda: spec(client)["renewTime"].startswith("2026-01-01T00:00:02"))
         client.fail_all = ConnectionFailure("apiserver unreachable")
-        step(clock, 2.0)  # t=4: renewal round starts, deadline t=14; attempts at 4, 6, 8, 10, 12
-        for _ in range(4):
+        # the deadline is the last successful renewal's send time + renew_deadline: t=2+10=12
+        step(clock, 2.0)  # t=4: renewal round starts; attempts at 4, 6, 8, 10
+        for _ in range(3):
             step(clock, 2.0)
         wait_until(lambda: clock.waiters() == 1)
-        assert a.elector.is_leader() and not a.stopped.is_set()  # t=12: still within the deadline
-        step(clock, 2.0)  # t=14: deadline passed
+        assert a.elector.is_leader() and not a.stopped.is_set()  # t=10: still within the deadline
+        step(clock, 2.0)  # t=12: deadline reached
         assert a.stopped.wait(5)
         a.thread.join(5)
         assert not a.thread.is_alive(), "run() returns after losing the lease"
@@ -390,6 +390,49 @@ def test_standby_wakes_exactly_when_the_observed_lease_expires() -> None:
         clock.step(0.01)
         assert started.wait(5), "standby did not take the lease at expiry"
         assert spec(client)["holderIdentity"] == "b"
+    finally:
+        stop.set()
+        t.join(5)
+
+
+def test_a_renewal_answered_after_the_deadline_is_a_loss_and_does_not_reopen_the_fence() -> None:
+    from escaler.runtime.fence import WriteFence
+
+    class FreezesAfterSending(InMemoryLeaseClient):
+        def __init__(self, clock: FakeClock) -> None:
+            super().__init__()
+            self.clock = clock
+            self.freeze = 0.0
+
+        def update(self, obj: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+            out = super().update(obj, timeout=timeout)  # stored by the API server...
+            self.clock.step(self.freeze)  # ...but the process froze before reading the answer
+            return out
+
+    clock = FakeClock()
+    client = FreezesAfterSending(clock)
+    fence = WriteFence(clock, leased=True)
+    stopped, started = threading.Event(), threading.Event()
+
+    def on_started() -> None:
+        fence.open()
+        started.set()
+
+    elector = LeaderElector(config("a"), LeaseLock(client, NS, NAME), clock=clock, rng=NoJitter(),
+                            fence=fence, on_started_leading=on_started, on_stopped_leading=stopped.set)
+    stop = threading.Event()
+    t = threading.Thread(target=elector.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        assert started.wait(5)
+        t0 = clock.monotonic()
+        assert fence.allowed() and fence.valid_until == t0 + 10
+        client.freeze = 11.0
+        step(clock, 2.0)  # renewal sent at t0+2 succeeds, answer read at t0+13 > deadline t0+10
+        assert stopped.wait(5), "a late renewal is a loss"
+        assert not fence.allowed()
+        assert fence.valid_until == t0 + 10, "the late grant was refused"
+        assert spec(client)["holderIdentity"] == "a"  # no release after a loss
     finally:
         stop.set()
         t.join(5)

@@ -301,7 +301,7 @@ def test_standby_keeps_caches_warm_and_does_not_run_leader_runnables() -> None:
     cluster = FakeCluster()
     cluster.apis["configmaps"].create(make_obj("a"))
     lease = FlakyLeaseClient()
-    from escaler.runtime.leaderelection import InMemoryLeaseClient
+    from lease_fakes import InMemoryLeaseClient
     InMemoryLeaseClient.create(lease, {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "escaler-manager", "namespace": "default"},
@@ -463,7 +463,7 @@ LEASES = "/apis/coordination.k8s.io/v1"
 def test_kube_lease_client_over_http() -> None:
     from test_kube_fakeapi import FakeAPI as HTTPFakeAPI
 
-    from escaler.runtime.leaderelection import KubeLeaseClient
+    from escaler.runtime.leaselock import KubeLeaseClient
 
     with HTTPFakeAPI() as api:
         api.discovery[LEASES] = LEASE_DISCOVERY

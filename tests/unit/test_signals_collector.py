@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Iterator
@@ -9,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import requests
+from outbound_fakes import HttpsServer, ScratchCA, make_ca
 from test_kube_fakeapi import FakeAPI, Reply, Req
 
 from escaler.api.elasticscaler import MetricSpec
@@ -17,10 +18,35 @@ from escaler.clock import FakeClock
 from escaler.kube.discovery import RESTMapper
 from escaler.kube.dynamic import DynamicClient
 from escaler.scaling.algorithm import MetricValue, PodCounts
-from escaler.signals import MetricsCollector, Sample, to_metric_value
+from escaler.signals import (
+    AddressPolicy,
+    HttpClient,
+    MetricsCollector,
+    Sample,
+    parse_networks,
+    to_metric_value,
+)
 from escaler.targets import TargetSnapshot
 
 NS = "ns1"
+
+
+# the fake servers listen on 127.0.0.1, which the default policy refuses
+LOOPBACK = HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")))
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> ScratchCA:
+    return make_ca(tmp_path_factory.mktemp("tls"))
+
+
+def scalar(value: float) -> bytes:
+    doc = {"status": "success", "data": {"resultType": "scalar", "result": [0, str(value)]}}
+    return json.dumps(doc).encode()
+
+
+def _tls_client(ca: ScratchCA) -> HttpClient:
+    return HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")), ssl_context=ca.client_context())
 
 
 def snapshot(replicas: int = 2, selector: str = "app=web") -> TargetSnapshot:
@@ -75,7 +101,7 @@ def api() -> Iterator[FakeAPI]:
 @pytest.fixture
 def collector(api: FakeAPI) -> MetricsCollector:
     rest = api.rest()
-    return MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, FakeClock())
+    return MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), LOOPBACK, FakeClock())
 
 
 def test_collect_dispatches_every_type_in_order(api: FakeAPI, collector: MetricsCollector) -> None:
@@ -180,41 +206,36 @@ def test_budget_stops_reading_further_metrics(api: FakeAPI) -> None:
 
     api.on("GET", "/api/v1/query", slow)
     rest = api.rest()
-    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, clock,
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), LOOPBACK, clock,
                          budget_seconds=50)
-    specs = [prom_metric(api.url, "a", {"type": "Value", "value": "1"}, timeout=300),
+    specs = [prom_metric(api.url, "a", {"type": "Value", "value": "1"}, timeout=30),
              prom_metric(api.url, "b", {"type": "Value", "value": "1"})]
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), LOOPBACK, clock, budget_seconds=20)
     (_, first), (_, second) = c.collect(NS, specs, snapshot(), 2)
-    # the first query is cut at what was left of the budget (50 s), not its own 300 s
-    assert first.error is not None and "timed out after 50s" in first.error
-    assert second.error == "b: not read: the collection budget of 50s was used up by the metrics before it"
+    # the first query is cut at what was left of the budget (20 s), not its own 30 s
+    assert first.error is not None and "timed out after 20s" in first.error
+    assert second.error == "b: not read: the collection budget of 20s was used up by the metrics before it"
     assert len(api.reqs("GET", "/api/v1/query")) == 1
 
 
-def test_one_session_per_thread_and_allow_hook_and_token(api: FakeAPI) -> None:
-    made: list[requests.Session] = []
-
-    def factory() -> requests.Session:
-        s = requests.Session()
-        made.append(s)
-        return s
-
+def test_shared_client_allow_hook_and_flag_token_over_https(api: FakeAPI, tls: ScratchCA) -> None:
+    prom = HttpsServer(tls, lambda _p: (200, scalar(3)))
+    prom.start()
     hosts: list[str] = []
     rest = api.rest()
-    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), factory, FakeClock(),
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), _tls_client(tls), FakeClock(),
                          allowed=lambda h: hosts.append(h) is None, prometheus_bearer_token="tok")
-    spec = prom_metric(api.url, "sum(running)", {"type": "Value", "value": "1"})
-    c.collect(NS, [spec], snapshot(), 1)
-    c.collect(NS, [spec], snapshot(), 1)
-    assert len(made) == 1
-    other = threading.Thread(target=c.collect, args=(NS, [spec], snapshot(), 1))
-    other.start()
-    other.join(10)
-    assert len(made) == 2
-    assert hosts == ["127.0.0.1"] * 3
-    assert {r.headers["authorization"] for r in api.reqs("GET", "/api/v1/query")} == {"Bearer tok"}
-    for s in made:
-        s.close()
+    spec = prom_metric(prom.url, "sum(running)", {"type": "Value", "value": "1"})
+    try:
+        [(_, s1)] = c.collect(NS, [spec], snapshot(), 1)
+        other = threading.Thread(target=c.collect, args=(NS, [spec], snapshot(), 1))
+        other.start()
+        other.join(10)
+    finally:
+        prom.stop()
+    assert s1.value == 3.0
+    assert hosts == ["localhost"] * 2
+    assert [r.headers["authorization"] for r in prom.seen] == ["Bearer tok"] * 2
 
 
 @pytest.mark.parametrize("replicas", [-1, True, 1.0], ids=["negative", "bool", "float"])
@@ -235,22 +256,43 @@ def _token_metric(endpoint: str) -> MetricSpec:
         "bearerTokenSecretRef": {"name": "prom-token", "key": "token"}}})
 
 
-def test_bearer_token_read_from_the_secret_per_query(api: FakeAPI) -> None:
+def test_bearer_token_read_from_the_secret_per_query(api: FakeAPI, tls: ScratchCA) -> None:
     reads: list[tuple[str, str, str]] = []
 
     def reader(ns: str, name: str, key: str) -> str:
         reads.append((ns, name, key))
         return f"secret-{len(reads)}"
 
+    prom = HttpsServer(tls, lambda _p: (200, scalar(12)))
+    prom.start()
     rest = api.rest()
-    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, FakeClock(),
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), _tls_client(tls), FakeClock(),
                          prometheus_bearer_token="flag-token", secret_reader=reader)
-    [(_, s1)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
-    [(_, s2)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    try:
+        [(_, s1)] = c.collect(NS, [_token_metric(prom.url)], snapshot(), 1)
+        [(_, s2)] = c.collect(NS, [_token_metric(prom.url)], snapshot(), 1)
+    finally:
+        prom.stop()
     assert s1.value == 12.0 and s2.value == 12.0
     assert reads == [(NS, "prom-token", "token")] * 2  # read at every query: rotation is picked up
-    auth = [r.headers["authorization"] for r in api.reqs("GET", "/api/v1/query")]
+    auth = [r.headers["authorization"] for r in prom.seen]
     assert auth == ["Bearer secret-1", "Bearer secret-2"]  # the Secret wins over the flag's token
+
+
+def test_bearer_token_over_plain_http_is_refused_before_the_secret_is_read(api: FakeAPI) -> None:
+    reads: list[str] = []
+
+    def reader(ns: str, name: str, key: str) -> str:
+        reads.append(name)
+        return "s3cret"
+
+    rest = api.rest()
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), LOOPBACK, FakeClock(),
+                         secret_reader=reader)
+    [(_, sample)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    assert sample.error is not None and "only sent over https://" in sample.error
+    assert "externalServer.endpoint" in sample.error and "bearerTokenSecretRef" in sample.error
+    assert reads == [] and api.reqs("GET", "/api/v1/query") == []
 
 
 @pytest.mark.parametrize("reader", [None, "raise"], ids=["no-reader", "secret-unreadable"])
@@ -259,9 +301,9 @@ def test_unreadable_bearer_token_is_an_error_sample_naming_the_secret(api: FakeA
         raise KeyError(f"Secret {ns}/{name} has no key {key!r}")
 
     rest = api.rest()
-    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), requests.Session, FakeClock(),
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), LOOPBACK, FakeClock(),
                          secret_reader=failing if reader == "raise" else None)
-    [(_, sample)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    [(_, sample)] = c.collect(NS, [_token_metric("https://localhost:1")], snapshot(), 1)
     assert sample.value is None and sample.error is not None
     assert f"bearerTokenSecretRef {NS}/prom-token[token]" in sample.error
     assert api.reqs("GET", "/api/v1/query") == [], "no query is sent without its token"

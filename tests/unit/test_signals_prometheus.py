@@ -8,12 +8,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import requests
 from test_kube_fakeapi import FakeAPI, Reply, Req, Stream
 
 from escaler.clock import FakeClock
-from escaler.errors import MAX_BODY_BYTES
-from escaler.signals import Sample, parse_query_response, query_prometheus
+from escaler.signals import (
+    AddressPolicy,
+    HttpClient,
+    Sample,
+    parse_networks,
+    parse_query_response,
+    query_prometheus,
+)
+from escaler.signals.prometheus import MAX_ERROR_TEXT
 
 
 def vector(*values: str, labels: bool = False) -> dict[str, Any]:
@@ -42,16 +48,17 @@ CASES: list[tuple[str, int, Any, float | str]] = [
     ("nan", 200, vector("NaN"), "is nan (not a finite number)"),
     ("plus-inf", 200, vector("+Inf"), "is inf (not a finite number)"),
     ("minus-inf", 200, doc("scalar", [0, "-Inf"]), "is -inf (not a finite number)"),
-    ("not-a-number", 200, vector("abc"), "value that is not a number: 'abc'"),
+    ("not-a-number", 200, vector("abc"), "value that is not a number"),
     ("native-histogram", 200, doc("vector", [{"metric": {}, "histogram": [0, {"count": "1"}]}]),
      "a native histogram"),
     ("malformed-sample", 200, doc("vector", [{"metric": {}, "value": [0, 1.5]}]), "malformed sample"),
     ("status-error", 200, {"status": "error", "errorType": "execution", "error": "too many samples"},
-     "query status 'error': (execution) too many samples"),
+     'query status is not "success": (execution) too many samples'),
     ("bad-query-400", 400, {"status": "error", "errorType": "bad_data", "error": "parse error at char 4"},
      "HTTP 400: (bad_data) parse error at char 4"),
-    ("unavailable-503", 503, "upstream down", "HTTP 503: upstream down"),
-    ("not-json", 200, "<html>hello</html>", "not a JSON object: <html>hello</html>"),
+    ("unavailable-503", 503, "upstream down", "HTTP 503, 13 bytes"),
+    ("error-fields-not-strings", 500, {"error": {"x": 1}, "errorType": 7}, "HTTP 500, 35 bytes"),
+    ("not-json", 200, "<html>hello</html>", "not a JSON object (18 bytes)"),
     ("no-data", 200, {"status": "success"}, "no data object"),
     ("redirect", 302, "", "redirects are not followed"),
 ]
@@ -69,11 +76,32 @@ def test_parse_query_response(code: int, body: Any, expected: float | str) -> No
         assert s == Sample(expected)
 
 
-def test_error_body_is_capped_at_one_kib() -> None:
-    s = parse_query_response(500, BIG.encode(), where="p")
-    assert s.error is not None
-    assert len(s.error.encode()) <= MAX_BODY_BYTES + len("…".encode())
-    assert BIG[:900] in s.error
+SECRET = "root:x:0:0:instance-credentials-AKIA1234"
+
+# a foreign body never reaches a message: only the status, the size and Prometheus' own fields
+NO_ECHO: list[tuple[str, int, bytes, str]] = [
+    ("html-502", 502, f"<html>{SECRET}</html>".encode(), "HTTP 502, 53 bytes"),
+    ("text-200", 200, SECRET.encode(), "not a JSON object (40 bytes)"),
+    ("json-200-no-data", 200, json.dumps({"status": "ok", "creds": SECRET}).encode(),
+     'query status is not "success", 69 bytes'),
+    ("value-not-number", 200, json.dumps(vector(SECRET)).encode(), "value that is not a number"),
+    ("malformed-value", 200, json.dumps(doc("scalar", [SECRET])).encode(), "malformed sample"),
+    ("deep-nesting", 502, b"[" * 100_000, "HTTP 502, 100000 bytes"),
+]
+
+
+@pytest.mark.parametrize(("code", "body", "expected"), [c[1:] for c in NO_ECHO], ids=[c[0] for c in NO_ECHO])
+def test_a_foreign_body_is_never_echoed(code: int, body: bytes, expected: str) -> None:
+    s = parse_query_response(code, body, where="http://prom:9090")
+    assert s.error is not None and expected in s.error
+    assert SECRET not in s.error and "AKIA" not in s.error
+
+
+def test_prometheus_error_fields_are_capped() -> None:
+    s = parse_query_response(422, json.dumps({"status": "error", "errorType": "execution",
+                                              "error": BIG}).encode(), where="p")
+    assert s.error is not None and "(execution) xxx" in s.error
+    assert s.error.count("x") <= MAX_ERROR_TEXT
 
 
 # ---- over HTTP ---------------------------------------------------------------------------------
@@ -86,9 +114,9 @@ def prom() -> Iterator[FakeAPI]:
 
 
 @pytest.fixture
-def session() -> Iterator[requests.Session]:
-    with requests.Session() as s:
-        yield s
+def session() -> HttpClient:
+    # the fake server listens on 127.0.0.1, which the default policy refuses
+    return HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")))
 
 
 def serve(prom: FakeAPI, status: int, body: Any, path: str = "/api/v1/query",
@@ -96,7 +124,7 @@ def serve(prom: FakeAPI, status: int, body: Any, path: str = "/api/v1/query",
     prom.on("GET", path, lambda _r: Reply(status, body, headers or {}))
 
 
-def test_query_sends_the_query(prom: FakeAPI, session: requests.Session) -> None:
+def test_query_sends_the_query(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 200, vector("3"))
     q = 'sum(vllm:num_requests_running{model="llama"})'
     assert query_prometheus(session, prom.url, q, 5) == Sample(3.0)
@@ -106,32 +134,34 @@ def test_query_sends_the_query(prom: FakeAPI, session: requests.Session) -> None
     assert "authorization" not in req.headers
 
 
-def test_endpoint_with_a_path_prefix(prom: FakeAPI, session: requests.Session) -> None:
+def test_endpoint_with_a_path_prefix(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 200, vector("1"), path="/prometheus/api/v1/query")
     assert query_prometheus(session, prom.url + "/prometheus/", "up", 5) == Sample(1.0)
 
 
-def test_bearer_token(prom: FakeAPI, session: requests.Session) -> None:
+def test_bearer_token_is_never_sent_over_plain_http(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 200, vector("1"))
-    query_prometheus(session, prom.url, "up", 5, bearer_token="s3cret")
-    assert prom.reqs("GET")[0].headers["authorization"] == "Bearer s3cret"
+    s = query_prometheus(session, prom.url, "up", 5, bearer_token="s3cret")
+    assert s.error is not None and "only sent over https://" in s.error and "s3cret" not in s.error
+    assert prom.reqs() == []
 
 
-def test_non_200_with_a_5kb_body_is_capped(prom: FakeAPI, session: requests.Session) -> None:
+def test_non_200_with_a_5kb_body_is_not_echoed(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 502, BIG)
     s = query_prometheus(session, prom.url, "up", 5)
-    assert s.error is not None and "HTTP 502" in s.error
-    assert len(s.error.encode()) <= MAX_BODY_BYTES + len("…".encode())
+    assert s.error is not None and "HTTP 502, 5000 bytes" in s.error
+    assert "xxx" not in s.error
 
 
-def test_redirects_are_not_followed(prom: FakeAPI, session: requests.Session) -> None:
+def test_redirects_are_not_followed(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 302, "", headers={"Location": "http://elsewhere.example/api/v1/query"})
-    s = query_prometheus(session, prom.url, "up", 5, bearer_token="s3cret")
+    s = query_prometheus(session, prom.url, "up", 5)
     assert s.error is not None and "redirects are not followed" in s.error
+    assert "elsewhere" not in s.error
     assert len(prom.reqs()) == 1
 
 
-def test_disallowed_host_sends_nothing(prom: FakeAPI, session: requests.Session) -> None:
+def test_disallowed_host_sends_nothing(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 200, vector("1"))
     hosts: list[str] = []
 
@@ -147,13 +177,13 @@ def test_disallowed_host_sends_nothing(prom: FakeAPI, session: requests.Session)
 
 @pytest.mark.parametrize("endpoint", ["http://user:pw@prom:9090", "ftp://prom", "prom:9090"],
                          ids=["credentials", "scheme", "relative"])
-def test_invalid_endpoint_is_an_error(session: requests.Session, endpoint: str) -> None:
+def test_invalid_endpoint_is_an_error(session: HttpClient, endpoint: str) -> None:
     s = query_prometheus(session, endpoint, "up", 5)
     assert s.error is not None and s.error.startswith("Prometheus query failed: endpoint")
     assert "pw" not in s.error  # a password in the spec never reaches a status message
 
 
-def test_timeout(prom: FakeAPI, session: requests.Session) -> None:
+def test_timeout(prom: FakeAPI, session: HttpClient) -> None:
     gate = threading.Event()
 
     def slow(_r: Req) -> Reply:
@@ -168,7 +198,7 @@ def test_timeout(prom: FakeAPI, session: requests.Session) -> None:
     assert s.error is not None and "timed out after 0.3s" in s.error
 
 
-def test_total_deadline_bounds_a_trickling_server(prom: FakeAPI, session: requests.Session) -> None:
+def test_total_deadline_bounds_a_trickling_server(prom: FakeAPI, session: HttpClient) -> None:
     clock = FakeClock()
     body = json.dumps(vector("1")).encode()
 
@@ -179,16 +209,16 @@ def test_total_deadline_bounds_a_trickling_server(prom: FakeAPI, session: reques
 
     prom.on("GET", "/api/v1/query", lambda _r: Stream(trickle()))
     s = query_prometheus(session, prom.url, "up", 5, clock=clock)
-    assert s.error is not None and "timed out after 5s reading the response" in s.error
+    assert s.error is not None and "timed out after 5s" in s.error
 
 
-def test_oversized_response_is_refused(prom: FakeAPI, session: requests.Session) -> None:
+def test_oversized_response_is_refused(prom: FakeAPI, session: HttpClient) -> None:
     serve(prom, 200, "1" * 5000)
     s = query_prometheus(session, prom.url, "up", 5, max_bytes=1000)
     assert s.error is not None and "larger than 1000 bytes" in s.error
 
 
-def test_connection_refused(session: requests.Session) -> None:
+def test_connection_refused(session: HttpClient) -> None:
     with FakeAPI() as gone:
         url = gone.url
     s = query_prometheus(session, url, "up", 2)

@@ -10,7 +10,7 @@ from test_targets_handlers import LWS_GV, RSG_GV, scale_doc
 
 from escaler.api import TargetRef
 from escaler.errors import StatusError
-from escaler.kube.discovery import RESTMapper
+from escaler.kube.discovery import ResourceMapping, RESTMapper
 from escaler.kube.dynamic import DynamicClient
 from escaler.targets import (
     DeploymentHandler,
@@ -115,3 +115,44 @@ def test_handler_for_refuses_bad_api_versions(dynamic: DynamicClient, api_versio
 def test_register_validates(dynamic: DynamicClient, group: str, kind: str) -> None:
     with pytest.raises(ValueError):
         default_registry(dynamic).register(group, kind, GenericScaleHandler(dynamic))
+
+
+# -- which kinds may be a scaler's target (checked from discovery, before any watch) --------------
+
+_M = ResourceMapping
+
+
+@pytest.mark.parametrize(
+    ("mapping", "problem"),
+    [
+        (_M("apps", "v1", "deployments", "Deployment", True, frozenset({"status", "scale"})), None),
+        (_M("apps", "v1", "deployments", "Deployment", True), None),  # a handler suffices
+        (_M("example.com", "v1", "widgets", "Widget", True, frozenset({"scale"})), None),
+        (_M("", "v1", "replicationcontrollers", "ReplicationController", True, frozenset({"scale"})), None),
+        (_M("", "v1", "nodes", "Node", False, frozenset({"status"})), "kind Node (nodes) is cluster-scoped"),
+        (_M("example.com", "v1", "clusterwidgets", "ClusterWidget", False, frozenset({"scale"})),
+         "kind ClusterWidget (clusterwidgets.example.com) is cluster-scoped"),
+        (_M("", "v1", "secrets", "Secret", True), "kind Secret (secrets) is not scalable"),
+        (_M("", "v1", "configmaps", "ConfigMap", True), "kind ConfigMap (configmaps) is not scalable"),
+        (_M("example.com", "v1", "widgets", "Widget", True, frozenset({"status"})),
+         "kind Widget (widgets.example.com) is not scalable"),
+    ],
+    ids=["deployment", "deployment-handler-without-scale", "crd-with-scale", "rc-with-scale",
+         "node-cluster-scoped", "cluster-scoped-even-with-scale", "secret", "configmap", "crd-without-scale"],
+)
+def test_target_problem(dynamic: DynamicClient, mapping: ResourceMapping, problem: str | None) -> None:
+    got = default_registry(dynamic).target_problem(mapping)
+    if problem is None:
+        assert got is None
+    else:
+        assert got is not None and got.startswith(problem), got
+
+
+def test_target_problem_follows_registered_handlers(dynamic: DynamicClient) -> None:
+    pools = ResourceMapping("serving.example.com", "v1", "inferencepools", "InferencePool", True)
+    reg = default_registry(dynamic)
+    assert reg.target_problem(pools) is not None
+    assert not reg.has_handler("serving.example.com/v1", "InferencePool")
+    reg.register("serving.example.com", "InferencePool", _Custom())
+    assert reg.has_handler("serving.example.com/v1", "InferencePool")
+    assert reg.target_problem(pools) is None

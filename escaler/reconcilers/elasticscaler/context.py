@@ -4,8 +4,10 @@
   candidates gathered along the way (``result()`` takes the earliest).
 * ``Hold`` — a sync that ends before the pipeline: what to report (a validation failure, a target
   error, an object that does not parse) and when to look again. ``quiet`` holds write nothing (an
-  informer that has not listed yet: there is nothing new to say). Each step of the reconciler
-  returns its value or a ``Hold``; one ``report`` turns either into status and events.
+  informer that has not listed yet, or a metrics collection or signal pull just started on the
+  outbound executor: there is nothing new to say until it completes and wakes the scaler). Each
+  step of the reconciler returns its value or a ``Hold``; one ``report`` turns either into status
+  and events.
 * ``Claim`` — a StateTrigger scaler records the end of its chain in ``status.resolvedTargetRef``
   (its claim in the binding index) *before* it writes that target, so two scalers never write one
   target in the window before the index shows both.
@@ -81,7 +83,7 @@ class Hold:
     unparsable: str | None = None
     # look again after this many seconds (None: only an event can change the outcome)
     requeue: float | None = None
-    # write nothing (waiting for a cache to list)
+    # write nothing (waiting for a cache to list, or for an outbound read to complete)
     quiet: bool = False
     # what the status should say about the resolved target (None: leave resolvedTargetRef out)
     resolved: ObjectRef | None = None

@@ -12,6 +12,18 @@ returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports th
   the next step waits for the next poll). A spec or annotation change collects afresh; with
   polling off (interval 0) every sync collects. The poller enqueues every scaler once per interval,
   so a recommendation never needs a timer of its own: the outcome has no requeue time.
+* **Off the reconcile worker.** A collection is I/O against servers a tenant names, so it runs on
+  the outbound executor (``escaler.runtime.executor``; inline when none is given), never on the
+  reconcile worker: the sync that starts one returns a *pending* outcome (the reconciler writes
+  nothing) and the collection's completion enqueues the scaler; the next sync consumes it —
+  windows, algorithm, decision — against the target as it is then. A sync while a collection is
+  in flight keeps the last outcome (the status goes on reporting it) and starts no other: one
+  collection per scaler at a time. A result is consumed only by the scaler object it was made for
+  (uid, generation and annotations; anything else is dropped and collected afresh), and a
+  deleted scaler's job is discarded (``forget``). Samples are windowed at the time the collection
+  started, as totals of the replica count they were read at, and divided by today's. A full
+  namespace queue (``Submitted.FULL``) is reported as ``DecisionUnavailable`` and retried at the
+  next poll.
 * **Windows.** Each usable sample enters the scaler's in-memory window, keyed by the metric's
   identity (``window_key``: its index in the spec and a hash of its canonical spec — two metrics
   with one display name never share a series, and a spec edit starts a fresh one); the value
@@ -60,6 +72,8 @@ from escaler.api.elasticscaler import ElasticScaler, MetricSpec, MetricsTrigger
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
+from escaler.runtime.types import Request
 from escaler.scaling.algorithm import (
     Algorithm,
     AlgorithmContext,
@@ -89,6 +103,7 @@ __all__ = [
     "MetricsMemory",
     "MetricsOutcome",
     "MetricsRecommender",
+    "collection_key",
     "window_key",
 ]
 
@@ -108,6 +123,11 @@ class Collector(Protocol):
                 current_replicas: int) -> list[tuple[MetricSpec, Sample]]: ...
 
     def to_metric_value(self, spec: MetricSpec, sample: Sample) -> MetricValue: ...
+
+
+def collection_key(namespace: str, name: str) -> tuple[str, str, str]:
+    """The outbound executor's key of a scaler's metrics collection (one in flight per scaler)."""
+    return ("metrics", namespace, name)
 
 
 def window_key(index: int, spec: MetricSpec) -> str:
@@ -154,6 +174,20 @@ class MetricsOutcome:
     statuses: tuple[MetricStatus, ...]
     # store this for the next sync (the same object when the last collection was reused)
     memory: MetricsMemory
+    # a collection is in flight and no earlier one stands in for it: write nothing (its completion
+    # wakes the scaler); ``recommend`` then only says so
+    pending: bool = False
+
+
+@dataclass(frozen=True)
+class _Collected:
+    """What a collection job returns: the samples, and what they were read under."""
+
+    samples: tuple[tuple[MetricSpec, Sample], ...]
+    # the target's spec.replicas the per-replica values were computed with
+    current: int
+    # monotonic time the collection was started (the samples' time; the cadence's anchor)
+    at: float
 
 
 @dataclass(frozen=True)
@@ -186,7 +220,8 @@ class MetricsRecommender:
     """See the module docstring; stateless apart from its collaborators (state is ``MetricsMemory``)."""
 
     def __init__(self, collector: Collector | None, metrics: ScalerMetrics, clock: Clock,
-                 allowed_hosts: Sequence[str], poll_interval: float) -> None:
+                 allowed_hosts: Sequence[str], poll_interval: float,
+                 executor: Executor | None = None) -> None:
         # reads the metrics; None = no collector configured (every sync: DecisionUnavailable)
         self._collector = collector
         # escaler_metric_errors_total
@@ -197,6 +232,8 @@ class MetricsRecommender:
         self._allowed_hosts = tuple(allowed_hosts)
         # --metrics-trigger-poll-interval (0 = collect on every sync)
         self._poll_interval = poll_interval
+        # runs collections off the reconcile worker; inline (synchronous) when none is given
+        self._executor: Executor = executor if executor is not None else InlineExecutor(clock)
 
     def recommend(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
                   memory: MetricsMemory, *, now: float) -> MetricsOutcome:
@@ -204,37 +241,98 @@ class MetricsRecommender:
         mono = self._clock.monotonic()
         ann_key = tuple(sorted((scaler.metadata.annotations or {}).items()))
         gen = scaler.metadata.generation or 0
-        last = memory.last
-        if (self._poll_interval > 0 and last is not None and last.generation == gen
-                and last.annotations == ann_key and mono - last.at < self._poll_interval * REUSE_FRACTION):
-            return MetricsOutcome(last.recommend, last.statuses, memory)
-        out = self._collect(scaler, ann, snap, memory, now, mono)
-        kept = replace(out.memory, last=Collection(mono, gen, ann_key, out.recommend, out.statuses))
-        return replace(out, memory=kept)
+        key, tag = collection_key(scaler.namespace, scaler.name), (scaler.metadata.uid or "", gen, ann_key)
+        fresh = self._fresh(key, tag)
+        if fresh is not None:
+            return self._consume(scaler, ann, snap, memory, fresh, now, mono)
+        last, in_flight = memory.last, self._executor.pending(key)
+        if last is not None and last.generation == gen and last.annotations == ann_key:
+            recent = self._poll_interval > 0 and mono - last.at < self._poll_interval * REUSE_FRACTION
+            if recent or in_flight:
+                # a sync between polls, or while the next collection is in flight: the last outcome stands
+                return MetricsOutcome(last.recommend, last.statuses, memory)
+        if in_flight:
+            return _pending(scaler, memory)
+        early = self._preflight(scaler, snap)
+        if early is not None:
+            return _remember(MetricsOutcome(early, (), memory), mono, gen, ann_key)
+        return self._submit(scaler, ann, snap, memory, key, tag, now, mono)
 
-    def _collect(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
-                 memory: MetricsMemory, now: float, mono: float) -> MetricsOutcome:
+    def forget(self, namespace: str, name: str) -> None:
+        """The scaler is gone: drop its queued collection, and the result of a running one."""
+        self._executor.discard(collection_key(namespace, name))
+
+    def _fresh(self, key: tuple[str, str, str], tag: tuple[object, ...]) -> Finished | None:
+        """The finished collection of this scaler as it is now (uid, generation, annotations); a
+        result made for anything else (a predecessor of the same name, an older spec) is dropped."""
+        fin = self._executor.take(key)
+        if fin is None or fin.tag != tag:
+            return None
+        return fin
+
+    def _submit(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
+                memory: MetricsMemory, key: tuple[str, str, str], tag: tuple[object, ...], now: float,
+                mono: float) -> MetricsOutcome:
+        """Start a collection off the reconcile worker; pending (write nothing) until it finishes."""
+        mt = scaler.spec.trigger.metrics_trigger
+        collector = self._collector
+        assert mt is not None and collector is not None
+        ns, current, metrics = scaler.namespace, snap.spec_replicas, tuple(mt.metrics)
+
+        def collect() -> _Collected:
+            return _Collected(tuple(collector.collect(ns, metrics, snap, current)), current, mono)
+
+        submitted = self._executor.submit(key, ns, tag, collect, Request(ns, scaler.name))
+        if submitted == Submitted.FULL:
+            return MetricsOutcome(RecommendResult.no_decision(
+                "metrics", f"too many metric collections are queued in namespace {ns}; retrying at the "
+                           "next poll", total=len(mt.metrics), can_scale_from_zero=False), (), memory)
+        fresh = self._fresh(key, tag)  # an inline executor has finished already
+        if fresh is not None:
+            return self._consume(scaler, ann, snap, memory, fresh, now, mono)
+        return _pending(scaler, memory)
+
+    def _preflight(self, scaler: ElasticScaler, snap: TargetSnapshot) -> RecommendResult | None:
+        """The outcome of a sync that needs no collection (refused endpoint, 0 replicas, no
+        collector), or None."""
         mt = scaler.spec.trigger.metrics_trigger
         assert mt is not None
         total, current = len(mt.metrics), snap.spec_replicas
         refused = self._refused(mt)
         if refused is not None:
-            return MetricsOutcome(refused, (), memory)
+            return refused
         if current == 0 or self._collector is None:
             # someone switched the workload off: a MetricsTrigger does not scale from zero
             # (ScalingDisabled), so there is nothing to query
             why = "the target has 0 replicas" if current == 0 else "no metrics collector configured"
-            return MetricsOutcome(RecommendResult.no_decision("metrics", why, total=total,
-                                                              can_scale_from_zero=False), (), memory)
-        samples = self._collector.collect(scaler.namespace, mt.metrics, snap, current)
-        for _, sample in samples:
+            return RecommendResult.no_decision("metrics", why, total=total, can_scale_from_zero=False)
+        return None
+
+    def _consume(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
+                 memory: MetricsMemory, fin: Finished, now: float, mono: float) -> MetricsOutcome:
+        """Window a finished collection and decide on it, against the target as it is now."""
+        mt = scaler.spec.trigger.metrics_trigger
+        assert mt is not None
+        gen = scaler.metadata.generation or 0
+        ann_key = tuple(sorted((scaler.metadata.annotations or {}).items()))
+        got = fin.value if isinstance(fin.value, _Collected) else None
+        at = got.at if got is not None else fin.submitted_at
+        early = self._preflight(scaler, snap)
+        if early is not None:
+            return _remember(MetricsOutcome(early, (), memory), at, gen, ann_key)
+        if got is None:
+            why = "nothing was collected" if fin.error is None else f"collection failed: {fin.error}"
+            got = _Collected(tuple((m, Sample.fail(why)) for m in mt.metrics), snap.spec_replicas, at)
+        for _, sample in got.samples:
             if sample.error is not None:
                 self._metrics.metric_errors.labels(scaler.namespace, scaler.metadata.name).inc()
         try:
-            windowed = self._window(samples, ann, memory, current, mono)
+            windowed = self._window(got.samples, ann, memory, got.current, snap.spec_replicas, got.at, mono)
         except _Refusal as refusal:
-            return MetricsOutcome(refusal.result, refusal.statuses, refusal.memory)
-        return self._decide(mt, windowed, current, now)
+            out = MetricsOutcome(refusal.result, refusal.statuses, refusal.memory)
+        else:
+            out = self._decide(mt, windowed, snap.spec_replicas, now)
+        return _remember(out, got.at, gen, ann_key)
 
     def _refused(self, mt: MetricsTrigger) -> RecommendResult | None:
         """InvalidSpec for an ExternalServer endpoint outside --allowed-endpoint-hosts, before any request."""
@@ -254,8 +352,10 @@ class MetricsRecommender:
         return None
 
     def _window(self, samples: Sequence[tuple[MetricSpec, Sample]], ann: ScalerAnnotations,
-                memory: MetricsMemory, current: int, mono: float) -> _Windowed:
-        """Add this sync's samples to a copy of the windows and read every metric's values back.
+                memory: MetricsMemory, collected_current: int, current: int, at: float, mono: float,
+                ) -> _Windowed:
+        """Add a collection's samples (made at monotonic ``at`` with ``collected_current`` replicas) to a
+        copy of the windows and read every metric's values back at ``mono`` for ``current`` replicas.
         ``_Refusal`` for missingDataPolicy Fail (DecisionUnavailable) and an unreadable target
         (InvalidSpec); the new samples are kept either way."""
         assert self._collector is not None
@@ -266,7 +366,7 @@ class MetricsRecommender:
         errors: list[str] = []
         for key, (spec, sample) in zip(keys, samples, strict=True):
             if sample.value is not None:
-                windows.add(key, mono, sample.value * _denominator(spec, sample.pods, current))
+                windows.add(key, at, sample.value * _denominator(spec, sample.pods, collected_current))
                 if sample.pods is not None:
                     pods[key] = sample.pods
             else:
@@ -389,6 +489,21 @@ class _Runner:
             return self.on((metric,)).replicas
         except (NoDecision, ValueError):
             return None
+
+
+def _pending(scaler: ElasticScaler, memory: MetricsMemory) -> MetricsOutcome:
+    mt = scaler.spec.trigger.metrics_trigger
+    total = len(mt.metrics) if mt is not None else 0
+    rr = RecommendResult.no_decision("metrics", "a metrics collection is in flight", total=total,
+                                     can_scale_from_zero=False)
+    return MetricsOutcome(rr, (), memory, pending=True)
+
+
+def _remember(out: MetricsOutcome, at: float, generation: int,
+              annotations: tuple[tuple[str, str], ...]) -> MetricsOutcome:
+    """``out`` with its memory recording it as the last collection (reused until the next poll)."""
+    last = Collection(at, generation, annotations, out.recommend, out.statuses)
+    return replace(out, memory=replace(out.memory, last=last))
 
 
 def _denominator(spec: MetricSpec, pods: PodCounts | None, current: int) -> float:

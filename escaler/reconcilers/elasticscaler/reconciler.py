@@ -15,7 +15,10 @@ events for either::
                TargetConflict. A StateTrigger scaler first records its claim in status
                (``resolvedTargetRef``) and writes the target only once the index shows it.
                Advisory scalers never write, so they neither claim nor conflict.
-    read       the target from its watch cache (``WatchIndex``; a cache not listed yet is a quiet
+    read       first the target's *kind*, from discovery alone: it must be namespaced and have a
+               handler or a ``scale`` subresource (``HandlerRegistry.target_problem``), else
+               AbleToScale=False/InvalidSpec and no watch at all (nor the one an earlier spec held);
+               then the target from its watch cache (``WatchIndex``; a cache not listed yet is a quiet
                hold — its initial list wakes the scaler) through its ResourceHandler, which also
                says whether a *template* rollout is in progress; the target's pods give the
                InsufficientCapacity guard input (``escaler.targets.pods``)
@@ -28,7 +31,10 @@ events for either::
     report     conditions (``escaler.scaling.conditions``), events, status — written only when changed
 
 and requeues at the earliest moment the answer can change. MetricsTrigger polling is the
-``MetricsPoller``'s job (``poller.py``). Nothing in a reconcile waits for an informer or a thread.
+``MetricsPoller``'s job (``poller.py``). Nothing in a reconcile waits for an informer or a thread,
+nor for a server a tenant names: metric collections and signal pulls run on the outbound executor
+(``ReconcilerDeps.outbound``); the sync that starts one writes nothing, its completion wakes the
+scaler.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
+from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.claims import scaler_target
 from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
@@ -63,7 +70,9 @@ from escaler.reconcilers.elasticscaler.statesync import (
 )
 from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.reconcilers.watchindex import ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
+from escaler.reconcilers.watchindex import ROLE_HOP, ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
+from escaler.runtime.executor import Executor
+from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
 from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
 from escaler.scaling.conditions import (
@@ -119,10 +128,13 @@ class ReconcilerDeps:
     allowed_hosts: Sequence[str] = ()
     # --metrics-trigger-poll-interval (0 = collect on every sync)
     poll_interval: float = 0.0
-    # the manager's write fence; None = always allowed
-    can_write: threading.Event | None = None
+    # the manager's write fence (a WriteFence; anything with is_set()); None = always allowed
+    can_write: WriteGate | None = None
     # namespace scope of the source informers ("" = all namespaces)
     source_namespace: str = ""
+    # runs metric collections and signal pulls off the reconcile workers (a KeyedExecutor, whose
+    # completions enqueue the scaler); None = inline, on the reconcile worker (tests, simulation)
+    outbound: Executor | None = None
 
 
 @dataclass(frozen=True)
@@ -157,9 +169,9 @@ class ElasticScalerReconciler:
         # one helper per trigger path (each module's docstring states its contract)
         self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write)
         self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
-                                               deps.poll_interval)
+                                               deps.poll_interval, deps.outbound)
         self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,
-                                             deps.allowed_hosts)
+                                             deps.allowed_hosts, deps.outbound)
         self._state = StateResolver(deps.mapper, deps.watches, deps.client, deps.source_namespace)
         # guards _memory (an entry is only touched by the reconcile of its own key)
         self._mu = threading.Lock()
@@ -187,6 +199,7 @@ class ElasticScalerReconciler:
         self._hpa.delete(sync, scaler)
         if scaler.spec.trigger.type != TriggerType.STATE:
             self._d.watches.drop(req, ROLE_SOURCE)
+            self._d.watches.drop(req, ROLE_HOP)
         return self._sync_workload(sync, scaler, ann)
 
     def forget(self, req: Request) -> None:
@@ -196,6 +209,8 @@ class ElasticScalerReconciler:
         self._d.watches.release(req)
         self._d.signals.forget(req)
         self._d.metrics.forget(req.namespace, req.name)
+        self._metrics_rec.forget(req.namespace, req.name)
+        self._signal_rec.forget(req.namespace, req.name)
         if mem is not None:
             self.reporter.forget(mem.uid)
 
@@ -237,7 +252,10 @@ class ElasticScalerReconciler:
         if isinstance(target, Hold):
             return self.reporter.hold(sync, target)
         mem = self._memory_for(sync.req, scaler.metadata.uid or "")
-        rr, current_metrics = self._recommend(sync, scaler, ann, mem, target, state_source)
+        recommended = self._recommend(sync, scaler, ann, mem, target, state_source)
+        if isinstance(recommended, Hold):
+            return self.reporter.hold(sync, recommended)  # a read in flight: its completion wakes us
+        rr, current_metrics = recommended
         decision = self._decide(sync, scaler, ann, mem, target, rr)
         written = self._write(sync, decision, target)
         if written.retry:
@@ -299,18 +317,13 @@ class ElasticScalerReconciler:
 
     def _read(self, sync: Sync, scaler: ElasticScaler, ref: ObjectRef) -> _Target | Hold:
         ns, resolved = scaler.namespace, ref
-        try:
-            key = watch_key(self._d.mapper, ns, ref)
-            handler = self._d.handlers.handler_for(ref.api_version, ref.kind)
-        except ValueError as err:
-            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef: {err}"), resolved=resolved)
-        except StatusError as err:
-            if not is_not_found(err):
-                raise
-            return Hold(target_error=TargetError(
-                TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name}: the API server does not serve kind "
-                                  f"{ref.kind} in {ref.api_version}"),
-                        requeue=CHAIN_RETRY_SECONDS, resolved=resolved)
+        kind = self._target_kind(ns, ref)
+        if isinstance(kind, Hold):
+            # nothing of this kind will be read: the watches an earlier spec asked for go too
+            self._d.watches.drop(sync.req, ROLE_TARGET)
+            self._d.watches.drop(sync.req, ROLE_PODS)
+            return kind
+        key, handler = kind
         self._d.watches.want(sync.req, ROLE_TARGET, key, ns, ref.name)
         if not self._d.watches.synced(key):
             return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
@@ -334,6 +347,30 @@ class ElasticScalerReconciler:
             return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
         return _Target(ref, snap, handler, pods)
 
+    def _target_kind(self, ns: str, ref: ObjectRef) -> tuple[ResourceKey, ResourceHandler] | Hold:
+        """The target's watch key and handler, or a hold when its kind cannot be a target: decided
+        from discovery alone (``HandlerRegistry.target_problem``: namespaced, and a handler or a
+        ``scale`` subresource), before anything is watched — a namespace user must not be able to
+        make the manager list/watch Nodes cluster-wide, or the Secrets of their namespace."""
+        try:
+            m = self._d.mapper.mapping_for(ref.api_version, ref.kind)
+            handler = self._d.handlers.handler_for(ref.api_version, ref.kind)
+        except ValueError as err:
+            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef: {err}"), resolved=ref)
+        except StatusError as err:
+            if not is_not_found(err):
+                raise
+            return Hold(target_error=TargetError(
+                TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name}: the API server does not serve kind "
+                                  f"{ref.kind} in {ref.api_version}"),
+                        requeue=CHAIN_RETRY_SECONDS, resolved=ref)
+        problem = self._d.handlers.target_problem(m)
+        if problem is not None:
+            # a CRD may gain a scale subresource: look again now and then (discovery is cached)
+            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef: {problem}"),
+                        requeue=CHAIN_RETRY_SECONDS, resolved=ref)
+        return ResourceKey(m.group, m.version, m.resource, namespace=ns), handler
+
     def _capacity(self, sync: Sync, scaler: ElasticScaler, snap: TargetSnapshot) -> Capacity | None:
         """What the target's pods say about room to scale up.
 
@@ -353,16 +390,18 @@ class ElasticScalerReconciler:
         return None if listed is None else capacity(select_pods(listed, snap.selector), sync.now)
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                   target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]]:
+                   target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]] | Hold:
         trigger = scaler.spec.trigger
         if trigger.type == TriggerType.METRICS:
             out = self._metrics_rec.recommend(scaler, ann, target.snapshot, mem.metrics, now=sync.now)
             mem.metrics = out.memory
-            return out.recommend, list(out.statuses)
+            return Hold(quiet=True) if out.pending else (out.recommend, list(out.statuses))
         if resolved is not None:
             return recommend_state(resolved, scaler.namespace), []
         signal = self._signal_rec.recommend(sync.req, scaler, target.snapshot.spec_replicas, mem.pull)
         mem.pull = signal.memory
+        if signal.pending:
+            return Hold(quiet=True, requeue=signal.requeue)
         sync.wait(signal.requeue)
         return signal.recommend, []
 
@@ -413,11 +452,20 @@ class ElasticScalerReconciler:
     # ------------------------------------------------------------------ helpers
 
     def _memory_for(self, req: Request, uid: str) -> ScalerMemory:
+        """The memory of the scaler object ``uid``. A scaler deleted and recreated under the same name
+        (a new uid; the delete and the create may reach us as one queued key) starts afresh: nothing
+        kept for the old object — windows, pipeline state, signals, the status last written —
+        applies to the new one."""
         with self._mu:
             mem = self._memory.get(req)
-            if mem is None or mem.uid != uid:
-                mem = self._memory[req] = ScalerMemory(uid=uid)
-            return mem
+            if mem is not None and mem.uid == uid:
+                return mem
+            fresh = self._memory[req] = ScalerMemory(uid=uid)
+        previous = mem.uid if mem is not None else uid
+        self._d.signals.forget_stale(req, uid, previous)
+        if mem is not None:
+            self.reporter.forget(mem.uid)
+        return fresh
 
     def _may_write(self) -> bool:
         return self._d.can_write is None or self._d.can_write.is_set()

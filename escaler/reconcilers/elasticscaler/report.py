@@ -142,12 +142,15 @@ class Reporter:
 
     def annotation_problems(self, sync: Sync, reported: frozenset[str],
                             problems: Sequence[AnnotationProblem]) -> frozenset[str]:
-        """Report each unusable annotation once (a Warning event); returns the set reported so far."""
-        new = [p.fallback_message() for p in problems if p.fallback_message() not in reported]
+        """Report each unusable annotation once while it lasts (a Warning event); returns the problems
+        reported and still present — bounded by the object's annotations, however often they change
+        (a problem fixed and broken again is reported again)."""
+        current = list(dict.fromkeys(p.fallback_message() for p in problems))
+        new = [m for m in current if m not in reported]
         if new:
             self.emit(sync, [EventValue("Warning", EVENT_INVALID_ANNOTATION, m) for m in new],
                       action="ParseAnnotations")
-        return reported | frozenset(new)
+        return frozenset(current)
 
     def forget(self, uid: str) -> None:
         self._writer.forget(uid)

@@ -18,6 +18,11 @@ What it registers:
     and the targets' pods, on dynamic informers — one handler per watched resource and an index
     from object to scalers, never one per scaler;
 * the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``;
+* the outbound executor (``outbound``; by default ``outbound_executor(mgr)``, a
+  ``escaler.runtime.executor.KeyedExecutor``) that runs metric collections and signal pulls off
+  the reconcile workers; a source of the controller (started and stopped with it), whose
+  completions enqueue the scaler. Tests pass ``outbound=InlineExecutor()`` to keep reads
+  synchronous;
 * the SignalTrigger push route on the manager's API server (``mgr.api_server``), when there is
   one: ``POST /signal/v1/namespaces/{namespace}/elasticscalers/{name}``, authorized as
   ``update`` on ``elasticscalers/signal``.
@@ -34,13 +39,10 @@ are built on the manager's client and REST connection, and a manager without a c
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import requests
 
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.informers.factory import ResourceKey
@@ -59,18 +61,28 @@ from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.authn import ResourceAttributes
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
+from escaler.runtime.executor import (
+    DEFAULT_OUTBOUND_PER_GROUP,
+    DEFAULT_OUTBOUND_WORKERS,
+    ExecutorSource,
+    KeyedExecutor,
+    executor_metrics,
+)
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.manager import Manager
 from escaler.runtime.predicates import AnnotationChangedPredicate, GenerationChangedPredicate, or_
 from escaler.runtime.types import Request
 from escaler.scaling.endpoints import host_allowed
+from escaler.signals.bearer import secret_key_reader
 from escaler.signals.collector import MetricsCollector
+from escaler.signals.fetch import HttpClient
+from escaler.signals.netpolicy import AddressPolicy, IPNetwork
 from escaler.signals.signal_pull import SignalReading, pull_signal
 from escaler.targets.pods import select_pods
 from escaler.targets.registry import default_registry
 
 __all__ = ["CONTROLLER_NAME", "DEFAULT_POLL_INTERVAL_SECONDS", "ElasticScalerController", "cache_reader",
-           "pod_lister", "secret_key_reader", "setup_elasticscaler"]
+           "outbound_executor", "pod_lister", "secret_key_reader", "setup_elasticscaler"]
 
 CONTROLLER_NAME = "elasticscaler"
 DEFAULT_POLL_INTERVAL_SECONDS = 30.0
@@ -145,6 +157,7 @@ def setup_elasticscaler(
     *,
     poll_interval: float = DEFAULT_POLL_INTERVAL_SECONDS,
     allowed_hosts: Sequence[str] = (),
+    allow_networks: Sequence[IPNetwork] = (),
     max_concurrent_reconciles: int | None = None,
     client: KubeClient | None = None,
     handlers: HandlerLookup | None = None,
@@ -155,17 +168,12 @@ def setup_elasticscaler(
     bindings: TargetBindings | None = None,
     scaler_metrics: ScalerMetrics | None = None,
     scaler_store: ObjectStore | None = None,
+    outbound: ExecutorSource | None = None,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
     writer, dynamic = _client_of(mgr, client)
-    es_map = mgr.mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
-    hpa_map = mgr.mapper.mapping_for(HPA_API_VERSION, HPA_KIND)
-    # the same keys the builder resolves, so these are the controller's own (shared) informers
-    scaler_informer = mgr.informers.informer_for(
-        ResourceKey(es_map.group, es_map.version, es_map.resource, namespace=ns if es_map.namespaced else ""))
-    hpa_informer = mgr.informers.informer_for(
-        ResourceKey(hpa_map.group, hpa_map.version, hpa_map.resource, namespace=ns))
+    scaler_informer, hpa_informer = _informers(mgr, ns)
     bindings = bindings if bindings is not None else TargetBindings()
     claims = Claims()
     bindings.add_source(ElasticScaler.KIND, scaler_informer, claims.target_of)
@@ -177,12 +185,15 @@ def setup_elasticscaler(
     def allowed_host(host: str) -> bool:
         return host_allowed(host, allowed)
 
+    # outbound GETs to user-named endpoints: the SSRF address policy (--allow-endpoint-networks)
+    http = HttpClient(AddressPolicy(allow_networks))
     if collector is None and mgr.rest is not None and dynamic is not None:
-        collector = MetricsCollector(mgr.rest, dynamic, clock=mgr.clock, allowed=allowed_host,
+        collector = MetricsCollector(mgr.rest, dynamic, http, clock=mgr.clock, allowed=allowed_host,
                                      secret_reader=secret_key_reader(dynamic),
                                      pod_lister=pod_lister(mgr.mapper, watches))
     if signal_puller is None and mgr.rest is not None:
-        signal_puller = _signal_puller(allowed_host, mgr)
+        signal_puller = _signal_puller(allowed_host, mgr, http)
+    outbound = outbound if outbound is not None else outbound_executor(mgr)
     if handlers is None:
         assert dynamic is not None  # _client_of refused a manager without one
         handlers = default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches))
@@ -191,14 +202,36 @@ def setup_elasticscaler(
         hpas=hpa_informer.store, client=writer, mapper=mgr.mapper,
         handlers=handlers, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
-        allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns))
+        allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns,
+        outbound=outbound))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
+    controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = _poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick)
     signal_api = _signal_api(mgr, controller, reconciler, scaler_informer.store, api_server)
     _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
               "signal API on" if signal_api is not None else "no signal API")
     return ElasticScalerController(controller, reconciler, poller, reconciler.signals, watches, bindings,
                                    signal_api)
+
+
+def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
+                      per_namespace: int = DEFAULT_OUTBOUND_PER_GROUP) -> KeyedExecutor:
+    """The executor that runs ElasticScaler metric collections and signal pulls off the reconcile
+    workers (``--outbound-workers``, ``--outbound-per-namespace``), on the manager's clock and
+    metrics registry."""
+    return KeyedExecutor(f"{CONTROLLER_NAME}-outbound", workers=workers, per_group=per_namespace,
+                         clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
+
+
+def _informers(mgr: Manager, ns: str) -> tuple[Any, Any]:
+    """The ElasticScaler and HPA informers: the same keys the builder resolves, so these are the
+    controller's own (shared) informers."""
+    es_map = mgr.mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
+    hpa_map = mgr.mapper.mapping_for(HPA_API_VERSION, HPA_KIND)
+    return (mgr.informers.informer_for(ResourceKey(es_map.group, es_map.version, es_map.resource,
+                                                   namespace=ns if es_map.namespaced else "")),
+            mgr.informers.informer_for(ResourceKey(hpa_map.group, hpa_map.version, hpa_map.resource,
+                                                   namespace=ns)))
 
 
 def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBindings, claims: Claims,
@@ -260,12 +293,10 @@ def _signal_api(mgr: Manager, controller: Controller, reconciler: ElasticScalerR
     return api
 
 
-def _signal_puller(allowed_host: Callable[[str], bool],
-                   mgr: Manager) -> Callable[[str, float], SignalReading]:
-    session = requests.Session()
-
+def _signal_puller(allowed_host: Callable[[str], bool], mgr: Manager,
+                   http: HttpClient) -> Callable[[str, float], SignalReading]:
     def pull(endpoint: str, timeout: float) -> SignalReading:
-        return pull_signal(session, endpoint, timeout=timeout, allowed=allowed_host, clock=mgr.clock)
+        return pull_signal(http, endpoint, timeout=timeout, allowed=allowed_host, clock=mgr.clock)
 
     return pull
 
@@ -293,20 +324,3 @@ class _TargetChanged:
 
     def generic(self, obj: Mapping[str, Any]) -> bool:
         return True
-
-
-def secret_key_reader(dynamic: DynamicClient) -> Callable[[str, str, str], str]:
-    """Reads one key of a Secret (for ExternalServer ``bearerTokenSecretRef``) at every query, so a
-    rotated token is used at the next poll; the error names the Secret and key, never the value."""
-
-    def read(namespace: str, name: str, key: str) -> str:
-        secret = dynamic.get(("v1", "Secret"), name, namespace=namespace)
-        data = secret.get("data") or {}
-        if key not in data:
-            raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
-        try:
-            return base64.b64decode(str(data[key]), validate=True).decode("utf-8").strip()
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ValueError(f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text") from err
-
-    return read

@@ -108,6 +108,9 @@ class SignalEntry:
     last_signal: float | None = None
     # how many signals were recorded
     count: int = 0
+    # metadata.uid of the scaler the entry was recorded for; "" = not known (this process's own
+    # reconcile recorded it, for the scaler its memory holds)
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,10 +164,16 @@ class SignalStore:
                 entry = self._entries[scaler] = SignalEntry(first_seen=now)
             return entry
 
-    def record(self, scaler: Request, signal: Signal, now: float, wall: datetime) -> SignalEntry:
-        """Apply one signal; returns the new entry."""
+    def record(self, scaler: Request, signal: Signal, now: float, wall: datetime,
+               uid: str = "") -> SignalEntry:
+        """Apply one signal (for the scaler object ``uid``, when known); returns the new entry. A signal
+        for another object than the entry's (the scaler was deleted and recreated) starts afresh."""
         with self._mu:
-            entry = self._entries.get(scaler) or SignalEntry(first_seen=now)
+            entry = self._entries.get(scaler)
+            if entry is None or (uid and entry.uid and entry.uid != uid):
+                entry = SignalEntry(first_seen=now)
+            if uid:
+                entry = replace(entry, uid=uid)
             entry = replace(entry, last_signal=now, last_signal_time=wall, count=entry.count + 1)
             if signal.replicas is not None:
                 entry = replace(entry, replicas=signal.replicas)
@@ -183,6 +192,14 @@ class SignalStore:
     def forget(self, scaler: Request) -> None:
         with self._mu:
             self._entries.pop(scaler, None)
+
+    def forget_stale(self, scaler: Request, uid: str, previous_uid: str) -> None:
+        """Drop the entry of ``scaler`` unless it belongs to the object ``uid``: an entry recorded for
+        another uid, or one recorded without a uid while ``previous_uid`` was the scaler, is stale."""
+        with self._mu:
+            entry = self._entries.get(scaler)
+            if entry is not None and (entry.uid or previous_uid) != uid:
+                del self._entries[scaler]
 
     def get(self, scaler: Request) -> SignalEntry | None:
         with self._mu:
@@ -230,7 +247,9 @@ class SignalAPI:
             signal = parse_signal_body(request.body if request.body is not None else b"")
         except ValueError as err:
             raise ApiError(400, str(err)) from None
-        entry = self._store.record(req, signal, self._clock.monotonic(), self._clock.now())
+        meta = obj.get("metadata")
+        uid = str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
+        entry = self._store.record(req, signal, self._clock.monotonic(), self._clock.now(), uid=uid)
         self._enqueue(req)
         body: dict[str, Any] = {"accepted": True, "scaler": f"{req.namespace}/{req.name}",
                                 "signal": {k: v for k, v in (("active", signal.active),

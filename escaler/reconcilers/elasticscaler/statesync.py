@@ -44,13 +44,21 @@ __all__ = ["CHAIN_RETRY_SECONDS", "NOT_SYNCED_RETRY_SECONDS", "StateResolver", "
 CHAIN_RETRY_SECONDS = 60.0
 # backstop requeue while an informer has not listed yet (its initial list wakes the scaler first)
 NOT_SYNCED_RETRY_SECONDS = 1.0
+# core kinds a scaler may never make the manager read or watch (as a source, a hop or a target)
+_NEVER_WATCHED = frozenset({"Secret"})
 
 
 def watch_key(mapper: Mapper, namespace: str, ref: ObjectRef, label_selector: str = "") -> ResourceKey:
-    """The informer key of ``ref``'s kind in ``namespace``; raises what ``mapping_for`` raises."""
+    """The informer key of ``ref``'s kind in ``namespace``; raises what ``mapping_for`` raises, and
+    ``ValueError`` for a kind no scaler may make the manager watch or read: a cluster-scoped kind
+    (its watch would be cluster-wide, on the say-so of a namespace user) or core Secrets."""
     m = mapper.mapping_for(ref.api_version, ref.kind)
-    return ResourceKey(m.group, m.version, m.resource, namespace=namespace if m.namespaced else "",
-                       label_selector=label_selector)
+    if not m.namespaced:
+        raise ValueError(f"kind {ref.kind} ({m.group_resource}) is cluster-scoped: a scaler reads only "
+                         "namespaced objects, in its own namespace")
+    if m.group == "" and m.kind in _NEVER_WATCHED:
+        raise ValueError(f"kind {ref.kind} is never read or watched on a scaler's behalf")
+    return ResourceKey(m.group, m.version, m.resource, namespace=namespace, label_selector=label_selector)
 
 
 class StateResolver:
@@ -72,16 +80,23 @@ class StateResolver:
         try:
             key = watch_key(self._mapper, self._source_ns, source, label_selector=LABEL_NAME)
         except ValueError as err:
+            self._drop_chain(sync)
             return Hold(validation=Validation(TARGET_CHAIN_INVALID, f"spec.targetRef: {err}"))
         except StatusError as err:
             if not is_not_found(err):
                 raise
+            self._drop_chain(sync)
             why = f"spec.targetRef: the API server does not serve kind {source.kind} in {source.api_version}"
             return Hold(validation=Validation(TARGET_CHAIN_INVALID, why), requeue=CHAIN_RETRY_SECONDS)
         self._watches.want(sync.req, ROLE_SOURCE, key, scaler.namespace, source.name)
         if not self._watches.synced(key):
             return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
         return self._chain(sync, scaler, source, key)
+
+    def _drop_chain(self, sync: Sync) -> None:
+        """The source's kind is refused or not served: no watch an earlier spec asked for is kept."""
+        self._watches.drop(sync.req, ROLE_SOURCE)
+        self._watches.drop(sync.req, ROLE_HOP)
 
     def _chain(self, sync: Sync, scaler: ElasticScaler, source: ObjectRef,
                key: ResourceKey) -> Resolved | Hold:
@@ -130,9 +145,9 @@ class StateResolver:
         """One chain hop: from a watch cache this reconciler holds for its kind, else a GET."""
         try:
             key = watch_key(self._mapper, namespace, ref)
-        except ValueError:
-            key = None
-        if key is not None and self._watches.synced(key):
+        except ValueError as err:  # a refused kind is not even read with a GET
+            raise ChainError(f"spec.targetRef {ref.describe()}: {err}") from None
+        if self._watches.synced(key):
             return self._watches.cached(key, namespace, ref.name)
         try:
             return self._client.get((ref.api_version, ref.kind), ref.name, namespace)

@@ -16,6 +16,11 @@ the status we wrote (a read-modify-write of ``recentDecisions`` on the stale cop
 entry just added) and an equal status is not written again.
 
 Counted: ``writes`` (status patches sent) and ``skipped`` (unchanged, nothing sent).
+
+What is remembered is bounded: ``forget(uid)`` drops an object's entry (deleted, or recreated under
+the same name with a new uid), and the map is an LRU of ``MAX_REMEMBERED`` entries, so objects whose
+deletion was never seen (created and deleted faster than the queue ran them) cannot grow it
+without bound. An evicted entry only costs one status write that might have been skipped.
 """
 
 from __future__ import annotations
@@ -24,9 +29,14 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from cachetools import LRUCache
+
 from escaler.informers.frozen import thaw
 
-__all__ = ["StatusClient", "StatusWriter", "status_patch"]
+__all__ = ["MAX_REMEMBERED", "StatusClient", "StatusWriter", "status_patch"]
+
+# objects whose last written status one StatusWriter remembers (one per live scaler is plenty)
+MAX_REMEMBERED = 65536
 
 
 class StatusClient(Protocol):
@@ -51,13 +61,15 @@ def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, An
 class StatusWriter:
     """Writes a status only when it changed; see the module docstring."""
 
-    def __init__(self, client: StatusClient) -> None:
+    def __init__(self, client: StatusClient, max_remembered: int = MAX_REMEMBERED) -> None:
+        if max_remembered < 1:
+            raise ValueError(f"StatusWriter.max_remembered: must be >= 1, got {max_remembered}")
         # performs the patch; fixed
         self._client = client
-        # guards the fields below
+        # guards the fields below (LRUCache is not thread-safe, and get() reorders it)
         self._mu = threading.Lock()
-        # uid → (resourceVersion the last write was based on, the status written)
-        self._last: dict[str, tuple[str, dict[str, Any]]] = {}
+        # uid → (resourceVersion the last write was based on, the status written); an LRU
+        self._last: LRUCache[str, tuple[str, dict[str, Any]]] = LRUCache(maxsize=max_remembered)
         # patches sent / writes skipped as unchanged (for tests and debugging)
         self.writes = 0
         self.skipped = 0
@@ -104,6 +116,11 @@ class StatusWriter:
             self._last[str(meta.get("uid") or meta.get("name"))] = (str(meta.get("resourceVersion") or ""),
                                                                     dict(new_status))
         return out
+
+    def remembered(self) -> int:
+        """How many objects' last status is remembered (for tests and debugging)."""
+        with self._mu:
+            return len(self._last)
 
     def forget(self, obj_uid: str) -> None:
         with self._mu:

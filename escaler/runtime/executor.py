@@ -1,0 +1,439 @@
+"""A bounded background executor for outbound I/O, keyed by object and bounded per group.
+
+Reconcile workers must never wait on a server a tenant names (a Prometheus, a signal endpoint):
+eight scalers pointing at a server that trickles one byte every 0.3 s would hold all eight
+workers and stall every other tenant's scaling. A reconcile that needs a read *submits* it here
+and returns; the job runs on this executor's own threads, its result is kept, and the object's
+key is enqueued on the controller's queue so the next reconcile consumes it (controller-runtime's
+``source.Channel``: completions are generic events). The reconcile path stays level-based.
+
+Contract of ``KeyedExecutor``:
+
+* **Fixed pool.** ``workers`` daemon threads, started by ``start(queue)`` (the controller ``Source``
+  protocol: it starts with the controller, on the elected leader, and ``stop()`` ends it). Jobs
+  submitted before ``start`` wait for it.
+* **One job per key.** ``submit(key, group, tag, fn, wake)`` queues ``fn`` unless a job for ``key``
+  is already queued or running (``Submitted.PENDING``: nothing new is queued). A new submit drops
+  a finished result of ``key`` that was not taken.
+* **Per-group bound.** At most ``per_group`` jobs of one group (a namespace) run at once; the rest
+  wait in that group's FIFO, at most ``queue_per_group`` long (beyond it ``Submitted.FULL``:
+  nothing is queued). Groups with work take turns (round-robin), so one namespace's slow
+  endpoints hold at most ``per_group`` threads and cannot starve another namespace's jobs.
+* **Completion.** A job's return value (or the ``Exception`` it raised) is kept as a
+  ``Finished`` with the ``tag`` it was submitted with, until ``take(key)`` pops it; then ``wake``
+  is added to the queue given to ``start``. ``discard(key)`` forgets a key: a queued job is
+  dropped, a running job's result will be dropped, a finished one is dropped. The consumer
+  compares ``Finished.tag`` with what it expects (e.g. the object's uid and generation), so a
+  recreated object never consumes its predecessor's result.
+* **No deadlines here.** A thread cannot be killed: a job bounds its own I/O (the fetchers have a
+  total deadline). The bounds above make a slow job cost a thread of its own group, not a worker.
+* Metrics (``ExecutorMetrics``, on the manager's registry): ``escaler_outbound_jobs_queued``
+  and ``escaler_outbound_jobs_in_flight`` (gauges), ``escaler_outbound_jobs_total{result}``
+  (``ok`` | ``error`` | ``full``) and ``escaler_outbound_job_duration_seconds``, all labelled by
+  ``executor``.
+
+``InlineExecutor`` runs each job inside ``submit`` and never wakes anyone: the submitter
+``take``s the result at once, exactly as if the read were synchronous (unit tests, simulation).
+
+Thread-safe.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from escaler.clock import Clock, RealClock
+
+__all__ = [
+    "DEFAULT_OUTBOUND_PER_GROUP",
+    "DEFAULT_OUTBOUND_QUEUE_PER_GROUP",
+    "DEFAULT_OUTBOUND_WORKERS",
+    "Executor",
+    "ExecutorMetrics",
+    "ExecutorSource",
+    "Finished",
+    "InlineExecutor",
+    "KeyedExecutor",
+    "Submitted",
+    "executor_metrics",
+]
+
+# threads of the outbound executor (--outbound-workers)
+DEFAULT_OUTBOUND_WORKERS = 16
+# jobs of one namespace running at once (--outbound-per-namespace)
+DEFAULT_OUTBOUND_PER_GROUP = 4
+# jobs of one namespace waiting beyond that (one per scaler: a namespace with more scalers than this,
+# all due at once, sees Submitted.FULL for the excess until the queue drains)
+DEFAULT_OUTBOUND_QUEUE_PER_GROUP = 1024
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+_log = logging.getLogger(__name__)
+
+
+class Submitted(enum.Enum):
+    """What ``submit`` did."""
+
+    # the job was queued (or, inline, has run: take() has its result)
+    QUEUED = "queued"
+    # a job for this key is already queued or running: nothing new was queued
+    PENDING = "pending"
+    # the group's queue is full: nothing was queued
+    FULL = "full"
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A finished job: its value, or the exception it raised, and the tag it was submitted with."""
+
+    tag: Hashable
+    value: Any = None
+    error: Exception | None = None
+    # monotonic times (the executor's clock) of the submit and of the end of the job
+    submitted_at: float = 0.0
+    finished_at: float = 0.0
+
+
+class Enqueuer(Protocol):
+    def add(self, item: Any) -> None: ...
+
+
+class Executor(Protocol):
+    """What a reconciler needs from an executor (``KeyedExecutor`` or ``InlineExecutor``)."""
+
+    def submit(self, key: Hashable, group: str, tag: Hashable, fn: Callable[[], Any],
+               wake: Any) -> Submitted: ...
+
+    def take(self, key: Hashable) -> Finished | None: ...
+
+    def pending(self, key: Hashable) -> bool: ...
+
+    def discard(self, key: Hashable) -> None: ...
+
+
+class ExecutorSource(Executor, Protocol):
+    """An executor that is also a controller ``Source``: started with the controller's queue (where
+    completions are announced), stopped with it."""
+
+    def start(self, queue: Any) -> None: ...
+
+    def wait_for_sync(self, timeout: float) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
+class ExecutorMetrics:
+    """The executor collectors of one registry (see ``executor_metrics``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.queued = Gauge("escaler_outbound_jobs_queued", "Outbound I/O jobs waiting for a thread",
+                            ["executor"], registry=registry)
+        self.in_flight = Gauge("escaler_outbound_jobs_in_flight", "Outbound I/O jobs running",
+                               ["executor"], registry=registry)
+        self.total = Counter("escaler_outbound_jobs_total",
+                             "Outbound I/O jobs by result (ok, error; full: refused, its group's queue full)",
+                             ["executor", "result"], registry=registry)
+        self.duration = Histogram("escaler_outbound_job_duration_seconds",
+                                  "Time from the start of an outbound I/O job to its end",
+                                  ["executor"], buckets=DURATION_BUCKETS, registry=registry)
+
+
+# one ExecutorMetrics per registry: a second executor on one manager shares the collectors
+_metrics_of: weakref.WeakKeyDictionary[CollectorRegistry, ExecutorMetrics] = weakref.WeakKeyDictionary()
+_metrics_mu = threading.Lock()
+
+
+def executor_metrics(registry: CollectorRegistry) -> ExecutorMetrics:
+    """The executor collectors registered on ``registry`` (made on first use)."""
+    with _metrics_mu:
+        found = _metrics_of.get(registry)
+        if found is None:
+            found = _metrics_of[registry] = ExecutorMetrics(registry)
+        return found
+
+
+@dataclass
+class _Job:
+    group: str
+    tag: Hashable
+    fn: Callable[[], Any]
+    wake: Any
+    submitted_at: float
+    # True once a worker took it off its group's queue
+    running: bool = False
+    # True once discard() was called while it ran: its result is dropped
+    dropped: bool = False
+
+
+@dataclass
+class _Group:
+    # keys waiting, oldest first
+    queue: deque[Hashable] = field(default_factory=deque)
+    # jobs of this group running now (<= per_group)
+    running: int = 0
+    # True while the group's name is in KeyedExecutor._ready (at most once)
+    ready: bool = False
+
+
+class KeyedExecutor:
+    """See the module docstring."""
+
+    def __init__(self, name: str, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
+                 per_group: int = DEFAULT_OUTBOUND_PER_GROUP,
+                 queue_per_group: int = DEFAULT_OUTBOUND_QUEUE_PER_GROUP,
+                 clock: Clock | None = None, metrics: ExecutorMetrics | None = None) -> None:
+        for field_name, value in (("workers", workers), ("per_group", per_group),
+                                  ("queue_per_group", queue_per_group)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"KeyedExecutor.{field_name}: must be an integer >= 1, got {value!r}")
+        if not name:
+            raise ValueError("KeyedExecutor.name: must not be empty")
+        # fixed configuration
+        self.name = name
+        self.workers = workers
+        self.per_group = per_group
+        self.queue_per_group = queue_per_group
+        self._clock: Clock = clock or RealClock()
+        # None = no metrics (standalone use)
+        self._metrics = metrics
+        # guards every field below; notified when a group becomes ready or on stop
+        self._cond = threading.Condition()
+        # key → its queued or running job (one per key)
+        self._jobs: dict[Hashable, _Job] = {}
+        # key → its finished job, until taken, discarded, or replaced by a new submit
+        self._done: dict[Hashable, Finished] = {}
+        # group → its queue and running count; a group with neither is removed
+        self._groups: dict[str, _Group] = {}
+        # groups with a queued job and room to run one, in turn order (each at most once)
+        self._ready: deque[str] = deque()
+        # where completions are announced; None before start() and after stop()
+        self._queue: Enqueuer | None = None
+        # the worker threads while started
+        self._threads: list[threading.Thread] = []
+        # set by stop(): workers exit after their current job
+        self._stopping = False
+        # bumped by every start(): a worker of an earlier start exits instead of serving this one
+        self._generation = 0
+
+    # ------------------------------------------------------------------ Source protocol
+
+    def start(self, queue: Enqueuer) -> None:
+        with self._cond:
+            self._queue = queue
+            if self._threads:
+                return
+            self._stopping = False
+            self._generation += 1
+            self._threads = [threading.Thread(target=self._worker, args=(self._generation,),
+                                              name=f"{self.name}-{i}", daemon=True)
+                             for i in range(self.workers)]
+        for t in self._threads:
+            t.start()
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        return True  # nothing to list
+
+    def stop(self) -> None:
+        """Workers exit after their current job; queued jobs and kept results are dropped."""
+        with self._cond:
+            self._stopping = True
+            self._queue = None
+            self._threads = []
+            self._jobs = {k: j for k, j in self._jobs.items() if j.running}
+            self._done.clear()
+            self._ready.clear()
+            for g in self._groups.values():
+                g.queue.clear()
+                g.ready = False
+            self._cond.notify_all()
+        self._gauges()
+
+    # ------------------------------------------------------------------ Executor
+
+    def submit(self, key: Hashable, group: str, tag: Hashable, fn: Callable[[], Any],
+               wake: Any) -> Submitted:
+        with self._cond:
+            if key in self._jobs:
+                return Submitted.PENDING
+            g = self._groups.setdefault(group, _Group())
+            if len(g.queue) >= self.queue_per_group:
+                full = True
+            else:
+                full = False
+                self._done.pop(key, None)
+                self._jobs[key] = _Job(group, tag, fn, wake, self._clock.monotonic())
+                g.queue.append(key)
+                self._make_ready(group, g)
+        if full:
+            if self._metrics is not None:
+                self._metrics.total.labels(self.name, "full").inc()
+            return Submitted.FULL
+        self._gauges()
+        return Submitted.QUEUED
+
+    def take(self, key: Hashable) -> Finished | None:
+        with self._cond:
+            return self._done.pop(key, None)
+
+    def pending(self, key: Hashable) -> bool:
+        with self._cond:
+            return key in self._jobs
+
+    def discard(self, key: Hashable) -> None:
+        with self._cond:
+            self._done.pop(key, None)
+            job = self._jobs.get(key)
+            if job is None:
+                return
+            if job.running:
+                job.dropped = True
+                return
+            del self._jobs[key]
+            g = self._groups[job.group]
+            g.queue.remove(key)
+            if not g.queue and g.ready:
+                g.ready = False
+                self._ready.remove(job.group)
+            self._tidy(job.group, g)
+        self._gauges()
+
+    # ------------------------------------------------------------------ introspection
+
+    def queued(self) -> int:
+        """Jobs waiting for a thread."""
+        with self._cond:
+            return sum(1 for j in self._jobs.values() if not j.running)
+
+    def in_flight(self) -> int:
+        """Jobs running now."""
+        with self._cond:
+            return sum(1 for j in self._jobs.values() if j.running)
+
+    # ------------------------------------------------------------------ workers
+
+    def _worker(self, generation: int) -> None:
+        while True:
+            with self._cond:
+                while not self._ready and not self._stopping and generation == self._generation:
+                    self._cond.wait()
+                if self._stopping or generation != self._generation:
+                    return
+                key, job = self._next()
+            self._gauges()
+            self._run(key, job)
+
+    def _next(self) -> tuple[Hashable, _Job]:
+        """The next job in turn (lock held, ``_ready`` not empty): its group's oldest."""
+        name = self._ready.popleft()
+        g = self._groups[name]
+        g.ready = False
+        key = g.queue.popleft()
+        g.running += 1
+        self._make_ready(name, g)  # the group's next job takes its turn after the other groups'
+        job = self._jobs[key]
+        job.running = True
+        return key, job
+
+    def _run(self, key: Hashable, job: _Job) -> None:
+        started = self._clock.monotonic()
+        value: Any = None
+        error: Exception | None = None
+        try:
+            value = job.fn()
+        except Exception as err:  # a job's failure is its result, never the worker's end
+            _log.debug("outbound job %r failed: %s", key, err)
+            error = err
+        finished = self._clock.monotonic()
+        if self._metrics is not None:
+            self._metrics.total.labels(self.name, "ok" if error is None else "error").inc()
+            self._metrics.duration.labels(self.name).observe(max(0.0, finished - started))
+        with self._cond:
+            g = self._groups[job.group]
+            g.running -= 1
+            if self._jobs.get(key) is job:
+                del self._jobs[key]
+            keep = not job.dropped and not self._stopping
+            if keep:
+                self._done[key] = Finished(job.tag, value, error, job.submitted_at, finished)
+            self._make_ready(job.group, g)
+            self._tidy(job.group, g)
+            queue = self._queue
+        self._gauges()
+        if keep and queue is not None:
+            queue.add(job.wake)
+
+    # ------------------------------------------------------------------ helpers (lock held)
+
+    def _make_ready(self, name: str, g: _Group) -> None:
+        if g.queue and g.running < self.per_group and not g.ready and not self._stopping:
+            g.ready = True
+            self._ready.append(name)
+            self._cond.notify()
+
+    def _tidy(self, name: str, g: _Group) -> None:
+        if not g.queue and g.running == 0:
+            if g.ready:
+                self._ready.remove(name)
+            del self._groups[name]
+
+    def _gauges(self) -> None:
+        if self._metrics is None:
+            return
+        with self._cond:
+            running = sum(1 for j in self._jobs.values() if j.running)
+            waiting = len(self._jobs) - running
+        self._metrics.queued.labels(self.name).set(waiting)
+        self._metrics.in_flight.labels(self.name).set(running)
+
+
+class InlineExecutor:
+    """Runs each job inside ``submit``; the submitter ``take``s its result at once (see the module
+    docstring). Also a ``Source`` (start/stop do nothing), so it wires like ``KeyedExecutor``."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock or RealClock()
+        # guards _done
+        self._mu = threading.Lock()
+        # key → its finished job, until taken
+        self._done: dict[Hashable, Finished] = {}
+
+    def start(self, queue: Enqueuer) -> None:
+        return None
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        return True
+
+    def stop(self) -> None:
+        return None
+
+    def submit(self, key: Hashable, group: str, tag: Hashable, fn: Callable[[], Any],
+               wake: Any) -> Submitted:
+        at = self._clock.monotonic()
+        value: Any = None
+        error: Exception | None = None
+        try:
+            value = fn()
+        except Exception as err:
+            error = err
+        with self._mu:
+            self._done[key] = Finished(tag, value, error, at, self._clock.monotonic())
+        return Submitted.QUEUED
+
+    def take(self, key: Hashable) -> Finished | None:
+        with self._mu:
+            return self._done.pop(key, None)
+
+    def pending(self, key: Hashable) -> bool:
+        return False
+
+    def discard(self, key: Hashable) -> None:
+        with self._mu:
+            self._done.pop(key, None)

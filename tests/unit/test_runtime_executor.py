@@ -1,0 +1,275 @@
+"""KeyedExecutor: a fixed pool, one job per key, a per-group (namespace) bound with a bounded FIFO,
+round-robin between groups, results kept until taken, completions enqueued, discard, metrics.
+
+Jobs block on ``threading.Event``s the test sets; the test waits for *states* (``wait_until``
+with a deadline), never for time to pass.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fakeapi import wait_until
+from prometheus_client import CollectorRegistry
+
+from escaler.runtime.executor import (
+    DEFAULT_OUTBOUND_PER_GROUP,
+    DEFAULT_OUTBOUND_WORKERS,
+    InlineExecutor,
+    KeyedExecutor,
+    Submitted,
+    executor_metrics,
+)
+
+
+class Queue:
+    """The controller queue's ``add``, recorded."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._mu = threading.Lock()
+
+    def add(self, item: Any) -> None:
+        with self._mu:
+            self.items.append(item)
+
+    def snapshot(self) -> list[Any]:
+        with self._mu:
+            return list(self.items)
+
+
+class Gate:
+    """Jobs that record that they started and block until released (one Event per job)."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self._mu = threading.Lock()
+        self._release: dict[str, threading.Event] = {}
+
+    def job(self, name: str, value: Any = None) -> Callable[[], Any]:
+        ev = self._release.setdefault(name, threading.Event())
+
+        def run() -> Any:
+            with self._mu:
+                self.started.append(name)
+            assert ev.wait(10.0), f"job {name} was never released"
+            return value if value is not None else name
+
+        return run
+
+    def release(self, name: str) -> None:
+        self._release[name].set()
+
+    def release_all(self) -> None:
+        for ev in self._release.values():
+            ev.set()
+
+    def running(self) -> list[str]:
+        with self._mu:
+            return list(self.started)
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    g = Gate()
+    yield g
+    g.release_all()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def _executor(registry: CollectorRegistry, **kw: Any) -> tuple[KeyedExecutor, Queue]:
+    ex = KeyedExecutor("test", metrics=executor_metrics(registry), **kw)
+    q = Queue()
+    ex.start(q)
+    return ex, q
+
+
+def test_defaults() -> None:
+    ex = KeyedExecutor("x")
+    assert (ex.workers, ex.per_group) == (DEFAULT_OUTBOUND_WORKERS, DEFAULT_OUTBOUND_PER_GROUP) == (16, 4)
+
+
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"workers": 0}, "workers"), ({"per_group": 0}, "per_group"),
+    ({"queue_per_group": -1}, "queue_per_group"), ({"workers": True}, "workers"),
+    ({"per_group": 1.5}, "per_group"),
+], ids=["workers-0", "per-group-0", "queue-negative", "workers-bool", "per-group-float"])
+def test_bad_configuration_is_refused_naming_the_field(kw: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValueError, match=f"KeyedExecutor.{field}: must be an integer >= 1"):
+        KeyedExecutor("x", **kw)
+
+
+def test_per_namespace_bound_the_fifth_waits_and_another_namespace_still_runs(
+        gate: Gate, registry: CollectorRegistry) -> None:
+    ex, _q = _executor(registry, workers=8, per_group=4)
+    try:
+        for i in range(5):
+            assert ex.submit(("m", "ns1", f"s{i}"), "ns1", "t", gate.job(f"ns1-{i}"), f"ns1/s{i}") == \
+                Submitted.QUEUED
+        wait_until(lambda: len(gate.running()) == 4, what="4 ns1 jobs running")
+        assert ex.submit(("m", "ns2", "s"), "ns2", "t", gate.job("ns2"), "ns2/s") == Submitted.QUEUED
+        wait_until(lambda: "ns2" in gate.running(), what="ns2's job runs although ns1 has 5 slow jobs")
+        assert sorted(gate.running()) == ["ns1-0", "ns1-1", "ns1-2", "ns1-3", "ns2"], \
+            "the 5th ns1 job waits for one of its namespace's jobs to finish"
+        assert (ex.in_flight(), ex.queued()) == (5, 1)
+        text = _exposition(registry)
+        assert 'escaler_outbound_jobs_in_flight{executor="test"} 5.0' in text
+        assert 'escaler_outbound_jobs_queued{executor="test"} 1.0' in text
+        gate.release("ns1-0")
+        wait_until(lambda: "ns1-4" in gate.running(), what="the 5th ns1 job runs once one finished")
+        fin = ex.take(("m", "ns1", "s0"))
+        assert fin is not None and fin.value == "ns1-0" and fin.tag == "t" and fin.error is None
+    finally:
+        gate.release_all()
+        ex.stop()
+
+
+def test_one_job_per_key_and_completion_wakes(gate: Gate, registry: CollectorRegistry) -> None:
+    ex, q = _executor(registry, workers=2)
+    try:
+        key = ("m", "ns", "a")
+        assert ex.submit(key, "ns", 1, gate.job("a"), "wake-a") == Submitted.QUEUED
+        assert ex.submit(key, "ns", 2, gate.job("a2"), "wake-a") == Submitted.PENDING
+        assert ex.pending(key)
+        wait_until(lambda: gate.running() == ["a"], what="a runs")
+        assert ex.take(key) is None, "nothing to take while running"
+        gate.release("a")
+        wait_until(lambda: q.snapshot() == ["wake-a"], what="the completion enqueued the wake item")
+        assert not ex.pending(key)
+        fin = ex.take(key)
+        assert fin is not None and (fin.tag, fin.value) == (1, "a")
+        assert ex.take(key) is None, "a result is taken once"
+        assert gate.running() == ["a"], "the PENDING submit queued nothing"
+        assert 'escaler_outbound_jobs_total{executor="test",result="ok"} 1.0' in _exposition(registry)
+    finally:
+        ex.stop()
+
+
+def test_a_failing_job_is_a_result_not_a_dead_worker(registry: CollectorRegistry) -> None:
+    ex, q = _executor(registry, workers=1)
+    try:
+        def boom() -> None:
+            raise OSError("connection reset")
+
+        ex.submit("k1", "ns", "t", boom, "w1")
+        ex.submit("k2", "ns", "t", lambda: 42, "w2")
+        wait_until(lambda: len(q.snapshot()) == 2, what="both jobs finished on the one worker")
+        f1, f2 = ex.take("k1"), ex.take("k2")
+        assert f1 is not None and isinstance(f1.error, OSError) and f1.value is None
+        assert f2 is not None and f2.value == 42
+        assert 'escaler_outbound_jobs_total{executor="test",result="error"} 1.0' in _exposition(registry)
+    finally:
+        ex.stop()
+
+
+def test_a_full_namespace_queue_refuses(gate: Gate, registry: CollectorRegistry) -> None:
+    ex, _q = _executor(registry, workers=1, per_group=1, queue_per_group=2)
+    try:
+        ex.submit("a", "ns", "t", gate.job("a"), "a")
+        wait_until(lambda: gate.running() == ["a"], what="a runs")
+        assert ex.submit("b", "ns", "t", gate.job("b"), "b") == Submitted.QUEUED
+        assert ex.submit("c", "ns", "t", gate.job("c"), "c") == Submitted.QUEUED
+        assert ex.submit("d", "ns", "t", gate.job("d"), "d") == Submitted.FULL
+        assert not ex.pending("d")
+        assert ex.submit("e", "other", "t", gate.job("e"), "e") == Submitted.QUEUED, "a bound per namespace"
+        assert 'escaler_outbound_jobs_total{executor="test",result="full"} 1.0' in _exposition(registry)
+    finally:
+        gate.release_all()
+        ex.stop()
+
+
+def test_namespaces_take_turns(gate: Gate, registry: CollectorRegistry) -> None:
+    """One thread, a namespace with a long queue, another with one job: the other's job runs second,
+    not after the whole queue."""
+    ex, _q = _executor(registry, workers=1, per_group=4)
+    try:
+        ex.submit("busy-0", "busy", "t", gate.job("busy-0"), "w")
+        wait_until(lambda: gate.running() == ["busy-0"], what="busy-0 runs")
+        for i in range(1, 4):
+            ex.submit(f"busy-{i}", "busy", "t", gate.job(f"busy-{i}"), "w")
+        ex.submit("quiet", "quiet", "t", gate.job("quiet"), "w")
+        gate.release("busy-0")
+        wait_until(lambda: len(gate.running()) == 2, what="the next job runs")
+        gate.release("busy-1")
+        wait_until(lambda: len(gate.running()) == 3, what="the next job runs")
+        assert gate.running()[:3] == ["busy-0", "busy-1", "quiet"]
+    finally:
+        gate.release_all()
+        ex.stop()
+
+
+def test_discard_drops_queued_running_and_finished(gate: Gate, registry: CollectorRegistry) -> None:
+    ex, q = _executor(registry, workers=1, per_group=1)
+    try:
+        ex.submit("running", "ns", "t", gate.job("running"), "w-running")
+        wait_until(lambda: gate.running() == ["running"], what="running runs")
+        ex.submit("queued", "ns", "t", gate.job("queued"), "w-queued")
+        ex.discard("queued")
+        assert not ex.pending("queued")
+        ex.discard("running")
+        gate.release("running")
+        ex.submit("after", "ns", "t", lambda: "done", "w-after")
+        wait_until(lambda: q.snapshot() == ["w-after"], what="the job after runs")
+        assert ex.take("running") is None, "a discarded running job's result is dropped, nobody woken"
+        assert gate.running() == ["running"], "the discarded queued job never ran"
+        ex.discard("after")
+        assert ex.take("after") is None
+        assert (ex.in_flight(), ex.queued()) == (0, 0)
+    finally:
+        ex.stop()
+
+
+def test_a_new_submit_replaces_an_untaken_result(registry: CollectorRegistry) -> None:
+    ex, q = _executor(registry, workers=1)
+    try:
+        ex.submit("k", "ns", "old", lambda: 1, "w")
+        wait_until(lambda: len(q.snapshot()) == 1, what="first job done")
+        ex.submit("k", "ns", "new", lambda: 2, "w")
+        wait_until(lambda: len(q.snapshot()) == 2, what="second job done")
+        fin = ex.take("k")
+        assert fin is not None and (fin.tag, fin.value) == ("new", 2)
+    finally:
+        ex.stop()
+
+
+def test_jobs_wait_for_start_and_stop_drops_the_rest(gate: Gate, registry: CollectorRegistry) -> None:
+    ex = KeyedExecutor("test", workers=1, metrics=executor_metrics(registry))
+    ex.submit("a", "ns", "t", gate.job("a"), "a")
+    ex.submit("b", "ns", "t", gate.job("b"), "b")
+    assert gate.running() == [] and ex.queued() == 2, "nothing runs before start()"
+    q = Queue()
+    ex.start(q)
+    wait_until(lambda: gate.running() == ["a"], what="a runs after start")
+    ex.stop()
+    gate.release("a")
+    wait_until(lambda: ex.in_flight() == 0, what="a finished")
+    assert q.snapshot() == [] and ex.take("a") is None, "after stop nothing is kept or announced"
+    assert gate.running() == ["a"] and ex.queued() == 0
+
+
+def test_inline_executor_runs_at_submit() -> None:
+    ex = InlineExecutor()
+    assert ex.submit("k", "ns", "t", lambda: 7, "w") == Submitted.QUEUED
+    assert not ex.pending("k")
+    fin = ex.take("k")
+    assert fin is not None and fin.value == 7
+    ex.submit("k", "ns", "t", lambda: 1 / 0, "w")
+    fin = ex.take("k")
+    assert fin is not None and isinstance(fin.error, ZeroDivisionError)
+
+
+def test_metrics_are_shared_per_registry(registry: CollectorRegistry) -> None:
+    assert executor_metrics(registry) is executor_metrics(registry)
+
+
+def _exposition(registry: CollectorRegistry) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry).decode()
