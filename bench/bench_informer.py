@@ -10,14 +10,17 @@ conditions, container statuses) and serves them from a tiny HTTP server on
 when asked — and ``?watch=true`` (a stream held open with no events). Each implementation runs
 in its own subprocess, so ``peak RSS`` (``ru_maxrss``) is that implementation's alone:
 
-* ``escaler SharedInformer (HTTP, json.loads)``: our informer over a minimal ``requests``
-  ListerWatcher (defined here; pages of 500) decoding with ``json.loads``; the reflector freezes
-  each page. One counting handler.
-* ``escaler SharedInformer (HTTP, loads_frozen)``: the same, decoding with
-  ``escaler.informers.loads_frozen`` (JSON straight to frozen objects, so freezing is free).
+* ``escaler SharedInformer, production path``: our informer over the manager's own client path,
+  ``escaler.kube.RestClient`` (the kubernetes ``ApiClient``'s urllib3 pool) and
+  ``escaler.kube.ResourceListerWatcher`` (pages of 500, ``json.loads``); the reflector freezes
+  each page. One counting handler. This is what a manager runs.
+* ``escaler SharedInformer, requests + loads_frozen (not production)``: a minimal ``requests``
+  ListerWatcher defined here, decoding with ``escaler.informers.loads_frozen`` (JSON straight to
+  frozen objects, so freezing is free). The manager does not use this path; the row shows what
+  decoding straight into frozen objects would save.
 * ``kubernetes.informer.SharedInformer (HTTP)``: the official client's informer (kubernetes 35+)
-  on ``CoreV1Api.list_pod_for_all_namespaces`` — one unpaginated list, deserialised into
-  ``V1Pod`` models, one counting ``ADDED`` handler.
+  on ``CoreV1Api.list_pod_for_all_namespaces`` — one **unpaginated** list (it cannot page),
+  deserialised into ``V1Pod`` models, one counting ``ADDED`` handler.
 * ``escaler SharedInformer (in-process fake)``: our informer fed by ``tests/unit/fakeapi.py``
   with no HTTP or JSON at all (the fake deep-copies every listed object, as decoding would). Its
   peak RSS includes the fake's own copy of the objects, and its ``RSS growth`` excludes the
@@ -53,11 +56,14 @@ TITLE = "Informer list+sync of 10,000 Pod-like objects (~2.3 KB each)"
 NOTES = """
 Each row runs in its own subprocess against the same objects served by a local HTTP server
 (`kubernetes.informer` exists in the installed client, so it is compared directly). `sync s` is
-start to the handler having every object; `RSS growth` is peak RSS minus RSS just before start. The
-official informer lists without pagination and deserialises every item into `V1Pod` models; ours
-pages (limit 500) and keeps the JSON as frozen dicts (`loads_frozen` decodes straight into them).
-The in-process row has no HTTP/JSON at all; its peak RSS includes the fake API's own copy of the
-objects and its RSS growth excludes the strings it shares with that copy (containers only).
+start to the handler having every object; `RSS growth` is peak RSS minus RSS just before start.
+The first row is the manager's production path (`RestClient` + `ResourceListerWatcher`: the
+kubernetes `ApiClient`'s urllib3 pool, `json.loads`, pages of 500, frozen by the reflector). The
+`loads_frozen` row is NOT what production uses (a minimal `requests` ListerWatcher decoding
+straight into frozen objects): it shows what that decoder would save. The official informer lists
+without pagination (one response holding every object) and deserialises every item into `V1Pod`
+models. The in-process row has no HTTP/JSON at all; its peak RSS includes the fake API's own copy
+of the objects and its RSS growth excludes the strings it shares with that copy (containers only).
 """
 
 
@@ -251,6 +257,33 @@ def _http_lister_watcher(base: str, decode_frozen: bool) -> Any:
     return HttpListerWatcher()
 
 
+def _production_lister_watcher(base: str) -> Any:
+    """The manager's path: RestClient over the kubernetes ApiClient, ResourceListerWatcher."""
+    from kubernetes import client
+
+    from escaler.kube.discovery import ResourceMapping
+    from escaler.kube.dynamic import ResourceListerWatcher
+    from escaler.kube.rest import RestClient
+
+    configuration = client.Configuration()
+    configuration.host = base
+    inner = ResourceListerWatcher(RestClient(client.ApiClient(configuration)),
+                                  ResourceMapping("", "v1", "pods", "Pod", True))
+
+    class Counting:
+        def __init__(self) -> None:
+            self.lists = 0
+
+        def list(self, **kwargs: Any) -> Any:
+            self.lists += 1
+            return inner.list(**kwargs)
+
+        def watch(self, **kwargs: Any) -> Any:
+            return inner.watch(**kwargs)
+
+    return Counting()
+
+
 def _child_escaler(base: str, n: int, in_process: bool, decode_frozen: bool) -> dict[str, Any]:
     from escaler.informers import FuncHandler, SharedInformer
 
@@ -259,8 +292,10 @@ def _child_escaler(base: str, n: int, in_process: bool, decode_frozen: bool) -> 
         from fakeapi import FakeAPI  # type: ignore[import-not-found]
 
         lw: Any = FakeAPI(make_pod(i) for i in range(n))  # a generator: no second copy lingers
-    else:
+    elif decode_frozen:
         lw = _http_lister_watcher(base, decode_frozen)
+    else:
+        lw = _production_lister_watcher(base)
     counter = _Counter(n)
     informer = SharedInformer(lw, name="pods")
     informer.add_event_handler(FuncHandler(add=counter.hit))
@@ -315,9 +350,9 @@ def _child(impl: str, base: str, n: int) -> None:
 # ---- driver -------------------------------------------------------------------------------------
 
 IMPLEMENTATIONS = [
-    ("escaler", "escaler SharedInformer (HTTP, json.loads)"),
-    ("escaler-frozen", "escaler SharedInformer (HTTP, loads_frozen)"),
-    ("official", "kubernetes.informer.SharedInformer (HTTP)"),
+    ("escaler", "escaler SharedInformer, production path (RestClient, ResourceListerWatcher, json.loads)"),
+    ("escaler-frozen", "escaler SharedInformer, requests + loads_frozen (not the production path)"),
+    ("official", "kubernetes.informer.SharedInformer (HTTP, one unpaginated list)"),
     ("fake", "escaler SharedInformer (in-process fake)"),
 ]
 

@@ -15,8 +15,9 @@ client certs for admin (system:masters), controller-manager, scheduler; a front-
 the aggregation layer, so APIService-registered servers work); a service-account signing key;
 etcd on loopback with ``--unsafe-no-fsync``; kube-apiserver with RBAC authorization and an audit
 log of every write (JSON lines, ``audit.log`` in the work directory); kube-controller-manager
-with the deployment, replicaset, HPA (sync period 2 s), garbage-collector, namespace and
-service-account controllers, each using its own service-account credentials; kube-scheduler;
+with the deployment, replicaset, HPA (sync period 2 s; ``quick_hpa=False``: KCM's defaults),
+garbage-collector, namespace and service-account controllers, each using its own
+service-account credentials; kube-scheduler;
 kwok managing ``--nodes`` fake nodes so Deployment/StatefulSet pods become Running and Ready.
 
 Realistic pods (kwok's Stage configuration, ``ESCALER_STAGES`` below, loaded after kwok's own
@@ -333,6 +334,9 @@ class LocalCluster:
     etcd_port: int = 0
     apiserver_port: int = 0
     startup_seconds: float = 0.0
+    # the HPA controller's settings: the tests' quick ones (sync every 2 s, 10 s scale-down window);
+    # False runs kube-controller-manager's defaults (15 s sync, 5 workers, 5 min) -- benchmarks
+    quick_hpa: bool = True
 
     @property
     def kubeconfig(self) -> Path:
@@ -450,8 +454,8 @@ class LocalCluster:
             "serviceaccount-controller,serviceaccount-token-controller,statefulset-controller",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={p / 'sa.key'}", f"--root-ca-file={p / 'ca.crt'}",
-            "--horizontal-pod-autoscaler-sync-period=2s",
-            "--horizontal-pod-autoscaler-downscale-stabilization=10s",
+            *(["--horizontal-pod-autoscaler-sync-period=2s",
+               "--horizontal-pod-autoscaler-downscale-stabilization=10s"] if self.quick_hpa else []),
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             "--v=1"])
 

@@ -11,7 +11,9 @@
 
 Scripting: ``set_pod_usage`` / ``set_custom`` / ``set_external`` / ``PrometheusServer.set``
 change answers at once; ``fail(...)`` scripts an error answer. Pods are found through the real
-API server (``pod_lister``), so pod metrics follow a Deployment's real pods.
+API server (``pod_lister``), so pod metrics follow a Deployment's real pods. Benchmarks of a fleet
+set ``PrometheusServer.value_fn`` / ``MetricsAPIServer.external_fn`` (answers computed per query),
+``record=False`` (count requests, keep none) and ``keep_alive=True`` (HTTP/1.1).
 
 Standard library only; ``python hack/fake_metrics.py --help`` runs both for the demo.
 """
@@ -88,6 +90,14 @@ class MetricsAPIServer:
     failures: dict[str, _Failure] = field(default_factory=dict)
     # request paths seen, for assertions
     requests: list[str] = field(default_factory=list)
+    # (namespace, metric) -> value for external metrics not in ``external`` (benchmarks: a fleet of
+    # series computed on the fly); None = not found
+    external_fn: Callable[[str, str], float | None] | None = None
+    # False: do not keep ``requests`` (a long benchmark), only count them in ``request_count``
+    record: bool = True
+    request_count: int = 0
+    # HTTP/1.1 with keep-alive (the API server's aggregator reuses connections)
+    keep_alive: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: _Server | None = None
 
@@ -118,7 +128,9 @@ class MetricsAPIServer:
 
     def answer(self, path: str, query: dict[str, str]) -> tuple[int, Any]:
         with self._lock:
-            self.requests.append(path)
+            self.request_count += 1
+            if self.record:
+                self.requests.append(path)
         m = re.match(r"^/apis/([^/]+)/([^/]+)(/.*)?$", path)
         if path in ("/apis", "/api"):
             return 404, _status(404, "not served here")
@@ -157,6 +169,9 @@ class MetricsAPIServer:
                 ns, metric = em.groups()
                 with self._lock:
                     values = self.external.get((ns, metric))
+                if values is None and self.external_fn is not None:
+                    v = self.external_fn(ns, metric)
+                    values = None if v is None else [v]
                 if values is None:
                     return 404, _status(404, f"external metric {metric} not found in {ns}")
                 return 200, {"kind": "ExternalMetricValueList", "apiVersion": f"{group}/{version}",
@@ -219,6 +234,8 @@ class MetricsAPIServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if owner.keep_alive else "HTTP/1.0"
+
             def do_GET(self) -> None:
                 u = urllib.parse.urlsplit(self.path)
                 q = dict(urllib.parse.parse_qsl(u.query))
@@ -280,6 +297,14 @@ class PrometheusServer:
     required_token: str | None = None
     # queries seen
     queries: list[str] = field(default_factory=list)
+    # query -> value for queries not in ``answers`` (benchmarks: a fleet of series computed on the
+    # fly, e.g. with noise); None = empty result
+    value_fn: Callable[[str], float | None] | None = None
+    # False: do not keep ``queries`` (a long benchmark), only count them in ``query_count``
+    record: bool = True
+    query_count: int = 0
+    # HTTP/1.1 with keep-alive (a client that reuses its connection)
+    keep_alive: bool = False
     # a serving pair: set, it serves HTTPS (a bearer token is only ever sent over https)
     cert_file: Path | None = None
     key_file: Path | None = None
@@ -304,8 +329,12 @@ class PrometheusServer:
 
     def answer(self, query: str) -> tuple[int, Any]:
         with self._lock:
-            self.queries.append(query)
+            self.query_count += 1
+            if self.record:
+                self.queries.append(query)
             failure, value, delay = self.failure, self.answers.get(query), self.delay
+        if value is None and self.value_fn is not None:
+            value = self.value_fn(query)
         if delay:
             time.sleep(delay)
         if failure:
@@ -323,6 +352,8 @@ class PrometheusServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if owner.keep_alive else "HTTP/1.0"
+
             def _query(self, params: dict[str, str]) -> None:
                 if urllib.parse.urlsplit(self.path).path != "/api/v1/query":
                     _send(self, 404, {"status": "error", "error": "not found"})

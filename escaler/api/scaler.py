@@ -60,7 +60,10 @@ class MetricStatus(KubeModel):
         "Prometheus (LLMScaler).",
     )
     value: float | None = Field(
-        default=None, description="The aggregated value read this sync; absent when the read failed."
+        default=None,
+        description="The aggregated value, as of the last status write: rewritten when it moves beyond "
+        "the algorithm's tolerance or with a decision (the live value is the manager's "
+        "escaler_scaler_metric_value metric); absent when the read failed.",
     )
     target: float | None = Field(default=None, description="The target the value is compared with.")
     target_type: str | None = Field(

@@ -5,7 +5,13 @@ conditions) and its recent Events (``events.k8s.io/v1``, ``fieldSelector regardi
 and prints:
 
 1. **Inputs** — every metric's value, target and the replicas it alone recommends (or its error),
-   or the State/Signal decision read;
+   or the State/Signal decision read. The values are the status's, *as of* the last status write
+   (the newest ``metadata.managedFields`` entry for the ``status`` subresource, the API server's own
+   time of that write): the controller rewrites a value only when it moves beyond the algorithm's
+   tolerance (``escaler.reconcilers.elasticscaler.drift``; or at the opt-in
+   ``--status-refresh-seconds``), so explain says so and names the live series on the manager's
+   ``/metrics``
+   (``escaler_scaler_metric_value{namespace,name}``, see ``escaler.reconcilers.scalermetrics``);
 2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends before any cap);
 3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
 4. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), applied
@@ -54,7 +60,7 @@ from escaler.scaling.conditions import (
 from escaler.scaling.conditions import health as rule
 from escaler.scaling.guards import GUARD_REASONS as _GUARDS
 
-__all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run"]
+__all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run", "status_time"]
 
 SCALER_REF = ("elasticscaler.io/v1alpha1", "ElasticScaler")
 # AbleToScale reasons shown under "Guard": the guards (holding, or InsufficientCapacity reported) and
@@ -129,6 +135,23 @@ def _trigger(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec.get("trigger") or {}
 
 
+def status_time(obj: Mapping[str, Any]) -> str | None:
+    """When the status was last written: the newest ``managedFields`` time of the status subresource."""
+    meta = obj.get("metadata") or {}
+    times = [str(e.get("time")) for e in meta.get("managedFields") or ()
+             if isinstance(e, Mapping) and e.get("subresource") == "status" and e.get("time")]
+    return max(times) if times else None
+
+
+def _inputs_head(obj: Mapping[str, Any]) -> list[str]:
+    """The as-of line of the metric values, and where the live ones are."""
+    meta = obj.get("metadata") or {}
+    when = status_time(obj)
+    series = f'escaler_scaler_metric_value{{namespace="{meta.get("namespace")}",name="{meta.get("name")}"}}'
+    return [f"   values as of {when or 'the last status write'} (a value is rewritten when it moves beyond "
+            f"the algorithm's tolerance); live: {series} on the manager's /metrics"]
+
+
 def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
     """The explanation of one scaler (see the module docstring)."""
     meta = obj.get("metadata") or {}
@@ -163,6 +186,8 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     if not metrics:
         add("   (no metric read: " + ("the decision comes from the trigger's source)"
                                       if trig.get("type") != "MetricsTrigger" else "none recorded yet)"))
+    if metrics:
+        lines.extend(_inputs_head(obj))
     for m in metrics:
         head = f"   - {m.get('type', '')} {m.get('name')}: "
         if m.get("error"):

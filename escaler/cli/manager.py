@@ -144,6 +144,14 @@ class ManagerFlags:
     outbound_workers: int = DEFAULT_OUTBOUND_WORKERS
     # --outbound-per-namespace: of those, at most this many busy with one namespace's endpoints at once
     outbound_per_namespace: int = DEFAULT_OUTBOUND_PER_GROUP
+    # --total-shards: scalers split across this many replicas by hash (1 = no sharding)
+    total_shards: int = 1
+    # --shard-index: preferred shard (with --leader-elect) or the only one (without); None = from
+    # the pod name's ordinal
+    shard_index: int | None = None
+    # --status-refresh-seconds: status drift (values inside the significance) is written at most
+    # this often per scaler; 0 = never on its own (escaler.reconcilers.elasticscaler.drift)
+    status_refresh_seconds: float = 0.0
 
     def manager_options(self) -> ManagerOptions:
         return ManagerOptions(
@@ -156,6 +164,8 @@ class ManagerFlags:
             health_probe_bind_address=self.health_probe_bind_address,
             metrics_secure=self.metrics_secure,
             max_concurrent_reconciles=self.max_concurrent_reconciles,
+            total_shards=self.total_shards,
+            shard_index=self.shard_index,
         )
 
 
@@ -182,6 +192,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"name of the Lease (default: {DEFAULT_LEADER_ELECTION_ID})")
     p.add_argument("--leader-election-namespace", metavar="NS", default="",
                    help="namespace of the Lease (default: '' = the pod's own namespace)")
+    p.add_argument("--total-shards", metavar="K", type=positive_int, default=1,
+                   help="split the scalers across K replicas by a stable hash of namespace/name; with "
+                        "--leader-elect each shard has its own Lease <leader-election-id>-shard-<i> "
+                        "and a dead replica's shard moves to a standby (default: 1 = no sharding)")
+    p.add_argument("--shard-index", metavar="I", type=int, default=None,
+                   help="this replica's shard in [0, K): the one it prefers with --leader-elect (default: "
+                        "the ordinal of $POD_NAME or the hostname <name>-<n>, mod K), the only one it "
+                        "runs without (then required)")
     p.add_argument("--metrics-bind-address", metavar="ADDR", type=bind_address,
                    default=DEFAULT_METRICS_BIND_ADDRESS,
                    help=f"serve /metrics here; 0 disables (default: {DEFAULT_METRICS_BIND_ADDRESS})")
@@ -196,6 +214,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=duration_seconds(DEFAULT_METRICS_TRIGGER_POLL_INTERVAL),
                    help="how often every MetricsTrigger scaler is re-evaluated, spread over the interval; "
                         f"0 disables polling (default: {DEFAULT_METRICS_TRIGGER_POLL_INTERVAL})")
+    p.add_argument("--status-refresh-seconds", metavar="DURATION", type=duration_seconds, default=0.0,
+                   help="rewrite a scaler's status for drift alone (metric values that moved less than "
+                        "the algorithm's tolerance) at most this often; 0 never does: the status changes "
+                        "only with a decision, a condition, a count or a significant value, and live "
+                        "values are on /metrics (default: 0)")
     p.add_argument("--max-concurrent-reconciles", metavar="N", type=positive_int,
                    default=DEFAULT_MAX_CONCURRENT_RECONCILES,
                    help=f"workers per controller (default: {DEFAULT_MAX_CONCURRENT_RECONCILES})")
@@ -317,6 +340,9 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         metrics_secure=args.metrics_secure,
         outbound_workers=args.outbound_workers,
         outbound_per_namespace=args.outbound_per_namespace,
+        total_shards=args.total_shards,
+        shard_index=args.shard_index,
+        status_refresh_seconds=args.status_refresh_seconds,
     )
 
 
@@ -338,6 +364,7 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
         max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
         scaler_metrics=scaler_metrics, outbound=outbound_executor(
             mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
+        status_refresh_seconds=flags.status_refresh_seconds,
     )
 
 
@@ -388,6 +415,8 @@ _OPTION_FLAGS = {
     "health_probe_bind_address": "--health-probe-bind-address",
     "metrics_secure": "--metrics-secure",
     "max_concurrent_reconciles": "--max-concurrent-reconciles",
+    "total_shards": "--total-shards",
+    "shard_index": "--shard-index",
 }
 _OPTION_RE = re.compile(r"ManagerOptions\.(\w+)")
 

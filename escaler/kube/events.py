@@ -30,6 +30,12 @@ Contract:
   not sent, not retried, and not kept: the occurrence is dropped and counted in ``fenced``, and
   logged once per recorder. So a backlog built up while the process was frozen is discarded on
   thaw instead of being flushed into a cluster another leader now owns.
+* **The caller's context travels with the write.** ``event()`` captures the caller's
+  ``contextvars`` context (``copy_context``), and the writer thread performs that Event's writes
+  inside it (``Context.run``; a series write uses the context of its latest occurrence). So a
+  write guard that reads a context variable — the sharded manager's, which fences each write by
+  the shard of the reconcile that made it (``escaler.runtime.sharding``) — sees the reconcile's
+  value, not the writer thread's empty one.
 * ``flush(timeout)`` waits (real time) until every write that is due now has finished; ``stop()`` writes
   pending series counts, lets the writer finish, and joins it.
 * Fields written: ``eventTime`` (MicroTime: RFC 3339, 6 fraction digits, ``Z``), ``reportingController``
@@ -44,12 +50,13 @@ exactly as ``EventRecorder`` does.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import logging
 import threading
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -222,6 +229,8 @@ class _Series:
     last_observed_mono: float
     # clock.monotonic() when the latest write for it was started; the next one waits a heartbeat
     last_write_mono: float
+    # the caller's context at the latest occurrence; the writes run inside it (see the docstring)
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
     # True once the create succeeded; series patches are only sent after it
     created: bool = False
 
@@ -356,6 +365,7 @@ class EventRecorder:
                 s.count += 1
                 s.last_observed = now
                 s.last_observed_mono = now_mono
+                s.context = contextvars.copy_context()
                 self._series.move_to_end(key)
                 self._dirty.add(key)
                 self._cond.notify_all()
@@ -454,7 +464,7 @@ class EventRecorder:
                 if job is None:
                     return
             try:
-                self._perform(job)
+                job.series.context.run(self._perform, job)
             except Exception:  # the writer must survive anything; callers never see it
                 log.exception("event recorder %s: unexpected error writing %s", self._component,
                               job.series.name)

@@ -10,6 +10,9 @@ Contract:
   ``status.selector`` or ``spec.selector``) and written with a JSON merge patch that carries
   ``metadata.resourceVersion``; the API server checks a resourceVersion present in a patch exactly
   as it does for an update, so the optimistic-concurrency guarantee is the same.
+* A reader that already holds the object (an informer cache) needs no ``get_scale`` for a custom
+  resource: ``escaler.kube.scalepaths`` computes the same Scale from the object at the paths its
+  CRD declares; the write still goes through ``update_scale`` with the object's resourceVersion.
 * An empty ``resource_version`` makes the write unconditional (last writer wins). Use it only when
   the caller has no read to be stale against.
 * Limitation of the fallback: an object without ``spec.replicas`` reads as 1 replica, the default

@@ -25,6 +25,9 @@ Contract:
   clock, metrics and write fence), adds it to the manager as a leader-election runnable and
   returns it. Controller names must be unique per manager (they label metrics); the default is
   the lower-cased ``for_`` kind. Every refusal is a ``ValueError`` naming the method and rule.
+* Sharded managers (``mgr.shards`` set, ``--total-shards`` > 1): the controller gets the shard
+  gate instead of the single fence, lists its primary objects from the ``for_`` cache, and is
+  registered to enqueue a shard's objects when this replica gains that shard.
 """
 
 from __future__ import annotations
@@ -186,7 +189,10 @@ class ControllerBuilder:
                 namespace = mgr.options.namespace if watch.namespace is None else watch.namespace
             key = ResourceKey(mapping.group, mapping.version, mapping.resource, namespace=namespace,
                               label_selector=watch.label_selector)
-            resolved.append(Kind(mgr.informers.informer_for(key), handler,
+            informer = mgr.informers.informer_for(key)
+            if watch is self._for:
+                primary = informer
+            resolved.append(Kind(informer, handler,
                                  [*self._global_predicates, *watch.predicates],
                                  description=f"{watch.role} {mapping.api_version} {mapping.kind} [{key}]"))
         mgr.reserve_controller_name(name)
@@ -206,9 +212,19 @@ class ControllerBuilder:
             metrics=mgr.metrics.controller(name),
             can_write=mgr.can_write,
             cache_sync_timeout=mgr.options.cache_sync_timeout,
+            shards=mgr.shards,
         )
+        if mgr.shards is not None:
+            controller.set_primary_lister(lambda: [_request_of_key(k) for k in primary.store.list_keys()])
+            mgr.shards.on_gained(controller.enqueue_shard)
         for source in [*resolved, *self._raw_sources]:
             controller.watch(source)
         mgr.add(controller, needs_leader_election=True)
         self._completed = True
         return controller
+
+
+def _request_of_key(key: str) -> Request:
+    """The ``Request`` of a cache key (``namespace/name``, or ``name`` when cluster-scoped)."""
+    ns, _, name = key.rpartition("/")
+    return Request(ns, name)

@@ -25,6 +25,13 @@ Contract (controller-runtime's ``internal/controller``):
   gate), a worker checks it before every reconcile; once it is closed (lease lost or lapsed), no
   new reconcile starts and the workers exit. A write refused on the wire by the fence mid-reconcile
   raises ``FencedWrite``, an expected error (no panic is counted).
+* **Shards.** If ``shards`` is given (the manager's ``ShardedFence``, ``--total-shards`` > 1), the
+  gate is per request instead: a request whose shard (``shards.shard_of``) this replica does not
+  lead is forgotten and dropped when a worker pops it (the queue's ``done`` follows), and a
+  led one is reconciled inside ``writing_for(shard)``, so every write it makes — and every Event it
+  records — is fenced by that shard's lease (``escaler.runtime.sharding``). Workers never exit
+  for a lost shard: the other shards go on. ``enqueue_shard(i)`` enqueues every primary object of
+  shard ``i`` (listed by ``set_primary_lister``'s function) — what a gained shard needs.
 * **Shutdown.** When ``stop`` is set the queue is shut down: no worker starts a new reconcile
   (items still queued are handed back with ``done`` unprocessed), in-flight reconciles run to
   completion, and ``start`` returns once every worker has exited. With ``shutdown_timeout``
@@ -42,6 +49,7 @@ import contextvars
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,6 +64,7 @@ from escaler.runtime.metrics import (
     ControllerMetrics,
     MetricsRegistry,
 )
+from escaler.runtime.sharding import ShardGate, writing_for
 from escaler.runtime.types import ReconcileError, Reconciler, Request, Result, TerminalError
 from escaler.workqueue.queue import ShutDown
 from escaler.workqueue.ratelimiting import RateLimitingQueue
@@ -168,6 +177,7 @@ class Controller:
         can_write: WriteGate | None = None,
         shutdown_timeout: float | None = DEFAULT_SHUTDOWN_TIMEOUT,
         cache_sync_timeout: float = DEFAULT_CACHE_SYNC_TIMEOUT,
+        shards: ShardGate | None = None,
     ) -> None:
         if not name:
             raise ValueError("Controller.name: must not be empty")
@@ -190,6 +200,10 @@ class Controller:
         self._log = log or _log
         # None = always allowed to write; else reconciles start only while it is set
         self._can_write = can_write
+        # None = not sharded; else a request runs only while its shard is led (replaces can_write)
+        self._shards = shards
+        # lists the primary objects' requests (from the cache) for enqueue_shard; None = unknown
+        self._primary_lister: Callable[[], Iterable[Request]] | None = None
         # per-controller metrics; a private registry when none is given (standalone use)
         self.metrics = metrics or MetricsRegistry().controller(name)
         self.metrics.set_max_concurrent_reconciles(max_concurrent_reconciles)
@@ -222,6 +236,22 @@ class Controller:
     def enqueue(self, request: Request) -> None:
         """Ask for ``request`` to be reconciled (collapses with a pending one)."""
         self.queue.add(request)
+
+    def set_primary_lister(self, lister: Callable[[], Iterable[Request]]) -> None:
+        """The requests of every primary object (the builder's ``for_`` cache), for ``enqueue_shard``."""
+        self._primary_lister = lister
+
+    def enqueue_shard(self, shard: int) -> int:
+        """Enqueue every primary object of ``shard`` (a shard was just gained); returns how many."""
+        if self._shards is None or self._primary_lister is None:
+            return 0
+        gate = self._shards
+        requests = [r for r in self._primary_lister() if gate.shard_of(r.namespace, r.name) == shard]
+        for r in requests:
+            self.queue.add(r)
+        self._log.info("controller %s: shard %d gained, %d object(s) enqueued", self.name, shard,
+                       len(requests), extra={"controller": self.name})
+        return len(requests)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -315,13 +345,20 @@ class Controller:
         try:
             if stop.is_set():
                 return False
-            if self._can_write is not None and not self._can_write.is_set():
+            shard: int | None = None
+            if self._shards is not None:
+                shard = self._shards.shard_of(req.namespace, req.name)
+                if not self._shards.leads(shard):
+                    self.queue.forget(req)  # another replica's (or nobody's yet): not ours to run
+                    return True
+            elif self._can_write is not None and not self._can_write.is_set():
                 self._log.info("controller %s: no longer allowed to write; worker exiting", self.name,
                                extra={"controller": self.name})
                 return False
             self.metrics.worker_busy(+1)
             try:
-                self._reconcile_handler(req)
+                with writing_for(shard):
+                    self._reconcile_handler(req)
             finally:
                 self.metrics.worker_busy(-1)
             return True

@@ -42,6 +42,12 @@ The contract, and the reasoning it rests on:
   ``lease_duration > renew_deadline``, ``renew_deadline > JITTER_FACTOR * retry_period``, and a
   non-empty identity; violations raise ``ValueError`` naming the field and the rule.
 
+* **Standby** (``config.standby``, used by sharding for a shard this replica does not prefer): the
+  candidate claims the Lease only once the record it observed (or the Lease's absence) has stayed
+  unchanged for a full ``lease_duration`` by its own clock — a released (``holderIdentity: ""``)
+  or missing Lease is not taken at once, so the replica that prefers the shard wins it whenever
+  it is alive. Renewing a Lease it already holds is unaffected.
+
 Callbacks run on the elector's thread and must return promptly. Unlike client-go,
 ``on_stopped_leading`` runs only if this candidate actually led.
 """
@@ -79,6 +85,9 @@ JITTER_FACTOR = 1.2
 # What a release writes as leaseDurationSeconds (client-go's release()).
 RELEASED_LEASE_DURATION_SECONDS = 1
 
+# What a standby observes while the Lease does not exist (an impossible real record).
+_ABSENT = LeaderElectionRecord(holder_identity="", lease_duration_seconds=-1)
+
 _log = logging.getLogger(__name__)
 
 
@@ -99,6 +108,9 @@ class LeaderElectionConfig:
     retry_period: float = DEFAULT_RETRY_PERIOD
     # release the lease when stopped while leading, so a standby takes over at once
     release_on_cancel: bool = True
+    # a standby claims a free, released or missing Lease only after observing it unchanged for
+    # lease_duration (sharding: a shard this replica does not prefer); see the module docstring
+    standby: bool = False
 
     def __post_init__(self) -> None:
         for field_name in ("lease_duration", "renew_deadline", "retry_period"):
@@ -270,10 +282,30 @@ class LeaderElector:
         """
         with self._mu:
             rec = self._observed_record
-            if rec is None or not rec.holder_identity or rec.holder_identity == self.config.identity:
+            if rec is None or rec.holder_identity == self.config.identity:
                 return math.inf
-            left = self._observed_time + rec.lease_duration_seconds - self._clock.monotonic()
+            if self.config.standby:
+                left = self._observed_time + self._standby_wait(rec) - self._clock.monotonic()
+            elif not rec.holder_identity:
+                return math.inf
+            else:
+                left = self._observed_time + rec.lease_duration_seconds - self._clock.monotonic()
         return max(0.0, left)
+
+    def _standby_wait(self, rec: LeaderElectionRecord) -> float:
+        return max(float(rec.lease_duration_seconds), self.config.lease_duration)
+
+    def _standby_patient(self, now: float) -> bool:
+        """A standby must keep waiting: the observed record (or absence) is younger than its wait."""
+        if not self.config.standby:
+            return False
+        with self._mu:
+            rec = self._observed_record
+            if rec is None:
+                return True
+            if rec.holder_identity == self.config.identity:
+                return False
+            return self._observed_time + self._standby_wait(rec) > now
 
     def _renew(self, stop: threading.Event) -> None:
         """Return on stop (still leader) or on loss (after logging it)."""
@@ -379,6 +411,13 @@ class LeaderElector:
                 raise
             current = None
         if current is None:
+            if self.config.standby:
+                with self._mu:
+                    absent = self._observed_record == _ABSENT
+                if not absent:
+                    self._set_observed(_ABSENT)  # the absence is observed now; wait from here
+                if self._standby_patient(self._clock.monotonic()):
+                    return _Attempt.HELD
             budget = self._budget(deadline)
             sent = self._clock.monotonic()
             self._lock.create(record, timeout=budget)
@@ -391,6 +430,8 @@ class LeaderElector:
             self._set_observed(current)
         if (current.holder_identity and current.holder_identity != cfg.identity
                 and self._lease_valid(self._clock.monotonic())):
+            return _Attempt.HELD
+        if self._standby_patient(self._clock.monotonic()):
             return _Attempt.HELD
 
         # 4. Free, expired, or ours: write our claim.

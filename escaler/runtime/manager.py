@@ -43,6 +43,16 @@ still be answering). All of it is bounded by
 wait for a thread to exit is a wait on that clock, never a wall-time ``Thread.join``); ``start()``
 returns 0 (1 if a leader runnable outlived it).
 
+**Sharding** (``total_shards`` > 1, ``escaler.runtime.sharding``): ``can_write`` is a
+``ShardedFence`` (also ``shards``), one fence per shard, checked against the shard of the write in
+progress. The leader runnables start once the caches synced — they gate each request by its
+shard. With leader election, one ``ShardCandidate`` per shard competes for the Lease
+``<leader_election_id>-shard-<i>``: an ordinary candidate for the preferred shard
+(``shard_index``, else the ordinal of the pod name ``$POD_NAME``/hostname ``<name>-<n>``, else
+none), a standby for the others. A lost shard closes its fence and is run for again; the process
+does not exit. Without leader election the split is static: exactly ``shard_index`` is led.
+Shutdown releases every shard Lease held (after the controllers stopped, as for one lease).
+
 **Losing the lease**: ``can_write`` is closed *first* (it latches; it had usually lapsed by
 itself already) — controllers check it before every reconcile, and every write is checked on the
 wire — then every leader runnable is told to
@@ -70,6 +80,7 @@ and ``lw_factory`` (and ``lease_client`` for leader election) and no API connect
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -107,6 +118,7 @@ from escaler.runtime.leaderelection import (
 from escaler.runtime.leaselock import KubeLeaseClient, LeaseClient, LeaseLock
 from escaler.runtime.metrics import EXPOSITION_CONTENT_TYPE, MetricsRegistry
 from escaler.runtime.server import HTTPServer, Response, RouteHandler, parse_bind_address
+from escaler.runtime.sharding import ShardCandidate, ShardedFence, ordinal_shard, shard_lease_name
 
 __all__ = [
     "DEFAULT_CACHE_SYNC_TIMEOUT",
@@ -201,6 +213,11 @@ class ManagerOptions:
     event_component: str = DEFAULT_EVENT_COMPONENT
     # time source for everything the manager builds; None = RealClock
     clock: Clock | None = None
+    # shards the scalers are split into across replicas (1 = no sharding; see the docstring)
+    total_shards: int = 1
+    # this replica's preferred shard (with leader election) or its only shard (without);
+    # None = derived from the pod name's ordinal (leader election only)
+    shard_index: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("metrics_bind_address", "health_probe_bind_address"):
@@ -221,6 +238,15 @@ class ManagerOptions:
                 raise ValueError(f"ManagerOptions.{name}: must be a finite number {rule}, got {value!r}")
         if self.api_pool_size is not None and self.api_pool_size < 1:
             raise ValueError(f"ManagerOptions.api_pool_size: must be >= 1, got {self.api_pool_size}")
+        if not isinstance(self.total_shards, int) or self.total_shards < 1:
+            raise ValueError(
+                f"ManagerOptions.total_shards: must be an integer >= 1, got {self.total_shards!r}")
+        if self.shard_index is not None and not 0 <= self.shard_index < self.total_shards:
+            raise ValueError(f"ManagerOptions.shard_index: must be in [0, total_shards={self.total_shards}), "
+                             f"got {self.shard_index}")
+        if self.total_shards > 1 and not self.leader_election and self.shard_index is None:
+            raise ValueError("ManagerOptions.shard_index: required with total_shards > 1 and no leader "
+                             "election (static sharding: this replica leads exactly that shard)")
         if self.leader_election and not self.leader_election_id:
             raise ValueError("ManagerOptions.leader_election_id: required when leader_election is on")
         # Lease timings are validated (client-go's rules) whether or not election is on, so a bad
@@ -295,8 +321,13 @@ class Manager:
                 )
             if lease_client is None and mapper is not None and rest is None:
                 raise ValueError("Manager: leader election on injected fakes needs a lease_client")
-        # the write fence (see the module docstring); every write of ``rest`` passes its guard
-        self.can_write = WriteFence(self.clock, leased=opts.leader_election)
+        # the write fence (see the module docstring); every write of ``rest`` passes its guard.
+        # Sharded: one fence per shard (``shards`` is the same object; None when not sharded)
+        self.shards: ShardedFence | None = (
+            ShardedFence(self.clock, opts.total_shards, leased=opts.leader_election)
+            if opts.total_shards > 1 else None)
+        self.can_write: WriteFence | ShardedFence = (
+            self.shards if self.shards is not None else WriteFence(self.clock, leased=opts.leader_election))
         if mapper is None or lw_factory is None:
             rest = rest or self._connect(opts)
             real_mapper = RESTMapper(rest, clock=self.clock)
@@ -352,8 +383,10 @@ class Manager:
         self._failure: str | None = None
         # the lease client; injected, else built on the REST client at start when needed
         self._lease_client = lease_client
-        # the elector and its stop; None unless leader election runs
+        # the elector and its stop; None unless leader election runs (sharded: the current
+        # term's elector of each shard, in _shard_electors, guarded by _mu)
         self._elector: LeaderElector | None = None
+        self._shard_electors: dict[int, LeaderElector] = {}
         self._elector_stop = threading.Event()
         # the elector's thread while it runs (empty before and after); guarded by _exits
         self._elector_running: set[threading.Thread] = set()
@@ -419,8 +452,19 @@ class Manager:
         return self._probe_server.port if self._probe_server is not None else None
 
     def is_leader(self) -> bool:
-        """True while this replica may write (elected, or leader election off, and started)."""
+        """True while this replica may write (elected, or leader election off, and started);
+        sharded: while it leads at least one shard."""
+        if self.shards is not None:
+            return self.shards.any_led()
         return self.can_write.allowed()
+
+    def preferred_shard(self) -> int | None:
+        """The shard this replica prefers (sharded managers): ``shard_index``, else the ordinal of
+        ``$POD_NAME`` or the hostname (``<name>-<n>``), else None (a standby for every shard)."""
+        opts = self.options
+        if opts.shard_index is not None:
+            return opts.shard_index
+        return ordinal_shard(os.environ.get("POD_NAME") or socket.gethostname(), opts.total_shards)
 
     def lease_lost(self) -> bool:
         return self._lost
@@ -532,7 +576,9 @@ class Manager:
         # 4. runnables that do not need leader election
         self._start_group(self._others)
         # 5./6. leader election, then leader runnables
-        if self.options.leader_election:
+        if self.shards is not None:
+            self._start_sharded(self.shards)
+        elif self.options.leader_election:
             self._start_leader_election()
         else:
             self._on_started_leading()
@@ -549,6 +595,7 @@ class Manager:
         if lease_client is None:
             assert self.rest is not None  # checked in __init__
             lease_client = KubeLeaseClient(self._client or self.rest, timeout=opts.renew_deadline / 2)
+        assert isinstance(self.can_write, WriteFence)  # not sharded
         elector = LeaderElector(
             config, LeaseLock(lease_client, config.namespace, config.name), clock=self.clock,
             fence=self.can_write,
@@ -558,6 +605,47 @@ class Manager:
         )
         self._elector = elector
         self._spawn("leader-election", lambda: elector.run(self._elector_stop), self._elector_running)
+
+    def _start_sharded(self, shards: ShardedFence) -> None:
+        """Leader runnables at once (they gate by shard), then the shards: elected or static."""
+        opts = self.options
+        self._start_group(self._leaders)
+        if not opts.leader_election:
+            assert opts.shard_index is not None  # validated
+            shards.gained(opts.shard_index, shards.new_term(opts.shard_index))
+            return
+        preferred = self.preferred_shard()
+        _log.info("sharded: %d shards, preferring %s", opts.total_shards,
+                  "none" if preferred is None else f"shard {preferred}")
+        lease_client = self._lease_client
+        if lease_client is None:
+            assert self.rest is not None  # checked in __init__
+            lease_client = KubeLeaseClient(self._client or self.rest, timeout=opts.renew_deadline / 2)
+        lease_of = functools.partial(shard_lease_name, opts.leader_election_id)
+        shards.on_gained(lambda i: self.metrics.set_leader(lease_of(i), True))
+        shards.on_lost(lambda i: self.metrics.set_leader(lease_of(i), False))
+        for i in range(opts.total_shards):
+            name = shard_lease_name(opts.leader_election_id, i)
+            self.metrics.set_leader(name, False)
+            config = LeaderElectionConfig(
+                name=name, namespace=self._le_namespace, identity=self.identity,
+                lease_duration=opts.lease_duration, renew_deadline=opts.renew_deadline,
+                retry_period=opts.retry_period, release_on_cancel=opts.leader_election_release_on_cancel,
+                standby=i != preferred,
+            )
+            candidate = ShardCandidate(i, config, lease_client, shards, self.clock,
+                                       on_term=functools.partial(self._note_shard_elector, i))
+            self._spawn(f"leader-election-shard-{i}", functools.partial(candidate.run, self._elector_stop),
+                        self._elector_running)
+
+    def _note_shard_elector(self, shard: int, elector: LeaderElector) -> None:
+        with self._mu:
+            self._shard_electors[shard] = elector
+
+    def _electors(self) -> list[LeaderElector]:
+        with self._mu:
+            sharded = list(self._shard_electors.values())
+        return sharded + ([self._elector] if self._elector is not None else [])
 
     def _on_started_leading(self) -> None:
         if self.options.leader_election:
@@ -659,11 +747,13 @@ class Manager:
         self._bounded("flushing events", lambda: self._stop_recorder(left()), left())
         # 2. the lease: release it only when no leader runnable can still write
         self.can_write.close("shutting down")
-        if self._elector is not None:
+        electors = self._electors()
+        if electors:
             if not leaders_done and not lost:
                 _log.error("leader runnables still running after %gs: not releasing the lease "
                            "(it expires by itself)", budget)
-                self._elector.disable_release()
+                for elector in electors:
+                    elector.disable_release()
             self._elector_stop.set()
             if self._await_exit(self._elector_running, left()):
                 _log.warning("leader election still running after %gs", budget)

@@ -82,6 +82,9 @@ companion-HPA mirror, holds before any decision, an object that does not parse):
   with that condition replaced (transition time kept unless the status flips, observedGeneration,
   capped message, order, dropped types removed);
 * ``remove_condition(conditions, type)``, ``ordered(conditions)`` (order + dropped types);
+* ``plan(outcome)`` → ``Plan``: the (status, reason, message) per type ``conditions_for`` would
+  write, the types it removes, and its events — without the previous conditions: a reconciler
+  compares plans to skip rebuilding a status nothing changed in;
 * ``changed_types(previous, current)`` → the types whose (status, reason) changed or are new: what
   an event is emitted for, so a steady state emits nothing;
 * ``ConditionValue.from_wire(mapping)`` / ``.to_wire()`` convert the JSON (camelCase) form.
@@ -185,6 +188,7 @@ __all__ = [
     "ConditionValue",
     "EventValue",
     "Health",
+    "Plan",
     "SyncOutcome",
     "TargetError",
     "Validation",
@@ -193,6 +197,7 @@ __all__ = [
     "health",
     "limited_by_algorithm_rate",
     "ordered",
+    "plan",
     "remove_condition",
     "set_condition",
 ]
@@ -551,14 +556,20 @@ def _events_for(d: Decision, target_error: TargetError | None) -> list[EventValu
     return events
 
 
-def conditions_for(
-    outcome: SyncOutcome,
-    generation: int,
-    now_iso: str,
-    previous: Sequence[ConditionValue],
-) -> tuple[list[ConditionValue], list[EventValue]]:
-    """The scaler's conditions after this sync, and the events to record; see the module docstring."""
-    _check_generation(generation)
+@dataclass(frozen=True)
+class Plan:
+    """What one sync's outcome makes of the conditions, before they meet the previous ones: the
+    (status, reason, message) per type to write, the types to remove, and the events. Equal plans on
+    equal previous conditions give equal conditions (a reconciler may skip rebuilding on that)."""
+
+    writes: tuple[tuple[str, str, str, str], ...]
+    removes: frozenset[str]
+    events: tuple[EventValue, ...]
+
+
+def plan(outcome: SyncOutcome) -> Plan:
+    """The conditions ``conditions_for`` would write for ``outcome`` and the events it returns,
+    without the previous conditions (no transition times, no ordering); see ``Plan``."""
     writes: dict[str, _Spec] = {}
     removes: set[str] = set()
     events: list[EventValue] = []
@@ -595,16 +606,27 @@ def conditions_for(
 
     if outcome.decision_available and SCALING_ACTIVE in writes:
         writes[DECISION_AVAILABLE] = writes[SCALING_ACTIVE]
+    return Plan(tuple((t, *spec) for t, spec in writes.items()), frozenset(removes), tuple(events))
 
-    conditions = [c for c in previous if c.type not in removes]
-    for ctype, (status, reason, message) in writes.items():
+
+def conditions_for(
+    outcome: SyncOutcome,
+    generation: int,
+    now_iso: str,
+    previous: Sequence[ConditionValue],
+) -> tuple[list[ConditionValue], list[EventValue]]:
+    """The scaler's conditions after this sync, and the events to record; see the module docstring."""
+    _check_generation(generation)
+    p = plan(outcome)
+    conditions = [c for c in previous if c.type not in p.removes]
+    for ctype, status, reason, message in p.writes:
         conditions = _set(conditions, ctype, status, reason, message, generation, now_iso)
-    if DECISION_AVAILABLE in writes:
+    if any(w[0] == DECISION_AVAILABLE for w in p.writes):
         # an exact mirror, lastTransitionTime included
         active = next(c for c in conditions if c.type == SCALING_ACTIVE)
         conditions = [replace(active, type=DECISION_AVAILABLE) if c.type == DECISION_AVAILABLE else c
                       for c in conditions]
-    return ordered(conditions), events
+    return ordered(conditions), list(p.events)
 
 
 # ---------------------------------------------------------------- one condition at a time

@@ -12,7 +12,10 @@ capped at 1 KiB) and never raises for data problems. Each module's docstring sta
   ``resource_sample``, ``resource_replicas``), custom.metrics.k8s.io, external.metrics.k8s.io;
 * ``fetch`` / ``netpolicy`` / ``prometheus`` — bounded GETs to user endpoints (one total deadline,
   the SSRF address policy, no echo of answers); ExternalServer instant queries;
-* ``bearer`` — bearer tokens from Secrets that opt in (``elasticscaler.io/bearer-token: "true"``);
+* ``connpool`` — idle keep-alive connections of ``fetch``, reused only for the checked address;
+* ``dedupe`` — ``SharedQueries``: identical queries in flight or within one poll tick made once;
+* ``bearer`` — bearer tokens from Secrets that opt in (``elasticscaler.io/bearer-token: "true"``),
+  read from a label-selected Secret cache per namespace;
 * ``collector`` — ``MetricsCollector`` (one sample per MetricSpec) and ``to_metric_value``;
 * ``signal_pull`` — SignalTrigger's pull endpoint → ``SignalReading``.
 

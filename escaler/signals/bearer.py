@@ -4,9 +4,16 @@ A scaler names a Secret in its own namespace, and the manager — which may read
 sends its value to the scaler's endpoint. Without a rule, anyone who can create a scaler but not
 read Secrets could have the manager send any Secret of the namespace to a server they own.
 
-Contract of ``secret_key_reader(dynamic)(namespace, name, key)``:
+Contract of ``secret_key_reader(dynamic, informers=None)(namespace, name, key)``:
 
-* reads the Secret at every call (a rotated token is used at the next query);
+* reads the Secret at every call (a rotated token is used at the next query): with ``informers``
+  (the manager's ``DynamicInformers``) from a **label-selected cache** of the namespace's Secrets
+  — only Secrets labelled ``elasticscaler.io/bearer-token=true`` are ever listed, watched or
+  held in memory — started on the first query of a namespace and kept while the manager runs
+  (one informer per namespace that uses bearer tokens). A token read from that cache costs no
+  API request. A cache that has not listed yet, or that does not hold the Secret (it is absent,
+  or not labelled), falls back to one GET, so a lagging cache never reads as a missing Secret and
+  the error says which of the two it is; without ``informers`` every call is a GET;
 * refuses, without returning any value, a Secret that does not carry the label
   ``elasticscaler.io/bearer-token: "true"`` (``BEARER_TOKEN_LABEL``): putting the label on is
   the Secret owner's consent to its use as a bearer token by any scaler of the namespace;
@@ -15,41 +22,108 @@ Contract of ``secret_key_reader(dynamic)(namespace, name, key)``:
   Secret, the key and the rule, never the value.
 
 That the token then travels only over ``https://`` is ``escaler.signals.fetch``'s rule (and the
-collector's, before it reads the Secret). RBAC: ``get`` on Secrets, granted by one Role per
-namespace that uses bearer tokens — never cluster-wide (``manifests/rbac/manager.yaml``).
+collector's, before it reads the Secret). RBAC: ``get``, ``list`` and ``watch`` on Secrets (the
+list and watch are label-selected by the manager), granted by one Role per namespace that uses
+bearer tokens — never cluster-wide (``manifests/rbac/manager.yaml``).
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from escaler.informers.factory import ResourceKey
 from escaler.kube.dynamic import DynamicClient
 
-__all__ = ["BEARER_TOKEN_LABEL", "BEARER_TOKEN_LABEL_VALUE", "secret_key_reader"]
+__all__ = ["BEARER_TOKEN_LABEL", "BEARER_TOKEN_LABEL_VALUE", "BEARER_TOKEN_SELECTOR", "secret_key_reader",
+           "secrets_key"]
 
 BEARER_TOKEN_LABEL = "elasticscaler.io/bearer-token"
 BEARER_TOKEN_LABEL_VALUE = "true"
+# the label selector of the bearer-token Secret caches
+BEARER_TOKEN_SELECTOR = f"{BEARER_TOKEN_LABEL}={BEARER_TOKEN_LABEL_VALUE}"
 
 
-def secret_key_reader(dynamic: DynamicClient) -> Callable[[str, str, str], str]:
+class _Registration(Protocol):
+    @property
+    def informer(self) -> Any: ...
+
+
+class Informers(Protocol):
+    """What the reader needs of ``escaler.informers.dynamic.DynamicInformers``."""
+
+    def register(self, key: ResourceKey, handler: Any) -> Any: ...
+
+
+class _NoEvents:
+    """The cache's handler: a token is read when a query needs it, so events wake nobody."""
+
+    def on_add(self, obj: Any, is_in_initial_list: bool) -> None:
+        pass
+
+    def on_update(self, old: Any, new: Any) -> None:
+        pass
+
+    def on_delete(self, obj: Any) -> None:
+        pass
+
+
+def secrets_key(namespace: str) -> ResourceKey:
+    """The informer key of ``namespace``'s opted-in Secrets."""
+    return ResourceKey("", "v1", "secrets", namespace=namespace, label_selector=BEARER_TOKEN_SELECTOR)
+
+
+class _Caches:
+    """One label-selected Secret informer per namespace, registered on first use."""
+
+    def __init__(self, informers: Informers) -> None:
+        # the manager's DynamicInformers; fixed
+        self._informers = informers
+        # guards _regs
+        self._mu = threading.Lock()
+        # namespace → the registration holding its informer (kept while the manager runs)
+        self._regs: dict[str, _Registration] = {}
+
+    def cached(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        with self._mu:
+            reg = self._regs.get(namespace)
+            if reg is None:
+                # registering starts the informer's thread; it never waits for the list
+                reg = self._regs[namespace] = self._informers.register(secrets_key(namespace), _NoEvents())
+        if not reg.informer.has_synced():  # the store has listed (no handler needs to catch up)
+            return None
+        found = reg.informer.store.get_by_key(f"{namespace}/{name}")
+        return found if isinstance(found, Mapping) else None
+
+
+def _value(secret: Mapping[str, Any], namespace: str, name: str, key: str) -> str:
+    labels = (secret.get("metadata") or {}).get("labels") or {}
+    if labels.get(BEARER_TOKEN_LABEL) != BEARER_TOKEN_LABEL_VALUE:
+        raise PermissionError(
+            f"Secret {namespace}/{name} is not labelled {BEARER_TOKEN_LABEL}: "
+            f"\"{BEARER_TOKEN_LABEL_VALUE}\"; only Secrets that opt in are used as bearer tokens "
+            f"(kubectl label secret -n {namespace} {name} "
+            f"{BEARER_TOKEN_LABEL}={BEARER_TOKEN_LABEL_VALUE})")
+    data = secret.get("data") or {}
+    if key not in data:
+        raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
+    try:
+        return base64.b64decode(str(data[key]), validate=True).decode("utf-8").strip()
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text") from err
+
+
+def secret_key_reader(dynamic: DynamicClient, *,
+                      informers: Informers | None = None) -> Callable[[str, str, str], str]:
     """Reads one key of an opted-in Secret (see the module docstring)."""
+    caches = _Caches(informers) if informers is not None else None
 
     def read(namespace: str, name: str, key: str) -> str:
-        secret = dynamic.get(("v1", "Secret"), name, namespace=namespace)
-        labels = (secret.get("metadata") or {}).get("labels") or {}
-        if labels.get(BEARER_TOKEN_LABEL) != BEARER_TOKEN_LABEL_VALUE:
-            raise PermissionError(
-                f"Secret {namespace}/{name} is not labelled {BEARER_TOKEN_LABEL}: "
-                f"\"{BEARER_TOKEN_LABEL_VALUE}\"; only Secrets that opt in are used as bearer tokens "
-                f"(kubectl label secret -n {namespace} {name} "
-                f"{BEARER_TOKEN_LABEL}={BEARER_TOKEN_LABEL_VALUE})")
-        data = secret.get("data") or {}
-        if key not in data:
-            raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
-        try:
-            return base64.b64decode(str(data[key]), validate=True).decode("utf-8").strip()
-        except (ValueError, UnicodeDecodeError) as err:
-            raise ValueError(f"Secret {namespace}/{name} key {key!r} is not base64 UTF-8 text") from err
+        secret = caches.cached(namespace, name) if caches is not None else None
+        if secret is None:
+            secret = dynamic.get(("v1", "Secret"), name, namespace=namespace)
+        return _value(secret, namespace, name, key)
 
     return read

@@ -41,12 +41,17 @@ Contract:
   ``escaler.signals.bearer``, which reads only Secrets labelled
   ``elasticscaler.io/bearer-token: "true"``) at every query, and only for an ``https://``
   endpoint: with ``http://`` the metric is an error naming the field and the Secret is not read.
+* ``shared`` (``escaler.signals.dedupe.SharedQueries``; the manager passes one, None = off): an
+  ExternalServer query identical to one in flight or answered within the window — same endpoint,
+  query, ``timeoutSeconds`` and bearer token (by SHA-256; no token is a different key from any
+  token) — takes that answer instead of sending its own request.
 
 Thread-safe.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -64,8 +69,9 @@ from escaler.kube.rest import RestClient
 from escaler.kube.scale import selector_string
 from escaler.scaling.algorithm import MetricValue
 from escaler.signals.custom import CustomCollector
+from escaler.signals.dedupe import SharedQueries
 from escaler.signals.external import ExternalCollector, per_target_type
-from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, HostAllowed, HttpClient
+from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, HostAllowed, HttpClient, redact_url
 from escaler.signals.prometheus import query_prometheus
 from escaler.signals.resource import PodLister, PodUsage, ResourceCollector
 from escaler.signals.sample import PodTarget, Sample
@@ -166,6 +172,7 @@ class MetricsCollector:
         prometheus_bearer_token: str | None = None,
         secret_reader: SecretReader | None = None,
         budget_seconds: float = DEFAULT_COLLECT_BUDGET_SECONDS,
+        shared: SharedQueries[Sample] | None = None,
     ) -> None:
         if budget_seconds <= 0:
             raise ValueError(f"MetricsCollector: budget_seconds must be > 0, got {budget_seconds}")
@@ -185,6 +192,8 @@ class MetricsCollector:
         self._secret_reader = secret_reader
         # seconds one collect() may spend
         self._budget = budget_seconds
+        # identical ExternalServer queries in flight or just answered: one request; None = off
+        self._shared = shared
 
     def collect(self, namespace: str, metrics: Sequence[MetricSpec], target: PodTarget,
                 current_replicas: int, now: float | None = None) -> list[tuple[MetricSpec, Sample]]:
@@ -226,11 +235,28 @@ class MetricsCollector:
             token = self._token(namespace, s.query, s.endpoint, s.bearer_token_secret_ref)
             if isinstance(token, Sample):
                 return token
-            total = query_prometheus(self._http, s.endpoint, s.query,
-                                     min(float(s.timeout_seconds), MAX_TIMEOUT_SECONDS, time_left),
-                                     bearer_token=token, allowed=self._allowed, clock=self._clock)
+            total = self._query(s.endpoint, s.query, float(s.timeout_seconds), token, time_left)
             return per_target_type(total, str(s.target.type), current_replicas, f"query {s.query!r}")
         return Sample.fail(f"metric of type {t}: its {_field_of(spec)} configuration is missing")
+
+    def _query(self, endpoint: str, query: str, timeout_seconds: float, token: str | None,
+               time_left: float) -> Sample:
+        """One Prometheus query, shared with identical ones when ``shared`` is set."""
+        timeout = min(timeout_seconds, MAX_TIMEOUT_SECONDS, time_left)
+
+        def ask() -> Sample:
+            return query_prometheus(self._http, endpoint, query, timeout, bearer_token=token,
+                                    allowed=self._allowed, clock=self._clock)
+
+        if self._shared is None:
+            return ask()
+        digest = hashlib.sha256(token.encode()).hexdigest() if token is not None else None
+
+        def late() -> Sample:
+            return Sample.fail(f"query {query!r}: no answer from {redact_url(endpoint)} within {timeout:g}s "
+                               "(an identical query in flight did not finish)")
+
+        return self._shared.run((endpoint, query, timeout_seconds, digest), ask, timeout, late)
 
     def _token(self, namespace: str, query: str, endpoint: str,
                ref: SecretKeyRef | None) -> str | Sample | None:

@@ -24,14 +24,26 @@ Contract of ``fetch(client, url, timeout=...)``:
   is a valid header value (no CR/LF: a token cannot inject headers).
 * The request is built here, from the URL alone: no cookies (nothing is ever stored), no proxy
   (``HTTP(S)_PROXY``/``NO_PROXY`` and ``.netrc`` are not read; a proxy would also defeat the
-  address policy), ``Connection: close`` (one connection per request, to the checked address).
+  address policy).
+* **Keep-alive** (``HttpClient(keep_alive=True)``, the default): after a complete exchange — the
+  body read to its end, no ``Connection: close``, no error or timeout, no byte left over — the
+  connection is kept idle in the client's ``escaler.signals.connpool.ConnectionPool`` and the next
+  request to the same (scheme, host, port) takes it only if the host still resolves to, and the
+  policy still allows, the very address it is connected to: every request resolves and checks as
+  before, only the TCP connect and the TLS handshake are saved. A reused connection gets the new
+  request's deadline on every socket operation like a new one. Any failure drops the connection;
+  a reused connection that the server closed before answering (the keep-alive race) is retried
+  once on a new connection within the same deadline (a GET is idempotent). Idle connections are
+  bounded per host and in all, and closed after ``idle_seconds``. ``keep_alive=False`` sends
+  ``Connection: close`` (one connection per request).
 * It returns ``Response(status, body)`` for every HTTP answer, and raises ``FetchError`` for
   everything else: refused URL, host or address, timeout, connection or TLS failure, malformed or
   oversized response. A ``FetchError`` message names the endpoint (without user-info) and the
   cause; it never carries the token or bytes of the response.
 
 ``HttpClient`` holds what is fixed per manager (the address policy, the resolver, the TLS
-context); it keeps no per-request state and is shared by every thread.
+context) and the pool of idle connections; it keeps no per-request state and is shared by every
+thread.
 """
 
 from __future__ import annotations
@@ -51,6 +63,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from escaler.clock import Clock, RealClock
 from escaler.scaling.endpoints import check_endpoint_url
+from escaler.signals.connpool import ConnectionPool, ConnKey
 from escaler.signals.netpolicy import AddressPolicy, IPAddress
 
 __all__ = [
@@ -122,7 +135,8 @@ class HttpClient:
     """What every outbound GET shares: the address policy, the resolver, the TLS context."""
 
     def __init__(self, policy: AddressPolicy | None = None, *, resolver: Resolver | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, keep_alive: bool = True,
+                 pool: ConnectionPool | None = None) -> None:
         # the SSRF rule; the default refuses loopback, link-local, metadata ...
         self.policy = policy if policy is not None else AddressPolicy()
         # host name -> addresses; the system's by default
@@ -134,6 +148,14 @@ class HttpClient:
         self._dns: ThreadPoolExecutor | None = None
         # guards _dns creation
         self._mu = threading.Lock()
+        # False: "Connection: close", one connection per request (the pool stays empty)
+        self.keep_alive = keep_alive
+        # idle keep-alive connections, by (scheme, host, port, checked address)
+        self.pool = pool if pool is not None else ConnectionPool()
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        self.pool.close_all()
 
     def resolve(self, host: str, port: int, left: float) -> list[IPAddress]:
         """The addresses of ``host``, within ``left`` seconds; ``FetchError`` when there are none."""
@@ -187,12 +209,20 @@ class _Exchange:
             raise _Timeout()
         return left
 
-    def connect(self, client: HttpClient, host: str, port: int, where: str) -> socket.socket:
+    def now(self) -> float:
+        return self._clock.monotonic()
+
+    def checked(self, client: HttpClient, host: str, port: int) -> list[IPAddress]:
+        """The addresses of ``host``, every one allowed by the policy (else ``FetchError``)."""
         addresses = client.resolve(host, port, self.left())
         for address in addresses:
             reason = client.policy.refusal(address)
             if reason is not None:
                 raise FetchError(f"endpoint host {host!r} is refused: {reason}")
+        return addresses
+
+    def connect(self, addresses: Sequence[IPAddress], port: int,
+                where: str) -> tuple[socket.socket, IPAddress]:
         last: OSError | None = None
         for address in addresses:
             family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
@@ -200,7 +230,7 @@ class _Exchange:
             try:
                 sock.settimeout(self.left())
                 sock.connect((str(address), port))
-                return sock
+                return sock, address
             except TimeoutError:
                 sock.close()
                 raise _Timeout() from None
@@ -212,8 +242,8 @@ class _Exchange:
                 raise
         raise FetchError(f"{where}: cannot connect: {_os_error(last or OSError('no address'))}")
 
-    def reader(self, sock: socket.socket) -> io.BufferedReader:
-        return io.BufferedReader(_DeadlineRaw(sock, self), _CHUNK_BYTES)
+    def reader(self, sock: socket.socket) -> _Reader:
+        return _Reader(_DeadlineRaw(sock, self))
 
     def send(self, sock: socket.socket, data: bytes) -> None:
         view = memoryview(data)
@@ -231,13 +261,45 @@ class _DeadlineRaw(io.RawIOBase):
         self._sock = sock
         # gives each receive its timeout
         self._exchange = exchange
+        # True once the answer is complete: a receive then only looks, without waiting
+        self.probe = False
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+    def readinto(self, buffer: memoryview | bytearray) -> int | None:  # type: ignore[override]
+        if self.probe:
+            self._sock.settimeout(0.0)
+            try:
+                return self._sock.recv_into(buffer)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return None  # nothing there: the raw-stream answer for "would block"
         self._sock.settimeout(self._exchange.left())
         return self._sock.recv_into(buffer)
+
+
+class _Reader(io.BufferedReader):
+    """The response reader; when ``http.client`` closes it (the answer is complete) it records
+    whether the server sent anything beyond the answer (``leftover``: the connection is not reused)."""
+
+    def __init__(self, raw: _DeadlineRaw) -> None:
+        super().__init__(raw, _CHUNK_BYTES)
+        # the raw stream (switched to probing on close)
+        self._deadline_raw = raw
+        # True when bytes beyond the answer were buffered or readable at close
+        self.leftover = False
+        # True once closed by http.client
+        self.finished = False
+
+    def close(self) -> None:
+        if not self.closed and not self.finished:
+            self.finished = True
+            self._deadline_raw.probe = True
+            try:
+                self.leftover = bool(self.peek(1))
+            except (OSError, ValueError):
+                self.leftover = True
+        super().close()
 
 
 class _Sock:
@@ -250,9 +312,11 @@ class _Sock:
         return self._reader
 
 
-def _request(host_header: str, target: str, bearer_token: str | None) -> bytes:
+def _request(host_header: str, target: str, bearer_token: str | None, keep_alive: bool) -> bytes:
     lines = [f"GET {target} HTTP/1.1", f"Host: {host_header}", "User-Agent: escaler",
-             "Accept: application/json", "Accept-Encoding: identity", "Connection: close"]
+             "Accept: application/json", "Accept-Encoding: identity"]
+    if not keep_alive:
+        lines.append("Connection: close")
     if bearer_token:
         lines.append(f"Authorization: Bearer {bearer_token}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
@@ -325,20 +389,11 @@ def fetch(
     clock = clock or RealClock()
     exchange = _Exchange(clock, clock.monotonic() + timeout)
     where = f"GET {url}"
-    sock: socket.socket | None = None
+    default_port = 443 if scheme == "https" else 80
+    host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
+    request = _request(host_header, _target(url, params), bearer_token, client.keep_alive)
     try:
-        sock = exchange.connect(client, host, port, where)
-        if scheme == "https":
-            sock.settimeout(exchange.left())
-            sock = client.wrap_tls(sock, host)
-        default_port = 443 if scheme == "https" else 80
-        host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
-        exchange.send(sock, _request(host_header, _target(url, params), bearer_token))
-        resp = http.client.HTTPResponse(_Sock(exchange.reader(sock)), method="GET")  # type: ignore[arg-type]
-        resp.begin()
-        body = _read_body(resp, exchange, max_bytes, where)
-        location = resp.getheader("Location", "") or "" if 300 <= resp.status < 400 else ""
-        return Response(resp.status, body, location)
+        return _fetch(client, exchange, ConnKey(scheme, host, port, ""), request, max_bytes, where)
     except (_Timeout, TimeoutError):
         raise FetchError(f"{where}: timed out after {timeout:g}s") from None
     except ssl.SSLCertVerificationError as err:
@@ -350,6 +405,70 @@ def fetch(
         raise FetchError(f"{where}: malformed HTTP response ({type(err).__name__})") from None
     except OSError as err:
         raise FetchError(f"{where}: {_os_error(err)}") from None
-    finally:
+
+
+# what a reused connection the server had already closed fails with before any answer
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+          ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+def _fetch(client: HttpClient, exchange: _Exchange, place: ConnKey, request: bytes, max_bytes: int,
+           where: str) -> Response:
+    """The exchange, on a reused connection when one is idle (retried once on a new one when the
+    server had closed it), else on a new one."""
+    addresses = exchange.checked(client, place.host, place.port)
+    key, sock = _reused(client, exchange, place, addresses) if client.keep_alive else (None, None)
+    if key is not None and sock is not None:
+        try:
+            return _exchange_on(client, exchange, key, sock, request, max_bytes, where)
+        except _STALE:
+            exchange.left()  # no time left: the timeout, not a second try
+    key, sock = _opened(client, exchange, place, addresses, where)
+    return _exchange_on(client, exchange, key, sock, request, max_bytes, where)
+
+
+def _reused(client: HttpClient, exchange: _Exchange, place: ConnKey,
+            addresses: Sequence[IPAddress]) -> tuple[ConnKey | None, socket.socket | None]:
+    """An idle connection to one of the checked ``addresses``, or (None, None)."""
+    for address in addresses:
+        key = ConnKey(place.scheme, place.host, place.port, str(address))
+        sock = client.pool.take(key, exchange.now())
         if sock is not None:
+            return key, sock
+    return None, None
+
+
+def _opened(client: HttpClient, exchange: _Exchange, place: ConnKey, addresses: Sequence[IPAddress],
+            where: str) -> tuple[ConnKey, socket.socket]:
+    sock, address = exchange.connect(addresses, place.port, where)
+    try:
+        if place.scheme == "https":
+            sock.settimeout(exchange.left())
+            sock = client.wrap_tls(sock, place.host)
+    except BaseException:
+        sock.close()
+        raise
+    client.pool.count_open()
+    return ConnKey(place.scheme, place.host, place.port, str(address)), sock
+
+
+def _exchange_on(client: HttpClient, exchange: _Exchange, key: ConnKey, sock: socket.socket, request: bytes,
+                 max_bytes: int, where: str) -> Response:
+    """One request and its answer on ``sock``; the socket is pooled after a complete, clean
+    exchange and closed otherwise."""
+    keep = False
+    try:
+        exchange.send(sock, request)
+        reader = exchange.reader(sock)
+        resp = http.client.HTTPResponse(_Sock(reader), method="GET")  # type: ignore[arg-type]
+        resp.begin()
+        body = _read_body(resp, exchange, max_bytes, where)
+        location = resp.getheader("Location", "") or "" if 300 <= resp.status < 400 else ""
+        keep = client.keep_alive and not resp.will_close and resp.isclosed() and reader.finished \
+            and not reader.leftover
+        return Response(resp.status, body, location)
+    finally:
+        if keep:
+            client.pool.put(key, sock, exchange.now())
+        else:
             sock.close()

@@ -34,7 +34,12 @@ which status fields their kind has (``HAS_*``), how a finished rollout looks
 serves any other kind: with a ``/scale`` subresource it takes the counts and selector from a GET of
 ``/scale`` (the kind's replicas path may not be ``spec.replicas``), otherwise from the object, as
 ``ScaleClient`` does; it uses ``status.observedGeneration``/``readyReplicas``/``updatedReplicas``
-only when the object reports them.
+only when the object reports them. For a custom resource whose CRD declares its scale paths
+(``escaler.kube.scalepaths``; given as ``scale_paths``), the counts, the selector and the
+resourceVersion are taken from the object itself — the cached one in the steady state — at those
+paths, exactly as the API server computes ``/scale``, so a reconcile makes no GET; only a kind
+whose paths are unknown (a built-in kind without its own handler, an unreadable CRD) still GETs
+``/scale``. Writes always go through ``/scale``.
 
 Thread-safe: handlers hold no mutable state.
 """
@@ -49,6 +54,7 @@ from escaler.errors import ConnectionFailure, StatusError, is_not_found
 from escaler.kube.discovery import ResourceMapping, parse_api_version
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.scale import DEFAULT_REPLICAS, Scale, ScaleClient, selector_string
+from escaler.kube.scalepaths import ScalePathSource
 from escaler.targets.snapshot import TargetRefLike, TargetSnapshot, TargetUnreadable
 
 __all__ = [
@@ -262,11 +268,21 @@ class GenericScaleHandler(WorkloadHandler):
     HAS_READY_REPLICAS = None
     HAS_UPDATED_REPLICAS = None
 
+    def __init__(self, dynamic: DynamicClient, *, cache_get: CacheGet | None = None,
+                 scale_paths: ScalePathSource | None = None) -> None:
+        super().__init__(dynamic, cache_get=cache_get)
+        # the CRD-declared scale paths of a kind (None: always GET /scale)
+        self._scale_paths = scale_paths
+
     def counts(self, mapping: ResourceMapping, namespace: str, ref: TargetRefLike,
                obj: _Obj) -> Scale:
         if "scale" not in mapping.subresources:
             return super().counts(mapping, namespace, ref, obj)
-        scale = self._scales.get_scale(mapping, ref.name, namespace)
-        # The object may come from a cache a little behind /scale; the /scale resourceVersion is
-        # the fresher one, and the one the write must be conditional on.
+        paths = self._scale_paths.paths_for(mapping) if self._scale_paths is not None else None
+        if paths is not None:
+            # /scale is these fields of the object and its resourceVersion: no GET (a stale cache
+            # makes the conditional write fail with 409, and the requeue reads afresh)
+            scale = paths.scale_of(obj)
+        else:
+            scale = self._scales.get_scale(mapping, ref.name, namespace)
         return dataclasses.replace(scale, selector=scale.selector or self.selector_of(obj))

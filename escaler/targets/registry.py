@@ -11,8 +11,10 @@ Contract:
 * ``register(group, kind, handler)`` adds or *replaces* a handler, so an embedding operator can
   teach escaler its own workload kinds or override a built-in one. Thread-safe; meant to be
   called at start-up.
-* ``default_registry(dynamic, cache_get=...)`` holds the built-ins (``escaler.targets.workloads``):
-  Deployment, StatefulSet, LeaderWorkerSet, ResourceScalingGroup.
+* ``default_registry(dynamic, cache_get=..., scale_paths=...)`` holds the built-ins
+  (``escaler.targets.workloads``): Deployment, StatefulSet, LeaderWorkerSet, ResourceScalingGroup;
+  its generic handler reads a custom resource's ``/scale`` fields from the object at the paths its
+  CRD declares (``escaler.kube.scalepaths``), so a cached target costs no GET.
 * ``target_problem(mapping)`` says why a kind may **not** be a scaler's target, or None. A target
   must be *namespaced* (a scaler acts only in its own namespace; watching a cluster-scoped kind
   would be a cluster-wide list/watch on the say-so of any namespace user) and *scalable*: it has
@@ -28,6 +30,7 @@ import threading
 
 from escaler.kube.discovery import ResourceMapping, parse_api_version
 from escaler.kube.dynamic import DynamicClient
+from escaler.kube.scalepaths import CrdScalePaths, ScalePathSource
 from escaler.targets.handler import CacheGet, GenericScaleHandler, ResourceHandler
 from escaler.targets.workloads import (
     DEPLOYMENT,
@@ -100,9 +103,13 @@ def target_problem(mapping: ResourceMapping, *, has_handler: bool) -> str | None
     return None
 
 
-def default_registry(dynamic: DynamicClient, *, cache_get: CacheGet | None = None) -> HandlerRegistry:
-    """A registry with the built-in handlers, all reading through ``cache_get`` when given."""
-    reg = HandlerRegistry(GenericScaleHandler(dynamic, cache_get=cache_get))
+def default_registry(dynamic: DynamicClient, *, cache_get: CacheGet | None = None,
+                     scale_paths: ScalePathSource | None = None) -> HandlerRegistry:
+    """A registry with the built-in handlers, all reading through ``cache_get`` when given; the
+    generic handler takes a custom resource's counts from the object at its CRD's scale paths
+    (``scale_paths``; by default ``CrdScalePaths(dynamic)``) instead of a GET of ``/scale``."""
+    paths = scale_paths if scale_paths is not None else CrdScalePaths(dynamic)
+    reg = HandlerRegistry(GenericScaleHandler(dynamic, cache_get=cache_get, scale_paths=paths))
     reg.register(*DEPLOYMENT, DeploymentHandler(dynamic, cache_get=cache_get))
     reg.register(*STATEFUL_SET, StatefulSetHandler(dynamic, cache_get=cache_get))
     reg.register(*LEADER_WORKER_SET, LeaderWorkerSetHandler(dynamic, cache_get=cache_get))

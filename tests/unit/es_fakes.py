@@ -372,6 +372,7 @@ class Harness:
         cluster: Cluster | None = None,
         clock: FakeClock | None = None,
         outbound: Any = None,
+        status_refresh_seconds: float = 0.0,
     ) -> None:
         # a second Harness on the same cluster and clock is a restarted manager (or a new leader)
         self.cluster = cluster if cluster is not None else Cluster()
@@ -395,6 +396,7 @@ class Harness:
             scaler_store=self.scaler_cache,
             # reads run inline (synchronously) unless a test passes an executor of its own
             outbound=outbound if outbound is not None else InlineExecutor(self.clock),
+            status_refresh_seconds=status_refresh_seconds,
         )
         self.reconciler = self.es.reconciler
         # the ElasticScaler informer's cache (what the reconciler reads)

@@ -183,3 +183,21 @@ def test_unreadable_kubeconfig_exits_1(capsys: pytest.CaptureFixture[str]) -> No
     args = parser.parse_args(["explain", "-n", "team", "llama", "--kubeconfig", "/nope/kubeconfig"])
     assert handlers["explain"](args) == 1
     assert "escaler explain" in capsys.readouterr().err
+
+
+def test_render_shows_the_values_as_of_the_last_status_write_and_the_live_series() -> None:
+    obj = scaler(cond("ScalingActive", "True", "MetricsAvailable"),
+                 currentMetrics=[{"name": "queue", "type": "External", "value": 41.5, "target": 10.0,
+                                  "targetType": "Value", "recommendedReplicas": 4}])
+    obj["metadata"]["managedFields"] = [
+        {"manager": "escaler", "subresource": "status", "time": "2026-01-01T00:05:00Z"},
+        {"manager": "escaler", "subresource": "status", "time": "2026-01-01T00:10:00Z"},
+        {"manager": "kubectl", "time": "2026-01-01T00:20:00Z"},
+    ]
+    out = explain.render(obj)
+    assert "value 41.5 vs target 10 (Value) -> recommends 4" in out
+    assert "values as of 2026-01-01T00:10:00Z" in out
+    assert 'escaler_scaler_metric_value{namespace="team",name="llama"}' in out
+    assert "rewritten when it moves beyond the algorithm's tolerance" in out
+    del obj["metadata"]["managedFields"]
+    assert "values as of the last status write" in explain.render(obj)

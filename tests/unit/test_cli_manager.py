@@ -45,6 +45,7 @@ FLAGS = [
     "--metrics-bind-address",
     "--health-probe-bind-address",
     "--metrics-trigger-poll-interval",
+    "--status-refresh-seconds",
     "--max-concurrent-reconciles",
     "--webhook-port",
     "--webhook-cert-dir",
@@ -446,3 +447,9 @@ def test_unreachable_api_server_at_setup_is_a_clear_error_not_a_traceback(
     with caplog.at_level(logging.ERROR):
         assert cli.run(args) == 1
     assert "cannot reach the API server to set up the controllers" in caplog.text
+
+
+def test_status_refresh_seconds_is_off_by_default_and_takes_a_duration() -> None:
+    assert cli.flags_from_args(parse("--webhook-port=0")).status_refresh_seconds == 0.0
+    flags = cli.flags_from_args(parse("--webhook-port=0", "--status-refresh-seconds=5m"))
+    assert flags.status_refresh_seconds == 300.0

@@ -199,3 +199,33 @@ def test_executor_is_wired_as_a_controller_source() -> None:
     assert outbound in es.controller._sources
     text = mgr.metrics.exposition().decode()
     assert "escaler_outbound_jobs_queued" in text and "escaler_outbound_jobs_in_flight" in text
+
+
+def _surge(mx: ManualExecutor, consume_delay: float) -> tuple[int, str]:
+    """A steady metric for a minute of 10 s polls, then a step; the step's collection is consumed
+    ``consume_delay`` seconds after it was made (a work queue backed up by a fleet-wide surge)."""
+    with harness(outbound=mx, poll_interval=10.0) as h:
+        _start(h, mx, scaler("es", metrics_trigger(external_metric("queue", "10"))))
+        h.collector.values["queue"] = 10.0
+        for _ in range(7):
+            h.reconcile("es")
+            mx.complete(METRICS_KEY)
+            h.reconcile("es")
+            h.clock.step(10.0)
+        assert h.replicas() == 2, "steady at the target"
+        h.collector.values["queue"] = 40.0  # the surge
+        h.reconcile("es")
+        mx.complete(METRICS_KEY)
+        h.clock.step(consume_delay)
+        h.reconcile("es")
+        return h.replicas(), str(h.status("es").get("recentDecisions", ""))
+
+
+def test_the_panic_window_is_read_at_the_collections_time_not_the_consuming_syncs() -> None:
+    # A sample is as new as its collection: a surge's backlog between the collection and the sync
+    # that consumes it must not age the sample out of the 6 s panic window, or the stable 60 s
+    # average decides a scale-up that the panic window should have taken over.
+    at_once, _ = _surge(ManualExecutor(), 0.0)
+    late, decisions = _surge(ManualExecutor(), 10.0)
+    assert at_once > 2, "the panic window takes over the scale-up"
+    assert late == at_once, decisions

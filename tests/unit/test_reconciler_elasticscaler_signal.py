@@ -277,6 +277,7 @@ def test_poller_forgets_gone_scalers_and_zero_disables() -> None:
     poller.poll_once()
     assert set(poller.due_times()) == set(current)
     current.pop()
+    clock.step(poller.relist)  # the list is re-read at most every `relist` seconds
     poller.poll_once()
     assert set(poller.due_times()) == {Request(NS, "a")}
     assert MetricsPoller(0.0, lambda: current, lambda r, d: None, clock).poll_once() == []

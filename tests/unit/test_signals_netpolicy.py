@@ -244,5 +244,6 @@ def test_manifest_rbac_grants_secrets_only_per_namespace() -> None:
             core = "" in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", [])
             if "secrets" in rule.get("resources", []) or (core and "*" in rule.get("resources", [])):
                 assert doc["kind"] == "Role", f"{doc['kind']} {doc['metadata']['name']} grants Secrets"
-                assert rule["verbs"] == ["get"]
+                # list/watch for the label-selected token cache (escaler.signals.bearer), never more
+                assert rule["verbs"] == ["get", "list", "watch"]
     assert json.dumps(docs)  # parsed

@@ -21,7 +21,9 @@ returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports th
   collection per scaler at a time. A result is consumed only by the scaler object it was made for
   (uid, generation and annotations; anything else is dropped and collected afresh), and a
   deleted scaler's job is discarded (``forget``). Samples are windowed at the time the collection
-  started, as totals of the replica count they were read at, and divided by today's. A full
+  started, as totals of the replica count they were read at, and divided by today's; the windows
+  are read as of that time too, so a sync that waited in a queue backed up by a fleet-wide surge
+  still sees the step in the panic window (read "now", the sample had aged out of it). A full
   namespace queue (``Submitted.FULL``) is reported as ``DecisionUnavailable`` and retried at the
   next poll.
 * **Windows.** Each usable sample enters the scaler's in-memory window, keyed by the metric's
@@ -355,7 +357,8 @@ class MetricsRecommender:
                 memory: MetricsMemory, collected_current: int, current: int, at: float, mono: float,
                 ) -> _Windowed:
         """Add a collection's samples (made at monotonic ``at`` with ``collected_current`` replicas) to a
-        copy of the windows and read every metric's values back at ``mono`` for ``current`` replicas.
+        copy of the windows and read every metric's values back as of ``at`` for ``current`` replicas
+        (``mono``, now, only collects old samples).
         ``_Refusal`` for missingDataPolicy Fail (DecisionUnavailable) and an unreadable target
         (InvalidSpec); the new samples are kept either way."""
         assert self._collector is not None
@@ -375,7 +378,9 @@ class MetricsRecommender:
         metrics: list[_Metric] = []
         try:
             for key, (spec, sample) in zip(keys, samples, strict=True):
-                metrics.append(self._read(windows, key, spec, sample, pods.get(key), current, mono))
+                # read as of the collection: its samples are that new, however long the sync that
+                # consumes them waited in a backed-up queue (the panic window must still hold them)
+                metrics.append(self._read(windows, key, spec, sample, pods.get(key), current, at))
         except NoDecision as err:
             raise _Refusal(RecommendResult.no_decision(
                 "metrics", str(err), total=len(samples), metric_errors=tuple(errors),
@@ -388,8 +393,8 @@ class MetricsRecommender:
         return _Windowed(tuple(metrics), tuple(errors), kept)
 
     def _read(self, windows: MetricWindows, key: str, spec: MetricSpec, sample: Sample,
-              pods: PodCounts | None, current: int, mono: float) -> _Metric:
-        """One metric's stable, panic and peak values, per replica where the spec says so."""
+              pods: PodCounts | None, current: int, at: float) -> _Metric:
+        """One metric's stable, panic and peak values as of ``at``, per replica where the spec says so."""
         assert self._collector is not None
         name = metric_name(spec)
         scale = _denominator(spec, pods, current)
@@ -397,11 +402,11 @@ class MetricsRecommender:
         def per(value: float | None) -> float | None:
             return None if value is None else value / scale
 
-        stable = per(windows.aggregate(key, mono, metric=name))
+        stable = per(windows.aggregate(key, at, metric=name))
         read = Sample(value=stable, pods=pods) if stable is not None else \
             Sample(value=None, error=sample.error or "no sample in the window")
         mv = self._collector.to_metric_value(spec, read)
-        return _Metric(spec, name, mv, per(windows.panic(key, mono)), per(windows.peak(key, mono)),
+        return _Metric(spec, name, mv, per(windows.panic(key, at)), per(windows.peak(key, at)),
                        sample.error)
 
     def _decide(self, mt: MetricsTrigger, w: _Windowed, current: int, now: float) -> MetricsOutcome:

@@ -5,8 +5,9 @@ woke it. It is a chain of small steps; each returns its value or a ``Hold`` (``c
 what to report and when to look again), and one ``report`` (``report.Reporter``) writes status and
 events for either::
 
-    load       the cached object → ElasticScaler, parsed and validated (or Hold: InvalidSpec,
-               AlgorithmNotRegistered; an object that does not parse)
+    load       the cached object → ElasticScaler, parsed and validated once per resourceVersion
+               (``parsecache``; or Hold: InvalidSpec, AlgorithmNotRegistered; an object that does
+               not parse)
     route      MetricsTrigger + HPA → the companion HPA (``hpasync``); everything else goes on
     resolve    spec.targetRef, or for StateTrigger the end of the chain from the state source
                (``statesync``; or Hold: TargetChainInvalid, a source informer not listed yet)
@@ -29,6 +30,8 @@ events for either::
     write      only when the count changes, only while the manager may write, with optimistic
                concurrency (a 409 requeues at once)
     report     conditions (``escaler.scaling.conditions``), events, status — written only when changed
+               significantly, drift only at the opt-in --status-refresh-seconds (``drift``); an
+               unchanged sync rebuilds nothing
 
 and requeues at the earliest moment the answer can change. MetricsTrigger polling is the
 ``MetricsPoller``'s job (``poller.py``). Nothing in a reconcile waits for an informer or a thread,
@@ -49,15 +52,20 @@ from pydantic import ValidationError
 
 from escaler.api.common import Mode
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
-from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
 from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.claims import scaler_target
 from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
+from escaler.reconcilers.elasticscaler.drift import (
+    DEFAULT_SIGNIFICANCE,
+    DEFAULT_STATUS_REFRESH_SECONDS,
+    significance_of,
+)
 from escaler.reconcilers.elasticscaler.hpasync import HpaSync
 from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecommender
+from escaler.reconcilers.elasticscaler.parsecache import ParseCache
 from escaler.reconcilers.elasticscaler.report import Reporter, Synced
 from escaler.reconcilers.elasticscaler.signal import SignalStore
 from escaler.reconcilers.elasticscaler.signalsync import SignalRecommender
@@ -74,7 +82,7 @@ from escaler.reconcilers.watchindex import ROLE_HOP, ROLE_PODS, ROLE_SOURCE, ROL
 from escaler.runtime.executor import Executor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
-from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
+from escaler.scaling.annotations import ScalerAnnotations
 from escaler.scaling.conditions import (
     ALGORITHM_NOT_REGISTERED,
     INVALID_SPEC,
@@ -135,6 +143,8 @@ class ReconcilerDeps:
     # runs metric collections and signal pulls off the reconcile workers (a KeyedExecutor, whose
     # completions enqueue the scaler); None = inline, on the reconcile worker (tests, simulation)
     outbound: Executor | None = None
+    # --status-refresh-seconds: status drift is written at most this often (0 = never on its own)
+    status_refresh: float = DEFAULT_STATUS_REFRESH_SECONDS
 
 
 @dataclass(frozen=True)
@@ -165,7 +175,7 @@ class ElasticScalerReconciler:
         # the SignalTrigger store, shared with the push API
         self.signals = deps.signals
         # status writes and events (also the HPA path's reporter)
-        self.reporter = Reporter(deps.client, deps.mapper, deps.recorder)
+        self.reporter = Reporter(deps.client, deps.mapper, deps.recorder, deps.status_refresh)
         # one helper per trigger path (each module's docstring states its contract)
         self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write)
         self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
@@ -177,6 +187,8 @@ class ElasticScalerReconciler:
         self._mu = threading.Lock()
         # scaler → what this process remembers about it
         self._memory: dict[Request, ScalerMemory] = {}
+        # each scaler parsed and validated once per resourceVersion
+        self._parsed = ParseCache()
 
     # ------------------------------------------------------------------ entry point
 
@@ -206,6 +218,7 @@ class ElasticScalerReconciler:
         """The scaler is gone: release everything held for it."""
         with self._mu:
             mem = self._memory.pop(req, None)
+        self._parsed.forget(req)
         self._d.watches.release(req)
         self._d.signals.forget(req)
         self._d.metrics.forget(req.namespace, req.name)
@@ -218,25 +231,23 @@ class ElasticScalerReconciler:
 
     def _load(self, sync: Sync) -> tuple[ElasticScaler, ScalerAnnotations] | Hold:
         try:
-            scaler = ElasticScaler.parse(sync.obj)
+            parsed = self._parsed.load(sync.req, sync.obj)  # once per resourceVersion
         except ValidationError as err:
             details = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5])
             _log.warning("ElasticScaler %s does not parse: %s", sync.req, details)
             return Hold(unparsable=f"the object does not parse: {details}")
-        problems = [str(e) for e in validate(scaler)]
-        if problems:
-            return Hold(validation=Validation(INVALID_SPEC, "; ".join(problems)))
+        scaler = parsed.scaler
+        if parsed.problems:
+            return Hold(validation=Validation(INVALID_SPEC, "; ".join(parsed.problems)))
         mt = scaler.spec.trigger.metrics_trigger
         if mt is not None and mt.scaling_algorithm != HPA_ALGORITHM and not is_known_algorithm(
                 mt.scaling_algorithm):
             return Hold(validation=Validation(
                 ALGORITHM_NOT_REGISTERED,
                 f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(mt.scaling_algorithm)}"))
-        # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics
-        ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True)
         mem = self._memory_for(sync.req, scaler.metadata.uid or "")
-        mem.reported = self.reporter.annotation_problems(sync, mem.reported, ann_problems)
-        return scaler, ann
+        mem.reported = self.reporter.annotation_problems(sync, mem.reported, parsed.annotation_problems)
+        return scaler, parsed.annotations
 
     def _sync_workload(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations) -> Result:
         resolved = self._resolve(sync, scaler)
@@ -265,11 +276,12 @@ class ElasticScalerReconciler:
             return Result()  # no longer allowed to write: write nothing, not even status
         mem.state = decision.state if written.written or not decision.write else \
             decision.state_after_failed_write
-        self._d.metrics.desired_replicas.labels(sync.req.namespace, sync.req.name).set(decision.desired)
+        self._d.metrics.record_sync(sync.req.namespace, sync.req.name, decision.current, decision.desired,
+                                    current_metrics)
         return self.reporter.synced(sync, Synced(
             decision=decision, target=ref, current_metrics=current_metrics, written=written.written,
             error=written.error, advisory=scaler.spec.mode == Mode.ADVISORY,
-            recheck_at=target.pods.recheck_at))
+            recheck_at=target.pods.recheck_at, significance=_significance(scaler)))
 
     def _stop(self, sync: Sync, hold: Hold) -> Result:
         """A hold before the target is read: the target watch goes too (nothing will be read)."""
@@ -485,6 +497,12 @@ def _reads_pods(scaler: ElasticScaler) -> bool:
     """Resource metrics are computed over the target's pods, read from the namespace's pod cache."""
     mt = scaler.spec.trigger.metrics_trigger
     return mt is not None and any(m.resource is not None for m in mt.metrics)
+
+
+def _significance(scaler: ElasticScaler) -> float:
+    """How far a metric value must move to be written to status at once (``drift``)."""
+    mt = scaler.spec.trigger.metrics_trigger
+    return DEFAULT_SIGNIFICANCE if mt is None else significance_of(mt.scaling_algorithm, mt.algorithm_config)
 
 
 def _is_hpa(scaler: ElasticScaler) -> bool:

@@ -14,16 +14,33 @@ Every path of a reconcile ends here, with one of:
   ``deferredSince``, ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
   write, or in Advisory mode a would-be write that differs from the last one recorded).
 
-Status is written only when it changed (``StatusWriter``); events go through the recorder, which
-aggregates repeats. The conditions engine is ``escaler.scaling.conditions`` — there is no other.
+Status is written only when it changed significantly; drift (a metric value inside the
+significance, numbers in an error text) only at the opt-in refresh, ``--status-refresh-seconds``
+(``StatusWriter``; the rule is in ``escaler.reconcilers.elasticscaler.drift``); events go through
+the recorder, which aggregates repeats. The conditions engine is ``escaler.scaling.conditions`` —
+there is no other.
+
+**An unchanged sync costs next to nothing.** ``synced`` first computes a key of everything the status
+is built from except the metric values — the scaler's resourceVersion (its spec, annotations and
+the status the cluster holds), the condition ``Plan`` (``escaler.scaling.conditions.plan``), the
+counts, ``deferredSince``, the target, each ``currentMetrics`` row but its value — and compares it
+with the key of the last status it built for that scaler. Equal keys, no write to record, and every
+metric value inside the significance from the value the cluster holds: the status is not parsed,
+rebuilt or serialised, nothing is sent (``StatusWriter.skip``), the plan's events (none for a healthy
+scaler) are recorded as a full sync would, and nothing is logged. With the opt-in refresh, pending
+drift is still written when due. Any other path's status write (a hold, a claim, the HPA mirror) drops the
+key, so the next sync builds afresh; the key map is bounded like the writer's (``MAX_REMEMBERED``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from cachetools import LRUCache
 from pydantic import ValidationError
 
 from escaler.api.common import TargetRef
@@ -41,7 +58,12 @@ from escaler.reconcilers.elasticscaler.context import (
     to_value,
     wall,
 )
-from escaler.reconcilers.elasticscaler.status import StatusWriter
+from escaler.reconcilers.elasticscaler.drift import (
+    DEFAULT_SIGNIFICANCE,
+    DEFAULT_STATUS_REFRESH_SECONDS,
+    value_moved,
+)
+from escaler.reconcilers.elasticscaler.status import MAX_REMEMBERED, StatusWriter, WriteOutcome
 from escaler.reconcilers.ports import EventSink, KubeClient, Mapper, ObjectRef
 from escaler.runtime.types import Result
 from escaler.scaling.annotations import AnnotationProblem
@@ -49,10 +71,12 @@ from escaler.scaling.conditions import (
     INVALID_SPEC,
     TARGET_CONFLICT,
     EventValue,
+    Plan,
     SyncOutcome,
     TargetError,
     Validation,
     conditions_for,
+    plan,
 )
 from escaler.scaling.pipeline import Decision
 from escaler.scaling.text import cap_text
@@ -82,6 +106,20 @@ class Synced:
     advisory: bool
     # when an Unschedulable pod leaves its grace period (epoch seconds), if one is inside it
     recheck_at: float | None = None
+    # a metric value's move that is worth a status write at once (``drift.significance_of``)
+    significance: float = DEFAULT_SIGNIFICANCE
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """The last status ``synced`` built for a scaler (see the module docstring)."""
+
+    # everything that status was built from except the metric values
+    key: tuple[Any, ...]
+    # the currentMetrics values of the status the cluster holds after that sync (as written)
+    held: tuple[float | None, ...]
+    # that status differed from the one held by drift not yet written
+    drift: bool
 
 
 def _ref(ref: ObjectRef) -> TargetRef:
@@ -91,12 +129,17 @@ def _ref(ref: ObjectRef) -> TargetRef:
 class Reporter:
     """Status and events of ElasticScalers; see the module docstring. Thread-safe."""
 
-    def __init__(self, client: KubeClient, mapper: Mapper, recorder: EventSink) -> None:
-        # status patches, only when changed
-        self._writer = StatusWriter(client)
+    def __init__(self, client: KubeClient, mapper: Mapper, recorder: EventSink,
+                 refresh_seconds: float = DEFAULT_STATUS_REFRESH_SECONDS) -> None:
+        # status patches, only when changed significantly (drift every refresh_seconds, 0 = never)
+        self._writer = StatusWriter(client, refresh_seconds=refresh_seconds)
         # resolves the ElasticScaler resource
         self._mapper = mapper
         self._recorder = recorder
+        # guards _seen (LRUCache is not thread-safe, and get() reorders it)
+        self._mu = threading.Lock()
+        # uid → the last status synced() built for it; dropped by any other status write
+        self._seen: LRUCache[str, _Seen] = LRUCache(maxsize=MAX_REMEMBERED)
 
     @property
     def writer(self) -> StatusWriter:
@@ -116,12 +159,18 @@ class Reporter:
                 _log.warning("status of %s does not parse; rewriting it", sync.req)
         return ElasticScalerStatus()
 
-    def write_status(self, sync: Sync, status: ElasticScalerStatus) -> None:
+    def write_status(self, sync: Sync, status: ElasticScalerStatus,
+                     significance: float = DEFAULT_SIGNIFICANCE) -> WriteOutcome:
+        """Write ``status`` if it changed significantly, or drift when the refresh is due."""
+        with self._mu:
+            self._seen.pop(_uid(sync.obj), None)
         try:
-            self._writer.write(self.mapping(), sync.obj, status.to_object())
+            return self._writer.write(self.mapping(), sync.obj, status.to_object(), now=sync.now,
+                                      significance=significance)
         except StatusError as err:
             if not is_not_found(err):
                 raise  # deleted meanwhile is fine: the delete event forgets it
+            return WriteOutcome.UNCHANGED
 
     def emit(self, sync: Sync, events: Sequence[EventValue], action: str = "Scale") -> None:
         ref = regarding(sync.obj)
@@ -154,6 +203,8 @@ class Reporter:
 
     def forget(self, uid: str) -> None:
         self._writer.forget(uid)
+        with self._mu:
+            self._seen.pop(uid, None)
 
     # ------------------------------------------------------------------ the three endings
 
@@ -202,7 +253,14 @@ class Reporter:
 
     def synced(self, sync: Sync, s: Synced) -> Result:
         d = s.decision
+        p = plan(SyncOutcome(decision=d, target_error=s.error, validation=Validation()))
+        key = _key(sync, s, p)
+        if self._quiet(sync, s, key):
+            self._writer.skip()
+            self.emit(sync, p.events)
+            return _after(sync, s)
         status = self.previous_status(sync)
+        held = tuple(m.value for m in status.current_metrics)
         status.hpa_name = None
         status.resolved_target_ref = _ref(s.target)
         status.current_metrics = list(s.current_metrics)
@@ -223,10 +281,55 @@ class Reporter:
                                              reason=cap_text("Advisory mode (not written): " + d.reason),
                                              bound_by=d.bound_by))
         self.emit(sync, events)
-        self.write_status(sync, status)
-        if s.error is not None:
-            return Result(requeue=True)
-        sync.wait(d.requeue_after)
-        if s.recheck_at is not None:
-            sync.wait(s.recheck_at - sync.now)
-        return sync.result()
+        done = self.write_status(sync, status, s.significance)
+        deferred = done == WriteOutcome.DEFERRED
+        if len(held) != len(status.current_metrics) or not deferred:
+            held = tuple(m.value for m in status.current_metrics)
+        with self._mu:
+            self._seen[_uid(sync.obj)] = _Seen(key, held, deferred)
+        return _after(sync, s)
+
+    def _quiet(self, sync: Sync, s: Synced, key: tuple[Any, ...]) -> bool:
+        """True when this sync's status would equal the last one built but for metric values inside
+        the significance, with no write to record and no refresh due (see the module docstring)."""
+        if s.written or s.error is not None:
+            return False
+        with self._mu:
+            seen = self._seen.get(_uid(sync.obj))
+        if seen is None or seen.key != key:
+            return False
+        values = tuple(m.value for m in s.current_metrics)
+        if any(value_moved(h, m.value, m.target, s.significance)
+               for h, m in zip(seen.held, s.current_metrics, strict=True)):
+            return False
+        if values == seen.held and not seen.drift:
+            return True  # nothing differs from what the cluster holds: no refresh either
+        return not self._writer.refresh_due(sync.obj, sync.now)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return str(meta.get("uid") or meta.get("name"))
+
+
+def _key(sync: Sync, s: Synced, p: Plan) -> tuple[Any, ...]:
+    """Everything ``synced`` builds the status from except the metric values (see the module docstring)."""
+    meta = sync.obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    d = s.decision
+    state = d.state if s.error is None else d.state_after_failed_write
+    rows = tuple((m.name, m.type, m.target, m.target_type, m.recommended_replicas, m.error)
+                 for m in s.current_metrics)
+    return (rv, sync.generation, s.target, p.writes, p.removes, rows, d.current, d.desired,
+            state.deferred_since, s.advisory, d.would_write)
+
+
+def _after(sync: Sync, s: Synced) -> Result:
+    """The requeue of a sync in which the pipeline ran."""
+    if s.error is not None:
+        return Result(requeue=True)
+    sync.wait(s.decision.requeue_after)
+    if s.recheck_at is not None:
+        sync.wait(s.recheck_at - sync.now)
+    return sync.result()

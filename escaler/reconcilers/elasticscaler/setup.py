@@ -17,7 +17,9 @@ What it registers:
   - ``watches_source`` the ``WatchIndex``: the targets, the StateTrigger sources, missing chain hops
     and the targets' pods, on dynamic informers — one handler per watched resource and an index
     from object to scalers, never one per scaler;
-* the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``;
+* the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``; on a sharded manager
+  it polls only the scalers of the shards this replica leads (``escaler.runtime.sharding``),
+  relisting at once when one is gained or lost; the signal API answers 503 for another shard's;
 * the outbound executor (``outbound``; by default ``outbound_executor(mgr)``, a
   ``escaler.runtime.executor.KeyedExecutor``) that runs metric collections and signal pulls off
   the reconcile workers; a source of the controller (started and stopped with it), whose
@@ -47,6 +49,7 @@ from typing import Any
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.informers.factory import ResourceKey
 from escaler.kube.dynamic import DynamicClient
+from escaler.kube.scalepaths import CrdScalePaths
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, hpa_target
 from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
@@ -58,6 +61,7 @@ from escaler.reconcilers.elasticscaler.statesync import watch_key
 from escaler.reconcilers.ports import HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import WatchIndex
+from escaler.runtime.apiserver import ApiError
 from escaler.runtime.authn import ResourceAttributes
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
@@ -75,6 +79,7 @@ from escaler.runtime.types import Request
 from escaler.scaling.endpoints import host_allowed
 from escaler.signals.bearer import secret_key_reader
 from escaler.signals.collector import MetricsCollector
+from escaler.signals.dedupe import SharedQueries
 from escaler.signals.fetch import HttpClient
 from escaler.signals.netpolicy import AddressPolicy, IPNetwork
 from escaler.signals.signal_pull import SignalReading, pull_signal
@@ -169,6 +174,7 @@ def setup_elasticscaler(
     scaler_metrics: ScalerMetrics | None = None,
     scaler_store: ObjectStore | None = None,
     outbound: ExecutorSource | None = None,
+    status_refresh_seconds: float = 0.0,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -188,22 +194,21 @@ def setup_elasticscaler(
     # outbound GETs to user-named endpoints: the SSRF address policy (--allow-endpoint-networks)
     http = HttpClient(AddressPolicy(allow_networks))
     if collector is None and mgr.rest is not None and dynamic is not None:
-        collector = MetricsCollector(mgr.rest, dynamic, http, clock=mgr.clock, allowed=allowed_host,
-                                     secret_reader=secret_key_reader(dynamic),
-                                     pod_lister=pod_lister(mgr.mapper, watches))
+        collector = _collector(mgr, dynamic, http, allowed_host, watches)
     if signal_puller is None and mgr.rest is not None:
         signal_puller = _signal_puller(allowed_host, mgr, http)
     outbound = outbound if outbound is not None else outbound_executor(mgr)
     if handlers is None:
         assert dynamic is not None  # _client_of refused a manager without one
-        handlers = default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches))
+        handlers = default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches),
+                                    scale_paths=CrdScalePaths(dynamic, clock=mgr.clock))
     reconciler = ElasticScalerReconciler(ReconcilerDeps(
         scalers=scaler_store if scaler_store is not None else scaler_informer.store,
         hpas=hpa_informer.store, client=writer, mapper=mgr.mapper,
         handlers=handlers, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
         allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns,
-        outbound=outbound))
+        outbound=outbound, status_refresh=status_refresh_seconds))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = _poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick)
@@ -212,6 +217,16 @@ def setup_elasticscaler(
               "signal API on" if signal_api is not None else "no signal API")
     return ElasticScalerController(controller, reconciler, poller, reconciler.signals, watches, bindings,
                                    signal_api)
+
+
+def _collector(mgr: Manager, dynamic: DynamicClient, http: HttpClient, allowed_host: Callable[[str], bool],
+               watches: WatchIndex) -> MetricsCollector:
+    """The production collector: bearer tokens from label-selected Secret caches, identical
+    ExternalServer queries shared within a poll tick, pods from the reconciler's pod caches."""
+    assert mgr.rest is not None
+    return MetricsCollector(mgr.rest, dynamic, http, clock=mgr.clock, allowed=allowed_host,
+                            secret_reader=secret_key_reader(dynamic, informers=mgr.dynamic_informers),
+                            shared=SharedQueries(mgr.clock), pod_lister=pod_lister(mgr.mapper, watches))
 
 
 def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
@@ -271,12 +286,23 @@ def _poller(mgr: Manager, controller: Controller, store: Any, poll_interval: flo
     if poll_interval <= 0:
         return None
 
+    shards = mgr.shards
+
     def polled() -> list[Request]:
-        return [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
+        reqs = [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
                 for o in store.list() if _is_polled(o)]
+        if shards is None:
+            return reqs
+        # sharded: only the scalers of shards this replica leads (a gained shard is enqueued whole
+        # by the controller; the poller picks its scalers up at their next phase)
+        led = set(shards.led())
+        return [r for r in reqs if shards.shard_of(r.namespace, r.name) in led]
 
     kwargs: dict[str, float] = {} if poll_tick is None else {"tick": poll_tick}
     poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs)
+    if shards is not None:
+        shards.on_gained(lambda _shard: poller.relist_now())
+        shards.on_lost(lambda _shard: poller.relist_now())
     mgr.add(poller, needs_leader_election=True)
     return poller
 
@@ -286,7 +312,18 @@ def _signal_api(mgr: Manager, controller: Controller, reconciler: ElasticScalerR
     server = api_server if api_server is not None else getattr(mgr, "api_server", None)
     if server is None:
         return None
-    api = SignalAPI(reconciler.signals, lambda r: store.get_by_key(str(r)), controller.enqueue, mgr.clock)
+    shards = mgr.shards
+
+    def get_scaler(r: Request) -> Mapping[str, Any] | None:
+        if shards is not None and not shards.leads(shard := shards.shard_of(r.namespace, r.name)):
+            # sharded: only the replica leading the scaler's shard keeps its signals
+            lease = f"{mgr.options.leader_election_id}-shard-{shard}"
+            raise ApiError(503, f"ElasticScaler {r}: shard {shard} of {shards.total} is not led by this "
+                                f"replica; retry on the holder of Lease {lease}")
+        obj: Mapping[str, Any] | None = store.get_by_key(str(r))
+        return obj
+
+    api = SignalAPI(reconciler.signals, get_scaler, controller.enqueue, mgr.clock)
     server.add_route("POST", SIGNAL_ROUTE, api.handle, authz=ResourceAttributes(
         verb="update", group="elasticscaler.io", resource="elasticscalers", subresource="signal",
         namespace="{namespace}", name="{name}"))

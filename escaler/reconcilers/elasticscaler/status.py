@@ -15,7 +15,17 @@ status it wrote; while the cache still shows that old resourceVersion, ``base_st
 the status we wrote (a read-modify-write of ``recentDecisions`` on the stale copy would drop the
 entry just added) and an equal status is not written again.
 
-Counted: ``writes`` (status patches sent) and ``skipped`` (unchanged, nothing sent).
+**Drift** (``escaler.reconcilers.elasticscaler.drift``): given the sync's ``now`` (the injected
+clock's wall time) and the scaler's ``significance``, a status that differs from the one the
+cluster holds only by drift (a metric value inside the significance, numbers in an error text) is
+not written — unless ``refresh_seconds`` > 0 (``--status-refresh-seconds``) and that long has
+passed since this writer last wrote that object (or, when it never has, since the first drift it
+saw there: a restarted manager does not rewrite every scaler). A significant difference is written
+at once. Without ``now``, every change is written at once (as before). A write restarts the
+refresh interval; the time is remembered in the same bounded map as the status written.
+
+Counted: ``writes`` (status patches sent), ``skipped`` (unchanged, nothing sent) and ``deferred``
+(drift not written).
 
 What is remembered is bounded: ``forget(uid)`` drops an object's entry (deleted, or recreated under
 the same name with a new uid), and the map is an LRU of ``MAX_REMEMBERED`` entries, so objects whose
@@ -27,13 +37,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
 from cachetools import LRUCache
 
 from escaler.informers.frozen import thaw
+from escaler.reconcilers.elasticscaler.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
 
-__all__ = ["MAX_REMEMBERED", "StatusClient", "StatusWriter", "status_patch"]
+__all__ = ["MAX_REMEMBERED", "StatusClient", "StatusWriter", "WriteOutcome", "status_patch"]
 
 # objects whose last written status one StatusWriter remembers (one per live scaler is plenty)
 MAX_REMEMBERED = 65536
@@ -44,6 +57,28 @@ class StatusClient(Protocol):
 
     def patch_status(self, m: Any, name: str, patch: Any, namespace: str | None = None,
                      patch_type: Any = "merge") -> dict[str, Any]: ...
+
+
+class WriteOutcome(StrEnum):
+    """What ``StatusWriter.write`` did."""
+
+    # the patch was sent
+    WRITTEN = "written"
+    # the cluster already holds this status: nothing sent
+    UNCHANGED = "unchanged"
+    # the status differs only by drift and the refresh is not due: nothing sent
+    DEFERRED = "deferred"
+
+
+@dataclass(frozen=True)
+class _Memo:
+    """What the writer remembers about one object."""
+
+    # resourceVersion our last write was based on, and the status written; None until we write
+    written: tuple[str, dict[str, Any]] | None
+    # wall time (epoch seconds, the caller's clock) of our last write — or of the first drift seen
+    # when we never wrote: the refresh interval counts from it; None when no caller passed a time
+    at: float | None
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -59,30 +94,46 @@ def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, An
 
 
 class StatusWriter:
-    """Writes a status only when it changed; see the module docstring."""
+    """Writes a status only when it changed (and drift only at the refresh); see the module docstring."""
 
-    def __init__(self, client: StatusClient, max_remembered: int = MAX_REMEMBERED) -> None:
+    def __init__(self, client: StatusClient, max_remembered: int = MAX_REMEMBERED,
+                 refresh_seconds: float = DEFAULT_STATUS_REFRESH_SECONDS) -> None:
         if max_remembered < 1:
             raise ValueError(f"StatusWriter.max_remembered: must be >= 1, got {max_remembered}")
+        if not refresh_seconds >= 0:
+            raise ValueError(f"StatusWriter.refresh_seconds: must be >= 0, got {refresh_seconds}")
         # performs the patch; fixed
         self._client = client
+        # drift is written at most this often per object (seconds; 0 = never on its own); fixed
+        self._refresh = refresh_seconds
         # guards the fields below (LRUCache is not thread-safe, and get() reorders it)
         self._mu = threading.Lock()
-        # uid → (resourceVersion the last write was based on, the status written); an LRU
-        self._last: LRUCache[str, tuple[str, dict[str, Any]]] = LRUCache(maxsize=max_remembered)
-        # patches sent / writes skipped as unchanged (for tests and debugging)
+        # uid → _Memo (the last write, and when the refresh interval started); an LRU
+        self._last: LRUCache[str, _Memo] = LRUCache(maxsize=max_remembered)
+        # patches sent / writes skipped as unchanged / drift held back (for tests and debugging)
         self.writes = 0
         self.skipped = 0
+        self.deferred = 0
+
+    def _memo(self, obj: Mapping[str, Any]) -> _Memo | None:
+        with self._mu:
+            return self._last.get(_uid(obj))
+
+    def _ours(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The status we last wrote, while the cache still shows the object that write was based on."""
+        memo = self._memo(obj)
+        if memo is None or memo.written is None:
+            return None
+        rv, status = memo.written
+        return status if rv == str(_meta(obj).get("resourceVersion") or "") else None
 
     def base_status(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The status to build this sync's on: the cached one, or — while the cache has not seen our
         last write yet — the status we wrote (so fields that accumulate, ``recentDecisions``, are
-        never rebuilt from a stale copy and lose an entry)."""
-        meta = _meta(obj)
-        with self._mu:
-            last = self._last.get(str(meta.get("uid") or meta.get("name")))
-        if last is not None and last[0] == str(meta.get("resourceVersion") or ""):
-            return dict(last[1])
+        never rebuilt from a stale copy and lose an entry). It is also the status the cluster holds."""
+        ours = self._ours(obj)
+        if ours is not None:
+            return dict(ours)
         old = obj.get("status")
         return thaw(old) if isinstance(old, Mapping) else {}
 
@@ -92,30 +143,52 @@ class StatusWriter:
         old_status = thaw(old) if isinstance(old, Mapping) else {}
         if old_status == new_status:
             return False
-        meta = _meta(obj)
-        with self._mu:
-            last = self._last.get(str(meta.get("uid") or meta.get("name")))
         # the cache still shows the object our last write was based on: compare with what we wrote
-        return not (last is not None and last[0] == str(meta.get("resourceVersion") or "")
-                    and last[1] == new_status)
+        return self._ours(obj) != new_status
 
-    def write(self, mapping: Any, obj: Mapping[str, Any],
-              new_status: dict[str, Any]) -> dict[str, Any] | None:
-        """Patch the status when it changed; returns the server's object, or None when skipped."""
-        if not self.changed(obj, new_status):
+    def refresh_due(self, obj: Mapping[str, Any], now: float) -> bool:
+        """True when drift may be written at ``now``: ``refresh_seconds`` (> 0) since our last write of
+        ``obj`` (or since the first drift we saw, when we never wrote it — that sighting is recorded)."""
+        if self._refresh <= 0:
+            return False
+        key = _uid(obj)
+        with self._mu:
+            memo = self._last.get(key)
+            if memo is None or memo.at is None:
+                self._last[key] = _Memo(memo.written if memo is not None else None, now)
+                return False
+            return now - memo.at >= self._refresh
+
+    def write(self, mapping: Any, obj: Mapping[str, Any], new_status: dict[str, Any], *,
+              now: float | None = None, significance: float | None = None) -> WriteOutcome:
+        """Patch the status when it changed — drift only when the refresh is due, given ``now`` and
+        ``significance`` (see the module docstring)."""
+        old = obj.get("status")
+        old_status = thaw(old) if isinstance(old, Mapping) else {}
+        ours = self._ours(obj)
+        if old_status == new_status or ours == new_status:  # as changed(), with one thaw
             with self._mu:
                 self.skipped += 1
-            return None
+            return WriteOutcome.UNCHANGED
+        held = ours if ours is not None else old_status  # what the cluster holds (base_status)
+        if now is not None and significance is not None and not significant(held, new_status, significance) \
+                and not self.refresh_due(obj, now):
+            with self._mu:
+                self.deferred += 1
+            return WriteOutcome.DEFERRED
         meta = _meta(obj)
-        old = obj.get("status")
-        patch = status_patch(thaw(old) if isinstance(old, Mapping) else {}, new_status)
-        out = self._client.patch_status(mapping, str(meta["name"]), patch, str(meta.get("namespace") or "")
-                                        or None, patch_type="merge")
+        patch = status_patch(old_status, new_status)
+        self._client.patch_status(mapping, str(meta["name"]), patch, str(meta.get("namespace") or "") or None,
+                                  patch_type="merge")
         with self._mu:
             self.writes += 1
-            self._last[str(meta.get("uid") or meta.get("name"))] = (str(meta.get("resourceVersion") or ""),
-                                                                    dict(new_status))
-        return out
+            self._last[_uid(obj)] = _Memo((str(meta.get("resourceVersion") or ""), dict(new_status)), now)
+        return WriteOutcome.WRITTEN
+
+    def skip(self) -> None:
+        """Count a write skipped by a caller that knew nothing changed without building the status."""
+        with self._mu:
+            self.skipped += 1
 
     def remembered(self) -> int:
         """How many objects' last status is remembered (for tests and debugging)."""
@@ -125,3 +198,8 @@ class StatusWriter:
     def forget(self, obj_uid: str) -> None:
         with self._mu:
             self._last.pop(obj_uid, None)
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    meta = _meta(obj)
+    return str(meta.get("uid") or meta.get("name"))

@@ -1,0 +1,711 @@
+"""Capacity: N MetricsTrigger ElasticScalers on one manager, and the HPA controller on the same surge.
+
+For each N of ``BENCH_CAPACITY_N`` (comma list, default ``1000,3000,10000``), on a **fresh** local
+control plane (``hack/cluster.py``, kube-controller-manager with its *default* HPA settings:
+15 s sync, 5 workers, 20 QPS to the API server):
+
+1. a ``/scale``-only CRD kind (``Scalable``, no pods, so no pod churn loads the machine), N
+   targets at 3 replicas spread over ``BENCH_CAPACITY_NAMESPACES`` namespaces (default 10), and N
+   ElasticScalers (apa, one ExternalServer query each -- a distinct PromQL per scaler -- against
+   the fake Prometheus, AverageValue 10, every annotation at its default: 60 s Average window,
+   scale-up stabilization 0). The manager is ``python -m escaler manager`` with its defaults (30 s
+   poll, default workers) as its own client-certificate user; the only flag a production
+   manager would not carry is ``--allow-endpoint-networks=127.0.0.0/8`` (the fake listens on
+   loopback, which the SSRF policy refuses by default).
+2. The fake Prometheus runs in **its own process** (HTTP/1.1 keep-alive) and answers every query
+   with 30 x scale x (1 +- noise); noise is +-4 % (inside apa's 10 % tolerance: 3 replicas hold).
+3. Measured: ``create s`` (POSTing 2N objects, 8 client threads), ``first poll s`` (creation done
+   -> every scaler's status shows a collection: ScalingActive=True or currentMetrics),
+   ``idle CPU ms/poll`` (manager utime+stime from /proc over ``BENCH_CAPACITY_IDLE_CYCLES`` x 30 s,
+   default 2, after one more settling interval), ``idle writes`` (every completed
+   create/update/patch/delete of the manager's user in the audit log in that window -- not a
+   name prefix) with the fake's query count (``queries/scaler/poll``: 1.0 means every scaler was
+   polled once per interval; the row fails if the manager died or never queried), then the
+   surge: at a random phase of the poll interval every series doubles at once (the clock is read
+   before the change), and ONE watch on the targets records when each target's spec.replicas
+   first rises (``write p50/p99/max s``) and when it first reaches 6, the count the doubled load
+   needs (``need p99 s``); ``surge CPU s`` is the manager's CPU from the step to the last write;
+   ``VmHWM MB`` the peak RSS; ``KB/scaler`` = (VmRSS after the surge - VmRSS before any scaler
+   existed) / N; ``threads`` the manager's thread count (/proc/<pid>/status).
+4. Then the same for kube-controller-manager's HPA controller: the manager is stopped, N new
+   targets get N HPAs (External metric ``load-<i>``, AverageValue 10) served by the fake
+   external.metrics.k8s.io (own process, behind the API server's aggregator), and the same
+   doubling is observed the same way (``BENCH_CAPACITY_HPA=0`` skips it; its waits are capped by
+   ``BENCH_CAPACITY_HPA_TIMEOUT`` seconds, default 600: a row that did not finish says how many
+   targets were written in time).
+
+``BENCH_ESCALER_SRC=<checkout>`` runs the manager from another source tree (a before/after
+comparison; the CRDs and this bench stay current). ``BENCH_PROFILE=1`` also records the manager
+with py-spy (idle window and surge, GIL-holding samples only; raw collapsed stacks and a top-frames
+summary in the work directory, printed at the end) and its threads by name -- docs/performance.md.
+Rows are also appended as JSON lines to ``<workdir>/capacity.jsonl`` as each N finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "hack"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from benchkube import Api, Watch  # noqa: E402
+from cluster import LocalCluster  # noqa: E402
+from fake_metrics import MetricsAPIServer, PrometheusServer, apiservice_manifests  # noqa: E402
+
+TITLE = "Capacity: N MetricsTrigger scalers on one manager vs the HPA controller (real control plane)"
+NOTES = """
+Conditions of every row: a fresh local control plane per N on this 2-core machine (etcd,
+kube-apiserver, kube-controller-manager, scheduler and kwok share the 2 cores with the manager,
+the fake metric servers and the bench's watch; other engineers' tests may run at the same time),
+targets of a `/scale`-only CRD (no pods), a fleet spread over 10 namespaces, one distinct
+ExternalServer query per scaler, every metric 30 +-4 % noise (AverageValue 10 at 3 replicas, inside
+the 10 % tolerance) during the idle window, then one fleet-wide step to 60 at a random phase of the
+30 s poll interval. escaler: `python -m escaler manager` with its defaults (30 s poll, default
+workers, apa annotations at their defaults: 60 s Average window with its 6 s panic window,
+scale-up stabilization 0). HPA: kube-controller-manager's defaults (15 s sync, 5 workers,
+`--kube-api-qps=20`), External metrics served through the aggregator by a fake adapter, 5 min
+downscale stabilization (irrelevant to a scale-up). `write` is the first change of spec.replicas
+seen by one watch on the targets (clock read before the step is sent); `need` is reaching the 6
+replicas the doubled load needs. Idle writes count every write of the manager's user in the audit
+log; `queries/scaler/poll` is the fake Prometheus's query count / (N x idle intervals). An HPA row
+capped by `BENCH_CAPACITY_HPA_TIMEOUT` reports `>cap` and how many targets it wrote in time.
+`machine load` (newer runs) is the 1-minute load average when the surge ended: above 2 the manager
+did not have a core to itself.
+"""
+
+NS_LIST = [int(x) for x in os.environ.get("BENCH_CAPACITY_N", "1000,3000,10000").split(",") if x.strip()]
+NAMESPACES = int(os.environ.get("BENCH_CAPACITY_NAMESPACES", "10"))
+IDLE_CYCLES = float(os.environ.get("BENCH_CAPACITY_IDLE_CYCLES", "2"))
+RUN_HPA = os.environ.get("BENCH_CAPACITY_HPA", "1") != "0"
+HPA_TIMEOUT = float(os.environ.get("BENCH_CAPACITY_HPA_TIMEOUT", "600"))
+# another checkout whose escaler package the manager runs (e.g. the commit before a change)
+SRC = Path(os.environ.get("BENCH_ESCALER_SRC") or ROOT).resolve()
+PROFILE = os.environ.get("BENCH_PROFILE", "0") not in ("", "0")
+NOTES += (
+    f"\nThis run: `BENCH_CAPACITY_N={','.join(map(str, NS_LIST))} BENCH_CAPACITY_NAMESPACES={NAMESPACES} "
+    f"BENCH_CAPACITY_IDLE_CYCLES={IDLE_CYCLES:g} BENCH_CAPACITY_HPA={int(RUN_HPA)} "
+    f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g}`"
+    + (f" with the manager from `{SRC}`" if SRC != ROOT else "")
+    + ".\n"
+)
+POLL = 30.0  # the manager's default --metrics-trigger-poll-interval
+BASE_LOAD = 30.0
+AVERAGE_VALUE = 10
+START_REPLICAS = 3
+NEED_AFTER_SURGE = 6
+NOISE = 0.04
+USER = "escaler-capacity"
+GROUP = "bench.escaler.io"
+PLURAL = "scalables"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def pct(xs: list[float], p: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))]
+
+
+# --- fake metric servers, each in its own process -----------------------------------------------
+
+
+@dataclass
+class Load:
+    """The fleet's load, shared with a fake server's process: value = BASE x scale x (1 +- noise)."""
+
+    scale: Any = field(default_factory=lambda: mp.Value("d", 1.0, lock=False))
+    noise: Any = field(default_factory=lambda: mp.Value("d", NOISE, lock=False))
+    count: Any = field(default_factory=lambda: mp.Value("q", 0))
+
+    def value(self, rng: random.Random) -> float:
+        with self.count.get_lock():
+            self.count.value += 1
+        n = self.noise.value
+        return round(BASE_LOAD * self.scale.value * (1 + rng.uniform(-n, n)), 3)
+
+
+def _serve_prometheus(load: Load, conn: Any) -> None:
+    rng = random.Random()
+    srv = PrometheusServer(value_fn=lambda _q: load.value(rng), record=False, keep_alive=True).start()
+    conn.send(srv.port)
+    threading.Event().wait()
+
+
+def _serve_external(load: Load, cert: str, key: str, conn: Any) -> None:
+    rng = random.Random()
+    srv = MetricsAPIServer(
+        Path(cert),
+        Path(key),
+        lambda _ns, _sel: [],
+        record=False,
+        keep_alive=True,
+        external_fn=lambda _ns, m: load.value(rng) if m.startswith("load-") else None,
+    )
+    conn.send(srv.start().port)
+    threading.Event().wait()
+
+
+def spawn(target: Callable[..., None], *args: Any) -> tuple[mp.Process, int]:
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=target, args=(*args, child), daemon=True)
+    p.start()
+    return p, int(parent.recv())
+
+
+# --- /proc ---------------------------------------------------------------------------------------
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "VmHWM", "Threads"):
+            out[k] = int(v.split()[0])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# --- objects -------------------------------------------------------------------------------------
+
+
+def crd() -> dict[str, Any]:
+    schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"plural": PLURAL, "singular": "scalable", "kind": "Scalable"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": schema},
+                    "subresources": {
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def target(name: str) -> dict[str, Any]:
+    # no status subresource: status is written with the object, as a workload controller would
+    return {
+        "apiVersion": f"{GROUP}/v1",
+        "kind": "Scalable",
+        "metadata": {"name": name},
+        "spec": {"replicas": START_REPLICAS},
+        "status": {"replicas": START_REPLICAS, "selector": f"app={name}"},
+    }
+
+
+def scaler(name: str, endpoint: str) -> dict[str, Any]:
+    query = f'sum(rate(http_requests_total{{service="{name}"}}[1m]))'
+    metric = {
+        "type": "ExternalServer",
+        "externalServer": {
+            "endpoint": endpoint,
+            "query": query,
+            "target": {"type": "AverageValue", "averageValue": str(AVERAGE_VALUE)},
+        },
+    }
+    return {
+        "apiVersion": "elasticscaler.io/v1alpha1",
+        "kind": "ElasticScaler",
+        "metadata": {"name": name},
+        "spec": {
+            "targetRef": {"apiVersion": f"{GROUP}/v1", "kind": "Scalable", "name": name},
+            "minReplicas": 1,
+            "maxReplicas": 20,
+            "trigger": {
+                "type": "MetricsTrigger",
+                "metricsTrigger": {"scalingAlgorithm": "apa", "metrics": [metric]},
+            },
+        },
+    }
+
+
+def hpa(name: str, i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": f"{GROUP}/v1", "kind": "Scalable", "name": name},
+            "minReplicas": 1,
+            "maxReplicas": 20,
+            "metrics": [
+                {
+                    "type": "External",
+                    "external": {
+                        "metric": {"name": f"load-{i}"},
+                        "target": {"type": "AverageValue", "averageValue": str(AVERAGE_VALUE)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def placed(n: int, prefix: str) -> list[tuple[str, str, int]]:
+    """(namespace, name, index) of ``n`` objects spread over the namespaces."""
+    return [(f"{prefix}-{i % NAMESPACES}", f"s-{i:05d}", i) for i in range(n)]
+
+
+# --- observation ---------------------------------------------------------------------------------
+
+
+class TargetObserver:
+    """When each target's spec.replicas first rose above the start, and first reached the need."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.armed = False
+        self.first_write: dict[str, float] = {}
+        self.first_need: dict[str, float] = {}
+        self.changed_before: set[str] = set()
+
+    def on_event(self, key: str, obj: dict[str, Any], t: float) -> None:
+        r = int((obj.get("spec") or {}).get("replicas") or 0)
+        with self.lock:
+            if r != START_REPLICAS and not self.armed:
+                self.changed_before.add(key)
+            if not self.armed:
+                return
+            if r > START_REPLICAS:
+                self.first_write.setdefault(key, t)
+            if r >= NEED_AFTER_SURGE:
+                self.first_need.setdefault(key, t)
+
+
+class CollectedObserver:
+    """Scalers (ElasticScaler or HPA) whose status shows a metric collection."""
+
+    def __init__(self) -> None:
+        self.done: set[str] = set()
+
+    def on_event(self, key: str, obj: dict[str, Any], t: float) -> None:
+        st = obj.get("status") or {}
+        active = any(
+            c.get("type") == "ScalingActive" and c.get("status") == "True" for c in st.get("conditions") or []
+        )
+        if active or st.get("currentMetrics"):
+            self.done.add(key)
+
+
+def wait_until(
+    pred: Callable[[], bool],
+    timeout: float,
+    what: str,
+    alive: Callable[[], bool] | None = None,
+    interval: float = 0.5,
+) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if pred():
+            return time.monotonic() - t0
+        if alive is not None and not alive():
+            raise RuntimeError(f"the manager died while waiting for {what}")
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def audit_writes(path: Path, since: int, user: str, after: float, before: float) -> Counter[str]:
+    """Completed writes of ``user`` received in [after, before) (time.time()), by resource."""
+    by: Counter[str] = Counter()
+    with open(path, "rb") as f:
+        f.seek(since)
+        for line in f:
+            if user.encode() not in line:
+                continue
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("stage") != "ResponseComplete" or ev.get("verb") not in WRITE_VERBS:
+                continue
+            if (ev.get("user") or {}).get("username") != user:
+                continue
+            ts = datetime.fromisoformat(ev["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+            if after <= ts < before:
+                ref = ev.get("objectRef") or {}
+                sub = f"/{ref['subresource']}" if ref.get("subresource") else ""
+                by[f"{ref.get('resource', '?')}{sub}"] += 1
+    return by
+
+
+def surge_stats(obs: TargetObserver, t0: float, n: int, cap: float) -> dict[str, Any]:
+    """Latencies over all ``n`` targets; a target not written within ``cap`` counts as > cap."""
+    writes = sorted(t - t0 for t in obs.first_write.values())
+    needs = sorted(t - t0 for t in obs.first_need.values())
+
+    def at(xs: list[float], p: float) -> float | str:
+        i = min(n - 1, max(0, round(p / 100 * (n - 1))))
+        return round(xs[i], 2) if i < len(xs) else f">{cap:.0f}"
+
+    return {
+        "written": f"{len(writes)}/{n}",
+        "write p50 s": at(writes, 50),
+        "write p99 s": at(writes, 99),
+        "write max s": at(writes, 100),
+        "need p99 s": at(needs, 99),
+    }
+
+
+# --- one N ---------------------------------------------------------------------------------------
+
+
+class Run:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.work = Path(tempfile.mkdtemp(prefix=f"escaler-capacity-{n}-"))
+        self.cluster = LocalCluster(self.work / "cluster", quick_hpa=False).start()
+        self.api = Api(self.cluster)
+        self.procs: list[mp.Process] = []
+        self.mgr: subprocess.Popen[bytes] | None = None
+        self.profiles: list[Path] = []
+
+    def close(self) -> None:
+        self.stop_manager()
+        for p in self.procs:
+            p.kill()
+        self.cluster.stop()
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        return self.cluster.kubectl(*args, input=input)
+
+    def setup(self) -> None:
+        for f in sorted((ROOT / "manifests" / "crds").glob("*.yaml")):
+            self.kubectl("apply", "--server-side", "-f", str(f))
+        self.kubectl("apply", "-f", "-", input=json.dumps(crd()))
+        self.kubectl("wait", "--for=condition=Established", "crd", "--all")
+
+    def namespaces(self, prefix: str) -> None:
+        for i in range(NAMESPACES):
+            self.api.call(
+                "POST",
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"{prefix}-{i}"}},
+            )
+
+    def start_manager(self) -> int:
+        kc = self.cluster.user_kubeconfig(USER)
+        self.log = open(self.work / "manager.log", "wb")  # noqa: SIM115
+        self.mgr = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "escaler",
+                "manager",
+                f"--kubeconfig={kc}",
+                "--webhook-port=0",
+                "--metrics-bind-address=127.0.0.1:0",
+                "--health-probe-bind-address=127.0.0.1:0",
+                "--api-bind-address=0",
+                "--allow-endpoint-networks=127.0.0.0/8",
+            ],
+            cwd=SRC,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(SRC)},
+        )
+        return self.mgr.pid
+
+    def alive(self) -> bool:
+        return self.mgr is not None and self.mgr.poll() is None
+
+    def stop_manager(self) -> None:
+        if self.mgr is not None and self.mgr.poll() is None:
+            self.mgr.terminate()
+            try:
+                self.mgr.wait(60)
+            except subprocess.TimeoutExpired:
+                self.mgr.kill()
+                self.mgr.wait(10)
+
+    def profile(self, name: str, seconds: float) -> subprocess.Popen[bytes] | None:
+        if not PROFILE or self.mgr is None:
+            return None
+        out = self.work / f"profile-{self.n}-{name}.txt"
+        self.profiles.append(out)
+        spy = Path(sys.executable).parent / "py-spy"
+        return subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "--pid",
+                str(self.mgr.pid),
+                "--duration",
+                str(int(seconds)),
+                "--rate",
+                "100",
+                "--format",
+                "raw",
+                "--gil",  # only samples that hold the GIL: where the CPU goes
+                "-o",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    # -- escaler ----------------------------------------------------------------------------------
+
+    def escaler(self) -> dict[str, Any]:
+        n = self.n
+        load = Load()
+        proc, port = spawn(_serve_prometheus, load)
+        self.procs.append(proc)
+        endpoint = f"http://127.0.0.1:{port}"
+        self.namespaces("es")
+        pid = self.start_manager()
+        # started (threads up: imports done under a loaded machine can take a while), caches synced
+        wait_until(lambda: proc_status(pid)["Threads"] >= 10, 120, "the manager's threads", self.alive)
+        time.sleep(8)
+        rss0 = proc_status(pid)["VmRSS"]
+        threads0 = proc_status(pid)["Threads"]
+        obs, collected = TargetObserver(), CollectedObserver()
+        Watch(self.api, f"/apis/{GROUP}/v1/{PLURAL}", obs.on_event).start()
+        Watch(self.api, "/apis/elasticscaler.io/v1alpha1/elasticscalers", collected.on_event).start()
+        fleet = placed(n, "es")
+        t0 = time.monotonic()
+        self.api.create_all(
+            (f"/apis/{GROUP}/v1/namespaces/{ns}/{PLURAL}", {**target(name)}) for ns, name, _ in fleet
+        )
+        self.api.create_all(
+            (f"/apis/elasticscaler.io/v1alpha1/namespaces/{ns}/elasticscalers", scaler(name, endpoint))
+            for ns, name, _ in fleet
+        )
+        create_s = time.monotonic() - t0
+        first_poll_s = wait_until(
+            lambda: len(collected.done) >= n,
+            60 + 4 * POLL + n / 50,
+            f"all {n} scalers collected (have {len(collected.done)})",
+            self.alive,
+        )
+        time.sleep(POLL)  # one more interval: first status writes land
+        # -- idle, noisy metric
+        idle_s = IDLE_CYCLES * POLL
+        spy = self.profile("idle", idle_s)
+        audit_off = self.cluster.audit_log.stat().st_size
+        q0, c0, w0 = load.count.value, cpu_seconds(pid), time.time()
+        time.sleep(idle_s)
+        q1, c1, w1 = load.count.value, cpu_seconds(pid), time.time()
+        if spy:
+            spy.wait(60)
+        if not self.alive():
+            raise RuntimeError(f"the manager died during the idle window; see {self.work}/manager.log")
+        queries = q1 - q0
+        if queries == 0:
+            raise RuntimeError(f"the manager made no query in the idle window; see {self.work}/manager.log")
+        time.sleep(3)  # audit lines of requests received before w1
+        idle_writes = audit_writes(self.cluster.audit_log, audit_off, USER, w0, w1)
+        # -- surge at a random phase of the interval
+        time.sleep(random.uniform(0, POLL))
+        surge_timeout = 4 * POLL + n / 100
+        spy = self.profile("surge", min(surge_timeout, 2 * POLL + 10))
+        with obs.lock:
+            obs.armed = True
+        c_step = cpu_seconds(pid)
+        ts = time.monotonic()
+        load.scale.value = 2.0
+        with contextlib.suppress(TimeoutError):
+            wait_until(
+                lambda: len(obs.first_write) >= n and len(obs.first_need) >= n,
+                surge_timeout,
+                "every target written",
+                self.alive,
+                interval=0.2,
+            )
+        last = max([*obs.first_write.values(), *obs.first_need.values()], default=ts)
+        c_end = cpu_seconds(pid)
+        st = proc_status(pid)
+        if spy:
+            spy.wait(120)
+        if PROFILE:  # after the recording: one tracer at a time
+            census = thread_census(pid)
+            (self.work / f"threads-{n}.json").write_text(json.dumps(census))
+            print(f"  manager threads by name: {dict(census.most_common(12))}", flush=True)
+        row: dict[str, Any] = {
+            "controller": "escaler",
+            "N": n,
+            "create s": round(create_s, 1),
+            "first poll s": round(first_poll_s, 1),
+            "idle CPU ms/poll": round((c1 - c0) / (idle_s / POLL) * 1000),
+            "idle cores": round((c1 - c0) / (w1 - w0), 3),
+            "idle writes": sum(idle_writes.values()),
+            "queries/scaler/poll": round(queries / n / (idle_s / POLL), 2),
+            **surge_stats(obs, ts, n, surge_timeout),
+            "surge CPU s": round(c_end - c_step, 1),
+            "surge wall s": round(last - ts, 1),
+            "VmHWM MB": round(st["VmHWM"] / 1024),
+            "KB/scaler": round((st["VmRSS"] - rss0) / n, 1),
+            "threads": f"{threads0}→{st['Threads']}",
+            "machine load": round(os.getloadavg()[0], 1),  # 1-min load average after the surge
+        }
+        (self.work / "idle-writes.json").write_text(json.dumps(idle_writes))
+        if idle_writes:
+            print(f"  idle writes by resource: {dict(idle_writes)}", flush=True)
+        self.stop_manager()
+        return row
+
+    # -- HPA --------------------------------------------------------------------------------------
+
+    def hpa(self) -> dict[str, Any]:
+        n = self.n
+        load = Load()
+        pki = self.cluster.pki
+        proc, port = spawn(
+            _serve_external, load, str(pki / "metrics-server.crt"), str(pki / "metrics-server.key")
+        )
+        self.procs.append(proc)
+        docs = apiservice_manifests(port, (pki / "ca.crt").read_bytes())
+        self.kubectl(
+            "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+        )
+        self.kubectl(
+            "wait", "--for=condition=Available", "--timeout=60s", "apiservice/v1beta1.external.metrics.k8s.io"
+        )
+        self.namespaces("hpa")
+        obs, collected = TargetObserver(), CollectedObserver()
+        Watch(
+            self.api,
+            f"/apis/{GROUP}/v1/{PLURAL}",
+            lambda k, o, t: k.startswith("hpa-") and obs.on_event(k, o, t),
+        ).start()
+        Watch(self.api, "/apis/autoscaling/v2/horizontalpodautoscalers", collected.on_event).start()
+        fleet = placed(n, "hpa")
+        self.api.create_all(
+            (f"/apis/{GROUP}/v1/namespaces/{ns}/{PLURAL}", target(name)) for ns, name, _ in fleet
+        )
+        self.api.create_all(
+            (f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers", hpa(name, i))
+            for ns, name, i in fleet
+        )
+        t0 = time.monotonic()
+        settled = True
+        try:
+            wait_until(lambda: len(collected.done) >= n, HPA_TIMEOUT, f"all {n} HPAs active")
+        except TimeoutError:
+            settled = False
+        first_s = time.monotonic() - t0
+        time.sleep(random.uniform(0, 15))
+        with obs.lock:
+            obs.armed = True
+        ts = time.monotonic()
+        load.scale.value = 2.0
+        with contextlib.suppress(TimeoutError):
+            wait_until(
+                lambda: len(obs.first_write) >= n and len(obs.first_need) >= n,
+                HPA_TIMEOUT,
+                "every HPA target written",
+                interval=0.5,
+            )
+        stats = surge_stats(obs, ts, n, HPA_TIMEOUT)
+        stats["machine load"] = round(os.getloadavg()[0], 1)
+        return {
+            "controller": "HPA (KCM defaults)",
+            "N": n,
+            "first poll s": round(first_s, 1)
+            if settled
+            else f">{HPA_TIMEOUT:.0f} ({len(collected.done)}/{n})",
+            **stats,
+        }
+
+
+def thread_census(pid: int) -> Counter[str]:
+    """The manager's Python threads by name (digits folded to #), from ``py-spy dump``."""
+    import re
+
+    spy = Path(sys.executable).parent / "py-spy"
+    out = subprocess.run(
+        [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=60
+    ).stdout
+    names = re.findall(r'^Thread \S+ \([^)]*\): "(.*)"$', out, re.M)
+    return Counter(re.sub(r"\d+", "#", n) for n in names)
+
+
+def summarize_profile(path: Path, top: int = 25) -> str:
+    """Top frames of a py-spy raw (collapsed) profile: by self samples and by inclusive samples."""
+    self_c: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        c = int(count)
+        total += c
+        frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        self_c[frames[-1]] += c
+        for f in set(frames):
+            incl[f] += c
+    out = [f"{path.name}: {total} samples", "self:"]
+    out += [f"  {100 * c / total:5.1f}%  {f}" for f, c in self_c.most_common(top)]
+    out.append("inclusive:")
+    out += [f"  {100 * c / total:5.1f}%  {f}" for f, c in incl.most_common(top)]
+    return "\n".join(out)
+
+
+def run() -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for n in NS_LIST:
+        r = Run(n)
+        print(f"capacity N={n}: work directory {r.work}", flush=True)
+        try:
+            r.setup()
+            for phase in (r.escaler, *((r.hpa,) if RUN_HPA else ())):
+                row = phase()
+                print(f"  {row}", flush=True)
+                rows.append(row)
+                with open(r.work.parent / "escaler-capacity.jsonl", "a") as f:
+                    f.write(json.dumps({"when": time.strftime("%H:%M:%S"), **row}) + "\n")
+            for p in r.profiles:
+                if p.exists():
+                    print(summarize_profile(p), flush=True)
+        finally:
+            r.close()
+    return rows
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from run import table
+
+    print(table(run()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
