@@ -99,8 +99,8 @@ def threads(pid: int) -> int:
 
 def py_spy() -> str:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        pytest.skip("py-spy is not installed (pip install -e '.[dev]')")
+    # a dev dependency (`make` installs it): its absence fails the test, never skips it
+    assert Path(spy).exists(), "py-spy is not installed (pip install -e '.[dev]')"
     return spy
 
 
