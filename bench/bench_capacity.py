@@ -34,6 +34,7 @@ control plane (``hack/cluster.py``, kube-controller-manager with its *default* H
    ``BENCH_CAPACITY_HPA_TIMEOUT`` seconds, default 600: a row that did not finish says how many
    targets were written in time).
 
+``BENCH_CAPACITY_MANAGER_ARGS`` adds manager flags (e.g. ``--max-concurrent-reconciles=16``).
 ``BENCH_ESCALER_SRC=<checkout>`` runs the manager from another source tree (a before/after
 comparison; the CRDs and this bench stay current). ``BENCH_PROFILE=1`` also records the manager
 with py-spy (idle window and surge, GIL-holding samples only; raw collapsed stacks and a top-frames
@@ -48,11 +49,13 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,10 +100,13 @@ HPA_TIMEOUT = float(os.environ.get("BENCH_CAPACITY_HPA_TIMEOUT", "600"))
 # another checkout whose escaler package the manager runs (e.g. the commit before a change)
 SRC = Path(os.environ.get("BENCH_ESCALER_SRC") or ROOT).resolve()
 PROFILE = os.environ.get("BENCH_PROFILE", "0") not in ("", "0")
+# extra flags for the manager (e.g. "--max-concurrent-reconciles=16"), split on spaces
+MANAGER_ARGS = os.environ.get("BENCH_CAPACITY_MANAGER_ARGS", "").split()
 NOTES += (
     f"\nThis run: `BENCH_CAPACITY_N={','.join(map(str, NS_LIST))} BENCH_CAPACITY_NAMESPACES={NAMESPACES} "
     f"BENCH_CAPACITY_IDLE_CYCLES={IDLE_CYCLES:g} BENCH_CAPACITY_HPA={int(RUN_HPA)} "
-    f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g}`"
+    f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g}"
+    + (f" BENCH_CAPACITY_MANAGER_ARGS='{' '.join(MANAGER_ARGS)}'" if MANAGER_ARGS else "") + "`"
     + (f" with the manager from `{SRC}`" if SRC != ROOT else "")
     + ".\n"
 )
@@ -432,6 +438,7 @@ class Run:
                 "--health-probe-bind-address=127.0.0.1:0",
                 "--api-bind-address=0",
                 "--allow-endpoint-networks=127.0.0.0/8",
+                *MANAGER_ARGS,
             ],
             cwd=SRC,
             stdout=self.log,
@@ -439,6 +446,17 @@ class Run:
             env={**os.environ, "PYTHONPATH": str(SRC)},
         )
         return self.mgr.pid
+
+    def dump_metrics(self, name: str) -> None:
+        """Save the manager's /metrics page (workqueue depth, outbound jobs) into the work directory."""
+        m = re.search(rb"serving metrics on (\S+):(\d+)", (self.work / "manager.log").read_bytes())
+        if m is None:
+            return
+        try:
+            with urllib.request.urlopen(f"http://{m[1].decode()}:{m[2].decode()}/metrics", timeout=10) as r:
+                (self.work / name).write_bytes(r.read())
+        except OSError as err:
+            (self.work / name).write_text(f"metrics unavailable: {err}\n")
 
     def alive(self) -> bool:
         return self.mgr is not None and self.mgr.poll() is None
@@ -531,12 +549,13 @@ class Run:
         idle_writes = audit_writes(self.cluster.audit_log, audit_off, USER, w0, w1)
         # -- surge at a random phase of the interval
         time.sleep(random.uniform(0, POLL))
+        surge_audit_off = self.cluster.audit_log.stat().st_size
         surge_timeout = 4 * POLL + n / 100
         spy = self.profile("surge", min(surge_timeout, 2 * POLL + 10))
         with obs.lock:
             obs.armed = True
         c_step = cpu_seconds(pid)
-        ts = time.monotonic()
+        w_step, ts = time.time(), time.monotonic()
         load.scale.value = 2.0
         with contextlib.suppress(TimeoutError):
             wait_until(
@@ -549,6 +568,11 @@ class Run:
         last = max([*obs.first_write.values(), *obs.first_need.values()], default=ts)
         c_end = cpu_seconds(pid)
         st = proc_status(pid)
+        self.dump_metrics(f"metrics-{n}-after-surge.txt")
+        # the API server's own count of the manager's writes in the surge (independent of the watch)
+        w_end = time.time()
+        time.sleep(3)  # audit lines of requests received before w_end
+        surge_writes = audit_writes(self.cluster.audit_log, surge_audit_off, USER, w_step, w_end)
         if spy:
             spy.wait(120)
         if PROFILE:  # after the recording: one tracer at a time
@@ -565,6 +589,7 @@ class Run:
             "idle writes": sum(idle_writes.values()),
             "queries/scaler/poll": round(queries / n / (idle_s / POLL), 2),
             **surge_stats(obs, ts, n, surge_timeout),
+            "surge API writes": ", ".join(f"{k} {v}" for k, v in sorted(surge_writes.items())) or "0",
             "surge CPU s": round(c_end - c_step, 1),
             "surge wall s": round(last - ts, 1),
             "VmHWM MB": round(st["VmHWM"] / 1024),

@@ -40,6 +40,7 @@ from escaler.informers.store import (
     namespace_index_func,
     split_key,
 )
+from escaler.informers.transform import Transform, identity, strip_managed_fields
 
 __all__ = [
     "ADDED",
@@ -68,13 +69,16 @@ __all__ = [
     "ResourceEventHandler",
     "ResourceKey",
     "SharedInformer",
+    "Transform",
     "WatchEvent",
     "WatchStream",
     "freeze",
+    "identity",
     "is_expired",
     "loads_frozen",
     "meta_namespace_key",
     "namespace_index_func",
     "split_key",
+    "strip_managed_fields",
     "thaw",
 ]

@@ -13,6 +13,9 @@ Contract (client-go's sharedIndexInformer and processorListener):
   objects, ``on_update`` for those whose resourceVersion changed, and ``on_delete`` with a
   ``DeletedFinalStateUnknown`` for those that vanished (client-go also re-delivers unchanged
   objects as updates; that is what resync is for here).
+* **Transform.** Every listed or watched object passes through ``transform`` (default
+  ``strip_managed_fields``: ``metadata.managedFields`` is not cached) before it is frozen, so
+  listers and handlers (deletes included) all see the transformed object.
 * **Per-handler delivery.** Every handler has its own unbounded buffer and delivery thread: a
   slow handler delays only itself (its buffer grows) and never reorders its own events. A
   handler that raises is logged with its traceback; delivery goes on with the next event.
@@ -53,6 +56,7 @@ from escaler.informers.store import (
     IndexFunc,
     namespace_index_func,
 )
+from escaler.informers.transform import Transform, strip_managed_fields
 
 __all__ = ["HANDLER_JOIN_TIMEOUT", "MIN_RESYNC_PERIOD", "HandlerRegistration", "SharedInformer"]
 
@@ -199,7 +203,7 @@ class _Sink:
 
     def _upsert(self, obj: Mapping[str, Any]) -> None:
         inf = self._inf
-        frozen: FrozenDict = freeze(obj)
+        frozen: FrozenDict = freeze(inf._transform(obj))
         with inf._lock:
             old = inf._indexer.get(frozen)
             inf._indexer.add(frozen)
@@ -209,7 +213,7 @@ class _Sink:
 
     def delete(self, obj: Mapping[str, Any]) -> None:
         inf = self._inf
-        frozen: FrozenDict = freeze(obj)
+        frozen: FrozenDict = freeze(inf._transform(obj))
         with inf._lock:
             inf._indexer.delete(frozen)
             note = (_DELETE, frozen, None)
@@ -220,8 +224,9 @@ class _Sink:
         inf = self._inf
         key_of = inf._indexer.key_of
         new: dict[str, FrozenDict] = {}
+        transform = inf._transform
         for obj in objs:
-            frozen: FrozenDict = freeze(obj)
+            frozen: FrozenDict = freeze(transform(obj))
             new[key_of(frozen)] = frozen
         with inf._lock:
             old = inf._indexer.replace(new.values(), resource_version)
@@ -271,8 +276,11 @@ class SharedInformer:
         clock: Clock | None = None,
         resync_period: float = 0.0,
         indexers: Mapping[str, IndexFunc] | None = None,
+        transform: Transform = strip_managed_fields,
     ) -> None:
         _validate_resync("SharedInformer.resync_period", resync_period)
+        # applied to every listed or watched object before it is cached (escaler.informers.transform)
+        self._transform = transform
         # the API and a name for logs and thread names; fixed
         self._lw = lw
         self._name = name or "informer"

@@ -19,7 +19,8 @@ Contract of ``KeyedExecutor``:
   wait in that group's FIFO, at most ``queue_per_group`` long (beyond it ``Submitted.FULL``:
   nothing is queued). Groups with work take turns (round-robin), so one namespace's slow
   endpoints hold at most ``per_group`` threads and cannot starve another namespace's jobs.
-* **Completion.** A job's return value (or the ``Exception`` it raised) is kept as a
+* **Completion.** ``finished(key)`` says a result waits untaken (``wakes`` is True: completions
+  are enqueued). A job's return value (or the ``Exception`` it raised) is kept as a
   ``Finished`` with the ``tag`` it was submitted with, until ``take(key)`` pops it; then ``wake``
   is added to the queue given to ``start``. ``discard(key)`` forgets a key: a queued job is
   dropped, a running job's result will be dropped, a finished one is dropped. The consumer
@@ -116,7 +117,12 @@ class Executor(Protocol):
 
     def pending(self, key: Hashable) -> bool: ...
 
+    def finished(self, key: Hashable) -> bool: ...
+
     def discard(self, key: Hashable) -> None: ...
+
+    @property
+    def wakes(self) -> bool: ...
 
 
 class ExecutorSource(Executor, Protocol):
@@ -287,6 +293,16 @@ class KeyedExecutor:
         with self._cond:
             return key in self._jobs
 
+    def finished(self, key: Hashable) -> bool:
+        """A result of ``key`` waits to be taken."""
+        with self._cond:
+            return key in self._done
+
+    @property
+    def wakes(self) -> bool:
+        """Completions enqueue their ``wake`` item (on the queue given to ``start``)."""
+        return True
+
     def discard(self, key: Hashable) -> None:
         with self._cond:
             self._done.pop(key, None)
@@ -432,6 +448,15 @@ class InlineExecutor:
             return self._done.pop(key, None)
 
     def pending(self, key: Hashable) -> bool:
+        return False
+
+    def finished(self, key: Hashable) -> bool:
+        with self._mu:
+            return key in self._done
+
+    @property
+    def wakes(self) -> bool:
+        """Never: the submitter takes the result itself."""
         return False
 
     def discard(self, key: Hashable) -> None:

@@ -73,6 +73,14 @@ class ManualExecutor:
         with self._mu:
             return key in self.jobs
 
+    def finished(self, key: Hashable) -> bool:
+        with self._mu:
+            return key in self.done
+
+    @property
+    def wakes(self) -> bool:
+        return True
+
     def discard(self, key: Hashable) -> None:
         with self._mu:
             self.discarded.append(key)

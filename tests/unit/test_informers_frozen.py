@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from escaler.informers.frozen import READ_ONLY_MESSAGE, FrozenDict, FrozenList, freeze, loads_frozen, thaw
+from escaler.informers.frozen import (
+    INTERN_MAX_LENGTH,
+    READ_ONLY_MESSAGE,
+    FrozenDict,
+    FrozenList,
+    freeze,
+    loads_frozen,
+    thaw,
+)
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",
@@ -170,3 +178,16 @@ def test_thaw_inverts_freeze_and_json_agrees(value: Any) -> None:
     assert thaw(frozen) == value
     assert frozen == value and loads_frozen(json.dumps(value)) == frozen
     assert json.dumps(frozen, sort_keys=True) == json.dumps(value, sort_keys=True)
+
+
+def test_keys_and_short_values_are_shared_between_separately_decoded_objects() -> None:
+    text = json.dumps({"metadata": {"name": "a"}, "status": {"reason": "ScaledUp",
+                                                           "message": "x" * (INTERN_MAX_LENGTH + 1)}})
+    one, two = freeze(json.loads(text)), freeze(json.loads(text))
+    key_one = next(iter(one))
+    key_two = next(iter(two))
+    assert key_one == key_two == "metadata" and key_one is key_two
+    assert one["status"]["reason"] is two["status"]["reason"]
+    # long strings (messages, queries) are not interned
+    assert one["status"]["message"] == two["status"]["message"]
+    assert one["status"]["message"] is not two["status"]["message"]

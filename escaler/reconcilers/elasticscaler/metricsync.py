@@ -114,6 +114,8 @@ ALGORITHM_HISTORY = 64
 # a sync within this fraction of the poll interval after a collection reuses it (the poller's
 # next enqueue lands exactly one interval later; the slack absorbs scheduling jitter)
 REUSE_FRACTION = 0.8
+# what a collection's result must match to be consumed: uid, generation, annotations
+_Tag = tuple[str, int, tuple[tuple[str, str], ...]]
 # hex digits of the spec hash in a window key (64 bits: no two specs of one scaler collide)
 _KEY_HASH_DIGITS = 16
 
@@ -241,30 +243,54 @@ class MetricsRecommender:
                   memory: MetricsMemory, *, now: float) -> MetricsOutcome:
         """One sync's outcome at wall-clock ``now`` (see the module docstring)."""
         mono = self._clock.monotonic()
-        ann_key = tuple(sorted((scaler.metadata.annotations or {}).items()))
-        gen = scaler.metadata.generation or 0
-        key, tag = collection_key(scaler.namespace, scaler.name), (scaler.metadata.uid or "", gen, ann_key)
+        key, tag = _identity(scaler)
         fresh = self._fresh(key, tag)
         if fresh is not None:
             return self._consume(scaler, ann, snap, memory, fresh, now, mono)
         last, in_flight = memory.last, self._executor.pending(key)
-        if last is not None and last.generation == gen and last.annotations == ann_key:
-            recent = self._poll_interval > 0 and mono - last.at < self._poll_interval * REUSE_FRACTION
-            if recent or in_flight:
-                # a sync between polls, or while the next collection is in flight: the last outcome stands
-                return MetricsOutcome(last.recommend, last.statuses, memory)
+        if self._reusable(last, tag, mono) or (in_flight and _same_spec(last, tag)):
+            # a sync between polls, or while the next collection is in flight: the last outcome stands
+            assert last is not None
+            return MetricsOutcome(last.recommend, last.statuses, memory)
         if in_flight:
             return _pending(scaler, memory)
         early = self._preflight(scaler, snap)
         if early is not None:
-            return _remember(MetricsOutcome(early, (), memory), mono, gen, ann_key)
+            return _remember(MetricsOutcome(early, (), memory), mono, tag[1], tag[2])
         return self._submit(scaler, ann, snap, memory, key, tag, now, mono)
+
+    def prefetch(self, scaler: ElasticScaler, snap: TargetSnapshot, memory: MetricsMemory) -> bool:
+        """The poller's shortcut: start this poll's collection now, so the one reconcile its
+        completion wakes consumes it (one reconcile per poll, not one to submit and one to consume).
+
+        True when a collection was started or is already in flight (nothing else to do: its
+        completion enqueues the scaler). False when a sync must decide instead — the last
+        collection is still recent, its result waits unconsumed, a preflight refusal (refused
+        endpoint, 0 replicas) must be reported, or the namespace's queue is full — and the poller
+        enqueues the scaler as before. Never touches ``memory`` (a reconcile owns it) and never
+        waits on I/O."""
+        if not self._executor.wakes:
+            return False  # an inline executor would run the collection on the poller's thread
+        mono = self._clock.monotonic()
+        key, tag = _identity(scaler)
+        if self._executor.pending(key):
+            return True
+        if self._executor.finished(key) or self._reusable(memory.last, tag, mono):
+            return False
+        if self._preflight(scaler, snap) is not None:
+            return False
+        return self._start(scaler, snap, key, tag, mono) != Submitted.FULL
+
+    def _reusable(self, last: Collection | None, tag: _Tag, mono: float) -> bool:
+        """The last collection was made for this spec less than a poll ago."""
+        return (_same_spec(last, tag) and last is not None and self._poll_interval > 0
+                and mono - last.at < self._poll_interval * REUSE_FRACTION)
 
     def forget(self, namespace: str, name: str) -> None:
         """The scaler is gone: drop its queued collection, and the result of a running one."""
         self._executor.discard(collection_key(namespace, name))
 
-    def _fresh(self, key: tuple[str, str, str], tag: tuple[object, ...]) -> Finished | None:
+    def _fresh(self, key: tuple[str, str, str], tag: _Tag) -> Finished | None:
         """The finished collection of this scaler as it is now (uid, generation, annotations); a
         result made for anything else (a predecessor of the same name, an older spec) is dropped."""
         fin = self._executor.take(key)
@@ -273,9 +299,24 @@ class MetricsRecommender:
         return fin
 
     def _submit(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
-                memory: MetricsMemory, key: tuple[str, str, str], tag: tuple[object, ...], now: float,
+                memory: MetricsMemory, key: tuple[str, str, str], tag: _Tag, now: float,
                 mono: float) -> MetricsOutcome:
         """Start a collection off the reconcile worker; pending (write nothing) until it finishes."""
+        mt = scaler.spec.trigger.metrics_trigger
+        assert mt is not None
+        ns = scaler.namespace
+        if self._start(scaler, snap, key, tag, mono) == Submitted.FULL:
+            return MetricsOutcome(RecommendResult.no_decision(
+                "metrics", f"too many metric collections are queued in namespace {ns}; retrying at the "
+                           "next poll", total=len(mt.metrics), can_scale_from_zero=False), (), memory)
+        fresh = self._fresh(key, tag)  # an inline executor has finished already
+        if fresh is not None:
+            return self._consume(scaler, ann, snap, memory, fresh, now, mono)
+        return _pending(scaler, memory)
+
+    def _start(self, scaler: ElasticScaler, snap: TargetSnapshot, key: tuple[str, str, str],
+               tag: _Tag, mono: float) -> Submitted:
+        """Submit the collection (windowed at ``mono``, the time it was asked for)."""
         mt = scaler.spec.trigger.metrics_trigger
         collector = self._collector
         assert mt is not None and collector is not None
@@ -284,15 +325,7 @@ class MetricsRecommender:
         def collect() -> _Collected:
             return _Collected(tuple(collector.collect(ns, metrics, snap, current)), current, mono)
 
-        submitted = self._executor.submit(key, ns, tag, collect, Request(ns, scaler.name))
-        if submitted == Submitted.FULL:
-            return MetricsOutcome(RecommendResult.no_decision(
-                "metrics", f"too many metric collections are queued in namespace {ns}; retrying at the "
-                           "next poll", total=len(mt.metrics), can_scale_from_zero=False), (), memory)
-        fresh = self._fresh(key, tag)  # an inline executor has finished already
-        if fresh is not None:
-            return self._consume(scaler, ann, snap, memory, fresh, now, mono)
-        return _pending(scaler, memory)
+        return self._executor.submit(key, ns, tag, collect, Request(ns, scaler.name))
 
     def _preflight(self, scaler: ElasticScaler, snap: TargetSnapshot) -> RecommendResult | None:
         """The outcome of a sync that needs no collection (refused endpoint, 0 replicas, no
@@ -494,6 +527,19 @@ class _Runner:
             return self.on((metric,)).replicas
         except (NoDecision, ValueError):
             return None
+
+
+def _identity(scaler: ElasticScaler) -> tuple[tuple[str, str, str], _Tag]:
+    """The executor key of the scaler's collection, and the tag its result must match: uid,
+    generation and annotations (a result made for anything else is dropped)."""
+    ann_key = tuple(sorted((scaler.metadata.annotations or {}).items()))
+    tag: _Tag = (scaler.metadata.uid or "", scaler.metadata.generation or 0, ann_key)
+    return collection_key(scaler.namespace, scaler.name), tag
+
+
+def _same_spec(last: Collection | None, tag: _Tag) -> bool:
+    """``last`` was collected for the generation and annotations in ``tag``."""
+    return last is not None and last.generation == tag[1] and last.annotations == tag[2]
 
 
 def _pending(scaler: ElasticScaler, memory: MetricsMemory) -> MetricsOutcome:

@@ -66,6 +66,16 @@ class ParseCache:
                 self._entries[req] = (version, parsed)
         return parsed
 
+    def peek(self, req: Request, obj: Mapping[str, Any]) -> Parsed | None:
+        """The parse of ``obj`` if it was loaded already (same uid and resourceVersion), else None:
+        never parses (the poller's shortcut leaves anything new to a reconcile)."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        version = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        with self._mu:
+            hit = self._entries.get(req)
+        return hit[1] if hit is not None and hit[0] == version and version[1] else None
+
     def forget(self, req: Request) -> None:
         with self._mu:
             self._entries.pop(req, None)

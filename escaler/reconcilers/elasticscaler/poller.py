@@ -25,6 +25,10 @@ Contract:
   and a deleted one may be enqueued once more (its reconcile finds it gone). The queue collapses
   an enqueue that meets a pending one, so a scaler already queued for an event is not reconciled
   twice.
+* **Shortcut.** With ``start_poll`` (the reconciler's ``poll``), each due scaler is first offered
+  to it: True means it started the poll itself (a metrics collection whose completion enqueues
+  the scaler, so a poll costs one reconcile instead of two), up to one tick before the due time;
+  False (or an exception) enqueues the scaler as above.
 * ``interval == 0`` → ``start`` returns once ``stop`` is set without doing anything.
 """
 
@@ -65,7 +69,8 @@ class MetricsPoller:
 
     def __init__(self, interval: float, list_scalers: Callable[[], Iterable[Request]],
                  add_after: Callable[[Request, float], None], clock: Clock,
-                 tick: float = DEFAULT_POLL_TICK_SECONDS, relist: float = DEFAULT_RELIST_SECONDS) -> None:
+                 tick: float = DEFAULT_POLL_TICK_SECONDS, relist: float = DEFAULT_RELIST_SECONDS,
+                 start_poll: Callable[[Request], bool] | None = None) -> None:
         if not math.isfinite(interval) or interval < 0:
             raise ValueError(f"MetricsPoller.interval: must be a finite number >= 0, got {interval!r}")
         if not math.isfinite(tick) or tick <= 0:
@@ -78,6 +83,8 @@ class MetricsPoller:
         self._list = list_scalers
         # the controller queue's add_after
         self._add_after = add_after
+        # the shortcut that starts a due scaler's poll itself (True) or declines (False: enqueue it)
+        self._start_poll = start_poll
         self._clock = clock
         # scheduling granularity: the loop wakes at most this long after a due time is in reach
         self.tick = min(tick, interval) if interval > 0 else tick
@@ -123,8 +130,19 @@ class MetricsPoller:
                 _log.debug("poller relisted %d scalers", len(current))
             scheduled = self._take_due(now, now + self.tick)
         for req, delay in scheduled:
-            self._add_after(req, delay)
+            if not self._started(req):
+                self._add_after(req, delay)
         return scheduled
+
+    def _started(self, req: Request) -> bool:
+        """The shortcut started this poll (up to one tick before its due time)."""
+        if self._start_poll is None:
+            return False
+        try:
+            return self._start_poll(req)
+        except Exception:  # the shortcut is an optimisation: the reconcile does it properly
+            _log.debug("poll shortcut failed for %s; enqueueing it", req, exc_info=True)
+            return False
 
     def _sync(self, current: set[Request], now: float) -> None:
         """Forget scalers no longer listed, schedule new ones at their next phase (holds _mu)."""

@@ -17,7 +17,9 @@ What it registers:
   - ``watches_source`` the ``WatchIndex``: the targets, the StateTrigger sources, missing chain hops
     and the targets' pods, on dynamic informers — one handler per watched resource and an index
     from object to scalers, never one per scaler;
-* the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``; on a sharded manager
+* the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``, with the reconciler's
+  ``poll`` shortcut (a due scaler's collection starts on the poller, so a poll costs one
+  reconcile, not two); on a sharded manager
   it polls only the scalers of the shards this replica leads (``escaler.runtime.sharding``),
   relisting at once when one is gained or lost; the signal API answers 503 for another shard's;
 * the outbound executor (``outbound``; by default ``outbound_executor(mgr)``, a
@@ -211,7 +213,7 @@ def setup_elasticscaler(
         outbound=outbound, status_refresh=status_refresh_seconds))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
-    poller = _poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick)
+    poller = _poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll)
     signal_api = _signal_api(mgr, controller, reconciler, scaler_informer.store, api_server)
     _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
               "signal API on" if signal_api is not None else "no signal API")
@@ -282,7 +284,7 @@ def _es_claimants(bindings: TargetBindings, target: TargetKey) -> list[Request]:
 
 
 def _poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
-            poll_tick: float | None) -> MetricsPoller | None:
+            poll_tick: float | None, start_poll: Callable[[Request], bool]) -> MetricsPoller | None:
     if poll_interval <= 0:
         return None
 
@@ -299,7 +301,8 @@ def _poller(mgr: Manager, controller: Controller, store: Any, poll_interval: flo
         return [r for r in reqs if shards.shard_of(r.namespace, r.name) in led]
 
     kwargs: dict[str, float] = {} if poll_tick is None else {"tick": poll_tick}
-    poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs)
+    poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs,
+                           start_poll=start_poll)
     if shards is not None:
         shards.on_gained(lambda _shard: poller.relist_now())
         shards.on_lost(lambda _shard: poller.relist_now())
