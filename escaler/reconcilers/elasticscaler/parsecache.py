@@ -10,6 +10,10 @@ resourceVersion is never cached. An object that does not parse is not cached eit
 on every sync, as before).
 
 The parsed model is shared between syncs: callers never mutate it (the reconciler reads it only).
+It carries **no status**: the reconciler reads the status from the cached object itself (only to
+seed a restarted scaler's pipeline, ``Reporter.previous_status``), so a parsed copy of every
+scaler's conditions, metric rows and decisions would only cost memory (issue 10: memory per
+scaler; ``python bench/run.py bench_memory``).
 One entry per scaler key; ``forget(req)`` drops it when the scaler is deleted.
 """
 
@@ -57,7 +61,7 @@ class ParseCache:
             hit = self._entries.get(req)
         if hit is not None and hit[0] == version and version[1]:
             return hit[1]
-        scaler = ElasticScaler.parse(obj)
+        scaler = ElasticScaler.parse({k: v for k, v in obj.items() if k != "status"})
         # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics
         ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True)
         parsed = Parsed(scaler, tuple(str(e) for e in validate(scaler)), ann, tuple(ann_problems))
