@@ -171,10 +171,12 @@ KINDS: dict[str, KindInfo] = {
             short_names=("tidal",),
             model=Tidal,
             printer_columns=(
+                PrinterColumn("Target", "string", ".spec.targetRef.name", "Name of the scheduled workload."),
                 PrinterColumn("Desired", "integer", ".status.desiredReplicas", "Replica count in force now."),
-                PrinterColumn("Active-Rules", "string", ".status.activeRules", "Names of the active rules."),
+                PrinterColumn("Active Rules", "string", ".status.activeRules", "Names of the active rules."),
                 PrinterColumn(
-                    "Next", "string", ".status.nextTransitionTime", "Next time a rule starts or ends."
+                    "Next Transition", "string", ".status.nextTransitionTime",
+                    "Next time a rule starts or ends (the controller re-evaluates exactly then).",
                 ),
                 _condition("Ready", "Ready", "status", "Ready: schedules valid and binding labels set."),
                 _age(),
@@ -190,7 +192,7 @@ KINDS: dict[str, KindInfo] = {
             model=ResourceScalingGroup,
             printer_columns=(
                 PrinterColumn("Strategy", "string", ".spec.strategy", "InplaceScaling or GroupReplication."),
-                PrinterColumn("Replicas", "integer", ".spec.replicas", "Desired number of groups."),
+                PrinterColumn("Groups", "integer", ".spec.replicas", "Desired number of groups."),
                 PrinterColumn(
                     "Ready", "integer", ".status.readyReplicas", "Groups whose every member is ready."
                 ),

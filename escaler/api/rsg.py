@@ -5,8 +5,9 @@ one unit, SPEC §7.
 writes (``.spec.replicas`` / ``.status.replicas`` / ``.status.selector``), so an ElasticScaler or
 an HPA can target an RSG. Rules: member names are unique (CEL; they name the clones
 ``{member}-g{i}``), ``replicasPerGroup >= 1`` (schema minimum), the ranking query's endpoint
-names a host (``common.url_rule``). ``scaleDown`` is read only
-with ``GroupReplication`` and ignored otherwise (SPEC §7's own example sets it with
+names a host (``common.url_rule``), and with ``GroupReplication`` ``replicas <= MAX_GROUPS`` (each
+group is workloads the controller creates; the rule applies to ``/scale`` writes too).
+``scaleDown`` is read only with ``GroupReplication`` and ignored otherwise (SPEC §7's own example sets it with
 ``InplaceScaling``, so it is not refused).
 """
 
@@ -22,6 +23,7 @@ from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 
 __all__ = [
+    "MAX_GROUPS",
     "MAX_MEMBERS",
     "RSGGroupMemberStatus",
     "RSGGroupStatus",
@@ -38,6 +40,9 @@ __all__ = [
 # Upper bound on members per group; also bounds the CEL cost of the uniqueness rule.
 MAX_MEMBERS = 16
 DEFAULT_PROMETHEUS_TIMEOUT_SECONDS = 5
+# Upper bound on groups with GroupReplication: every group is workloads the controller creates, so
+# a spec (or a /scale write) must not be able to make it create an unbounded number of them.
+MAX_GROUPS = 1024
 # member names end up in clone names ({member}-g{i}), hence a DNS label with room for the suffix
 MEMBER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -106,6 +111,14 @@ class ResourceScalingGroupSpec(KubeModel):
             message="members[].name must be unique",
             check=lambda m: len({x.name for x in m.members}) == len(m.members),
             field_path=".members",
+        ),
+        Rule(
+            rule=f"!has(self.strategy) || self.strategy != 'GroupReplication' || !has(self.replicas) || "
+            f"self.replicas <= {MAX_GROUPS}",
+            message=f"replicas must be at most {MAX_GROUPS} with strategy GroupReplication (each group "
+            "is a set of workloads the controller creates)",
+            check=lambda m: m.strategy != Strategy.GROUP_REPLICATION or m.replicas <= MAX_GROUPS,
+            field_path=".replicas",
         ),
     )
 

@@ -60,7 +60,9 @@ from escaler.kube.config import ConfigError
 from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.reconcilers.elasticscaler.setup import outbound_executor
+from escaler.reconcilers.rsg import setup_rsg
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.executor import DEFAULT_OUTBOUND_PER_GROUP, DEFAULT_OUTBOUND_WORKERS
 from escaler.runtime.manager import (
@@ -352,8 +354,11 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     Registered: ElasticScaler (``escaler.reconcilers.elasticscaler``: its controller, the
     MetricsTrigger poller at ``--metrics-trigger-poll-interval``, endpoint hosts checked against
     ``--allowed-endpoint-hosts``, and the SignalTrigger push route on ``mgr.api_server`` when the
-    API server is enabled). The Tidal, ResourceScalingGroup, LLMScaler and SLO reconcilers land
-    with their own issues, each adding its setup call here.
+    API server is enabled) and Tidal (``escaler.reconcilers.tidal``: status.desiredReplicas from
+    its rules, requeued at each transition) and ResourceScalingGroup (``escaler.reconcilers.rsg``:
+    members written in place or cloned per group, scale-down ranked by ``scaleDown.prometheus``
+    through the same outbound policy). The LLMScaler and SLO reconcilers land with their own
+    issues, each adding its setup call here.
     """
     # state every scaler kind shares: one binding index, one set of escaler_* collectors
     bindings = TargetBindings()
@@ -366,6 +371,12 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
             mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
         status_refresh_seconds=flags.status_refresh_seconds,
     )
+    # Tidal: time rules → status.desiredReplicas, followed by a StateTrigger ElasticScaler
+    setup_tidal(mgr, bindings=bindings, max_concurrent_reconciles=flags.max_concurrent_reconciles)
+    # ResourceScalingGroup: members scaled as one unit; its ranking queries use the outbound policy
+    setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
+              allow_networks=flags.allow_endpoint_networks,
+              max_concurrent_reconciles=flags.max_concurrent_reconciles)
 
 
 def _kube_authenticator(mgr: Manager) -> Authenticator:

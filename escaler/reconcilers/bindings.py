@@ -1,7 +1,8 @@
 """Target bindings: which scaler owns each workload, shared by every escaler scaler kind (SPEC §5).
 
 A workload (namespace + API group + kind + name: a ``TargetKey``) is managed by at most one
-scaler of any escaler kind (ElasticScaler, LLMScaler). When several bind the same target, the
+scaler of any escaler kind (ElasticScaler, LLMScaler, ResourceScalingGroup — which claims
+every member it writes). When several bind the same target, the
 *oldest* wins — by ``metadata.creationTimestamp``, then kind, then name — deterministically and
 from any replica's point of view; every other one reports ``Validated=False/TargetConflict`` and
 never writes. A HorizontalPodAutoscaler that escaler does not own and that targets the same
@@ -31,7 +32,7 @@ Contract:
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -105,6 +106,10 @@ def claim_of(kind: str, obj: Mapping[str, Any]) -> Claim:
                  str(meta.get("name") or ""))
 
 
+# what a claim source's target_of returns: one target, several (an RSG's members), or none
+Targets = TargetKey | Sequence[TargetKey] | None
+
+
 class Indexed(Protocol):
     """What a claim source needs from a ``SharedInformer``."""
 
@@ -118,7 +123,14 @@ class Indexed(Protocol):
 class _Source:
     kind: str
     informer: Indexed
-    target_of: Callable[[Mapping[str, Any]], TargetKey | None]
+    target_of: Callable[[Mapping[str, Any]], Targets]
+
+
+def _keys(targets: Targets) -> tuple[TargetKey, ...]:
+    """What a ``target_of`` returned, as a tuple (a kind may claim several workloads: an RSG's members)."""
+    if targets is None:
+        return ()
+    return (targets,) if isinstance(targets, TargetKey) else tuple(targets)
 
 
 def _controller_owner_group(obj: Mapping[str, Any]) -> str | None:
@@ -159,15 +171,16 @@ class TargetBindings:
         self._hpa: Indexed | None = None
 
     def add_source(self, kind: str, informer: Indexed,
-                   target_of: Callable[[Mapping[str, Any]], TargetKey | None]) -> None:
-        """Register the informer of scaler ``kind``; ``target_of`` gives the target an object claims."""
+                   target_of: Callable[[Mapping[str, Any]], Targets]) -> None:
+        """Register the informer of scaler ``kind``; ``target_of`` gives the target an object claims
+        (or the targets: a ResourceScalingGroup claims each member it writes)."""
 
         def index(obj: FrozenDict) -> list[str]:
             try:
-                key = target_of(obj)
+                keys = _keys(target_of(obj))
             except Exception:  # a malformed object claims nothing
                 return []
-            return [str(key)] if key is not None else []
+            return [str(k) for k in keys]
 
         with self._mu:
             if kind in self._sources:
@@ -204,13 +217,19 @@ class TargetBindings:
         if src is None:
             return []
         try:
-            target = src.target_of(obj)
+            targets = _keys(src.target_of(obj))
         except Exception:
             return []
-        if target is None:
-            return []
         me = claim_of(kind, obj)
-        return [c for c in self.claimants(target) if (c.kind, c.name) != (me.kind, me.name)]
+        others = {c for t in targets for c in self.claimants(t) if (c.kind, c.name) != (me.kind, me.name)}
+        return sorted(others, key=lambda c: c.sort_key)
+
+    def claim_sources(self) -> list[tuple[str, Any, Callable[[Mapping[str, Any]], Any]]]:
+        """``(kind, informer, target_of)`` of every claim source added so far, for a consumer that
+        must hear when claims change (a Tidal reports a foreign claim on its target) or read a
+        claimant's object (``informer.indexer.get_by_key``)."""
+        with self._mu:
+            return [(s.kind, s.informer, s.target_of) for s in self._sources.values()]
 
     def foreign_hpas(self, target: TargetKey) -> list[str]:
         """Names of HPAs on ``target`` that escaler does not control (sorted)."""

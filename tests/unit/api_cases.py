@@ -325,6 +325,13 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         (("spec.members", "members[].name must be unique"),),
     ),
     Refusal(
+        "rsg/too-many-groups",
+        _RSG,
+        {"spec.strategy": "GroupReplication", "spec.replicas": 1025},
+        (("spec.replicas", "replicas must be at most 1024 with strategy GroupReplication (each group is "
+                           "a set of workloads the controller creates)"),),
+    ),
+    Refusal(
         "tidal/duplicate-rule",
         _TIDAL,
         {"spec.rules[2].name": "weekday-peak"},

@@ -57,7 +57,9 @@ LLMSCALERS = ResourceMapping(
 PODS = ResourceMapping("", "v1", "pods", "Pod", True, frozenset({"status"}))
 # (the fake client writes spec.replicas; /scale is exercised by the e2e suite)
 STATEFULSETS = ResourceMapping("apps", "v1", "statefulsets", "StatefulSet", True, frozenset({"status"}))
-MAPPINGS = (SCALERS, DEPLOYMENTS, HPAS, TIDALS, WIDGETS, LLMSCALERS, PODS, STATEFULSETS)
+RSGS = ResourceMapping("autoscaling.openfuyao.com", "v1alpha1", "resourcescalinggroups",
+                       "ResourceScalingGroup", True, frozenset({"status"}))
+MAPPINGS = (SCALERS, DEPLOYMENTS, HPAS, TIDALS, WIDGETS, LLMSCALERS, PODS, STATEFULSETS, RSGS)
 
 
 def _merge(target: Any, patch: Any) -> Any:

@@ -180,8 +180,8 @@ _SCALER_COLUMNS = ["Target", "Min", "Max", "Current", "Desired", "Active", "Able
     [
         ("ElasticScaler", _SCALER_COLUMNS),
         ("LLMScaler", _SCALER_COLUMNS),
-        ("Tidal", ["Desired", "Active-Rules", "Next", "Ready", "Age"]),
-        ("ResourceScalingGroup", ["Strategy", "Replicas", "Ready", "Age"]),
+        ("Tidal", ["Target", "Desired", "Active Rules", "Next Transition", "Ready", "Age"]),
+        ("ResourceScalingGroup", ["Strategy", "Groups", "Ready", "Age"]),
         ("LLMSLORequirement", ["Service", "Replicas", "Reason", "Age"]),
         ("JobSLORequirement", ["Service", "Replicas", "Reason", "Age"]),
     ],

@@ -1,0 +1,253 @@
+"""Tidal rule evaluation (SPEC §6): which rules are active at ``now``, the replicas in force, and
+when that can next change. Pure: no I/O, no clock read (``now`` is an argument).
+
+Contract:
+
+* A schedule (``escaler.scaling.schedule.CronSchedule``) *fires* at instants (UTC). A rule is
+  **active** at ``now`` when its last ``start`` fire at or before ``now`` is later than its last
+  ``end`` fire at or before ``now`` (a schedule that never fired counts as "long ago"). Nothing is
+  stored: a restarted controller computes the same answer from the schedules and ``now``.
+* ``desired_replicas`` is the highest ``replicas`` of the active rules, else ``default_replicas``,
+  else None. ``active_rules`` lists the active rules' names in spec order.
+* ``next_transition`` is the earliest fire of any ``start`` or ``end`` schedule strictly after
+  ``now`` (None without rules): the only instants at which the answer can change.
+* Instants are compared in UTC; a fire exactly at ``now`` has happened (``<=``). Fires are whole
+  minutes, so sub-second parts of ``now`` never matter.
+
+**Local time and daylight saving.** Each schedule's five fields are matched by croniter against the
+*wall-clock time of its zone* (naive local datetimes: croniter does calendar arithmetic only), and
+each matching wall time becomes one UTC instant by this rule — deterministic, and the same for the
+previous and the next fire:
+
+* a wall time that exists once is that instant;
+* a wall time that exists twice (fall-back: 01:30 in America/New_York on the first Sunday of
+  November) fires **once**, at its **first** occurrence (the daylight-saving one, PEP 495
+  ``fold=0``); the repeated hour does not fire again;
+* a wall time that does not exist (spring-forward: 02:30 in America/New_York on the second Sunday of
+  March; 02:15 in Australia/Lord_Howe, whose clocks move 30 minutes) fires **once, at the instant
+  of the change** (03:00 EDT = 07:00 UTC): the first instant that exists after the skipped
+  wall time. A schedule is therefore never silently dropped on a DST day. When a start and an end
+  of one rule land on the same instant this way, the end wins (the rule is not active: its start is
+  not *later* than its end).
+
+This is what Vixie cron does for schedules in a skipped hour (run as the clocks change) and
+for the repeated hour (run once), stated here for every zone, odd offsets included
+(Asia/Kathmandu +05:45, Australia/Lord_Howe +10:30/+11:00). The mapping keeps fires in order:
+later wall times never give earlier instants, which is what makes "last fire" and "next fire"
+well defined.
+
+Cost: a handful of croniter steps per schedule; around a clock change at most the fires inside the
+shifted window are walked (every minute of a repeated hour for ``* * * * *``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from escaler.scaling.schedule import CronSchedule, parse_schedule
+
+__all__ = [
+    "MAX_WALK",
+    "Evaluation",
+    "RuleSchedule",
+    "RuleState",
+    "ScheduleError",
+    "evaluate",
+    "last_fire",
+    "local_instant",
+    "next_fire",
+    "parse_rule_schedules",
+]
+
+# upper bound on croniter steps in one last_fire/next_fire walk (a day of every-minute fires,
+# beyond anything a real clock change needs); past it the schedule is treated as not firing
+MAX_WALK = 1500
+# the offsets in force this far around `now` bound the wall-time window of a walk
+_OFFSET_HORIZON = (timedelta(0), timedelta(days=1), timedelta(days=2))
+_SECOND = timedelta(seconds=1)
+# parsed schedules kept (parse_schedule is pure: one entry per distinct schedule string)
+_PARSE_CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class RuleSchedule:
+    """A rule whose schedules parsed."""
+
+    # the rule's name (unique in its Tidal)
+    name: str
+    start: CronSchedule
+    end: CronSchedule
+    # replicas while active; >= 0
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ScheduleError:
+    """A schedule that does not parse; ``message`` names the rule and the field."""
+
+    # index of the rule in spec.rules
+    index: int
+    # the rule's name
+    name: str
+    # "start" or "end"
+    field: str
+    # what is wrong (parse_schedule's error)
+    error: str
+
+    @property
+    def message(self) -> str:
+        return f"spec.rules[{self.index}] ({self.name}).{self.field}: {self.error}"
+
+
+@dataclass(frozen=True)
+class RuleState:
+    """One rule at ``now``."""
+
+    name: str
+    active: bool
+    # last start/end fire at or before now (UTC); None when it never fired
+    last_start: datetime | None
+    last_end: datetime | None
+    replicas: int
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The state of a Tidal's rules at one instant."""
+
+    # highest replicas of the active rules, else the default, else None
+    desired_replicas: int | None
+    # names of the active rules, in spec order
+    active_rules: tuple[str, ...]
+    # earliest start/end fire strictly after now (UTC); None without rules
+    next_transition: datetime | None
+    rules: tuple[RuleState, ...]
+
+
+@lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _parse(text: str) -> CronSchedule | str:
+    try:
+        return parse_schedule(text)
+    except ValueError as err:
+        return str(err)
+
+
+def parse_rule_schedules(
+    rules: Sequence[tuple[str, str, str, int]],
+) -> tuple[list[RuleSchedule], list[ScheduleError]]:
+    """Parse ``(name, start, end, replicas)`` rules: the parsed rules and every schedule error."""
+    parsed: list[RuleSchedule] = []
+    errors: list[ScheduleError] = []
+    for i, (name, start, end, replicas) in enumerate(rules):
+        s, e = _parse(start), _parse(end)
+        if isinstance(s, str):
+            errors.append(ScheduleError(i, name, "start", s))
+        if isinstance(e, str):
+            errors.append(ScheduleError(i, name, "end", e))
+        if isinstance(s, CronSchedule) and isinstance(e, CronSchedule):
+            parsed.append(RuleSchedule(name, s, e, replicas))
+    return parsed, errors
+
+
+def _utc(now: datetime) -> datetime:
+    if now.tzinfo is None:
+        raise ValueError("now must be an aware datetime")
+    return now.astimezone(UTC)
+
+
+def _wall(instant: datetime, tz: ZoneInfo) -> datetime:
+    """The naive wall-clock reading of a UTC instant in ``tz``."""
+    return instant.astimezone(tz).replace(tzinfo=None)
+
+
+def local_instant(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The UTC instant a naive wall time of ``tz`` fires at (the module docstring's DST rule)."""
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    if _wall(first, tz) == wall:
+        return first  # exists (once, or twice: fold=0 is the first occurrence)
+    # In a gap: fold=0 read it with the offset before the change, so `first` is past the change,
+    # and fold=1 (the offset after it) lands before the change. The change is the earliest
+    # instant in between whose offset is the new one.
+    after = wall.replace(tzinfo=tz, fold=1).utcoffset()
+    lo = int(wall.replace(tzinfo=tz, fold=1).timestamp())
+    hi = int(first.timestamp())
+    while hi - lo > 1:  # offset(lo) is the old one, offset(hi) the new one
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, UTC).astimezone(tz).utcoffset() == after:
+            hi = mid
+        else:
+            lo = mid
+    return datetime.fromtimestamp(hi, UTC)
+
+
+def _offsets(now: datetime, tz: ZoneInfo, sign: int) -> list[timedelta]:
+    out = []
+    for d in _OFFSET_HORIZON:
+        off = (now + sign * d).astimezone(tz).utcoffset()
+        out.append(off if off is not None else timedelta(0))
+    return out
+
+
+def _floor_second(t: datetime) -> datetime:
+    return t.replace(microsecond=0)
+
+
+def last_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
+    """The latest fire of ``schedule`` at or before ``now`` (UTC), or None when it never fired."""
+    now = _utc(now)
+    tz = schedule.tzinfo
+    # every fire at or before now has a wall time at or before this one (see the module docstring)
+    top = _floor_second(now.replace(tzinfo=None) + max(_offsets(now, tz, -1)))
+    try:
+        it = croniter(schedule.expression, top + _SECOND)
+        for _ in range(MAX_WALK):
+            instant = local_instant(it.get_prev(datetime), tz)
+            if instant <= now:
+                return instant
+    except Exception:  # croniter found no earlier match (a schedule that has not fired yet)
+        return None
+    return None
+
+
+def next_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
+    """The earliest fire of ``schedule`` strictly after ``now`` (UTC), or None."""
+    now = _utc(now)
+    tz = schedule.tzinfo
+    # every fire after now has a wall time at or after this one (see the module docstring)
+    bottom = _floor_second(now.replace(tzinfo=None) + min(_offsets(now, tz, +1)))
+    try:
+        it = croniter(schedule.expression, bottom - _SECOND)
+        for _ in range(MAX_WALK):
+            instant = local_instant(it.get_next(datetime), tz)
+            if instant > now:
+                return instant
+    except Exception:  # croniter found no later match
+        return None
+    return None
+
+
+def _state(rule: RuleSchedule, now: datetime) -> RuleState:
+    started, ended = last_fire(rule.start, now), last_fire(rule.end, now)
+    active = started is not None and (ended is None or started > ended)
+    return RuleState(rule.name, active, started, ended, rule.replicas)
+
+
+def evaluate(rules: Sequence[RuleSchedule], default_replicas: int | None, now: datetime) -> Evaluation:
+    """The rules' state at ``now``; see the module docstring."""
+    now = _utc(now)
+    states = tuple(_state(r, now) for r in rules)
+    active = [s for s in states if s.active]
+    desired = max(s.replicas for s in active) if active else default_replicas
+    nexts = [t for r in rules for t in (next_fire(r.start, now), next_fire(r.end, now)) if t is not None]
+    return Evaluation(
+        desired_replicas=desired,
+        active_rules=tuple(s.name for s in active),
+        next_transition=min(nexts) if nexts else None,
+        rules=states,
+    )
