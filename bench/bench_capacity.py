@@ -24,7 +24,12 @@ control plane (``hack/cluster.py``, kube-controller-manager with its *default* H
    surge: at a random phase of the poll interval every series doubles at once (the clock is read
    before the change), and ONE watch on the targets records when each target's spec.replicas
    first rises (``write p50/p99/max s``) and when it first reaches 6, the count the doubled load
-   needs (``need p99 s``); ``surge CPU s`` is the manager's CPU from the step to the last write;
+   needs (``need p99 s``); ``surge API writes`` the manager's writes the API server's audit log
+   received from the step to the end of the surge, by resource (independent of the watch);
+   ``surge CPU s`` is the manager's CPU from the step to the last write, ``surge apiserver+etcd
+   CPU s`` the control plane's over the same span (they share the two cores); the manager's
+   ``/metrics`` page after the surge is saved as ``metrics-<N>-after-surge.txt`` (workqueue depth,
+   outbound jobs);
    ``VmHWM MB`` the peak RSS; ``KB/scaler`` = (VmRSS after the surge - VmRSS before any scaler
    existed) / N; ``threads`` the manager's thread count (/proc/<pid>/status).
 4. Then the same for kube-controller-manager's HPA controller: the manager is stopped, N new
@@ -89,13 +94,17 @@ replicas the doubled load needs. Idle writes count every write of the manager's 
 log; `queries/scaler/poll` is the fake Prometheus's query count / (N x idle intervals). An HPA row
 capped by `BENCH_CAPACITY_HPA_TIMEOUT` reports `>cap` and how many targets it wrote in time.
 `machine load` (newer runs) is the 1-minute load average when the surge ended: above 2 the manager
-did not have a core to itself.
+did not have a core to itself. `surge API writes` (newer runs) is the API server's own count, from
+its audit log, of the manager's writes during the surge; `surge apiserver+etcd CPU s` what the
+control plane spent over the same span on the same two cores.
 """
 
 NS_LIST = [int(x) for x in os.environ.get("BENCH_CAPACITY_N", "1000,3000,10000").split(",") if x.strip()]
 NAMESPACES = int(os.environ.get("BENCH_CAPACITY_NAMESPACES", "10"))
 IDLE_CYCLES = float(os.environ.get("BENCH_CAPACITY_IDLE_CYCLES", "2"))
 RUN_HPA = os.environ.get("BENCH_CAPACITY_HPA", "1") != "0"
+# BENCH_CAPACITY_ESCALER=0 runs only the HPA row (e.g. the HPA at 10,000 in a run of its own)
+RUN_ESCALER = os.environ.get("BENCH_CAPACITY_ESCALER", "1") != "0"
 HPA_TIMEOUT = float(os.environ.get("BENCH_CAPACITY_HPA_TIMEOUT", "600"))
 # another checkout whose escaler package the manager runs (e.g. the commit before a change)
 SRC = Path(os.environ.get("BENCH_ESCALER_SRC") or ROOT).resolve()
@@ -105,7 +114,8 @@ MANAGER_ARGS = os.environ.get("BENCH_CAPACITY_MANAGER_ARGS", "").split()
 NOTES += (
     f"\nThis run: `BENCH_CAPACITY_N={','.join(map(str, NS_LIST))} BENCH_CAPACITY_NAMESPACES={NAMESPACES} "
     f"BENCH_CAPACITY_IDLE_CYCLES={IDLE_CYCLES:g} BENCH_CAPACITY_HPA={int(RUN_HPA)} "
-    f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g}"
+    + ("BENCH_CAPACITY_ESCALER=0 " if not RUN_ESCALER else "")
+    + f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g}"
     + (f" BENCH_CAPACITY_MANAGER_ARGS='{' '.join(MANAGER_ARGS)}'" if MANAGER_ARGS else "") + "`"
     + (f" with the manager from `{SRC}`" if SRC != ROOT else "")
     + ".\n"
@@ -447,6 +457,17 @@ class Run:
         )
         return self.mgr.pid
 
+    def server_cpu(self) -> float:
+        """CPU seconds used so far by the control plane's kube-apiserver and etcd (they share the
+        machine with the manager: in a surge every write costs them CPU too)."""
+        total = 0.0
+        for name in ("kube-apiserver", "etcd"):
+            proc = self.cluster.procs.get(name)
+            if proc is not None and proc.popen is not None:
+                with contextlib.suppress(OSError):
+                    total += cpu_seconds(proc.popen.pid)
+        return total
+
     def dump_metrics(self, name: str) -> None:
         """Save the manager's /metrics page (workqueue depth, outbound jobs) into the work directory."""
         m = re.search(rb"serving metrics on (\S+):(\d+)", (self.work / "manager.log").read_bytes())
@@ -554,7 +575,7 @@ class Run:
         spy = self.profile("surge", min(surge_timeout, 2 * POLL + 10))
         with obs.lock:
             obs.armed = True
-        c_step = cpu_seconds(pid)
+        c_step, s_step = cpu_seconds(pid), self.server_cpu()
         w_step, ts = time.time(), time.monotonic()
         load.scale.value = 2.0
         with contextlib.suppress(TimeoutError):
@@ -566,7 +587,7 @@ class Run:
                 interval=0.2,
             )
         last = max([*obs.first_write.values(), *obs.first_need.values()], default=ts)
-        c_end = cpu_seconds(pid)
+        c_end, s_end = cpu_seconds(pid), self.server_cpu()
         st = proc_status(pid)
         self.dump_metrics(f"metrics-{n}-after-surge.txt")
         # the API server's own count of the manager's writes in the surge (independent of the watch)
@@ -591,6 +612,7 @@ class Run:
             **surge_stats(obs, ts, n, surge_timeout),
             "surge API writes": ", ".join(f"{k} {v}" for k, v in sorted(surge_writes.items())) or "0",
             "surge CPU s": round(c_end - c_step, 1),
+            "surge apiserver+etcd CPU s": round(s_end - s_step, 1),
             "surge wall s": round(last - ts, 1),
             "VmHWM MB": round(st["VmHWM"] / 1024),
             "KB/scaler": round((st["VmRSS"] - rss0) / n, 1),
@@ -710,7 +732,7 @@ def run() -> list[dict[str, Any]]:
         print(f"capacity N={n}: work directory {r.work}", flush=True)
         try:
             r.setup()
-            for phase in (r.escaler, *((r.hpa,) if RUN_HPA else ())):
+            for phase in (*((r.escaler,) if RUN_ESCALER else ()), *((r.hpa,) if RUN_HPA else ())):
                 row = phase()
                 print(f"  {row}", flush=True)
                 rows.append(row)

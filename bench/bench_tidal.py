@@ -1,8 +1,9 @@
 """Tidal transition → target write latency, on the real local control plane (issue 11).
 
 Starts ``hack/cluster.py``'s control plane and one ``python -m escaler manager`` (the same setup as
-``bench_elasticscaler``: its ``Bench``), then creates ``BENCH_TIDALS`` (default 4) Tidals, each with
-its own Deployment and StateTrigger ElasticScaler (no scale-down stabilization). Every Tidal has one
+``bench_elasticscaler``: its ``Bench``), then creates ``BENCH_TIDALS`` (default 20: 120 transitions
+over 6 minutes, enough to quote a p99) Tidals, each with its own Deployment and StateTrigger
+ElasticScaler (no scale-down stabilization). Every Tidal has one
 rule that starts on even minutes and ends on odd ones of its zone (UTC, Asia/Kathmandu +05:45,
 Australia/Lord_Howe +10:30/+11:00, America/St_Johns -03:30/-02:30 in turn), so each Tidal has a
 transition at every minute boundary, up or down. For ``BENCH_TIDAL_MINUTES`` (default 6) boundaries,
@@ -45,7 +46,7 @@ status write, the watch event to the ElasticScaler, its reconcile and the `/scal
 (issue 11): p99 <= 1.5 s.
 """
 
-TIDALS = int(os.environ.get("BENCH_TIDALS", "4"))
+TIDALS = int(os.environ.get("BENCH_TIDALS", "20"))
 MINUTES = int(os.environ.get("BENCH_TIDAL_MINUTES", "6"))
 ZONES = ("UTC", "Asia/Kathmandu", "Australia/Lord_Howe", "America/St_Johns")
 HIGH, LOW = 3, 1
