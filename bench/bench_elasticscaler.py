@@ -77,7 +77,8 @@ def pct(xs: list[float], p: float) -> float:
 
 
 class Bench:
-    def __init__(self) -> None:
+    def __init__(self, workers: int | None = 4) -> None:
+        # --max-concurrent-reconciles of the manager (None: the manager's default)
         self.work = Path(tempfile.mkdtemp(prefix="escaler-bench-"))
         self.cluster = LocalCluster(self.work / "cluster").start()
         for f in sorted((ROOT / "manifests" / "crds").glob("*.yaml")):
@@ -106,7 +107,7 @@ class Bench:
                 "--metrics-bind-address=127.0.0.1:0",
                 "--health-probe-bind-address=127.0.0.1:0",
                 f"--api-bind-address=127.0.0.1:{self.api_port}",
-                "--max-concurrent-reconciles=4",
+                *([f"--max-concurrent-reconciles={workers}"] if workers is not None else []),
                 "--log-format=json",
                 # the fake Prometheus listens on loopback, which endpoints may not reach by default
                 "--allow-endpoint-networks=127.0.0.0/8",

@@ -170,8 +170,12 @@ class SpyQueue(RateLimitingQueue[Request]):
 
 
 # How long step_until waits (real time) for the threads a step woke to park on the clock again
-# before it steps anyway (they may have exited instead, or be blocked on something else).
-STEP_SETTLE_SECONDS = 0.05
+# before it steps anyway (they may have exited instead, or be blocked on something else). The wait
+# ends as soon as they park, so this costs nothing when they do; it must outlast a thread's
+# scheduling delay on a loaded machine: at 0.05 s, a unit run at nice 19 beside a benchmark saw
+# test_preferred_candidate_wins_and_a_standby_waits_a_full_lease_duration step 270 s past a
+# takeover its elector thread had not been scheduled to make.
+STEP_SETTLE_SECONDS = 0.5
 
 
 def step_until(clock: FakeClock, predicate: Callable[[], bool], *, step: float = 0.5,
