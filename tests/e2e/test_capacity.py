@@ -56,7 +56,11 @@ START, BASE_LOAD, AVERAGE_VALUE = 3, 30.0, 10
 NOISE = 0.04
 # threads a manager may add between 30 and 300 scalers (lazily started pools, an HTTP connection)
 THREAD_SLACK = 10
-MAX_HANDLERS_PER_INFORMER = 3
+# one delivery thread per (controller, watch) registered on a kind, never per scaler: the
+# ElasticScaler informer carries the ElasticScaler controller's own watch and its claim watch, and
+# the Tidal's and the ResourceScalingGroup's conflict watches (4); a handler per scaler would add
+# 270 between 30 and 300 scalers (the equality check above catches that on its own)
+MAX_HANDLERS_PER_INFORMER = 6
 SLACK = 5.0
 
 
