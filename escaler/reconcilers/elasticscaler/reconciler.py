@@ -222,7 +222,8 @@ class ElasticScalerReconciler:
         spec), whose target is in the cache and which may write it (no conflict); anything else,
         and anything ``MetricsRecommender.prefetch`` declines, returns False and the poller
         enqueues a reconcile as before. Runs on the poller's thread: reads caches and this
-        scaler's memory, writes nothing, never waits on I/O."""
+        scaler's memory and writes nothing; its only possible I/O is the discovery lookup every
+        reconcile makes too (cached, refreshed once per TTL per API group version)."""
         obj = self._d.scalers.get_by_key(str(req))
         parsed = self._parsed.peek(req, obj) if obj is not None else None
         if parsed is None or parsed.problems or not self._may_write():
