@@ -157,7 +157,8 @@ class ScalerStatus(KubeModel):
         default=None, ge=0, description="metadata.generation at the last status write."
     )
     current_replicas: int | None = Field(
-        default=None, ge=0, description="Replicas of the target at the last sync."
+        default=None, ge=0, description="Replicas of the target after the last sync: the count a sync wrote, "
+        "or the one it found (the step is in recentDecisions)."
     )
     desired_replicas: int | None = Field(
         default=None, ge=0, description="Replicas the controller decided at the last sync."

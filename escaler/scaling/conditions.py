@@ -459,8 +459,11 @@ def _able_to_scale(d: Decision) -> _Spec:
     if d.capacity is not None and not d.would_write:
         return "True", INSUFFICIENT_CAPACITY, _advisory(d, d.capacity.message)
     if d.would_write:
+        # a write leaves the target at the desired count: the same words as the no-op sync that
+        # follows it (its own informer echo), so that sync has nothing to rewrite; the step itself
+        # is in recentDecisions, lastScaleTime and the SuccessfulRescale event
         text = f"would scale the target from {d.current} to {d.desired}" if d.advisory \
-            else f"scaled the target from {d.current} to {d.desired}"
+            else f"the target is at the desired count ({d.desired})"
         if d.capacity is not None:
             text += f"; {d.capacity.message}"
         return "True", SYNCED, _advisory(d, text)

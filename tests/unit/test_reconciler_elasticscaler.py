@@ -43,7 +43,10 @@ def test_metrics_trigger_scales_up_and_reports(h: Harness) -> None:
     result = h.reconcile("es")
     assert h.replicas() == 4  # apa's one-step limit: at most x2 (2 → 4)
     st = h.status("es")
-    assert st["currentReplicas"] == 2 and st["desiredReplicas"] == 4
+    # the status describes the target after the sync (written: at the desired count); the step is
+    # in recentDecisions
+    assert st["currentReplicas"] == 4 and st["desiredReplicas"] == 4
+    assert [(d["from"], d["to"]) for d in st["recentDecisions"]] == [(2, 4)]
     assert st["observedGeneration"] == 1
     assert st["lastScaleTime"]
     assert st["resolvedTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}

@@ -159,8 +159,23 @@ def test_a_decision_is_written_at_the_next_poll(h: Harness) -> None:
     assert h.replicas() == 8
     assert _status_writes(h) == writes + 1
     st = h.status("es")
-    assert (st["currentReplicas"], st["desiredReplicas"]) == (4, 8)
+    assert (st["currentReplicas"], st["desiredReplicas"]) == (8, 8)
     assert [(d["from"], d["to"]) for d in st["recentDecisions"]] == [(4, 8)]
+
+
+def test_the_sync_a_scale_triggers_writes_no_status(h: Harness) -> None:
+    """A write's own informer echo (the target now at the desired count) rewrote currentReplicas and
+    AbleToScale's message: two status patches per scale-up in a fleet-wide surge, not one."""
+    _setup(h)
+    _poll(h, ON_TARGET * 2)  # surge: 4 -> 8
+    assert h.replicas() == 8
+    writes = _status_writes(h)
+    h.clock.step(0.2)
+    h.reconcile("es")  # the target's update event
+    _poll(h, ON_TARGET * 2)  # and the next poll
+    assert _status_writes(h) == writes, "the syncs after a scale-up rewrote the status"
+    able = next(c for c in h.status("es")["conditions"] if c["type"] == "AbleToScale")
+    assert (able["reason"], able["message"]) == ("Synced", "the target is at the desired count (8)")
 
 
 def test_the_drift_refresh_comes_after_the_refresh_interval() -> None:

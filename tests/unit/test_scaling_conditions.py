@@ -116,7 +116,7 @@ ROWS: list[tuple[str, SyncOutcome, str, str, str, str]] = [
      out(dec(metrics(3, can_scale_from_zero=False), current=0)), SCALING_ACTIVE, "False", "ScalingDisabled",
      "replica count of the target is zero"),
     # AbleToScale
-    ("able-synced-write", out(dec(7)), ABLE_TO_SCALE, "True", "Synced", "scaled the target from 4 to 7"),
+    ("able-synced-write", out(dec(7)), ABLE_TO_SCALE, "True", "Synced", "at the desired count (7)"),
     ("able-synced-no-op", out(dec(4)), ABLE_TO_SCALE, "True", "Synced", "at the desired count (4)"),
     ("able-rollout-in-progress", out(dec(7, target=rolling())), ABLE_TO_SCALE, "True", "RolloutInProgress",
      "holding the write 4 -> 7 since 2026-01-01T00:00:00Z; forced at 2026-01-01T00:10:00Z"),

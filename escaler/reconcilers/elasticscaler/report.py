@@ -266,7 +266,10 @@ class Reporter:
         status.current_metrics = list(s.current_metrics)
         events = self.apply(sync, status,
                             SyncOutcome(decision=d, target_error=s.error, validation=Validation()))
-        status.current_replicas = d.current
+        # the target's count after this sync: a written sync left it at the desired count, so the
+        # sync its informer echo triggers finds the same status and writes nothing (one status
+        # patch per scale, not two); the step is in recentDecisions
+        status.current_replicas = d.desired if s.written else d.current
         status.desired_replicas = d.desired
         state = d.state if s.error is None else d.state_after_failed_write
         status.deferred_since = wall(state.deferred_since) if state.deferred_since is not None else None
