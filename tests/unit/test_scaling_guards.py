@@ -204,8 +204,9 @@ def test_write_with_unschedulable_pods_says_so() -> None:
     d = run(2, target=PENDING)
     conds, _ = conditions_for(SyncOutcome(decision=d), 2, "2026-01-01T00:00:00Z", [])
     able = next(c for c in conds if c.type == "AbleToScale")
-    assert able.message == (f"the target is at the desired count (2); 2 pods of the target Pending as Unschedulable: "
-                            f"{SCHEDULER}; a scale-up waits for them, a scale-down does not")
+    assert able.message == ("the target is at the desired count (2); "
+                            f"2 pods of the target Pending as Unschedulable: {SCHEDULER}; "
+                            "a scale-up waits for them, a scale-down does not")
 
 
 def test_explain_lines_report_unschedulable_pods() -> None:
