@@ -1,4 +1,5 @@
-"""``escaler explain -n NS NAME``: one ElasticScaler's last decision, step by step (SPEC §12).
+"""``escaler explain -n NS NAME``: one ElasticScaler's last decision, step by step (SPEC §12);
+``--kind LLMScaler`` explains an LLMScaler the same way (same status model and pipeline).
 
 Reads the scaler (its status is the record: ``currentMetrics``, ``recentDecisions``, the
 conditions) and its recent Events (``events.k8s.io/v1``, ``fieldSelector regarding.name=NAME``),
@@ -63,6 +64,8 @@ from escaler.scaling.guards import GUARD_REASONS as _GUARDS
 __all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run", "status_time"]
 
 SCALER_REF = ("elasticscaler.io/v1alpha1", "ElasticScaler")
+# the scaler kinds explain reads (--kind), by kind
+SCALER_REFS = {"ElasticScaler": SCALER_REF, "LLMScaler": ("llm.escaler.io/v1alpha1", "LLMScaler")}
 # AbleToScale reasons shown under "Guard": the guards (holding, or InsufficientCapacity reported) and
 # a forced write
 GUARD_REASONS = frozenset({*_GUARDS, DEFERRAL_TIMED_OUT})
@@ -76,12 +79,14 @@ def add_parser(
 ) -> Callable[[argparse.Namespace], int]:
     p = sub.add_parser(
         "explain",
-        help="explain an ElasticScaler's last decision step by step",
+        help="explain a scaler's last decision step by step (ElasticScaler; --kind LLMScaler)",
         description="Print one ElasticScaler's last decision pipeline (inputs, recommendation, "
         "stabilization, limits, clamp, guard, write) from its status and recent Events.",
     )
     p.add_argument("-n", "--namespace", default="default", help="namespace of the scaler (default: default)")
-    p.add_argument("name", help="name of the ElasticScaler")
+    p.add_argument("name", help="name of the ElasticScaler (or of the --kind given)")
+    p.add_argument("--kind", choices=sorted(SCALER_REFS), default="ElasticScaler",
+                   help="kind of the scaler (default: ElasticScaler)")
     p.add_argument("--kubeconfig", metavar="PATH", default=None,
                    help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)")
     p.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
@@ -163,12 +168,15 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     resolved = status.get("resolvedTargetRef") or ref
     lines: list[str] = []
     add = lines.append
-    add(f"ElasticScaler {meta.get('namespace')}/{meta.get('name')} "
+    kind = str(obj.get("kind") or SCALER_REF[1])
+    add(f"{kind} {meta.get('namespace')}/{meta.get('name')} "
         f"(generation {meta.get('generation')}, observed {status.get('observedGeneration', '-')})")
     algo = ""
     if trig.get("type") == "MetricsTrigger":
         algo = f", algorithm {(trig.get('metricsTrigger') or {}).get('scalingAlgorithm', 'apa')}"
-    add(f"  trigger {trig.get('type')}{algo}; mode {spec.get('mode', 'Active')}; "
+    source = f"trigger {trig.get('type')}{algo}" if kind == SCALER_REF[1] else \
+        f"provider {spec.get('metricProvider', 'Prometheus')}"
+    add(f"  {source}; mode {spec.get('mode', 'Active')}; "
         f"bounds [{spec.get('minReplicas', 1)}, {spec.get('maxReplicas', 10)}]")
     add(f"  target {resolved.get('kind')} {resolved.get('name')}"
         + (f" (via {ref.get('kind')} {ref.get('name')})" if resolved is not ref and resolved != ref else ""))
@@ -184,8 +192,10 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     add("1. Inputs")
     metrics = status.get("currentMetrics") or []
     if not metrics:
+        from_source = trig.get("type") != "MetricsTrigger" if kind == SCALER_REF[1] else \
+            spec.get("metricProvider") == "Custom"
         add("   (no metric read: " + ("the decision comes from the trigger's source)"
-                                      if trig.get("type") != "MetricsTrigger" else "none recorded yet)"))
+                                      if from_source else "none recorded yet)"))
     if metrics:
         lines.extend(_inputs_head(obj))
     for m in metrics:
@@ -270,7 +280,8 @@ def _event_time(ev: Mapping[str, Any]) -> str:
                or (ev.get("metadata") or {}).get("creationTimestamp") or "")
 
 
-def fetch_events(client: DynamicClient, namespace: str, name: str) -> list[Mapping[str, Any]]:
+def fetch_events(client: DynamicClient, namespace: str, name: str,
+                 kind: str = SCALER_REF[1]) -> list[Mapping[str, Any]]:
     """The scaler's Events, oldest first (field selector, else a filtered list)."""
     try:
         body = client.list(EVENTS_MAPPING, namespace, field_selector=f"regarding.name={name}")
@@ -280,7 +291,7 @@ def fetch_events(client: DynamicClient, namespace: str, name: str) -> list[Mappi
         body = client.list(EVENTS_MAPPING, namespace)
     items = [i for i in body.get("items") or () if isinstance(i, Mapping)]
     mine = [i for i in items if (i.get("regarding") or {}).get("name") == name
-            and (i.get("regarding") or {}).get("kind") == SCALER_REF[1]]
+            and (i.get("regarding") or {}).get("kind") == kind]
     return sorted(mine, key=_event_time)
 
 
@@ -292,17 +303,18 @@ def run(args: argparse.Namespace) -> int:
         return 1
     rest = RestClient(new_api_client(cfg, pool_size=2))
     client = DynamicClient(rest, RESTMapper(rest))
+    ref = SCALER_REFS[getattr(args, "kind", None) or SCALER_REF[1]]
     try:
-        obj = client.get(SCALER_REF, args.name, args.namespace)
+        obj = client.get(ref, args.name, args.namespace)
     except StatusError as err:
         what = "not found" if is_not_found(err) else str(err)
-        print(f"escaler explain: ElasticScaler {args.namespace}/{args.name}: {what}", file=sys.stderr)
+        print(f"escaler explain: {ref[1]} {args.namespace}/{args.name}: {what}", file=sys.stderr)
         return 1
     except ConnectionFailure as err:
         print(f"escaler explain: {err}", file=sys.stderr)
         return 1
     try:
-        events = fetch_events(client, args.namespace, args.name)
+        events = fetch_events(client, args.namespace, args.name, ref[1])
     except (StatusError, ConnectionFailure) as err:
         print(f"escaler explain: cannot list events: {err}", file=sys.stderr)
         events = []

@@ -23,6 +23,11 @@ Contract:
   nothing: see ``escaler.reconcilers.elasticscaler.claims``).
 * ``winner(target, me)`` includes ``me`` even when the cache does not show its claim yet (a
   StateTrigger scaler claims the end of its chain only once its status says so).
+* ``refusal(target, me)`` is the TargetConflict message every scaler kind reports (or None).
+* **Waking across kinds.** Each kind's setup registers how to enqueue one of its scalers
+  (``set_waker(kind, wake)``); a kind whose object changes its claim (created, deleted, retargeted,
+  no longer able to act) calls ``wake_claimants(target, but=kind)``, so a conflict loser of *another*
+  kind takes over at once rather than at its next poll (each kind wakes its own losers itself).
 * ``foreign_hpas(target)`` lists HPAs from an HPA informer (``set_hpa_informer``) whose
   ``scaleTargetRef`` is the target and that carry no controller ownerReference to an escaler
   kind. The companion HPA of a ``scalingAlgorithm: HPA`` ElasticScaler is therefore not foreign.
@@ -169,6 +174,8 @@ class TargetBindings:
         self._sources: dict[str, _Source] = {}
         # the HPA informer (indexed by HPA_TARGET_INDEX), once set
         self._hpa: Indexed | None = None
+        # kind → enqueues one of its scalers (namespace, name); set by each kind's setup
+        self._wakers: dict[str, Callable[[str, str], None]] = {}
 
     def add_source(self, kind: str, informer: Indexed,
                    target_of: Callable[[Mapping[str, Any]], Targets]) -> None:
@@ -187,6 +194,20 @@ class TargetBindings:
                 raise ValueError(f"TargetBindings.add_source: kind {kind!r} already added")
             informer.add_indexers({TARGET_INDEX: index})
             self._sources[kind] = _Source(kind, informer, target_of)
+
+    def set_waker(self, kind: str, wake: Callable[[str, str], None]) -> None:
+        """How to enqueue a scaler of ``kind`` (``wake(namespace, name)``); see the module docstring."""
+        with self._mu:
+            self._wakers[kind] = wake
+
+    def wake_claimants(self, target: TargetKey, but: str) -> None:
+        """Enqueue every claimant of ``target`` whose kind is not ``but`` and has a waker."""
+        with self._mu:
+            wakers = dict(self._wakers)
+        for c in self.claimants(target):
+            wake = wakers.get(c.kind)
+            if c.kind != but and wake is not None:
+                wake(c.namespace, c.name)
 
     def set_hpa_informer(self, informer: Indexed) -> None:
         """Use ``informer`` (autoscaling/v2 HPAs) to find HPAs escaler does not own; idempotent."""
@@ -209,6 +230,19 @@ class TargetBindings:
         mine = (me.kind, me.namespace, me.name)
         others = [c for c in self.claimants(target) if (c.kind, c.namespace, c.name) != mine]
         return min([me, *others], key=lambda c: c.sort_key)
+
+    def refusal(self, target: TargetKey, me: Claim, ignore_hpa: str | None = None) -> str | None:
+        """Why ``me`` may not write ``target`` (an older claimant, or an HPA escaler does not own,
+        other than ``ignore_hpa``), in words for ``Validated=False/TargetConflict``; None when it may."""
+        winner = self.winner(target, me)
+        if winner != me:
+            return (f"{target.describe()} is already managed by {winner.describe()} (created "
+                    f"{winner.created or 'earlier'}); the older scaler wins, this one never writes")
+        foreign = [h for h in self.foreign_hpas(target) if h != ignore_hpa]
+        if foreign:
+            return (f"{target.describe()} is also scaled by HorizontalPodAutoscaler "
+                    f"{', '.join(foreign)}, which escaler does not own; holding rather than fighting it")
+        return None
 
     def same_target(self, kind: str, obj: Mapping[str, Any]) -> list[Claim]:
         """The other claims on the target ``obj`` (of ``kind``) claims (for waking conflict losers)."""

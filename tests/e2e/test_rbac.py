@@ -3,7 +3,8 @@
 A manager runs as a user outside ``system:masters``, bound to exactly the shipped ClusterRole (and
 the leader-election Role in its namespace), with leader election on. It must lead, scale a
 Deployment through ``/scale`` on an External metric, run a ``scalingAlgorithm: HPA`` scaler's
-companion HPA, write status and Events, and never be refused: no 403 in the audit log for its
+companion HPA, scale a Deployment from an LLMScaler's Prometheus query, write status and Events,
+and never be refused: no 403 in the audit log for its
 user, and no "forbidden" in its log. A rule missing from the manifest fails this test; a rule too
 many is caught by review of the manifest, each rule being explained in docs/security.md.
 """
@@ -70,7 +71,8 @@ def _bind(cluster: Cluster, ns: str) -> None:
 
 
 def test_the_shipped_rbac_is_enough_for_the_manager(cluster: Cluster, namespace: str, tmp_path: Path,
-                                                   fake_metrics: Any, managers: list[Manager]) -> None:
+                                                   fake_metrics: Any, managers: list[Manager],
+                                                   prometheus: Any) -> None:
     ns = namespace
     _bind(cluster, ns)
     audit = AuditLog.of(cluster)
@@ -93,6 +95,17 @@ def test_the_shipped_rbac_is_enough_for_the_manager(cluster: Cluster, namespace:
     apply(cluster, ns, scaler("h", "llm-b", metrics_trigger(external_metric("queue", "10"), algorithm="HPA")))
     eventually(lambda: cluster.kubectl("get", "hpa", "-n", ns, "-o", "name", check=False).strip(),
                timeout=40, what=f"the companion HPA; log:\n{m.output()}")
+
+    # an LLMScaler (Prometheus provider): its status and a /scale write
+    apply(cluster, ns, deployment("llm-c", 1))
+    prometheus.set(f'sum(running{{ns="{ns}"}})', 24)  # 24 / 8 → 3
+    llms_spec = {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-c"},
+                 "prometheus": {"endpoint": prometheus.url, "metrics": [
+                     {"name": "running", "query": f'sum(running{{ns="{ns}"}})', "targetPerReplica": 8}]}}
+    apply(cluster, ns, {"apiVersion": "llm.escaler.io/v1alpha1", "kind": "LLMScaler",
+                        "metadata": {"name": "l"}, "spec": llms_spec})
+    eventually(lambda: replicas(cluster, ns, "llm-c") == 3, timeout=40,
+               what=f"the LLMScaler's write; log:\n{m.output()}")
 
     events = json.loads(cluster.kubectl("get", "events.events.k8s.io", "-n", ns, "-o", "json"))["items"]
     assert any(e.get("reportingController", "").startswith("escaler") or

@@ -10,6 +10,8 @@
 * ``signal`` — SignalTrigger: the in-memory signal store, the signal rule, the push API;
 * ``poller`` — the MetricsTrigger poller, spread over the interval;
 * ``status`` — status writes only when changed;
+* ``targetread`` — the read and write steps on the target (``TargetReader``, ``write_replicas``),
+  shared with LLMScaler, as ``report.Reporter`` (``ReportedKind``) is;
 * ``context`` — what one sync carries (``Sync``, ``Hold``, ``Claim``) and the per-scaler memory.
 
 The objects scalers read (targets, sources, pods) are watched by ``escaler.reconcilers.watchindex``;

@@ -22,7 +22,7 @@ included. ``scaler_target`` is the plain reading, for the reconciler's own claim
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cachetools import LRUCache
@@ -77,9 +77,14 @@ def scaler_target(obj: Mapping[str, Any]) -> TargetKey | None:
 
 
 class Claims:
-    """The binding index function of ElasticScalers, with its validity cache."""
+    """The binding index function of a scaler kind (ElasticScalers unless ``can_act`` says otherwise:
+    ``scaler_target`` reads ``spec.targetRef`` of any kind without a StateTrigger), with its validity
+    cache."""
 
-    def __init__(self, cache_size: int = VALIDITY_CACHE_SIZE) -> None:
+    def __init__(self, cache_size: int = VALIDITY_CACHE_SIZE,
+                 can_act: Callable[[Mapping[str, Any]], bool] | None = None) -> None:
+        # whether a spec can produce a decision (``spec_can_act``; LLMScaler passes its own); fixed
+        self._spec_can_act = can_act if can_act is not None else spec_can_act
         # guards _validity (index functions run on informer threads)
         self._mu = threading.Lock()
         # (uid, generation) → spec_can_act of that spec; bounded LRU
@@ -92,7 +97,7 @@ class Claims:
         with self._mu:
             found = self._validity.get(key)
         if found is None:
-            found = spec_can_act(obj)
+            found = self._spec_can_act(obj)
             with self._mu:
                 self._validity[key] = found
         return found

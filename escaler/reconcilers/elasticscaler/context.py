@@ -147,8 +147,10 @@ def wall(seconds: float) -> datetime:
     return datetime.fromtimestamp(math.floor(seconds), UTC)
 
 
-def regarding(obj: Mapping[str, Any]) -> dict[str, Any]:
+def regarding(obj: Mapping[str, Any], api_version: str = ElasticScaler.API_VERSION,
+              kind: str = ElasticScaler.KIND) -> dict[str, Any]:
+    """The ``regarding`` reference of an Event about scaler ``obj`` (an ElasticScaler unless told)."""
     meta = obj.get("metadata") or {}
-    return {"apiVersion": ElasticScaler.API_VERSION, "kind": ElasticScaler.KIND,
+    return {"apiVersion": api_version, "kind": kind,
             "metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")
                          if meta.get(k)}}

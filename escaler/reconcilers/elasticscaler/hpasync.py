@@ -82,7 +82,7 @@ ConflictCheck = Callable[[ElasticScaler, TargetKey, str | None], str | None]
 class HpaSync:
     """See the module docstring."""
 
-    def __init__(self, reporter: Reporter, hpas: ObjectStore, client: KubeClient,
+    def __init__(self, reporter: Reporter[ElasticScalerStatus], hpas: ObjectStore, client: KubeClient,
                  allowed: Callable[[], bool]) -> None:
         # status and events
         self._reporter = reporter

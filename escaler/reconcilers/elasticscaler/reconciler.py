@@ -22,7 +22,8 @@ events for either::
                then the target from its watch cache (``WatchIndex``; a cache not listed yet is a quiet
                hold — its initial list wakes the scaler) through its ResourceHandler, which also
                says whether a *template* rollout is in progress; the target's pods give the
-               InsufficientCapacity guard input (``escaler.targets.pods``)
+               InsufficientCapacity guard input (``escaler.targets.pods``); the read and write steps
+               are ``targetread`` (shared with LLMScaler)
     recommend  ``metricsync`` (metrics through the sample windows and the algorithm), ``statesync``
                (the source's ``status.desiredReplicas``), ``signalsync`` (the signal rule)
     decide     ``escaler.scaling.pipeline.decide``, from the state this process remembers — or, after
@@ -53,8 +54,7 @@ from pydantic import ValidationError
 from escaler.api.common import Mode
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.clock import Clock
-from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
-from escaler.informers.factory import ResourceKey
+from escaler.errors import StatusError
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.claims import scaler_target
 from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
@@ -66,15 +66,19 @@ from escaler.reconcilers.elasticscaler.drift import (
 from escaler.reconcilers.elasticscaler.hpasync import HpaSync
 from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecommender
 from escaler.reconcilers.elasticscaler.parsecache import ParseCache
-from escaler.reconcilers.elasticscaler.report import Reporter, Synced
+from escaler.reconcilers.elasticscaler.report import ES_REPORTED, Reporter, Synced
 from escaler.reconcilers.elasticscaler.signal import SignalStore
 from escaler.reconcilers.elasticscaler.signalsync import SignalRecommender
 from escaler.reconcilers.elasticscaler.statesync import (
-    CHAIN_RETRY_SECONDS,
-    NOT_SYNCED_RETRY_SECONDS,
     StateResolver,
     recommend_state,
-    watch_key,
+)
+from escaler.reconcilers.elasticscaler.targetread import (
+    Target,
+    TargetReader,
+    Written,
+    guard_input,
+    write_replicas,
 )
 from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
@@ -87,28 +91,17 @@ from escaler.scaling.conditions import (
     ALGORITHM_NOT_REGISTERED,
     INVALID_SPEC,
     TARGET_CONFLICT,
-    TARGET_NOT_FOUND,
-    TARGET_UNREADABLE,
-    TARGET_WRITE_FAILED,
     TargetError,
     Validation,
 )
-from escaler.scaling.guards import TargetSnapshot as GuardTarget
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm, is_known_algorithm
 from escaler.signals.signal_pull import SignalReading
-from escaler.targets.handler import ResourceHandler
-from escaler.targets.pods import Capacity, capacity, select_pods
 from escaler.targets.snapshot import TargetSnapshot, TargetUnreadable
 
 __all__ = ["Collector", "ElasticScalerReconciler", "ReconcilerDeps"]
 
 _log = logging.getLogger(__name__)
-
-# a target read that failed for a transient reason (429, 5xx, connection) is retried this soon
-TARGET_RETRY_SECONDS = CHAIN_RETRY_SECONDS / 2
-# pods are watched per namespace for the InsufficientCapacity guard
-_PODS = ObjectRef("v1", "Pod", "")
 
 
 @dataclass(frozen=True)
@@ -147,25 +140,6 @@ class ReconcilerDeps:
     status_refresh: float = DEFAULT_STATUS_REFRESH_SECONDS
 
 
-@dataclass(frozen=True)
-class _Target:
-    """The write target after ``_read``: its snapshot, its handler, and what its pods say."""
-
-    ref: ObjectRef
-    snapshot: TargetSnapshot
-    handler: ResourceHandler
-    pods: Capacity
-
-
-@dataclass(frozen=True)
-class _Written:
-    """What ``_write`` did: written, or the error; ``retry`` = a 409, decide again at once."""
-
-    written: bool = False
-    error: TargetError | None = None
-    retry: bool = False
-
-
 class ElasticScalerReconciler:
     """See the module docstring. Thread-safe: the workqueue never runs one key twice at once."""
 
@@ -175,7 +149,8 @@ class ElasticScalerReconciler:
         # the SignalTrigger store, shared with the push API
         self.signals = deps.signals
         # status writes and events (also the HPA path's reporter)
-        self.reporter = Reporter(deps.client, deps.mapper, deps.recorder, deps.status_refresh)
+        self.reporter = Reporter(deps.client, deps.mapper, deps.recorder, deps.status_refresh,
+                                 kind=ES_REPORTED)
         # one helper per trigger path (each module's docstring states its contract)
         self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write)
         self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
@@ -242,7 +217,7 @@ class ElasticScalerReconciler:
     def _cached_target(self, scaler: ElasticScaler) -> TargetSnapshot | None:
         """The scaler's target as the cache has it, when this scaler may write it; else None."""
         ns, ref = scaler.namespace, ObjectRef.of(scaler.spec.target_ref)
-        kind = self._target_kind(ns, ref)
+        kind = self._targets.kind(ns, ref)
         if isinstance(kind, Hold):
             return None
         key, handler = kind
@@ -359,92 +334,13 @@ class ElasticScalerReconciler:
         me = claim_of(ElasticScaler.KIND, {"metadata": {
             "name": scaler.name, "namespace": scaler.namespace,
             "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ") if created else ""}})
-        winner = self._d.bindings.winner(target, me)
-        if winner != me:
-            return (f"{target.describe()} is already managed by {winner.describe()} (created "
-                    f"{winner.created or 'earlier'}); the older scaler wins, this one never writes")
-        foreign = [h for h in self._d.bindings.foreign_hpas(target) if h != ignore_hpa]
-        if foreign:
-            return (f"{target.describe()} is also scaled by HorizontalPodAutoscaler "
-                    f"{', '.join(foreign)}, which escaler does not own; holding rather than fighting it")
-        return None
+        return self._d.bindings.refusal(target, me, ignore_hpa)
 
-    def _read(self, sync: Sync, scaler: ElasticScaler, ref: ObjectRef) -> _Target | Hold:
-        ns, resolved = scaler.namespace, ref
-        kind = self._target_kind(ns, ref)
-        if isinstance(kind, Hold):
-            # nothing of this kind will be read: the watches an earlier spec asked for go too
-            self._d.watches.drop(sync.req, ROLE_TARGET)
-            self._d.watches.drop(sync.req, ROLE_PODS)
-            return kind
-        key, handler = kind
-        self._d.watches.want(sync.req, ROLE_TARGET, key, ns, ref.name)
-        if not self._d.watches.synced(key):
-            return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
-        if self._d.watches.cached(key, ns, ref.name) is None:
-            # the cache has listed and the target is not there: its creation event wakes us
-            return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
-                        resolved=resolved)
-        try:
-            snap = handler.read(ns, ref)
-        except TargetUnreadable as err:
-            return Hold(target_error=TargetError(TARGET_UNREADABLE, str(err)), resolved=resolved,
-                        requeue=TARGET_RETRY_SECONDS if err.retryable else None)
-        except StatusError as err:
-            if not is_not_found(err):
-                raise
-            return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
-                        resolved=resolved)
-        pods = self._capacity(sync, scaler, snap)
-        if pods is None:
-            # the pod cache this scaler now needs has not listed: its initial list wakes the scaler
-            return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
-        return _Target(ref, snap, handler, pods)
-
-    def _target_kind(self, ns: str, ref: ObjectRef) -> tuple[ResourceKey, ResourceHandler] | Hold:
-        """The target's watch key and handler, or a hold when its kind cannot be a target: decided
-        from discovery alone (``HandlerRegistry.target_problem``: namespaced, and a handler or a
-        ``scale`` subresource), before anything is watched — a namespace user must not be able to
-        make the manager list/watch Nodes cluster-wide, or the Secrets of their namespace."""
-        try:
-            m = self._d.mapper.mapping_for(ref.api_version, ref.kind)
-            handler = self._d.handlers.handler_for(ref.api_version, ref.kind)
-        except ValueError as err:
-            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef: {err}"), resolved=ref)
-        except StatusError as err:
-            if not is_not_found(err):
-                raise
-            return Hold(target_error=TargetError(
-                TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name}: the API server does not serve kind "
-                                  f"{ref.kind} in {ref.api_version}"),
-                        requeue=CHAIN_RETRY_SECONDS, resolved=ref)
-        problem = self._d.handlers.target_problem(m)
-        if problem is not None:
-            # a CRD may gain a scale subresource: look again now and then (discovery is cached)
-            return Hold(target_error=TargetError(INVALID_SPEC, f"spec.targetRef: {problem}"),
-                        requeue=CHAIN_RETRY_SECONDS, resolved=ref)
-        return ResourceKey(m.group, m.version, m.resource, namespace=ns), handler
-
-    def _capacity(self, sync: Sync, scaler: ElasticScaler, snap: TargetSnapshot) -> Capacity | None:
-        """What the target's pods say about room to scale up.
-
-        The namespace's pod cache is watched only once a scaler needs it — its target has replicas
-        that are not Ready, or it reads Resource metrics (the collector lists pods from it) — and
-        kept while the scaler lives: a fleet whose targets are all Ready pays no pod watch, and a
-        scan (O(pods in the namespace)) happens only when some replica is not Ready (an all-Ready
-        target has no Pending pod). None while that cache has not listed: a scale-up must not go
-        out before the Unschedulable pods could be seen."""
-        all_ready = snap.ready_replicas is not None and snap.ready_replicas >= snap.spec_replicas
-        pods_key = watch_key(self._d.mapper, scaler.namespace, _PODS)
-        if not all_ready or _reads_pods(scaler):
-            self._d.watches.want(sync.req, ROLE_PODS, pods_key)
-        if all_ready:
-            return Capacity()
-        listed = self._d.watches.listed(pods_key)
-        return None if listed is None else capacity(select_pods(listed, snap.selector), sync.now)
+    def _read(self, sync: Sync, scaler: ElasticScaler, ref: ObjectRef) -> Target | Hold:
+        return self._targets.read(sync, scaler.namespace, ref, reads_pods=_reads_pods(scaler))
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                   target: _Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]] | Hold:
+                   target: Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]] | Hold:
         trigger = scaler.spec.trigger
         if trigger.type == TriggerType.METRICS:
             out = self._metrics_rec.recommend(scaler, ann, target.snapshot, mem.metrics, now=sync.now)
@@ -460,7 +356,7 @@ class ElasticScalerReconciler:
         return signal.recommend, []
 
     def _decide(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                target: _Target, rr: RecommendResult) -> Decision:
+                target: Target, rr: RecommendResult) -> Decision:
         spec, snap = scaler.spec, target.snapshot
         behavior = Behavior.from_annotations(ann, min_replicas=spec.min_replicas,
                                              max_replicas=spec.max_replicas,
@@ -482,28 +378,18 @@ class ElasticScalerReconciler:
                                   deferred_since=epoch(status.deferred_since),
                                   last_scale_time=epoch(status.last_scale_time))
 
-    def _write(self, sync: Sync, decision: Decision, target: _Target) -> _Written:
+    def _write(self, sync: Sync, decision: Decision, target: Target) -> Written:
         if not decision.write or not self._may_write():
-            return _Written()
-        snap, req = target.snapshot, sync.req
-        counter = self._d.metrics.scale_writes
-        try:
-            target.handler.write_replicas(snap, decision.desired)
-        except StatusError as err:
-            if is_conflict(err):
-                counter.labels(req.namespace, req.name, "conflict").inc()
-                return _Written(retry=True)  # the target changed since it was read: decide again
-            counter.labels(req.namespace, req.name, "error").inc()
-            return _Written(error=TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}"))
-        except (ConnectionFailure, OSError, ValueError) as err:
-            counter.labels(req.namespace, req.name, "error").inc()
-            return _Written(error=TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}"))
-        counter.labels(req.namespace, req.name, "success").inc()
-        _log.info("scaled %s from %d to %d (%s)", snap.describe(), snap.spec_replicas, decision.desired,
-                  decision.reason)
-        return _Written(written=True)
+            return Written()
+        return write_replicas(sync, target, decision.desired, self._d.metrics, decision.reason)
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def _targets(self) -> TargetReader:
+        """The read step, shared with LLMScaler (``targetread``); stateless, so built over the current
+        collaborators each time (an embedder or a test may swap ``_d``)."""
+        return TargetReader(self._d.mapper, self._d.handlers, self._d.watches)
 
     def _memory_for(self, req: Request, uid: str) -> ScalerMemory:
         """The memory of the scaler object ``uid``. A scaler deleted and recreated under the same name
@@ -523,16 +409,6 @@ class ElasticScalerReconciler:
 
     def _may_write(self) -> bool:
         return self._d.can_write is None or self._d.can_write.is_set()
-
-
-def guard_input(snap: TargetSnapshot, pods: Capacity) -> GuardTarget:
-    """The guards' view of the target: the handler's template-rollout verdict (one source of truth,
-    with each kind's exceptions), the settling scale-down, and the unschedulable pods."""
-    return GuardTarget(
-        spec_replicas=snap.spec_replicas, status_replicas=snap.status_replicas,
-        rollout_in_progress=snap.rollout_in_progress, rollout_message=snap.rollout_message,
-        settling_scale_down=snap.settling_scale_down,
-        unschedulable_pods=pods.unschedulable, unschedulable_message=pods.message)
 
 
 def _reads_pods(scaler: ElasticScaler) -> bool:

@@ -1,4 +1,10 @@
-"""``Reporter``: the one place an ElasticScaler sync becomes status and events (SPEC §3).
+"""``Reporter``: the one place a scaler sync becomes status and events (SPEC §3).
+
+One ``Reporter`` per scaler kind that writes a workload: ``ReportedKind`` says which (its
+apiVersion and kind — the status resource and the Events' regarding object —, its status model,
+and whether it writes the deprecated ``DecisionAvailable`` mirror, as LLMScaler does);
+``ES_REPORTED`` is the ElasticScaler's. The fields only an ElasticScaler status has
+(``hpaName``, ``resolvedTargetRef``) are touched only on an ``ElasticScalerStatus``.
 
 Every path of a reconcile ends here, with one of:
 
@@ -37,15 +43,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
 
 from cachetools import LRUCache
 from pydantic import ValidationError
 
 from escaler.api.common import TargetRef
 from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus
-from escaler.api.scaler import MetricStatus, RecentDecision
+from escaler.api.scaler import MetricStatus, RecentDecision, ScalerStatus
 from escaler.errors import StatusError, is_not_found
 from escaler.informers.frozen import thaw
 from escaler.kube.discovery import ResourceMapping
@@ -81,7 +87,8 @@ from escaler.scaling.conditions import (
 from escaler.scaling.pipeline import Decision
 from escaler.scaling.text import cap_text
 
-__all__ = ["CLAIM_RECHECK_SECONDS", "EVENT_INVALID_ANNOTATION", "Reporter", "Synced"]
+__all__ = ["CLAIM_RECHECK_SECONDS", "ES_REPORTED", "EVENT_INVALID_ANNOTATION", "ReportedKind", "Reporter",
+           "Synced"]
 
 # the reason of the Warning event reporting an unusable annotation (SPEC §5.4)
 EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
@@ -89,6 +96,24 @@ EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
 CLAIM_RECHECK_SECONDS = 2.0
 
 _log = logging.getLogger(__name__)
+
+S = TypeVar("S", bound=ScalerStatus)
+
+
+@dataclass(frozen=True)
+class ReportedKind(Generic[S]):
+    """The scaler kind a ``Reporter`` writes status and events for."""
+
+    api_version: str
+    kind: str
+    # the status model (parsed from the cached object, serialised for the write)
+    status_model: type[S]
+    # also write the deprecated DecisionAvailable mirror of ScalingActive (LLMScaler)
+    decision_available: bool = False
+
+
+ES_REPORTED: ReportedKind[ElasticScalerStatus] = ReportedKind(
+    ElasticScaler.API_VERSION, ElasticScaler.KIND, ElasticScalerStatus)
 
 
 @dataclass(frozen=True)
@@ -108,6 +133,9 @@ class Synced:
     recheck_at: float | None = None
     # a metric value's move that is worth a status write at once (``drift.significance_of``)
     significance: float = DEFAULT_SIGNIFICANCE
+    # the Validated result of this sync (valid unless the spec cannot produce a decision and the
+    # pipeline still ran to hold the count, as an LLMScaler Custom provider without customProvider)
+    validation: Validation = field(default_factory=Validation)
 
 
 @dataclass(frozen=True)
@@ -126,14 +154,17 @@ def _ref(ref: ObjectRef) -> TargetRef:
     return TargetRef(api_version=ref.api_version, kind=ref.kind, name=ref.name)
 
 
-class Reporter:
-    """Status and events of ElasticScalers; see the module docstring. Thread-safe."""
+class Reporter(Generic[S]):
+    """Status and events of one scaler kind; see the module docstring. Thread-safe."""
 
     def __init__(self, client: KubeClient, mapper: Mapper, recorder: EventSink,
-                 refresh_seconds: float = DEFAULT_STATUS_REFRESH_SECONDS) -> None:
+                 refresh_seconds: float = DEFAULT_STATUS_REFRESH_SECONDS, *,
+                 kind: ReportedKind[S]) -> None:
         # status patches, only when changed significantly (drift every refresh_seconds, 0 = never)
         self._writer = StatusWriter(client, refresh_seconds=refresh_seconds)
-        # resolves the ElasticScaler resource
+        # the scaler kind reported on; fixed
+        self._kind = kind
+        # resolves the scaler resource
         self._mapper = mapper
         self._recorder = recorder
         # guards _seen (LRUCache is not thread-safe, and get() reorders it)
@@ -148,18 +179,18 @@ class Reporter:
     # ------------------------------------------------------------------ building blocks
 
     def mapping(self) -> ResourceMapping:
-        return self._mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
+        return self._mapper.mapping_for(self._kind.api_version, self._kind.kind)
 
-    def previous_status(self, sync: Sync) -> ElasticScalerStatus:
+    def previous_status(self, sync: Sync) -> S:
         raw = self._writer.base_status(sync.obj)
         if raw:
             try:
-                return ElasticScalerStatus.model_validate(raw)
+                return self._kind.status_model.model_validate(raw)
             except ValidationError:
                 _log.warning("status of %s does not parse; rewriting it", sync.req)
-        return ElasticScalerStatus()
+        return self._kind.status_model()
 
-    def write_status(self, sync: Sync, status: ElasticScalerStatus,
+    def write_status(self, sync: Sync, status: S,
                      significance: float = DEFAULT_SIGNIFICANCE) -> WriteOutcome:
         """Write ``status`` if it changed significantly, or drift when the refresh is due."""
         with self._mu:
@@ -173,7 +204,7 @@ class Reporter:
             return WriteOutcome.UNCHANGED
 
     def emit(self, sync: Sync, events: Sequence[EventValue], action: str = "Scale") -> None:
-        ref = regarding(sync.obj)
+        ref = regarding(sync.obj, self._kind.api_version, self._kind.kind)
         for ev in events:
             try:
                 self._recorder.event(ref, "Warning" if ev.type == "Warning" else "Normal", ev.reason, action,
@@ -181,8 +212,10 @@ class Reporter:
             except ValueError:
                 _log.exception("cannot record event %s", ev.reason)
 
-    def apply(self, sync: Sync, status: ElasticScalerStatus, outcome: SyncOutcome) -> list[EventValue]:
+    def apply(self, sync: Sync, status: S, outcome: SyncOutcome) -> list[EventValue]:
         """Set ``status.conditions`` from ``outcome`` (the one condition engine) and observedGeneration."""
+        if self._kind.decision_available:
+            outcome = replace(outcome, decision_available=True)
         conds, events = conditions_for(outcome, sync.generation, sync.now_iso,
                                        [to_value(c) for c in status.conditions])
         status.conditions = [to_condition(c) for c in conds]
@@ -224,36 +257,40 @@ class Reporter:
         sync.wait(hold.requeue)
         return sync.result()
 
-    def _hold_base(self, sync: Sync, hold: Hold) -> ElasticScalerStatus:
+    def _hold_base(self, sync: Sync, hold: Hold) -> S:
         if hold.unparsable is not None:
             # the status may not parse either: keep what does, as plain data
             raw = sync.obj.get("status")
             old = thaw(raw) if isinstance(raw, Mapping) else {}
             try:
-                return ElasticScalerStatus.model_validate(old)
+                return self._kind.status_model.model_validate(old)
             except ValidationError:
-                return ElasticScalerStatus()
+                return self._kind.status_model()
         status = self.previous_status(sync)
-        status.hpa_name = None
-        keeps_claim = hold.target_error is not None or (
-            hold.validation is not None and hold.validation.reason == TARGET_CONFLICT)
-        if not keeps_claim:
-            status.resolved_target_ref = None  # a scaler that cannot act holds no target
-        elif hold.resolved is not None:
-            status.resolved_target_ref = _ref(hold.resolved)
+        if isinstance(status, ElasticScalerStatus):
+            status.hpa_name = None
+            keeps_claim = hold.target_error is not None or (
+                hold.validation is not None and hold.validation.reason == TARGET_CONFLICT)
+            if not keeps_claim:
+                status.resolved_target_ref = None  # a scaler that cannot act holds no target
+            elif hold.resolved is not None:
+                status.resolved_target_ref = _ref(hold.resolved)
         return status
 
     def claim(self, sync: Sync, claim: Claim) -> Result:
         status = self.previous_status(sync)
-        status.hpa_name = None
-        status.resolved_target_ref = _ref(claim.target)
+        if isinstance(status, ElasticScalerStatus):
+            status.hpa_name = None
+            status.resolved_target_ref = _ref(claim.target)
         self.write_status(sync, status)
         _log.info("ElasticScaler %s claims %s before writing it", sync.req, claim.target.describe())
         return Result(requeue_after=CLAIM_RECHECK_SECONDS)
 
     def synced(self, sync: Sync, s: Synced) -> Result:
         d = s.decision
-        p = plan(SyncOutcome(decision=d, target_error=s.error, validation=Validation()))
+        outcome = SyncOutcome(decision=d, target_error=s.error, validation=s.validation,
+                              decision_available=self._kind.decision_available)
+        p = plan(outcome)
         key = _key(sync, s, p)
         if self._quiet(sync, s, key):
             self._writer.skip()
@@ -261,11 +298,11 @@ class Reporter:
             return _after(sync, s)
         status = self.previous_status(sync)
         held = tuple(m.value for m in status.current_metrics)
-        status.hpa_name = None
-        status.resolved_target_ref = _ref(s.target)
+        if isinstance(status, ElasticScalerStatus):
+            status.hpa_name = None
+            status.resolved_target_ref = _ref(s.target)
         status.current_metrics = list(s.current_metrics)
-        events = self.apply(sync, status,
-                            SyncOutcome(decision=d, target_error=s.error, validation=Validation()))
+        events = self.apply(sync, status, outcome)
         # the target's count after this sync: a written sync left it at the desired count, so the
         # sync its informer echo triggers finds the same status and writes nothing (one status
         # patch per scale, not two); the step is in recentDecisions
@@ -325,7 +362,7 @@ def _key(sync: Sync, s: Synced, p: Plan) -> tuple[Any, ...]:
     rows = tuple((m.name, m.type, m.target, m.target_type, m.recommended_replicas, m.error)
                  for m in s.current_metrics)
     return (rv, sync.generation, s.target, p.writes, p.removes, rows, d.current, d.desired,
-            state.deferred_since, s.advisory, d.would_write)
+            state.deferred_since, s.advisory, d.would_write, s.validation)
 
 
 def _after(sync: Sync, s: Synced) -> Result:

@@ -88,8 +88,9 @@ from escaler.signals.signal_pull import SignalReading, pull_signal
 from escaler.targets.pods import select_pods
 from escaler.targets.registry import default_registry
 
-__all__ = ["CONTROLLER_NAME", "DEFAULT_POLL_INTERVAL_SECONDS", "ElasticScalerController", "cache_reader",
-           "outbound_executor", "pod_lister", "secret_key_reader", "setup_elasticscaler"]
+__all__ = ["CONTROLLER_NAME", "DEFAULT_POLL_INTERVAL_SECONDS", "ElasticScalerController", "TargetChanged",
+           "add_poller", "cache_reader", "outbound_executor", "pod_lister", "secret_key_reader",
+           "setup_elasticscaler"]
 
 CONTROLLER_NAME = "elasticscaler"
 DEFAULT_POLL_INTERVAL_SECONDS = 30.0
@@ -213,7 +214,7 @@ def setup_elasticscaler(
         outbound=outbound, status_refresh=status_refresh_seconds))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
-    poller = _poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll)
+    poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll)
     signal_api = _signal_api(mgr, controller, reconciler, scaler_informer.store, api_server)
     _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
               "signal API on" if signal_api is not None else "no signal API")
@@ -232,11 +233,13 @@ def _collector(mgr: Manager, dynamic: DynamicClient, http: HttpClient, allowed_h
 
 
 def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
-                      per_namespace: int = DEFAULT_OUTBOUND_PER_GROUP) -> KeyedExecutor:
-    """The executor that runs ElasticScaler metric collections and signal pulls off the reconcile
+                      per_namespace: int = DEFAULT_OUTBOUND_PER_GROUP,
+                      controller: str = CONTROLLER_NAME) -> KeyedExecutor:
+    """The executor that runs a scaler controller's outbound reads (ElasticScaler metric collections
+    and signal pulls; LLMScaler provider reads, ``controller="llmscaler"``) off the reconcile
     workers (``--outbound-workers``, ``--outbound-per-namespace``), on the manager's clock and
-    metrics registry."""
-    return KeyedExecutor(f"{CONTROLLER_NAME}-outbound", workers=workers, per_group=per_namespace,
+    metrics registry. One per controller: its completions wake that controller's scalers."""
+    return KeyedExecutor(f"{controller}-outbound", workers=workers, per_group=per_namespace,
                          clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
 
 
@@ -268,23 +271,30 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
               predicates=[or_(GenerationChangedPredicate(), AnnotationChangedPredicate())])
         .owns(HPA_API_VERSION, HPA_KIND)
         .watches(HPA_API_VERSION, HPA_KIND, EnqueueRequestsFromMapFunc(claimants_of_hpa_target),
-                 predicates=[_TargetChanged(hpa_target)])
+                 predicates=[TargetChanged(hpa_target)])
         .watches(ElasticScaler.API_VERSION, ElasticScaler.KIND,
                  EnqueueRequestsFromMapFunc(claimants_of_target),
-                 predicates=[_TargetChanged(claims.target_of)])
+                 predicates=[TargetChanged(claims.target_of)])
         .watches_source(watches)
     )
     if max_concurrent_reconciles is not None:
         builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
-    return builder.complete(reconciler)
+    controller = builder.complete(reconciler)
+    # another kind (LLMScaler) whose claim on a target changes wakes our claimants of it
+    bindings.set_waker(ElasticScaler.KIND, lambda ns, name: controller.enqueue(Request(ns, name)))
+    return controller
 
 
 def _es_claimants(bindings: TargetBindings, target: TargetKey) -> list[Request]:
     return [Request(c.namespace, c.name) for c in bindings.claimants(target) if c.kind == ElasticScaler.KIND]
 
 
-def _poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
-            poll_tick: float | None, start_poll: Callable[[Request], bool]) -> MetricsPoller | None:
+def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
+               poll_tick: float | None, start_poll: Callable[[Request], bool] | None,
+               is_polled: Callable[[Mapping[str, Any]], bool] = _is_polled) -> MetricsPoller | None:
+    """The ``MetricsPoller`` (leader-only) of the objects of ``store`` that ``is_polled`` selects
+    (MetricsTrigger ElasticScalers by default; every LLMScaler for its controller); None when
+    ``poll_interval`` is 0. On a sharded manager only the scalers of the shards this replica leads."""
     if poll_interval <= 0:
         return None
 
@@ -292,7 +302,7 @@ def _poller(mgr: Manager, controller: Controller, store: Any, poll_interval: flo
 
     def polled() -> list[Request]:
         reqs = [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
-                for o in store.list() if _is_polled(o)]
+                for o in store.list() if is_polled(o)]
         if shards is None:
             return reqs
         # sharded: only the scalers of shards this replica leads (a gained shard is enqueued whole
@@ -341,7 +351,7 @@ def _signal_puller(allowed_host: Callable[[str], bool], mgr: Manager,
     return pull
 
 
-class _TargetChanged:
+class TargetChanged:
     """Pass creates and deletes, and updates that change the target an object claims."""
 
     def __init__(self, target_fn: Callable[[Mapping[str, Any]], Any]) -> None:

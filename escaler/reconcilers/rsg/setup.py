@@ -37,6 +37,7 @@ from escaler.api.rsg import ResourceScalingGroup
 from escaler.informers.factory import ResourceKey
 from escaler.kube.scalepaths import CrdScalePaths
 from escaler.reconcilers.bindings import TargetBindings
+from escaler.reconcilers.managerclient import manager_client
 from escaler.reconcilers.ports import HandlerLookup, KubeClient
 from escaler.reconcilers.rsg.backoff import WriteBackoff
 from escaler.reconcilers.rsg.claims import rsg_targets
@@ -75,23 +76,6 @@ class RSGController:
     outbound: ExecutorSource
 
 
-class _ManagerClient:
-    """The manager's API client, looked up at each use: a manager built on injected fakes may have
-    none, and then only an RSG sync fails (a reconcile error), not the wiring of every controller."""
-
-    def __init__(self, mgr: Manager) -> None:
-        # the manager whose client is used; fixed
-        self._mgr = mgr
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._mgr.client, name)
-
-
-def _manager_client(mgr: Manager) -> Any:
-    try:
-        return mgr.client
-    except RuntimeError:  # built on injected fakes without a client
-        return _ManagerClient(mgr)
 
 
 def _cache_get(mgr: Manager, watches: WatchIndex) -> Callable[[str, str, str, str], Mapping[str, Any] | None]:
@@ -143,7 +127,7 @@ def setup_rsg(
                                                      namespace=mgr.options.namespace))
     bindings.add_source(ResourceScalingGroup.KIND, informer, rsg_targets)
     watches = WatchIndex(mgr.dynamic_informers)
-    writer: Any = client if client is not None else _manager_client(mgr)
+    writer: Any = client if client is not None else manager_client(mgr)
     if handlers is None:
         handlers = default_registry(writer, cache_get=_cache_get(mgr, watches),
                                     scale_paths=CrdScalePaths(writer, clock=mgr.clock))

@@ -33,6 +33,7 @@ from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.bindings import TargetBindings, hpa_target
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
 from escaler.reconcilers.elasticscaler.status import StatusClient
+from escaler.reconcilers.managerclient import LazyManagerClient
 from escaler.reconcilers.ports import ObjectStore
 from escaler.reconcilers.tidal.conflicts import TIDAL_TARGET_INDEX, ClaimWatch, tidal_index, tidals_on
 from escaler.reconcilers.tidal.reconciler import TidalDeps, TidalReconciler
@@ -60,17 +61,6 @@ class TidalController:
     # the Tidal informer (indexed by TIDAL_TARGET_INDEX)
     informer: Any
 
-
-class _ManagerClient:
-    """The manager's client, resolved at the first status write (a manager on fakes has none until a
-    test passes one; the controller never writes before it starts)."""
-
-    def __init__(self, mgr: Manager) -> None:
-        self._mgr = mgr
-
-    def patch_status(self, m: Any, name: str, patch: Any, namespace: str | None = None,
-                     patch_type: Any = "merge") -> dict[str, Any]:
-        return self._mgr.client.patch_status(m, name, patch, namespace, patch_type=patch_type)
 
 
 class _HpaTargetChanged:
@@ -106,7 +96,7 @@ def setup_tidal(
     informer.add_indexers({TIDAL_TARGET_INDEX: tidal_index})
     reconciler = TidalReconciler(TidalDeps(
         tidals=tidal_store if tidal_store is not None else informer.store,
-        client=client if client is not None else _ManagerClient(mgr),
+        client=client if client is not None else LazyManagerClient(mgr),
         mapping=mapping, bindings=bindings, recorder=mgr.event_recorder,
         clock=clock if clock is not None else mgr.clock))
     claims = ClaimWatch(bindings, informer.indexer)
