@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: test unit e2e lint bench crds demo build-cluster clean venv
+.PHONY: test unit e2e lint bench crds demo build-cluster clean venv chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PY_VERSION) -m venv $(VENV)
@@ -15,8 +15,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+## make chromium: Debian's chromium + chromedriver for the SLO API form's headless-browser test
+chromium:
+	@(command -v chromium && command -v chromedriver) >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
+
 ## make test: lint, unit tests, then the e2e suite on a local control plane built by hack/
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(MAKE) lint
 	$(PY) -m pytest tests/unit -q
 	hack/build.sh
@@ -25,7 +29,7 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-e2e: $(STAMP)
+e2e: $(STAMP) chromium
 	hack/build.sh
 	$(PY) -m pytest tests/e2e -q
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import escaler
-from escaler.cli import crds, explain, manager
+from escaler.cli import crds, explain, manager, sloapi
 
 __all__ = ["COMMANDS", "main"]
 
@@ -37,6 +37,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     "crds": crds.add_parser,
     "manager": manager.add_parser,
     "explain": explain.add_parser,
+    "slo-api": sloapi.add_parser,
 }
 
 

@@ -21,7 +21,9 @@ checks every request's bearer token with a TokenReview for the ``escaler`` audie
 manager's own credentials — so the manager's ServiceAccount needs ``create`` on
 ``tokenreviews.authentication.k8s.io`` and ``subjectaccessreviews.authorization.k8s.io`` (the
 ``system:auth-delegator`` ClusterRole). It runs on the elected leader only (see
-``Manager.add_api_server``).
+``Manager.add_api_server``). ``GET /decisions/{serviceId}`` (the SLO decision engine, read by LLMScaler
+Custom providers) is the one public route: no token (docs/slo.md). ``--slo-prometheus-endpoint`` is the
+Prometheus the SLO decision engine queries.
 
 Flags read by parts that land later (kept here so the command line is stable):
 ``--metrics-trigger-poll-interval`` (the MetricsTrigger poller); ``--allowed-endpoint-hosts`` is
@@ -60,8 +62,10 @@ from escaler.kube.config import ConfigError
 from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.reconcilers.elasticscaler.setup import outbound_executor
+from escaler.reconcilers.llmscaler import setup_llmscaler
 from escaler.reconcilers.rsg import setup_rsg
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.slo import setup_slo
 from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.executor import DEFAULT_OUTBOUND_PER_GROUP, DEFAULT_OUTBOUND_WORKERS
@@ -154,6 +158,8 @@ class ManagerFlags:
     # --status-refresh-seconds: status drift (values inside the significance) is written at most
     # this often per scaler; 0 = never on its own (escaler.reconcilers.elasticscaler.drift)
     status_refresh_seconds: float = 0.0
+    # --slo-prometheus-endpoint: base URL of the Prometheus the SLO decision engine queries; "" = none
+    slo_prometheus_endpoint: str = ""
 
     def manager_options(self) -> ManagerOptions:
         return ManagerOptions(
@@ -260,6 +266,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="at most N of those threads serve one namespace's scalers at once, so one "
                         "namespace's slow endpoints cannot stall the others "
                         f"(default: {DEFAULT_OUTBOUND_PER_GROUP})")
+    p.add_argument("--slo-prometheus-endpoint", metavar="URL", default="",
+                   help="base URL of the Prometheus the SLO decision engine runs the PromQL of "
+                        "LLMSLORequirements and JobSLORequirements against; without it their signals are "
+                        "missing (default: '')")
     p.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT,
                    help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
     p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
@@ -345,6 +355,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         total_shards=args.total_shards,
         shard_index=args.shard_index,
         status_refresh_seconds=args.status_refresh_seconds,
+        slo_prometheus_endpoint=args.slo_prometheus_endpoint,
     )
 
 
@@ -357,8 +368,11 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     API server is enabled) and Tidal (``escaler.reconcilers.tidal``: status.desiredReplicas from
     its rules, requeued at each transition) and ResourceScalingGroup (``escaler.reconcilers.rsg``:
     members written in place or cloned per group, scale-down ranked by ``scaleDown.prometheus``
-    through the same outbound policy). The LLMScaler and SLO reconcilers land with their own
-    issues, each adding its setup call here.
+    through the same outbound policy) and LLMScaler (``escaler.reconcilers.llmscaler``: Prometheus or
+    custom-provider decisions on the same pipeline, polled at ``--metrics-trigger-poll-interval``).
+    And the SLO decision engine (``escaler.reconcilers.slo``: LLMSLORequirement and JobSLORequirement
+    sized from PromQL on ``--slo-prometheus-endpoint`` every ``--metrics-trigger-poll-interval``, and
+    ``GET /decisions/{serviceId}`` on ``mgr.api_server``).
     """
     # state every scaler kind shares: one binding index, one set of escaler_* collectors
     bindings = TargetBindings()
@@ -375,6 +389,21 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     setup_tidal(mgr, bindings=bindings, max_concurrent_reconciles=flags.max_concurrent_reconciles)
     # ResourceScalingGroup: members scaled as one unit; its ranking queries use the outbound policy
     setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
+              allow_networks=flags.allow_endpoint_networks,
+              max_concurrent_reconciles=flags.max_concurrent_reconciles)
+    # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings and outbound policy
+    setup_llmscaler(
+        mgr, poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
+        allow_networks=flags.allow_endpoint_networks,
+        max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
+        scaler_metrics=scaler_metrics, outbound=outbound_executor(
+            mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
+            controller="llmscaler"),
+        status_refresh_seconds=flags.status_refresh_seconds,
+    )
+    # SLO decision engine: LLM/Job SLO requirements → status.decision and GET /decisions/{serviceId}
+    setup_slo(mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
+              poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
               allow_networks=flags.allow_endpoint_networks,
               max_concurrent_reconciles=flags.max_concurrent_reconciles)
 

@@ -89,6 +89,7 @@ from escaler.runtime.tls import CertificateReloader, self_signed
 
 __all__ = [
     "API_LIMITS",
+    "ERROR_CODES",
     "MAX_BODY_BYTES",
     "ApiError",
     "ApiHandler",

@@ -1,1 +1,16 @@
-"""escaler.sloapi (see ARCHITECTURE.md)."""
+"""The SLO API (SPEC §9.3; ``docs/sloapi.md``): read and change SLO requirements over HTTP.
+
+Modules, one concept each: ``kinds`` (the two SLO kinds and what a route of each may hold),
+``index`` (one informer per kind, routes across kinds, missing CRDs), ``translate`` (route
+bodies ↔ specs, merge patches, validation), ``errors`` (the envelope and the API server's
+failures), ``service`` (what each route does, auth included), ``upstream`` (calls to the API
+server), ``schema`` (the OpenAPI shapes), ``form`` (the HTML page), ``app`` (the FastAPI app).
+The command is ``escaler.cli.sloapi`` (``python -m escaler slo-api``).
+"""
+
+from escaler.sloapi.app import create_app
+from escaler.sloapi.index import SLOIndex
+from escaler.sloapi.service import SLOService
+from escaler.sloapi.upstream import KubeSLOClient
+
+__all__ = ["KubeSLOClient", "SLOIndex", "SLOService", "create_app"]

@@ -59,7 +59,12 @@ PODS = ResourceMapping("", "v1", "pods", "Pod", True, frozenset({"status"}))
 STATEFULSETS = ResourceMapping("apps", "v1", "statefulsets", "StatefulSet", True, frozenset({"status"}))
 RSGS = ResourceMapping("autoscaling.openfuyao.com", "v1alpha1", "resourcescalinggroups",
                        "ResourceScalingGroup", True, frozenset({"status"}))
-MAPPINGS = (SCALERS, DEPLOYMENTS, HPAS, TIDALS, WIDGETS, LLMSCALERS, PODS, STATEFULSETS, RSGS)
+LLMSLOS = ResourceMapping("llm.escaler.io", "v1alpha1", "llmslorequirements", "LLMSLORequirement", True,
+                          frozenset({"status"}))
+JOBSLOS = ResourceMapping("llm.escaler.io", "v1alpha1", "jobslorequirements", "JobSLORequirement", True,
+                          frozenset({"status"}))
+MAPPINGS = (SCALERS, DEPLOYMENTS, HPAS, TIDALS, WIDGETS, LLMSCALERS, PODS, STATEFULSETS, RSGS, LLMSLOS,
+            JOBSLOS)
 
 
 def _merge(target: Any, patch: Any) -> Any:

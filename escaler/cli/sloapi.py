@@ -1,0 +1,185 @@
+"""``escaler slo-api``: the SLO API process (SPEC §9.3; ``docs/sloapi.md``).
+
+Flags: ``--bind-address`` (default ``:8080``), ``--auth none|token`` (default ``token``: every
+``/config`` request needs a bearer token issued for the ``escaler`` audience, checked by a
+TokenReview, and RBAC on the SLO requirement, checked by a SubjectAccessReview), ``--kubeconfig``,
+``--namespace`` (serve only that namespace's SLO requirements; default all), ``--cert-dir``
+(``tls.crt``/``tls.key``: serve HTTPS; default plain HTTP, which with ``--auth token`` carries
+bearer tokens in clear text — a warning is logged — so terminate TLS in front of it or pass
+``--cert-dir``), ``--log-format``, ``--log-level``.
+
+It builds one ``RestClient`` (the process's ServiceAccount or kubeconfig), the ``SLOIndex`` (one
+informer per kind, missing CRDs rechecked every 60 s), the ``SLOService`` and the FastAPI app,
+then serves with uvicorn until SIGTERM/SIGINT (uvicorn finishes in-flight requests), and stops
+the informers. At most ``MAX_CONNECTIONS`` connections are served at once (503 beyond).
+
+Exit codes: 0 after a stop, 1 when the cluster configuration cannot be loaded or the port cannot
+be bound, 2 for a usage error. RBAC: ``manifests/rbac/slo-api.yaml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from escaler.cli.flags import bind_address
+from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
+from escaler.kube.config import ConfigError, load_config, new_api_client, pool_size_for
+from escaler.kube.rest import RestClient
+from escaler.runtime.server import parse_bind_address
+
+if TYPE_CHECKING:
+    from escaler.sloapi.service import SLOService
+
+# FastAPI, uvicorn and escaler.sloapi are imported by the functions that use them, so the other
+# sub-commands (the manager above all) do not pay for importing them.
+
+__all__ = ["AUTH_MODES", "DEFAULT_BIND_ADDRESS", "SLOApiFlags", "add_parser", "build_service", "run"]
+
+DEFAULT_BIND_ADDRESS = ":8080"
+AUTH_MODES = ("none", "token")
+DEFAULT_AUTH = "token"
+DEFAULT_LOG_FORMAT = "json"
+DEFAULT_LOG_LEVEL = "info"
+CERT_FILE_NAME = "tls.crt"
+KEY_FILE_NAME = "tls.key"
+# Connections served at once (uvicorn answers 503 beyond).
+MAX_CONNECTIONS = 64
+# Requests handled at once off the event loop (each may wait on a review or a patch).
+WORKER_THREADS = 16
+# Seconds an idle keep-alive connection is kept.
+KEEP_ALIVE_SECONDS = 5
+EXIT_USAGE = 2
+
+_log = logging.getLogger("escaler.sloapi")
+
+
+@dataclass(frozen=True)
+class SLOApiFlags:
+    """The validated command line."""
+
+    # host ("" = every IPv4 interface), port
+    host: str
+    port: int
+    auth: str
+    # None = $KUBECONFIG, in-cluster, then ~/.kube/config
+    kubeconfig: str | None
+    # "" = every namespace
+    namespace: str
+    # both set = HTTPS
+    cert_file: str | None
+    key_file: str | None
+    log_format: str
+    log_level: str
+
+
+class UsageError(Exception):
+    """A flag value that cannot work; the message names the flag."""
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> Callable[[argparse.Namespace], int]:
+    p = sub.add_parser(
+        "slo-api", help="serve the SLO API (read and change SLO requirements over HTTP)",
+        description="Serve the SLO API until SIGTERM. Every flag shows its default.")
+    p.add_argument("--bind-address", metavar="ADDR", type=bind_address, default=DEFAULT_BIND_ADDRESS,
+                   help=f"serve here: host:port, :port or [v6]:port (default: {DEFAULT_BIND_ADDRESS})")
+    p.add_argument("--auth", choices=AUTH_MODES, default=DEFAULT_AUTH,
+                   help="token: bearer tokens (audience escaler) checked by TokenReview, access by "
+                        "SubjectAccessReview on the SLO requirement; none: no checks, for a trusted "
+                        f"network only (default: {DEFAULT_AUTH})")
+    p.add_argument("--kubeconfig", metavar="PATH", default=None,
+                   help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)")
+    p.add_argument("--namespace", metavar="NS", default="",
+                   help="serve only this namespace's SLO requirements (default: '' = all namespaces)")
+    p.add_argument("--cert-dir", metavar="DIR", default="",
+                   help=f"directory holding {CERT_FILE_NAME} and {KEY_FILE_NAME}: serve HTTPS "
+                        "(default: none = plain HTTP)")
+    p.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT,
+                   help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
+                   help=f"lowest level logged (default: {DEFAULT_LOG_LEVEL})")
+    return run
+
+
+def flags_from_args(args: argparse.Namespace) -> SLOApiFlags:
+    parsed = parse_bind_address(args.bind_address)
+    if parsed is None:
+        raise UsageError("--bind-address: the SLO API cannot be disabled; give host:port or :port")
+    host, port, ipv6 = parsed
+    cert_file = key_file = None
+    if args.cert_dir:
+        cert_file = os.path.join(args.cert_dir, CERT_FILE_NAME)
+        key_file = os.path.join(args.cert_dir, KEY_FILE_NAME)
+        for path in (cert_file, key_file):
+            if not os.path.isfile(path):
+                raise UsageError(f"--cert-dir: {path} does not exist")
+    return SLOApiFlags(
+        host=host or ("::" if ipv6 else "0.0.0.0"), port=port, auth=args.auth,
+        kubeconfig=args.kubeconfig or None, namespace=args.namespace, cert_file=cert_file,
+        key_file=key_file, log_format=args.log_format, log_level=args.log_level)
+
+
+def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
+    """The index (not started) and the service over ``rest``."""
+    from escaler.runtime.apiserver import AUDIENCE_HINT
+    from escaler.runtime.authfilter import RequestAuth
+    from escaler.runtime.authn import KubeAuthenticator
+    from escaler.sloapi.index import SLOIndex
+    from escaler.sloapi.service import SLOService
+    from escaler.sloapi.upstream import KubeSLOClient
+
+    client = KubeSLOClient(rest, namespace=flags.namespace)
+    index = SLOIndex(client.informer_for, client.probe)
+    auth = (RequestAuth(KubeAuthenticator(rest), hint=AUDIENCE_HINT, name="slo-api")
+            if flags.auth == "token" else None)
+    return SLOService(index, client, auth)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from escaler.sloapi.app import create_app
+    from escaler.sloapi.kinds import KINDS
+
+    try:
+        flags = flags_from_args(args)
+    except UsageError as exc:
+        print(f"escaler slo-api: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(flags.log_format, flags.log_level)
+    try:
+        cfg = load_config(flags.kubeconfig)
+    except ConfigError as exc:
+        _log.error("cannot connect to Kubernetes: %s", exc)
+        return 1
+    rest = RestClient(new_api_client(cfg, pool_size=pool_size_for(len(KINDS), WORKER_THREADS)))
+    service = build_service(flags, rest)
+    if flags.auth == "none":
+        _log.warning("--auth none: every client may read and change SLOs; use only on a trusted network")
+    elif flags.cert_file is None:
+        _log.warning("serving plain HTTP with --auth token: bearer tokens cross the network in clear "
+                     "text; pass --cert-dir or terminate TLS in front of the SLO API")
+    stop = threading.Event()
+    service.index.start(stop)
+    config = uvicorn.Config(
+        create_app(service, worker_threads=WORKER_THREADS), host=flags.host, port=flags.port,
+        log_config=None, lifespan="on",
+        limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        ssl_certfile=flags.cert_file, ssl_keyfile=flags.key_file, server_header=False)
+    server = uvicorn.Server(config)
+    _log.info("starting the SLO API", extra={"bindAddress": f"{flags.host}:{flags.port}",
+                                              "auth": flags.auth, "watchNamespace": flags.namespace or "*"})
+    try:
+        server.run()
+    finally:
+        stop.set()
+    return 0 if server.started else 1
+

@@ -1,0 +1,169 @@
+"""The two SLO requirement kinds, as the decision engine sees them: parse, validate, what to query,
+how to size.
+
+``SLOKind`` describes one kind (LLMSLORequirement or JobSLORequirement); ``LLM_KIND`` and
+``JOB_KIND`` are the two instances. ``kind.parse(obj)`` turns a cached object into a ``Plan``, or
+into the list of errors that stop it (``Invalid``), each naming the field and the rule:
+
+* the object must parse as the kind (pydantic: types, ranges, required fields — an object stored
+  before a schema rule existed, or written around admission), reported as ``spec.x.y: <rule>``;
+* the cross-field rules of SPEC §9.1 (``escaler.api.slo``'s ``RULES``, the Python twins of the
+  CRD's CEL) must hold: bounds share a type, a ``pdengine`` max is not 1, ``pdengine`` only with
+  ``deployType: pd``, min <= max, job bounds are ``replica`` (or ``concurrency`` for min).
+
+A ``Plan`` carries the ``serviceId``, the target whose current replicas are an input (always for
+an LLM requirement; optional for a job), the PromQL queries of this poll (``name → promql``, in a
+fixed order) and ``size(readings, current, last)``, the pure rule of ``escaler.scaling.slo`` bound
+to the spec's objectives and bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from escaler.api.rules import validate
+from escaler.api.slo import JobSLORequirement, LLMSLORequirement
+from escaler.reconcilers.ports import ObjectRef
+from escaler.scaling.slo import (
+    Decision,
+    Direction,
+    Objective,
+    ReplicaBounds,
+    replica_bounds,
+    size_job,
+    size_llm,
+)
+from escaler.signals.sample import Sample
+
+__all__ = ["JOB_KIND", "KINDS", "LLM_KIND", "Invalid", "Plan", "SLOKind", "service_id_of"]
+
+# signal names (keys of Decision.signals and of the queries)
+TTFT = "ttftMs"
+OTPS = "otps"
+QUEUE_DEPTH = "queueDepth"
+# the key of a failure that took every signal of a read (the read itself failed)
+ALL_SIGNALS = "*"
+# how many validation errors one message lists
+_MAX_ERRORS = 5
+
+Sizer = Callable[[Mapping[str, Sample], int, int | None], Decision]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one reconcile of a valid requirement does (see the module docstring)."""
+
+    service_id: str
+    # the workload whose current replicas are an input; None (a job without targetRef): the last decision
+    target: ObjectRef | None
+    # signal name → PromQL, read together on the outbound executor; empty: nothing to read
+    queries: tuple[tuple[str, str], ...]
+    # the replicas the bounds allow (for messages and the hold without a target)
+    bounds: ReplicaBounds
+    # (readings by signal name, current replicas, last decided replicas) → the decision
+    size: Sizer
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """The object cannot be sized: every error names a field and the rule it breaks."""
+
+    errors: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        shown = "; ".join(self.errors[:_MAX_ERRORS])
+        more = len(self.errors) - _MAX_ERRORS
+        return shown + (f" (and {more} more)" if more > 0 else "")
+
+
+def _pydantic_errors(err: ValidationError) -> tuple[str, ...]:
+    return tuple(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+
+
+def _reading(samples: Mapping[str, Sample], name: str) -> tuple[float | None, str | None]:
+    s = samples.get(name) or samples.get(ALL_SIGNALS)
+    if s is None:
+        return None, "not read"
+    return s.value, s.error
+
+
+def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
+    try:
+        req = LLMSLORequirement.parse(obj)
+    except ValidationError as err:
+        return Invalid(_pydantic_errors(err))
+    errors = validate(req.spec, "spec")
+    if errors:
+        return Invalid(tuple(str(e) for e in errors))
+    spec = req.spec
+    bounds = replica_bounds(spec.bounds, spec.concurrency_per_replica)
+    queries: list[tuple[str, str]] = []
+    if spec.ttft is not None:
+        queries.append((TTFT, spec.ttft.promql))
+    if spec.otps is not None:
+        queries.append((OTPS, spec.otps.promql))
+    ttft, otps = spec.ttft, spec.otps
+
+    def size(samples: Mapping[str, Sample], current: int, last: int | None) -> Decision:
+        objectives: list[Objective] = []
+        if ttft is not None:
+            v, e = _reading(samples, TTFT)
+            objectives.append(Objective(TTFT, f"TTFT p{ttft.percentile:g} (ms)", ttft.target_ms,
+                                        Direction.UPPER, v, e, target_name="ttftTargetMs"))
+        if otps is not None:
+            v, e = _reading(samples, OTPS)
+            objectives.append(Objective(OTPS, "OTPS", otps.target, Direction.LOWER, v, e,
+                                        target_name="otpsTarget"))
+        return size_llm(objectives, current=current, bounds=bounds, last=last)
+
+    return Plan(spec.service_id, ObjectRef.of(spec.target_ref), tuple(queries), bounds, size)
+
+
+def _plan_job(obj: Mapping[str, Any]) -> Plan | Invalid:
+    try:
+        req = JobSLORequirement.parse(obj)
+    except ValidationError as err:
+        return Invalid(_pydantic_errors(err))
+    errors = validate(req.spec, "spec")
+    if errors:
+        return Invalid(tuple(str(e) for e in errors))
+    spec = req.spec
+    bounds = replica_bounds(spec.bounds, spec.concurrency_per_replica)
+    queue = spec.queue
+
+    def size(samples: Mapping[str, Sample], current: int, last: int | None) -> Decision:
+        v, e = _reading(samples, QUEUE_DEPTH)
+        depth = Objective(QUEUE_DEPTH, "queue depth", float(queue.max_depth), Direction.UPPER, v, e,
+                          target_name="maxDepth")
+        return size_job(depth, current=current, bounds=bounds, last=last)
+
+    target = ObjectRef.of(spec.target_ref) if spec.target_ref is not None else None
+    return Plan(spec.service_id, target, ((QUEUE_DEPTH, queue.promql),), bounds, size)
+
+
+@dataclass(frozen=True)
+class SLOKind:
+    """One SLO requirement kind (see the module docstring)."""
+
+    api_version: str
+    kind: str
+    # the controller's name (metrics, logs)
+    controller_name: str
+    parse: Callable[[Mapping[str, Any]], Plan | Invalid]
+
+
+LLM_KIND = SLOKind(LLMSLORequirement.API_VERSION, LLMSLORequirement.KIND, "llmslorequirement", _plan_llm)
+JOB_KIND = SLOKind(JobSLORequirement.API_VERSION, JobSLORequirement.KIND, "jobslorequirement", _plan_job)
+KINDS = (LLM_KIND, JOB_KIND)
+
+
+def service_id_of(obj: Mapping[str, Any]) -> str | None:
+    """``spec.serviceId`` of a requirement object of either kind, or None when absent or malformed."""
+    spec = obj.get("spec")
+    sid = spec.get("serviceId") if isinstance(spec, Mapping) else None
+    return sid if isinstance(sid, str) and sid else None

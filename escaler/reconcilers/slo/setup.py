@@ -1,0 +1,267 @@
+"""``setup_slo(mgr, ...)``: the SLO decision engine wired onto a manager (SPEC §9.2).
+
+What it registers, on the manager that runs every other escaler controller (same leader election,
+same write fence, same sharding):
+
+* one controller per SLO kind, named ``llmslorequirement`` and ``jobslorequirement``, each with:
+
+  - ``for_`` its kind, passing creates, deletes and updates that change ``metadata.generation``
+    (the reconciler's own status writes do not retrigger it; it requeues itself at its poll);
+  - ``watches`` both kinds, mapping a requirement whose ``serviceId`` appears, changes or goes to
+    the requirements of this kind with the same serviceId (before and after the change), so a
+    ``ServiceIdConflict`` is raised and cleared at once — through an index on ``spec.serviceId``
+    (``SERVICE_ID_INDEX``), never a handler per requirement;
+  - ``watches_source`` its ``WatchIndex`` (the targets' dynamic informers: a replica write wakes the
+    requirements sizing that target) and its outbound executor (a finished signal read wakes the
+    requirement);
+* one ``DecisionBook`` shared by both kinds, and ``GET /decisions/{serviceId}`` on the manager's API
+  server (``mgr.api_server``) when there is one.
+
+**The route is public** (no bearer token): it is what an LLMScaler Custom provider reads, and that
+contract (``{"replicas": n}`` from a URL, seed 000) carries no credentials. It serves replica counts,
+the reason and the signal values — no spec, no PromQL, no object name beyond the requirement
+answering a 409. Serve the API on a network only the scalers reach (a ClusterIP Service, a
+NetworkPolicy); docs/security.md says so.
+
+**Signals.** SLO requirements name PromQL, not a server: the platform's Prometheus is
+``prometheus_endpoint`` (``--slo-prometheus-endpoint``, a base URL; validated here: a bad one is a
+``ValueError`` naming the flag). Without it, every requirement with an objective reports
+``Ready=False/SignalsMissing`` saying the flag is unset. Reads use the manager's outbound policy
+(``allowed_hosts`` = ``--allowed-endpoint-hosts``, ``allow_networks`` = ``--allow-endpoint-networks``)
+on a ``KeyedExecutor`` per kind (``SLO_OUTBOUND_WORKERS`` threads, ``SLO_OUTBOUND_PER_NAMESPACE`` per
+namespace), each query with a total deadline of ``QUERY_TIMEOUT_SECONDS`` and a body cap of
+``MAX_RESPONSE_BYTES``. ``poll_interval`` (``--metrics-trigger-poll-interval``) is how often each
+requirement's signals are read; 0 (polling off for ElasticScalers) falls back to
+``DEFAULT_POLL_INTERVAL_SECONDS`` here, because an SLO decision has no other input that moves.
+
+Tests inject ``client``, ``handlers`` (per kind: a callable from the kind's ``WatchIndex``),
+``outbound`` (a callable from the kind's name), ``query`` and ``clock``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from escaler.clock import Clock
+from escaler.informers.factory import ResourceKey
+from escaler.kube.scalepaths import CrdScalePaths
+from escaler.reconcilers.elasticscaler.setup import DEFAULT_POLL_INTERVAL_SECONDS, cache_reader
+from escaler.reconcilers.elasticscaler.status import StatusClient
+from escaler.reconcilers.managerclient import LazyManagerClient
+from escaler.reconcilers.ports import HandlerLookup
+from escaler.reconcilers.slo.decisions import (
+    DECISIONS_ROUTE,
+    SERVICE_ID_INDEX,
+    DecisionBook,
+    DecisionsAPI,
+    Owner,
+    service_id_index,
+)
+from escaler.reconcilers.slo.kinds import KINDS, SLOKind, service_id_of
+from escaler.reconcilers.slo.readings import QUERY_TIMEOUT_SECONDS, Query, SignalReader
+from escaler.reconcilers.slo.reconciler import SLODeps, SLOReconciler
+from escaler.reconcilers.slo.target import TargetCounts
+from escaler.reconcilers.watchindex import WatchIndex
+from escaler.runtime.builder import ControllerBuilder
+from escaler.runtime.controller import Controller
+from escaler.runtime.executor import ExecutorSource, KeyedExecutor, executor_metrics
+from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
+from escaler.runtime.manager import Manager
+from escaler.runtime.predicates import GenerationChangedPredicate
+from escaler.runtime.types import Request
+from escaler.scaling.endpoints import check_endpoint_url, host_allowed
+from escaler.signals.fetch import HttpClient, redact_url
+from escaler.signals.netpolicy import AddressPolicy, IPNetwork
+from escaler.signals.prometheus import query_prometheus
+from escaler.signals.sample import Sample
+from escaler.targets.registry import default_registry
+
+__all__ = ["MAX_RESPONSE_BYTES", "NO_PROMETHEUS", "SLO_OUTBOUND_PER_NAMESPACE", "SLO_OUTBOUND_WORKERS",
+           "SLOController", "SLOEngine", "setup_slo"]
+
+# threads reading SLO signals per kind, and of those at most this many for one namespace at once
+SLO_OUTBOUND_WORKERS = 4
+SLO_OUTBOUND_PER_NAMESPACE = 2
+# largest Prometheus answer read (one sample: a few hundred bytes)
+MAX_RESPONSE_BYTES = 1 << 20
+NO_PROMETHEUS = ("no Prometheus to query: start the manager with --slo-prometheus-endpoint "
+                 "(the base URL of the Prometheus holding the SLO metrics)")
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class SLOController:
+    """One kind's controller (handles for tests and embedding)."""
+
+    kind: SLOKind
+    controller: Controller
+    reconciler: SLOReconciler
+    watches: WatchIndex
+    outbound: ExecutorSource
+    # the kind's informer (indexed by SERVICE_ID_INDEX)
+    informer: Any
+
+
+@dataclass
+class SLOEngine:
+    """What ``setup_slo`` built."""
+
+    # kind name → its controller
+    controllers: dict[str, SLOController]
+    book: DecisionBook
+    # None when the manager has no API server
+    api: DecisionsAPI | None
+
+
+
+def _prometheus_query(endpoint: str, allowed_hosts: Sequence[str], allow_networks: Sequence[IPNetwork],
+                      clock: Clock) -> Query:
+    if endpoint:
+        try:
+            check_endpoint_url(endpoint, base=True)
+        except ValueError as err:
+            raise ValueError(f"--slo-prometheus-endpoint {redact_url(endpoint)!r}: {err}") from None
+    http = HttpClient(AddressPolicy(allow_networks))
+    allowed = tuple(allowed_hosts)
+
+    def run(promql: str) -> Sample:
+        if not endpoint:
+            return Sample.fail(NO_PROMETHEUS)
+        return query_prometheus(http, endpoint, promql, QUERY_TIMEOUT_SECONDS,
+                                allowed=lambda host: host_allowed(host, allowed),
+                                max_bytes=MAX_RESPONSE_BYTES, clock=clock)
+
+    return run
+
+
+class _ServiceIdChanged:
+    """Pass creates and deletes, and updates that change ``spec.serviceId``."""
+
+    def create(self, obj: Mapping[str, Any]) -> bool:
+        return True
+
+    def update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+        return service_id_of(old) != service_id_of(new)
+
+    def delete(self, obj: Mapping[str, Any]) -> bool:
+        return True
+
+    def generic(self, obj: Mapping[str, Any]) -> bool:
+        return True
+
+
+def _sharers(indexer: Any) -> Callable[[Mapping[str, Any]], list[Request]]:
+    """A map function: an object → this kind's requirements with the same serviceId."""
+
+    def fn(obj: Mapping[str, Any]) -> list[Request]:
+        sid = service_id_of(obj)
+        if sid is None:
+            return []
+        return [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
+                for o in indexer.by_index(SERVICE_ID_INDEX, sid)]
+
+    return fn
+
+
+def _informer(mgr: Manager, kind: SLOKind) -> Any:
+    m = mgr.mapper.mapping_for(kind.api_version, kind.kind)
+    informer = mgr.informers.informer_for(ResourceKey(
+        m.group, m.version, m.resource, namespace=mgr.options.namespace if m.namespaced else ""))
+    informer.add_indexers({SERVICE_ID_INDEX: service_id_index})
+    return informer
+
+
+def _handlers(mgr: Manager, watches: WatchIndex) -> HandlerLookup:
+    dynamic: Any = LazyManagerClient(mgr)
+    return default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches),
+                            scale_paths=CrdScalePaths(dynamic, clock=mgr.clock))
+
+
+def _shard_problem(mgr: Manager) -> Callable[[Owner], str | None] | None:
+    shards = mgr.shards
+    if shards is None:
+        return None
+
+    def problem(owner: Owner) -> str | None:
+        shard = shards.shard_of(owner.namespace, owner.name)
+        if shards.leads(shard):
+            return None
+        lease = f"{mgr.options.leader_election_id}-shard-{shard}"
+        return (f"{owner.describe()}: shard {shard} of {shards.total} is not led by this replica; retry on "
+                f"the holder of Lease {lease}")
+
+    return problem
+
+
+def setup_slo(
+    mgr: Manager,
+    *,
+    prometheus_endpoint: str = "",
+    poll_interval: float = DEFAULT_POLL_INTERVAL_SECONDS,
+    allowed_hosts: Sequence[str] = (),
+    allow_networks: Sequence[IPNetwork] = (),
+    max_concurrent_reconciles: int | None = None,
+    client: StatusClient | None = None,
+    handlers: Callable[[WatchIndex], HandlerLookup] | None = None,
+    outbound: Callable[[str], ExecutorSource] | None = None,
+    query: Query | None = None,
+    clock: Clock | None = None,
+    api_server: Any = None,
+) -> SLOEngine:
+    """Register the SLO decision engine on ``mgr``; see the module docstring."""
+    clock = clock if clock is not None else mgr.clock
+    query = query if query is not None else _prometheus_query(prometheus_endpoint, allowed_hosts,
+                                                              allow_networks, clock)
+    interval = poll_interval if poll_interval > 0 else DEFAULT_POLL_INTERVAL_SECONDS
+    book = DecisionBook()
+    informers = {k.kind: _informer(mgr, k) for k in KINDS}
+    for k in KINDS:
+        book.add_kind(k.kind, informers[k.kind].indexer)
+    controllers: dict[str, SLOController] = {}
+    for k in KINDS:
+        executor = outbound(k.controller_name) if outbound is not None else KeyedExecutor(
+            f"{k.controller_name}-outbound", workers=SLO_OUTBOUND_WORKERS,
+            per_group=SLO_OUTBOUND_PER_NAMESPACE, clock=mgr.clock,
+            metrics=executor_metrics(mgr.metrics.registry))
+        watches = WatchIndex(mgr.dynamic_informers)
+        reconciler = SLOReconciler(SLODeps(
+            kind=k, store=informers[k.kind].store,
+            client=client if client is not None else LazyManagerClient(mgr),
+            mapping=mgr.mapper.mapping_for(k.api_version, k.kind),
+            targets=TargetCounts(
+                mgr.mapper, handlers(watches) if handlers is not None else _handlers(mgr, watches), watches),
+            reader=SignalReader(executor, query, interval, k.kind), book=book, clock=clock))
+        controller = _controller(mgr, k, informers[k.kind], reconciler, watches, max_concurrent_reconciles)
+        controller.watch(executor)
+        controllers[k.kind] = SLOController(k, controller, reconciler, watches, executor, informers[k.kind])
+    api = _decisions_api(mgr, book, api_server)
+    _log.info("SLO decision engine set up (poll interval %gs, Prometheus %s, %s)", interval,
+              redact_url(prometheus_endpoint) if prometheus_endpoint else "not configured",
+              "decisions API on" if api is not None else "no decisions API")
+    return SLOEngine(controllers, book, api)
+
+
+def _controller(mgr: Manager, k: SLOKind, informer: Any, reconciler: SLOReconciler, watches: WatchIndex,
+                max_concurrent_reconciles: int | None) -> Controller:
+    builder = (ControllerBuilder(mgr).named(k.controller_name)
+               .for_(k.api_version, k.kind, predicates=[GenerationChangedPredicate()]))
+    for other in KINDS:
+        builder = builder.watches(other.api_version, other.kind, EnqueueRequestsFromMapFunc(
+            _sharers(informer.indexer)), predicates=[_ServiceIdChanged()])
+    builder = builder.watches_source(watches)
+    if max_concurrent_reconciles is not None:
+        builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
+    return builder.complete(reconciler)
+
+
+def _decisions_api(mgr: Manager, book: DecisionBook, api_server: Any) -> DecisionsAPI | None:
+    server = api_server if api_server is not None else getattr(mgr, "api_server", None)
+    if server is None:
+        return None
+    api = DecisionsAPI(book, _shard_problem(mgr))
+    server.add_route("GET", DECISIONS_ROUTE, api.handle, public=True)
+    return api

@@ -1,0 +1,136 @@
+"""The SLO API's small HTML form at ``/``: list routes, view one, edit a bound.
+
+One self-contained page (inline CSS and script, no external asset), served with a strict
+Content-Security-Policy (``FORM_CSP``): it may only talk to its own origin. It calls the JSON API
+itself (``GET /config``, ``GET``/``PUT /config/{route}``), sending the bearer token typed in the
+token field when there is one; every value is inserted with ``textContent`` (never as HTML). A
+refused edit shows the API's error message (``#message``, class ``error``).
+
+Element ids (stable; the headless-browser test uses them): ``token``, ``refresh``, ``routes``
+(a table; each row ``data-route``, a ``button.view`` per row), ``detail`` (the route's JSON),
+``bound-end`` (min | max), ``bound-type``, ``bound-value``, ``save-bound``, ``message``. The
+table's ``data-loads`` counts the listings finished (the page lists once on load), so a test knows
+when the rows it reads are the current ones.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FORM_CSP", "FORM_HTML"]
+
+FORM_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+            "connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
+
+FORM_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>escaler SLO API</title>
+<style>
+ body { font-family: sans-serif; margin: 2em; max-width: 60em; }
+ table { border-collapse: collapse; margin: 1em 0; }
+ td, th { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; }
+ pre { background: #f4f4f4; padding: 1em; }
+ #message.error { color: #b00020; }
+ #message.ok { color: #1b5e20; }
+</style>
+</head>
+<body>
+<h1>SLO routes</h1>
+<p><label>Bearer token (with --auth token):
+ <input id="token" type="password" size="40" autocomplete="off"></label>
+ <button id="refresh" type="button">List routes</button></p>
+<table id="routes"><thead>
+<tr><th>route</th><th>kind</th><th>high priority</th><th>bounds</th><th></th></tr></thead>
+<tbody></tbody></table>
+<h2>Route <span id="current"></span></h2>
+<pre id="detail"></pre>
+<p><label>bound <select id="bound-end"><option>min</option><option>max</option></select></label>
+ <label>type <select id="bound-type"><option>replica</option><option>concurrency</option>
+ <option>pdengine</option></select></label>
+ <label>value <input id="bound-value" type="number" value="1"></label>
+ <button id="save-bound" type="button" disabled>Save bound</button></p>
+<p id="message" role="status"></p>
+<script>
+"use strict";
+let current = null;
+let loads = 0;
+function headers(extra) {
+  const h = Object.assign({"Accept": "application/json"}, extra || {});
+  const token = document.getElementById("token").value.trim();
+  if (token) { h["Authorization"] = "Bearer " + token; }
+  return h;
+}
+function say(text, ok) {
+  const m = document.getElementById("message");
+  m.textContent = text;
+  m.className = ok ? "ok" : "error";
+}
+async function call(method, path, body) {
+  const init = {method: method, headers: headers(body ? {"Content-Type": "application/json"} : {})};
+  if (body) { init.body = JSON.stringify(body); }
+  const resp = await fetch(path, init);
+  let data = null;
+  try { data = await resp.json(); } catch (e) { data = null; }
+  if (!resp.ok) {
+    const msg = data && data.error ? data.error.code + ": " + data.error.message : "HTTP " + resp.status;
+    throw new Error(msg);
+  }
+  return data;
+}
+function boundsText(b) {
+  if (!b) { return "none"; }
+  return b.min.type + " " + b.min.value + " .. " + b.max.type + " " + b.max.value;
+}
+async function listRoutes() {
+  try {
+    const data = await call("GET", "/config");
+    const body = document.querySelector("#routes tbody");
+    body.replaceChildren();
+    for (const r of data.routes) {
+      const tr = document.createElement("tr");
+      tr.dataset.route = r.route;
+      for (const v of [r.route, r.kind, String(r.highPriority), boundsText(r.bounds)]) {
+        const td = document.createElement("td"); td.textContent = v; tr.appendChild(td);
+      }
+      const td = document.createElement("td");
+      const b = document.createElement("button");
+      b.type = "button"; b.className = "view"; b.textContent = "view";
+      b.addEventListener("click", () => view(r.route));
+      td.appendChild(b); tr.appendChild(td); body.appendChild(tr);
+    }
+    say(data.routes.length + " route(s)", true);
+  } catch (e) { say(e.message, false); }
+  loads += 1;
+  document.getElementById("routes").dataset.loads = String(loads);
+}
+async function view(route) {
+  try {
+    const data = await call("GET", "/config/" + encodeURIComponent(route));
+    current = route;
+    document.getElementById("current").textContent = route;
+    document.getElementById("detail").textContent = JSON.stringify(data, null, 2);
+    document.getElementById("save-bound").disabled = false;
+    say("loaded " + route, true);
+  } catch (e) { say(e.message, false); }
+}
+async function saveBound() {
+  if (current === null) { return; }
+  const end = document.getElementById("bound-end").value;
+  const raw = document.getElementById("bound-value").value;
+  const value = raw === "" ? null : Number(raw);
+  const bound = {type: document.getElementById("bound-type").value, value: value};
+  try {
+    const data = await call("PUT", "/config/" + encodeURIComponent(current), {bounds: {[end]: bound}});
+    document.getElementById("detail").textContent = JSON.stringify(data, null, 2);
+    say("saved bounds." + end + " of " + current, true);
+    await listRoutes();
+    say("saved bounds." + end + " of " + current, true);
+  } catch (e) { say(e.message, false); }
+}
+document.getElementById("refresh").addEventListener("click", listRoutes);
+document.getElementById("save-bound").addEventListener("click", saveBound);
+listRoutes();
+</script>
+</body>
+</html>
+"""

@@ -1,0 +1,121 @@
+"""The SLO API's form at ``/`` in a real headless browser (Debian's chromium + chromedriver, driven by
+selenium), against a live SLO API on the real API server: list the routes, view one, edit a bound
+(written to the cluster), and see the API's 400 message for an invalid bound.
+
+``make chromium`` (a prerequisite of ``make test`` / ``make e2e``) installs the browser; without it
+this test FAILS saying so — it never skips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from .conftest import Cluster
+from .sloapi_helpers import apply_in, job_slo, llm_slo, spec_of, start_slo_api, wait_routes
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WAIT_SECONDS = 30
+
+
+@contextmanager
+def chromium() -> Iterator[webdriver.Chrome]:
+    """Headless chromium; ``pytest.fail`` (inside the test, so it is a failure) when it is absent."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not (os.path.isfile(p) and os.access(p, os.X_OK))]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} not found: the SLO API form test needs Debian's chromium and "
+                    "chromium-driver (run `make chromium`, or apt-get install -y chromium chromium-driver)")
+    profile = tempfile.mkdtemp(prefix="escaler-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _wait_text(driver: webdriver.Chrome, element_id: str, text: str) -> str:
+    def has() -> str | bool:
+        value = driver.find_element(By.ID, element_id).text
+        return value if text in value else False
+
+    try:
+        return str(WebDriverWait(driver, WAIT_SECONDS).until(lambda _: has()))
+    except Exception as exc:
+        raise AssertionError(f"#{element_id} never showed {text!r}; it shows "
+                             f"{driver.find_element(By.ID, element_id).text!r}") from exc
+
+
+def _wait_loads(driver: webdriver.Chrome, n: int) -> None:
+    """Wait until the page has finished ``n`` listings (``#routes[data-loads]``)."""
+    WebDriverWait(driver, WAIT_SECONDS).until(
+        lambda d: int(d.find_element(By.ID, "routes").get_attribute("data-loads") or 0) >= n)
+
+
+def test_form_lists_views_edits_and_shows_400(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
+    ns = namespace
+    apply_in(cluster, ns, llm_slo("chat-cr", "chat-llama"), job_slo("batch-cr", "batch-embed"))
+    with chromium() as browser:
+        api = start_slo_api(cluster, tmp_path, namespace=ns)
+        try:
+            wait_routes(api, 2)
+            browser.get(api.url + "/")
+            # list routes (the page lists on load; the button lists again)
+            _wait_loads(browser, 1)
+            browser.find_element(By.ID, "refresh").click()
+            _wait_loads(browser, 2)
+            assert browser.find_element(By.ID, "message").text == "2 route(s)"
+            rows = browser.find_elements(By.CSS_SELECTOR, "#routes tbody tr")
+            assert [r.get_attribute("data-route") for r in rows] == ["batch-embed", "chat-llama"]
+            assert "replica 1 .. replica 8" in rows[1].text
+            # view one
+            rows[1].find_element(By.CSS_SELECTOR, "button.view").click()
+            detail = _wait_text(browser, "detail", '"route": "chat-llama"')
+            assert '"promql"' in detail
+            # edit a bound: max replica 12, written to the CR
+            Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("max")
+            Select(browser.find_element(By.ID, "bound-type")).select_by_visible_text("replica")
+            value = browser.find_element(By.ID, "bound-value")
+            value.clear()
+            value.send_keys("12")
+            browser.find_element(By.ID, "save-bound").click()
+            _wait_text(browser, "message", "saved bounds.max of chat-llama")
+            assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["bounds"]["max"] == {
+                "type": "replica", "value": 12}
+            _wait_text(browser, "routes", "replica 1 .. replica 12")
+            # an invalid bound: the API's 400 message is shown, nothing written
+            value.clear()
+            value.send_keys("-3")
+            browser.find_element(By.ID, "save-bound").click()
+            message = _wait_text(browser, "message", "invalid_request")
+            assert message == "invalid_request: bounds.max.value: must be an integer >= 0, got -3"
+            assert browser.find_element(By.ID, "message").get_attribute("class") == "error"
+            # a bound the cluster's CEL refuses (min above max): the API server's reason, as 400
+            Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("min")
+            value.clear()
+            value.send_keys("20")
+            browser.find_element(By.ID, "save-bound").click()
+            message = _wait_text(browser, "message", "bounds.min.value")
+            assert message.startswith("invalid_request: bounds.min.value: ") and "chat-cr" not in message
+            assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["bounds"]["min"]["value"] == 1
+        finally:
+            api.stop()
