@@ -18,6 +18,7 @@ Contract:
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable
@@ -46,8 +47,11 @@ _GROUP_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z
 _VERSION_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_api_version(api_version: str) -> tuple[str, str]:
-    """``"v1"`` → ``("", "v1")``; ``"apps/v1"`` → ``("apps", "v1")``; anything else → ValueError."""
+    """``"v1"`` → ``("", "v1")``; ``"apps/v1"`` → ``("apps", "v1")``; anything else → ValueError.
+
+    Memoized (bounded; a refusal is not cached): every poll of every scaler parses its target's."""
     parts = api_version.split("/")
     if len(parts) == 1:
         group, version = "", parts[0]

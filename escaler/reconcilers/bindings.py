@@ -227,9 +227,18 @@ class TargetBindings:
 
     def winner(self, target: TargetKey, me: Claim) -> Claim:
         """The claim that owns ``target``, counting ``me`` whether or not its claim is cached yet."""
+        # on every poll of every scaler: one pass over the index, no sort, no set (ties keep ``me``)
         mine = (me.kind, me.namespace, me.name)
-        others = [c for c in self.claimants(target) if (c.kind, c.namespace, c.name) != mine]
-        return min([me, *others], key=lambda c: c.sort_key)
+        best, best_key = me, me.sort_key
+        key = str(target)
+        with self._mu:
+            sources = list(self._sources.values())
+        for src in sources:
+            for obj in src.informer.indexer.by_index(TARGET_INDEX, key):
+                c = claim_of(src.kind, obj)
+                if (c.kind, c.namespace, c.name) != mine and c.sort_key < best_key:
+                    best, best_key = c, c.sort_key
+        return best
 
     def refusal(self, target: TargetKey, me: Claim, ignore_hpa: str | None = None) -> str | None:
         """Why ``me`` may not write ``target`` (an older claimant, or an HPA escaler does not own,
