@@ -89,10 +89,10 @@ from escaler.scaling.algorithm import (
 )
 from escaler.scaling.annotations import ScalerAnnotations
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
+from escaler.scaling.metricdecision import ALGORITHM_HISTORY, WindowedValue, decide_metrics
 from escaler.scaling.pipeline import RecommendResult
-from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm
 from escaler.scaling.text import cap_text
-from escaler.scaling.window import PANIC, SETTLING, MetricWindows, WindowChoice, WindowPolicy, choose
+from escaler.scaling.window import MetricWindows, WindowPolicy
 from escaler.signals.collector import metric_name
 from escaler.signals.sample import Sample
 from escaler.targets.snapshot import TargetSnapshot
@@ -109,8 +109,6 @@ __all__ = [
     "window_key",
 ]
 
-# past raw recommendations given to an algorithm (AlgorithmContext.history)
-ALGORITHM_HISTORY = 64
 # a sync within this fraction of the poll interval after a collection reuses it (the poller's
 # next enqueue lands exactly one interval later; the slack absorbs scheduling jitter)
 REUSE_FRACTION = 0.8
@@ -443,40 +441,15 @@ class MetricsRecommender:
                        sample.error)
 
     def _decide(self, mt: MetricsTrigger, w: _Windowed, current: int, now: float) -> MetricsOutcome:
-        """Run the algorithm on the stable, panic and peak values, choose, and build the rows."""
-        total, errors = len(mt.metrics), w.errors
-        usable = [m for m in w.metrics if is_usable(m.stable.value)]
-        if not usable:
-            return MetricsOutcome(RecommendResult.no_decision(
-                "metrics", "; ".join(errors) or "no usable sample in the window", total=total,
-                metric_errors=errors, can_scale_from_zero=False), _rows(w.metrics), w.memory)
-        try:
-            algorithm = get_algorithm(mt.scaling_algorithm)
-            run = _Runner(algorithm, mt.scaling_algorithm, current, mt.algorithm_config or {},
-                          w.memory.history)
-            choice = choose(current, run.on(m.stable for m in usable),
-                            run.optional(usable, lambda m: m.panic), run.optional(usable, lambda m: m.peak))
-        except AlgorithmNotRegistered as err:
-            return MetricsOutcome(RecommendResult.invalid(str(err), total=total), _rows(w.metrics), w.memory)
-        except NoDecision as err:
-            return MetricsOutcome(RecommendResult.no_decision(
-                "metrics", str(err), evaluated=len(usable), total=total, metric_errors=errors,
-                can_scale_from_zero=False), _rows(w.metrics), w.memory)
-        except ValueError as err:
-            return MetricsOutcome(RecommendResult.invalid(f"spec.trigger.metricsTrigger: {err}", total=total),
-                                  _rows(w.metrics), w.memory)
-        used = [_used(m, choice) for m in w.metrics]
-        rows = tuple(_row(m, v, run.alone(v)) for m, v in zip(w.metrics, used, strict=True))
-        result, notes = choice.result, _notes(choice, [v for v in used if is_usable(v.value)])
-        if len(usable) < total and result.replicas < current:
-            notes.append(f"partial metrics: scale-down to {result.replicas} suppressed")
-            result = AlgorithmResult(replicas=current, uncapped=current)
-        history = (*w.memory.history, Recommendation(time=now, replicas=result.replicas))[-ALGORITHM_HISTORY:]
-        rr = RecommendResult.from_metrics(result.replicas, evaluated=len(usable), total=total,
-                                          detail=", ".join(notes), metric_errors=errors,
-                                          can_scale_from_zero=False, uncapped=result.uncapped,
-                                          rate_band=result.band)
-        return MetricsOutcome(rr, rows, replace(w.memory, history=history))
+        """Run the algorithm on the stable, panic and peak values and choose
+        (``escaler.scaling.metricdecision``, shared with the simulator), and build the rows."""
+        d = decide_metrics(mt.scaling_algorithm, mt.algorithm_config or {}, current, now,
+                           [WindowedValue(m.stable, m.panic, m.peak) for m in w.metrics], w.errors,
+                           w.memory.history)
+        if d.used is None or d.alone is None:
+            return MetricsOutcome(d.recommend, _rows(w.metrics), w.memory)
+        rows = tuple(_row(m, v, a) for m, v, a in zip(w.metrics, d.used, d.alone, strict=True))
+        return MetricsOutcome(d.recommend, rows, replace(w.memory, history=d.history))
 
 
 class _Refusal(Exception):
@@ -490,7 +463,6 @@ class _Refusal(Exception):
         self.memory = memory
 
 
-@dataclass(frozen=True)
 class _Runner:
     """Runs the algorithm on a set of metric values with the sync's fixed inputs."""
 
@@ -566,23 +538,6 @@ def _denominator(spec: MetricSpec, pods: PodCounts | None, current: int) -> floa
     if pods is not None and spec.resource is not None:
         return pods.ready_weight
     return 1.0
-
-
-def _used(m: _Metric, choice: WindowChoice) -> MetricValue:
-    """The value of ``m`` the chosen window used (the panic value when the panic window took over)."""
-    if choice.source == PANIC and m.panic is not None and is_usable(m.stable.value):
-        return replace(m.stable, value=m.panic)
-    return m.stable
-
-
-def _notes(choice: WindowChoice, used: Sequence[MetricValue]) -> list[str]:
-    notes = [f"{v.name[:80]} {v.value:g}/{v.target_value:g} ({v.target_type})" for v in used
-             if v.value is not None]
-    if choice.source == PANIC:
-        notes.append("panic window: the newest samples take over the scale-up")
-    elif choice.source == SETTLING:
-        notes.append("scale-down waits until every sample of the window asks for it")
-    return notes
 
 
 def _row(m: _Metric, used: MetricValue, recommended: int | None) -> MetricStatus:
