@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import escaler
-from escaler.cli import crds, explain, manager, sloapi
+from escaler.cli import crds, explain, manager, simulate, sloapi
 
 __all__ = ["COMMANDS", "main"]
 
@@ -38,6 +38,7 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     "manager": manager.add_parser,
     "explain": explain.add_parser,
     "slo-api": sloapi.add_parser,
+    "simulate": simulate.add_parser,
 }
 
 

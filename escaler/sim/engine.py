@@ -1,0 +1,221 @@
+"""The discrete-event loop: a trace, a replica profile and a policy in, one run's record out.
+
+Contract of ``simulate(arrivals, policy, options)``:
+
+* Simulated time only: a heap of ``(time, sequence, kind, payload)`` events, popped in order
+  (the sequence number breaks ties in the order events were scheduled, so a run is a pure
+  function of its inputs: same trace, profile, policy and options → the same ``Run``). Nothing
+  sleeps and nothing reads a clock.
+* Events: a request arrives (``Fleet.arrive``); a replica starts serving; a replica ends an
+  iteration; a **scrape** every ``scrape_interval_s`` (what a Prometheus scraping the servers
+  would hold: per-replica gauges and, over the last interval, the requests that arrived and the
+  TTFT of every first token produced in it; ``window`` reads them back over any span); a
+  **policy tick** every ``policy.period_s``
+  (the policy sees the scrapes so far and the fleet's size, returns a replica count, clamped to
+  ``[min_replicas, max_replicas]``, and the fleet is scaled to it). Time starts with
+  ``initial_replicas`` serving (warm, as a running service is).
+* The run ends when every request of the trace has finished; ticks and scrapes stop then. A fleet
+  that can never serve (``max_replicas`` 0) ends at ``horizon_s`` past the last arrival with the
+  unserved requests counted as unfinished.
+* ``Run`` holds every request's record, every scrape, every scale event (time, from, to) and the
+  replica-seconds paid (each replica from its creation to its removal or the end).
+* ``progress(done, total)`` (optional) is called every 1 % of the requests finished.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from escaler.sim.model import ReplicaProfile
+from escaler.sim.serving import ITERATION, READY, Fleet, Gauge, Replica, RequestRecord
+from escaler.sim.trace import Arrival
+
+__all__ = ["Policy", "Run", "Scrape", "SimOptions", "View", "percentile", "simulate", "window"]
+
+_ARRIVE, _SCRAPE, _TICK = "arrive", "scrape", "tick"
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q``-th percentile (0-100) by linear interpolation between closest ranks; None if empty."""
+    if not values:
+        return None
+    s = sorted(values)
+    k = (len(s) - 1) * q / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """What the metrics pipeline holds after one scrape."""
+
+    t: float
+    # spec.replicas and the replicas serving
+    replicas: int
+    serving: int
+    gauges: tuple[Gauge, ...]
+    # requests waiting for any replica to serve (none is serving yet)
+    unrouted: int
+    # over the last scrape interval: requests that arrived, and the TTFT of each first token
+    arrivals: int
+    ttfts: tuple[float, ...]
+
+    @property
+    def running(self) -> int:
+        return sum(g.running for g in self.gauges)
+
+    @property
+    def waiting(self) -> int:
+        return sum(g.waiting for g in self.gauges) + self.unrouted
+
+
+def window(scrapes: Sequence[Scrape], now: float, seconds: float) -> Sequence[Scrape]:
+    """The scrapes taken in ``(now - seconds, now]`` (a suffix of ``scrapes``)."""
+    i = len(scrapes)
+    while i > 0 and scrapes[i - 1].t > now - seconds:
+        i -= 1
+    return scrapes[i:]
+
+
+@dataclass(frozen=True)
+class View:
+    """What a policy sees at a tick."""
+
+    now: float
+    # the fleet's current spec.replicas and how many serve
+    replicas: int
+    serving: int
+    scrapes: Sequence[Scrape]
+
+
+class Policy(Protocol):
+    """A scaling policy: ``decide`` every ``period_s`` seconds of simulated time."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def period_s(self) -> float: ...
+
+    def decide(self, view: View) -> int: ...
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    profile: ReplicaProfile = field(default_factory=ReplicaProfile)
+    initial_replicas: int = 1
+    min_replicas: int = 1
+    max_replicas: int = 64
+    # the servers are scraped every second (Knative's pipeline); a policy reading Prometheus looks at
+    # the scrapes of its own interval (``escaler.sim.policies``)
+    scrape_interval_s: float = 1.0
+    # how long past the last arrival an unserviceable run may go on
+    horizon_s: float = 3600.0
+
+
+@dataclass
+class Run:
+    policy: str
+    requests: list[RequestRecord]
+    unfinished: int
+    scrapes: list[Scrape]
+    # (time, from, to)
+    scale_events: list[tuple[float, int, int]]
+    replica_seconds: float
+    end: float
+
+
+def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
+             progress: Callable[[int, int], None] | None = None) -> Run:
+    """Run ``policy`` over ``arrivals``; see the module docstring."""
+    if not arrivals:
+        raise ValueError("the trace holds no requests")
+    if not 0 <= options.min_replicas <= options.max_replicas:
+        raise ValueError(f"min_replicas {options.min_replicas} / max_replicas {options.max_replicas}: "
+                         "want 0 <= min <= max")
+    if not policy.period_s > 0 or not options.scrape_interval_s > 0:
+        raise ValueError("the policy period and the scrape interval must be positive")
+    heap: list[tuple[float, int, str, object]] = []
+    seq = itertools.count()
+
+    def schedule(t: float, kind: str, payload: object) -> None:
+        heapq.heappush(heap, (t, next(seq), kind, payload))
+
+    fleet = Fleet(options.profile, schedule)
+    start = min(max(options.initial_replicas, options.min_replicas), options.max_replicas)
+    fleet.scale_to(start, 0.0)
+    for r in fleet.replicas:  # a running service starts warm
+        r.ready_at = 0.0
+    heap.clear()
+    for r in fleet.replicas:
+        fleet.ready(r, 0.0)
+    for i, a in enumerate(arrivals):
+        schedule(a.t, _ARRIVE, i)
+    schedule(options.scrape_interval_s, _SCRAPE, None)
+    schedule(policy.period_s, _TICK, None)
+
+    total = len(arrivals)
+    step = max(1, total // 100)
+    scrapes: list[Scrape] = []
+    events: list[tuple[float, int, int]] = []
+    last_arrival = arrivals[-1].t
+    deadline = last_arrival + options.horizon_s
+    window_arrivals = 0
+    seen_first = 0  # fleet.finished is in finishing order; first tokens are gathered per scrape
+    first_tokens: list[RequestRecord] = []
+    now = 0.0
+    reported = 0
+    while heap:
+        now, _, kind, payload = heapq.heappop(heap)
+        if now > deadline:
+            now = deadline
+            break
+        if kind == _ARRIVE:
+            assert isinstance(payload, int)
+            fleet.arrive(arrivals[payload], now)
+            window_arrivals += 1
+        elif kind == ITERATION:
+            assert isinstance(payload, Replica)
+            before = len(fleet.finished)
+            newly_first = [q for q in payload.admitted]
+            fleet.iteration_done(payload, now)
+            first_tokens.extend(newly_first)
+            if progress is not None and len(fleet.finished) // step > before // step:
+                reported = len(fleet.finished)
+                progress(reported, total)
+        elif kind == READY:
+            assert isinstance(payload, Replica)
+            fleet.ready(payload, now)
+        elif kind == _SCRAPE:
+            ttfts = tuple(q.ttft for q in first_tokens[seen_first:])
+            seen_first = len(first_tokens)
+            scrapes.append(Scrape(now, fleet.size(), fleet.serving_count(), tuple(fleet.gauges()),
+                                  len(fleet.pending), window_arrivals, ttfts))
+            window_arrivals = 0
+            if not _done(fleet, total):
+                schedule(now + options.scrape_interval_s, _SCRAPE, None)
+        elif kind == _TICK:
+            current = fleet.size()
+            want = policy.decide(View(now, current, fleet.serving_count(), scrapes))
+            want = min(max(int(want), options.min_replicas), options.max_replicas)
+            if want != current:
+                events.append((now, current, want))
+                fleet.scale_to(want, now)
+            if not _done(fleet, total):
+                schedule(now + policy.period_s, _TICK, None)
+        if _done(fleet, total) and kind in (ITERATION, READY):
+            break
+    if progress is not None and reported < total:
+        progress(len(fleet.finished), total)
+    end = now
+    return Run(policy.name, sorted(fleet.finished, key=lambda q: (q.arrival, q.replica or 0)),
+               total - len(fleet.finished), scrapes, events, fleet.replica_seconds(end), end)
+
+
+def _done(fleet: Fleet, total: int) -> bool:
+    return len(fleet.finished) >= total

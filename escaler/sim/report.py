@@ -1,0 +1,94 @@
+"""One run → its summary numbers; several → the Markdown table. Pure.
+
+Contract of ``summarize(run, slo)``:
+
+* ``requests`` (in the trace), ``unfinished`` (never served: counted as missing every SLO);
+* ``ttft_p50/p90/p99_s`` and ``tpot_p50/p90/p99_s`` over the finished requests (TPOT: the mean
+  time per output token after the first; a one-token answer has none and is left out of TPOT);
+* ``ttft_attainment``: the share of *all* requests whose TTFT is within ``slo.ttft_s``;
+  ``attainment``: within both ``slo.ttft_s`` and ``slo.tpot_s`` (a one-token answer meets TPOT);
+* ``replica_hours``: what the fleet paid, every replica from its creation to its removal;
+* ``scale_events``: changes of the replica count; ``flaps``: events that reverse the direction of
+  the previous one within ``slo.flap_window_s`` (up then down, or down then up);
+* ``peak_replicas``, ``end_s`` (simulated seconds to the last request's end).
+
+Numbers are rounded (6 significant digits) so that the JSON is byte-identical across runs on any
+machine that computes the same floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from escaler.sim.engine import Run, percentile
+
+__all__ = ["SloTargets", "markdown_table", "summarize"]
+
+
+@dataclass(frozen=True)
+class SloTargets:
+    ttft_s: float = 2.0
+    tpot_s: float = 0.1
+    flap_window_s: float = 300.0
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else float(f"{v:.6g}")
+
+
+def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
+    reqs = run.requests
+    total = len(reqs) + run.unfinished
+    ttfts = [q.ttft for q in reqs]
+    tpots = [q.tpot for q in reqs if q.output_tokens > 1]
+    ttft_ok = sum(1 for q in reqs if q.ttft <= slo.ttft_s)
+    both_ok = sum(1 for q in reqs if q.ttft <= slo.ttft_s and (q.output_tokens <= 1 or q.tpot <= slo.tpot_s))
+    flaps = 0
+    for prev, ev in zip(run.scale_events, run.scale_events[1:], strict=False):
+        if (ev[2] - ev[1]) * (prev[2] - prev[1]) < 0 and ev[0] - prev[0] <= slo.flap_window_s:
+            flaps += 1
+    peak = max([s.replicas for s in run.scrapes] + [e[2] for e in run.scale_events] or [0])
+    return {
+        "policy": run.policy,
+        "requests": total,
+        "unfinished": run.unfinished,
+        "ttft_p50_s": _r(percentile(ttfts, 50)),
+        "ttft_p90_s": _r(percentile(ttfts, 90)),
+        "ttft_p99_s": _r(percentile(ttfts, 99)),
+        "tpot_p50_s": _r(percentile(tpots, 50)),
+        "tpot_p90_s": _r(percentile(tpots, 90)),
+        "tpot_p99_s": _r(percentile(tpots, 99)),
+        "ttft_attainment": _r(ttft_ok / total if total else None),
+        "attainment": _r(both_ok / total if total else None),
+        "replica_hours": _r(run.replica_seconds / 3600.0),
+        "scale_events": len(run.scale_events),
+        "flaps": flaps,
+        "peak_replicas": peak,
+        "end_s": _r(run.end),
+    }
+
+
+_COLUMNS = (("policy", "policy"), ("attainment", "SLO attainment"), ("ttft_attainment", "TTFT attainment"),
+            ("ttft_p50_s", "TTFT p50 s"), ("ttft_p90_s", "TTFT p90 s"), ("ttft_p99_s", "TTFT p99 s"),
+            ("tpot_p50_s", "TPOT p50 s"), ("tpot_p99_s", "TPOT p99 s"), ("replica_hours", "replica-hours"),
+            ("scale_events", "scale events"), ("flaps", "flaps"), ("peak_replicas", "peak replicas"),
+            ("unfinished", "unfinished"))
+
+
+def _cell(key: str, v: Any) -> str:
+    if v is None:
+        return "-"
+    if key.endswith("attainment"):
+        return f"{100 * v:.2f} %"
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    head = "| " + " | ".join(title for _, title in _COLUMNS) + " |"
+    sep = "|" + "---|" * len(_COLUMNS)
+    body = ["| " + " | ".join(_cell(k, r.get(k)) for k, _ in _COLUMNS) + " |" for r in rows]
+    return "\n".join([head, sep, *body]) + "\n"

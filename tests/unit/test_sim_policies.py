@@ -1,0 +1,159 @@
+"""The simulator's policies: the baselines follow their published rules, escaler's run its code,
+and the calibrated oracle is never costlier than a policy that reaches its attainment."""
+
+from __future__ import annotations
+
+import pytest
+
+from escaler.sim.engine import Scrape, SimOptions, View, simulate
+from escaler.sim.hpa import HpaPolicy
+from escaler.sim.kpa import KpaPolicy
+from escaler.sim.model import ReplicaProfile
+from escaler.sim.oracle import OraclePolicy, bucket_replicas
+from escaler.sim.policies import ApaPolicy, SloPolicy
+from escaler.sim.report import SloTargets, summarize
+from escaler.sim.runner import Experiment, build, calibrate_oracle
+from escaler.sim.serving import Gauge
+from escaler.sim.trace import Arrival
+
+
+def scrapes(t_end: float, per_replica: list[int], every: float = 1.0,
+            ttfts: tuple[float, ...] = ()) -> list[Scrape]:
+    out = []
+    t = every
+    while t <= t_end + 1e-9:
+        gauges = tuple(Gauge(i, v, 0, 0.0) for i, v in enumerate(per_replica))
+        out.append(Scrape(t, len(per_replica), len(per_replica), gauges, 0, 0, ttfts))
+        t += every
+    return out
+
+
+# ------------------------------------------------------------------ HPA
+
+
+def test_hpa_scales_by_the_ratio_outside_the_tolerance() -> None:
+    hpa = HpaPolicy("inflight", target=10)
+    # 2 replicas at 15 each: ratio 1.5 -> ceil(1.5 x 2) = 3
+    assert hpa.decide(View(15.0, 2, 2, scrapes(15, [15, 15]))) == 3
+    # within the 10 % tolerance: keep
+    assert HpaPolicy("inflight", target=10).decide(View(15.0, 2, 2, scrapes(15, [10, 11]))) == 2
+
+
+def test_hpa_caps_a_scale_up_at_max_4_pods_or_100_percent() -> None:
+    hpa = HpaPolicy("inflight", target=1)
+    assert hpa.decide(View(15.0, 2, 2, scrapes(15, [50, 50]))) == 6  # max(2 + 4, 2 x 2)
+    hpa = HpaPolicy("inflight", target=1)
+    assert hpa.decide(View(15.0, 10, 10, scrapes(15, [50] * 10))) == 20
+
+
+def test_hpa_holds_a_scale_down_for_the_300_s_window() -> None:
+    hpa = HpaPolicy("inflight", target=10)
+    assert hpa.decide(View(15.0, 4, 4, scrapes(15, [10] * 4))) == 4
+    low = scrapes(315, [2] * 4)
+    for t in range(30, 315, 15):
+        assert hpa.decide(View(float(t), 4, 4, [s for s in low if s.t <= t])) == 4
+    assert hpa.decide(View(330.0, 4, 4, scrapes(330, [2] * 4))) == 1
+
+
+def test_hpa_counts_pods_not_serving_yet_as_zero_on_a_scale_up() -> None:
+    hpa = HpaPolicy("inflight", target=10)
+    # 4 replicas, 2 serving at 30 each: ratio 3 over the 2; with the 2 missing at 0: 60/40 = 1.5 -> 6
+    assert hpa.decide(View(15.0, 4, 2, scrapes(15, [30, 30]))) == 6
+
+
+# ------------------------------------------------------------------ KPA
+
+
+def test_kpa_stable_mode_uses_the_60_s_average() -> None:
+    kpa = KpaPolicy(target=10)
+    assert kpa.decide(View(60.0, 2, 2, scrapes(60, [15, 15]))) == 3
+
+
+def test_kpa_panics_on_a_burst_and_does_not_scale_down_in_panic() -> None:
+    kpa = KpaPolicy(target=10)
+    quiet = scrapes(54, [10, 10])
+    burst = [Scrape(s.t, 2, 2, s.gauges, 0, 0, ()) for s in quiet] + \
+        [Scrape(54.0 + i, 2, 2, (Gauge(0, 40, 0, 0.0), Gauge(1, 40, 0, 0.0)), 0, 0, ()) for i in range(1, 7)]
+    # the panic window (6 s) sees 80 -> 8 replicas, 4x the 2 ready: panic
+    assert kpa.decide(View(60.0, 2, 2, burst)) == 8
+    # in panic a lower panic count does not scale down
+    calm = burst + [Scrape(60.0 + i, 8, 8, tuple(Gauge(k, 1, 0, 0.0) for k in range(8)), 0, 0, ())
+                    for i in range(1, 7)]
+    assert kpa.decide(View(66.0, 8, 8, calm)) == 8
+
+
+# ------------------------------------------------------------------ escaler's policies
+
+
+def test_apa_follows_a_step_through_the_panic_window() -> None:
+    apa = ApaPolicy("inflight", target=10, min_replicas=1, max_replicas=20, poll_s=30, prometheus_scrape_s=15)
+    assert apa.decide(View(30.0, 2, 2, scrapes(30, [10, 10]))) == 2  # 20 / 10 = 2: hold
+    # the load triples: the newest sample (panic window, 60 -> 6) takes over the scale-up at once,
+    # capped by apa's default scaleUpRate (2 x 2 = 4)
+    tripled = (Gauge(0, 30, 0, 0.0), Gauge(1, 30, 0, 0.0))
+    step = scrapes(30, [10, 10]) + [Scrape(30.0 + i, 2, 2, tripled, 0, 0, ()) for i in range(1, 31)]
+    assert apa.decide(View(60.0, 2, 2, step)) == 4
+
+
+def test_apa_refuses_an_invalid_annotation() -> None:
+    with pytest.raises(ValueError, match="apa annotations"):
+        ApaPolicy("inflight", 10, 1, 4, annotations={"elasticscaler.io/metrics.window-seconds": "zero"})
+
+
+def test_slo_policy_scales_up_by_the_ttft_ratio_and_holds_without_a_signal() -> None:
+    slo = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, poll_s=30)
+    # p90 TTFT 3 s against 1 s: ceil(2 x 3) = 6
+    assert slo.decide(View(30.0, 2, 2, scrapes(30, [1, 1], ttfts=(3.0,)))) == 6
+    # no first token in the window: the engine holds its last decision (6)
+    assert slo.decide(View(90.0, 6, 6, [])) == 6
+
+
+# ------------------------------------------------------------------ the oracle
+
+
+PROFILE = ReplicaProfile(max_batch=16, prefill_tokens_per_s=20_000, decode_base_s=0.01,
+                         decode_per_seq_s=0.001,
+                         kv_capacity_tokens=200_000, cold_start_s=20.0)
+
+
+def ramp() -> list[Arrival]:
+    """2 req/s for 100 s, 12 req/s for 100 s, 2 req/s for 100 s (deterministic spacing)."""
+    out = []
+    t = 0.0
+    for rate, until in ((2.0, 100.0), (12.0, 200.0), (2.0, 300.0)):
+        while t < until:
+            out.append(Arrival(round(t, 6), 400, 60))
+            t += 1.0 / rate
+    return out
+
+
+def test_bucket_replicas_is_the_work_over_the_bucket_at_the_utilization() -> None:
+    # a request costs 400 / 20000 + 60 x (0.01 + 0.016) / 16 = 0.1175 s of a replica
+    need = bucket_replicas([Arrival(0.0, 400, 60)] * 100, PROFILE, utilization=0.5, bucket_s=10.0)
+    assert need == [3]  # 11.75 s / (10 s x 0.5) = 2.35 -> 3
+
+
+def test_the_oracle_orders_capacity_a_cold_start_ahead() -> None:
+    o = OraclePolicy(ramp(), PROFILE, utilization=0.5, bucket_s=10.0, tick_s=5.0)
+    before = o.decide(View(75.0, 1, 1, []))  # 75 + 20 + 5 reaches the busy bucket at 100
+    assert before == max(bucket_replicas(ramp(), PROFILE, 0.5, 10.0)[7:11])
+    assert before > o.decide(View(40.0, 1, 1, []))
+
+
+def test_the_calibrated_oracle_is_never_costlier_than_a_policy_at_its_attainment() -> None:
+    arrivals = ramp()
+    opts = SimOptions(profile=PROFILE, max_replicas=16)
+    slo = SloTargets(ttft_s=0.5, tpot_s=0.1)
+    policies = ("apa", "slo", "hpa", "kpa")
+    for name in policies:
+        exp = Experiment(arrivals, opts, slo, metric="inflight", target=8.0, poll_s=15.0)
+        run = simulate(arrivals, build(name, exp), opts)
+        row = summarize(run, slo)
+        goal = row["attainment"]
+        if goal == 0:
+            continue
+        oracle, _ = calibrate_oracle(Experiment(arrivals, opts, slo, oracle_goal=goal))
+        o = summarize(oracle, slo)
+        assert o["attainment"] >= goal, name
+        assert oracle.replica_seconds <= run.replica_seconds, (name, oracle.replica_seconds,
+                                                               run.replica_seconds)
