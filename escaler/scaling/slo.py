@@ -24,7 +24,11 @@ converted minimum exceeds the maximum, **the maximum wins** and the reason says 
 
 With ``worst`` the largest ratio and ``n`` the current replicas:
 
-* ``worst > 1`` → scale up, proportionally: ``ceil(max(n, 1) x worst)``;
+* ``worst > 1`` → scale up, proportionally: ``ceil(max(n, 1) x worst)``; when only ``ready < n``
+  replicas serve (the others still start: an LLM server loads its weights for minutes), the signal
+  is what the ready ones carry, so the count is ``max(n, ceil(max(ready, 1) x worst))`` — the
+  starting replicas count as capacity on its way and a cold start is not multiplied again at every
+  poll while it loads (the HPA counts pods without metrics the same way on a scale-up);
 * ``worst < 1 - band`` (every signal has headroom; ``band`` = ``DEFAULT_HYSTERESIS_BAND``) → one
   step down, to the smallest count whose *predicted* worst ratio stays at or below ``1 - band``
   under the linear model (load spreads evenly: a ratio scales as ``1 / replicas``):
@@ -214,12 +218,14 @@ def _signals(objectives: Sequence[Objective], current: int) -> dict[str, float |
 
 
 def size_llm(objectives: Sequence[Objective], *, current: int, bounds: ReplicaBounds, last: int | None,
-             band: float = DEFAULT_HYSTERESIS_BAND) -> Decision:
+             band: float = DEFAULT_HYSTERESIS_BAND, ready: int | None = None) -> Decision:
     """The LLM rule of the module docstring."""
     if not 0 < band < MAX_HYSTERESIS_BAND:
         raise ValueError(f"band: must be in (0, {MAX_HYSTERESIS_BAND}), got {band!r}")
     if current < 0:
         raise ValueError(f"current: must be >= 0, got {current}")
+    if ready is not None and ready < 0:
+        raise ValueError(f"ready: must be >= 0, got {ready}")
     signals = _signals(objectives, current)
     if not objectives:
         n, why = _with_bound(current, f"no ttft or otps objective: the current count ({current} replicas) "
@@ -234,7 +240,15 @@ def size_llm(objectives: Sequence[Objective], *, current: int, bounds: ReplicaBo
     seen = (f"{driver.label} {_fmt(driver.observed)} vs target {_fmt(driver.target)} "
             f"(ratio {worst:.3f})")
     floor = 1.0 - band
-    if worst > 1.0:
+    if worst > 1.0 and ready is not None and ready < current:
+        # replicas still starting serve nothing yet: the signal is what the ready ones carry; they
+        # count as capacity on its way (never below the current count), so a slow cold start is not
+        # multiplied again at every poll while it loads
+        raw = max(current, _ceil(max(ready, 1) * worst))
+        why = (f"{seen} misses the SLO with {ready} of {current} replicas ready: "
+               + (f"scale up {current} -> {raw}" if raw > current else
+                  f"holding {current} while {current - ready} start"))
+    elif worst > 1.0:
         raw = _ceil(max(current, 1) * worst)
         why = f"{seen} misses the SLO: scale up {current} -> {raw}"
     elif worst < floor:

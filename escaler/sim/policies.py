@@ -17,7 +17,8 @@ simulated fleet, never a re-implementation:
   last ``signal_window_s``, as ``histogram_quantile`` over a rate window gives it) whose decision an
   LLMScaler with a Custom provider reads (``escaler.reconcilers.llmscaler.provider.custom_result``)
   and passes through its pipeline (``Behavior.for_llmscaler``: scale-down stabilization
-  ``scale_down_stabilization_s``, no scale-up cap). No first token in the window is a missing
+  ``scale_down_stabilization_s``, no scale-up cap). The engine reads the target's ready replicas as
+  it does in the manager (the serving ones here). No first token in the window is a missing
   signal: the engine holds its last decision, as it does in the manager.
 * Pipeline time is ``EPOCH + simulated seconds`` (the pipeline works in epoch seconds).
 """
@@ -146,7 +147,8 @@ class SloPolicy:
                               None if observed is not None else "no first token in the window",
                               target_name="ttftTargetMs")
         sized = size_llm([objective], current=view.replicas,
-                         bounds=ReplicaBounds(self.min_replicas, self.max_replicas), last=self._last)
+                         bounds=ReplicaBounds(self.min_replicas, self.max_replicas), last=self._last,
+                         ready=view.serving)
         self._last = sized.replicas
         rr = custom_result("http://escaler-manager/decisions/sim", CustomReading(sized.replicas))
         d = decide(PipelineInput(now=now, current_replicas=view.replicas, recommend=rr,

@@ -167,6 +167,24 @@ def test_decision_written_once_requeued_at_the_poll_and_read_from_caches(rig: Ri
     assert rig.writes() == 1 and len(rig.queries) == 2
 
 
+def test_replicas_still_starting_are_not_multiplied_again() -> None:
+    """Regression: with a slow cold start (LLM servers load weights for minutes) every poll saw the
+    TTFT still high and multiplied the *ordered* count again, up to bounds.max (found by the policy
+    simulator, docs/simulator.md). The ready replicas are what the signal measures."""
+    r = Rig()
+    r.h.api("deployments").create(deployment("web", 6, ready=2))
+    r.start()
+    try:
+        r.answers.update({TTFT_Q: 2400.0, OTPS_Q: 25.0})
+        r.api().create(llm_req())
+        r.reconcile()
+        d = r.decision()
+        assert d["replicas"] == 6, d
+        assert "with 2 of 6 replicas ready: holding 6 while 4 start" in d["reason"]
+    finally:
+        r.h.stop()
+
+
 def test_drift_is_not_written_a_significant_change_is(rig: Rig) -> None:
     rig.answers.update({TTFT_Q: 1200.0, OTPS_Q: 25.0})
     rig.api().create(llm_req())

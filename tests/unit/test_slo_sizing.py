@@ -204,3 +204,19 @@ def test_objective_target_must_be_positive() -> None:
 def test_the_worked_example_of_docs_slo_md(n: int, t: float, o: float, want: int) -> None:
     d = size_llm([ttft(t), otps(o)], current=n, bounds=ReplicaBounds(1, 8), last=None)
     assert d.replicas == want, d.reason
+
+
+def test_replicas_still_starting_count_as_capacity_on_its_way() -> None:
+    # 6 replicas ordered, 2 serve: TTFT 3x the target over the 2 -> 6, which is already ordered
+    held = size_llm([ttft(2400)], current=6, bounds=UNBOUNDED, last=6, ready=2)
+    assert held.replicas == 6 and "with 2 of 6 replicas ready: holding 6 while 4 start" in held.reason
+    # the ready ones alone would need more than is ordered: scale up from them, not from 6
+    more = size_llm([ttft(4000)], current=6, bounds=UNBOUNDED, last=6, ready=2)
+    assert more.replicas == 10 and "scale up 6 -> 10" in more.reason
+    # without the ready count (or all ready) the rule multiplies the current count, as before
+    assert size_llm([ttft(2400)], current=6, bounds=UNBOUNDED, last=6).replicas == 18
+    assert size_llm([ttft(2400)], current=6, bounds=UNBOUNDED, last=6, ready=6).replicas == 18
+    # a scale-down is not judged on the ready ones
+    assert size_llm([ttft(100)], current=8, bounds=UNBOUNDED, last=8, ready=2).replicas == 2
+    with pytest.raises(ValueError, match="ready: must be >= 0"):
+        size_llm([ttft(100)], current=8, bounds=UNBOUNDED, last=8, ready=-1)

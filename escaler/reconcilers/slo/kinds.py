@@ -50,7 +50,8 @@ ALL_SIGNALS = "*"
 # how many validation errors one message lists
 _MAX_ERRORS = 5
 
-Sizer = Callable[[Mapping[str, Sample], int, int | None], Decision]
+# (readings by signal name, current replicas, last decided replicas, ready replicas or None) → decision
+Sizer = Callable[[Mapping[str, Sample], int, int | None, int | None], Decision]
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Plan:
     queries: tuple[tuple[str, str], ...]
     # the replicas the bounds allow (for messages and the hold without a target)
     bounds: ReplicaBounds
-    # (readings by signal name, current replicas, last decided replicas) → the decision
+    # (readings by signal name, current replicas, last decided replicas, ready replicas) → the decision
     size: Sizer
 
 
@@ -109,7 +110,7 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
         queries.append((OTPS, spec.otps.promql))
     ttft, otps = spec.ttft, spec.otps
 
-    def size(samples: Mapping[str, Sample], current: int, last: int | None) -> Decision:
+    def size(samples: Mapping[str, Sample], current: int, last: int | None, ready: int | None) -> Decision:
         objectives: list[Objective] = []
         if ttft is not None:
             v, e = _reading(samples, TTFT)
@@ -119,7 +120,7 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
             v, e = _reading(samples, OTPS)
             objectives.append(Objective(OTPS, "OTPS", otps.target, Direction.LOWER, v, e,
                                         target_name="otpsTarget"))
-        return size_llm(objectives, current=current, bounds=bounds, last=last)
+        return size_llm(objectives, current=current, bounds=bounds, last=last, ready=ready)
 
     return Plan(spec.service_id, ObjectRef.of(spec.target_ref), tuple(queries), bounds, size)
 
@@ -136,7 +137,7 @@ def _plan_job(obj: Mapping[str, Any]) -> Plan | Invalid:
     bounds = replica_bounds(spec.bounds, spec.concurrency_per_replica)
     queue = spec.queue
 
-    def size(samples: Mapping[str, Sample], current: int, last: int | None) -> Decision:
+    def size(samples: Mapping[str, Sample], current: int, last: int | None, ready: int | None) -> Decision:
         v, e = _reading(samples, QUEUE_DEPTH)
         depth = Objective(QUEUE_DEPTH, "queue depth", float(queue.max_depth), Direction.UPPER, v, e,
                           target_name="maxDepth")

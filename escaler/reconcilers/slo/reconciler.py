@@ -50,7 +50,7 @@ from escaler.reconcilers.slo.report import (
     rfc3339,
     worth_writing,
 )
-from escaler.reconcilers.slo.target import NOT_SYNCED, TargetCounts, TargetProblem
+from escaler.reconcilers.slo.target import NOT_SYNCED, Replicas, TargetCounts, TargetProblem
 from escaler.runtime.types import Request, Result
 from escaler.scaling.slo import Decision
 
@@ -149,10 +149,10 @@ class SLOReconciler:
             self._plans[req] = (uid, generation, plan)
         return plan
 
-    def _current(self, req: Request, plan: Plan, last: int | None) -> int | TargetProblem | object:
+    def _current(self, req: Request, plan: Plan, last: int | None) -> Replicas | TargetProblem | object:
         if plan.target is None:
             self._d.targets.release(req)
-            return last if last is not None else 0
+            return Replicas(last if last is not None else 0)
         return self._d.targets.current(req, req.namespace, plan.target)
 
     def _readings(self, req: Request, plan: Plan, uid: str, generation: int) -> Readings | object:
@@ -163,7 +163,7 @@ class SLOReconciler:
                                    self._d.clock.monotonic())
 
     def _decide(self, req: Request, obj: Mapping[str, Any], plan: Plan, base: Mapping[str, Any],
-                current: int | TargetProblem | object, readings: Readings, now_iso: str) -> Result:
+                current: Replicas | TargetProblem | object, readings: Readings, now_iso: str) -> Result:
         meta = _meta(obj)
         uid, generation = str(meta.get("uid") or ""), int(meta.get("generation") or 0)
         last = held_replicas(base)
@@ -176,8 +176,8 @@ class SLOReconciler:
                 decision = Decision(n, f"{problem.message}: holding the last decision ({n} replicas)",
                                     held=True)
         else:
-            assert isinstance(current, int)
-            decision = plan.size(readings.samples, current, last)
+            assert isinstance(current, Replicas)
+            decision = plan.size(readings.samples, current.desired, last, current.ready)
         me = Owner(self._d.kind.kind, req.namespace, req.name, uid)
         owners = self._d.book.owners(plan.service_id)
         conflict = conflict_message(plan.service_id, owners) if [o for o in owners if o != me] else None

@@ -2,8 +2,9 @@
 
 ``TargetCounts.current(req, namespace, ref)`` answers:
 
-* an ``int``: the target's desired replicas (``spec.replicas``; for a ResourceScalingGroup or a
-  LeaderWorkerSet, groups), read by the kind's ``ResourceHandler`` (``escaler.targets``) from the
+* ``Replicas``: the target's desired replicas (``spec.replicas``; for a ResourceScalingGroup or a
+  LeaderWorkerSet, groups) and how many of them are ready (None when the kind does not say), read
+  by the kind's ``ResourceHandler`` (``escaler.targets``) from the
   dynamic informer the ``WatchIndex`` holds for it (``ROLE_TARGET``): a target event (a replica
   write by the LLMScaler) wakes the requirement, and a reconcile never GETs;
 * ``NOT_SYNCED``: that informer has not listed yet (its initial list wakes the requirement);
@@ -27,10 +28,19 @@ from escaler.reconcilers.watchindex import ROLE_TARGET, WatchIndex
 from escaler.runtime.types import Request
 from escaler.targets.snapshot import TargetUnreadable
 
-__all__ = ["NOT_SYNCED", "TargetCounts", "TargetProblem"]
+__all__ = ["NOT_SYNCED", "Replicas", "TargetCounts", "TargetProblem"]
 
 # the target's informer has not listed yet
 NOT_SYNCED = object()
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """The target's replicas as its handler reads them."""
+
+    desired: int
+    # ready replicas; None when unknown (the sizing then treats every replica as serving)
+    ready: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ class TargetCounts:
         # the target informers and the index from target to requirements
         self._watches = watches
 
-    def current(self, req: Request, namespace: str, ref: ObjectRef) -> int | TargetProblem | object:
+    def current(self, req: Request, namespace: str, ref: ObjectRef) -> Replicas | TargetProblem | object:
         try:
             key = watch_key(self._mapper, namespace, ref)
             handler = self._handlers.handler_for(ref.api_version, ref.kind)
@@ -78,7 +88,8 @@ class TargetCounts:
         if self._watches.cached(key, namespace, ref.name) is None:
             return TargetProblem(TARGET_NOT_FOUND, f"{ref.kind} {namespace}/{ref.name} not found")
         try:
-            return handler.read(namespace, ref).spec_replicas
+            snap = handler.read(namespace, ref)
+            return Replicas(snap.spec_replicas, snap.ready_replicas)
         except TargetUnreadable as err:
             retry = CHAIN_RETRY_SECONDS / 2 if err.retryable else None
             return TargetProblem(TARGET_UNREADABLE, str(err), retry)
