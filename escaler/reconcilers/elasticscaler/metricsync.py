@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -77,15 +77,10 @@ from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
 from escaler.scaling.algorithm import (
-    Algorithm,
-    AlgorithmContext,
-    AlgorithmResult,
     MetricValue,
     NoDecision,
     PodCounts,
     Recommendation,
-    as_result,
-    is_usable,
 )
 from escaler.scaling.annotations import ScalerAnnotations
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
@@ -461,44 +456,6 @@ class _Refusal(Exception):
         self.result = result
         self.statuses = statuses
         self.memory = memory
-
-
-class _Runner:
-    """Runs the algorithm on a set of metric values with the sync's fixed inputs."""
-
-    algorithm: Algorithm
-    name: str
-    current: int
-    config: Mapping[str, str]
-    history: tuple[Recommendation, ...]
-
-    def on(self, metrics: Iterable[MetricValue]) -> AlgorithmResult:
-        """The algorithm on ``metrics``; ``NoDecision``/``ValueError`` as it raises them."""
-        ctx = AlgorithmContext(current_replicas=self.current, metrics=tuple(metrics), config=self.config,
-                               history=self.history)
-        return as_result(self.algorithm(ctx), self.name)
-
-    def optional(self, usable: Sequence[_Metric], pick: Callable[[_Metric], float | None],
-                 ) -> AlgorithmResult | None:
-        """The algorithm with each metric's ``pick`` value where it has one (its stable value
-        elsewhere); None when no metric has one or the algorithm cannot decide on them."""
-        values = [pick(m) for m in usable]
-        if all(v is None for v in values):
-            return None
-        try:
-            return self.on(m.stable if v is None else replace(m.stable, value=v)
-                           for m, v in zip(usable, values, strict=True))
-        except (NoDecision, ValueError):
-            return None
-
-    def alone(self, metric: MetricValue) -> int | None:
-        """What one metric alone recommends (capped), for its row; None when it cannot say."""
-        if not is_usable(metric.value):
-            return None
-        try:
-            return self.on((metric,)).replicas
-        except (NoDecision, ValueError):
-            return None
 
 
 def _identity(scaler: ElasticScaler) -> tuple[tuple[str, str, str], _Tag]:
