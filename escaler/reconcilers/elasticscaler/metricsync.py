@@ -50,7 +50,9 @@ returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports th
   ``int`` or an ``AlgorithmResult``; the capped and uncapped counts both go to the pipeline
   (``RecommendResult.uncapped``: apa's rate cap shows as its own step). ``NoDecision`` →
   ``DecisionUnavailable``, ``ValueError`` → ``InvalidSpec``. Each metric's own recommendation (the
-  algorithm on that metric alone, capped) is reported in ``currentMetrics``.
+  algorithm on that metric alone, capped) is reported in ``currentMetrics``. This step, the
+  window choice and the partial-metrics rule are ``escaler.scaling.metricdecision.decide_metrics``
+  (pure; the policy simulator calls the same function).
 * ``ExternalServer`` endpoints outside ``--allowed-endpoint-hosts`` are refused (``InvalidSpec``)
   before any request. A MetricsTrigger cannot scale a target from zero (``ScalingDisabled``).
 
