@@ -105,8 +105,10 @@ def test_probe_failure_keeps_kind_unknown_and_retries(error: Exception) -> None:
         assert r.index.state(JOB) is KindState.UNKNOWN
         assert not r.index.ready()
         assert "JobSLORequirement" in (r.index.not_ready_reason() or "")
-        cluster.present["job"] = True
+        # the failed probe parks the loop for the retry; only then does the CRD appear (flipping it
+        # earlier races the first probe, which then succeeds and parks for the 60 s recheck)
         r.clock.block_until_deadline(r.clock.monotonic() + PROBE_RETRY_SECONDS)
+        cluster.present["job"] = True
         r.clock.step(PROBE_RETRY_SECONDS)
         wait_until(r.index.ready, what="ready after the retried probe")
         assert _routes(r.client) == [("batch", "job"), ("chat", "llm")]
