@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from escaler.informers.frozen import FrozenDict
 from escaler.kube.discovery import parse_api_version
+from escaler.runtime.types import Request
 
 __all__ = [
     "ESCALER_GROUPS",
@@ -224,6 +225,10 @@ class TargetBindings:
         claims = [claim_of(src.kind, obj) for src in sources
                   for obj in src.informer.indexer.by_index(TARGET_INDEX, str(target))]
         return sorted(set(claims), key=lambda c: c.sort_key)
+
+    def requests_of(self, target: TargetKey, kind: str) -> list[Request]:
+        """The claimants of ``target`` of one ``kind``, as requests for that kind's controller."""
+        return [Request(c.namespace, c.name) for c in self.claimants(target) if c.kind == kind]
 
     def winner(self, target: TargetKey, me: Claim) -> Claim:
         """The claim that owns ``target``, counting ``me`` whether or not its claim is cached yet."""

@@ -52,7 +52,7 @@ from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.informers.factory import ResourceKey
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.scalepaths import CrdScalePaths
-from escaler.reconcilers.bindings import TargetBindings, TargetKey, hpa_target
+from escaler.reconcilers.bindings import TargetBindings, hpa_target
 from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
 from escaler.reconcilers.elasticscaler.metricsync import Collector
@@ -258,11 +258,11 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
            watches: WatchIndex, max_concurrent_reconciles: int | None) -> Controller:
     def claimants_of_target(obj: Mapping[str, Any]) -> list[Request]:
         target = claims.target_of(obj)
-        return [] if target is None else _es_claimants(bindings, target)
+        return [] if target is None else bindings.requests_of(target, ElasticScaler.KIND)
 
     def claimants_of_hpa_target(obj: Mapping[str, Any]) -> list[Request]:
         target = hpa_target(obj)
-        return [] if target is None else _es_claimants(bindings, target)
+        return [] if target is None else bindings.requests_of(target, ElasticScaler.KIND)
 
     builder = (
         ControllerBuilder(mgr)
@@ -283,10 +283,6 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
     # another kind (LLMScaler) whose claim on a target changes wakes our claimants of it
     bindings.set_waker(ElasticScaler.KIND, lambda ns, name: controller.enqueue(Request(ns, name)))
     return controller
-
-
-def _es_claimants(bindings: TargetBindings, target: TargetKey) -> list[Request]:
-    return [Request(c.namespace, c.name) for c in bindings.claimants(target) if c.kind == ElasticScaler.KIND]
 
 
 def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,

@@ -181,7 +181,7 @@ def _build(mgr: Manager, reconciler: LLMScalerReconciler, bindings: TargetBindin
                 return []
             if wake_others:  # an LLMScaler's claim changed: other kinds' claimants may take over
                 bindings.wake_claimants(target, but=LLMScaler.KIND)
-            return _llm_claimants(bindings, target)
+            return bindings.requests_of(target, LLMScaler.KIND)
 
         return EnqueueRequestsFromMapFunc(mapped)
 
@@ -203,6 +203,3 @@ def _build(mgr: Manager, reconciler: LLMScalerReconciler, bindings: TargetBindin
     bindings.set_waker(LLMScaler.KIND, lambda ns, name: controller.enqueue(Request(ns, name)))
     return controller
 
-
-def _llm_claimants(bindings: TargetBindings, target: TargetKey) -> list[Request]:
-    return [Request(c.namespace, c.name) for c in bindings.claimants(target) if c.kind == LLMScaler.KIND]

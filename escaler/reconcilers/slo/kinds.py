@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -93,14 +93,26 @@ def _reading(samples: Mapping[str, Sample], name: str) -> tuple[float | None, st
     return s.value, s.error
 
 
-def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
+# the two SLO kinds (parse, then validate their spec)
+_R = TypeVar("_R", LLMSLORequirement, JobSLORequirement)
+
+
+def _valid(model: type[_R], obj: Mapping[str, Any]) -> _R | Invalid:
+    """``obj`` parsed as ``model`` with its ``spec`` checked by the CEL twins, or Invalid."""
     try:
-        req = LLMSLORequirement.parse(obj)
+        req = model.parse(obj)
     except ValidationError as err:
         return Invalid(_pydantic_errors(err))
     errors = validate(req.spec, "spec")
     if errors:
         return Invalid(tuple(str(e) for e in errors))
+    return req
+
+
+def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
+    req = _valid(LLMSLORequirement, obj)
+    if isinstance(req, Invalid):
+        return req
     spec = req.spec
     bounds = replica_bounds(spec.bounds, spec.concurrency_per_replica)
     queries: list[tuple[str, str]] = []
@@ -126,13 +138,9 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
 
 
 def _plan_job(obj: Mapping[str, Any]) -> Plan | Invalid:
-    try:
-        req = JobSLORequirement.parse(obj)
-    except ValidationError as err:
-        return Invalid(_pydantic_errors(err))
-    errors = validate(req.spec, "spec")
-    if errors:
-        return Invalid(tuple(str(e) for e in errors))
+    req = _valid(JobSLORequirement, obj)
+    if isinstance(req, Invalid):
+        return req
     spec = req.spec
     bounds = replica_bounds(spec.bounds, spec.concurrency_per_replica)
     queue = spec.queue
