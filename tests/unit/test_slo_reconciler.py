@@ -425,3 +425,26 @@ def test_a_query_that_raises_is_a_missing_signal_not_a_failed_sync() -> None:
         assert f"ttftMs: query failed: RuntimeError: no route to {TTFT_Q}" in message
     finally:
         r.h.stop()
+
+
+def test_the_route_is_never_behind_the_status_it_wrote(rig: Rig) -> None:
+    """Whoever sees a status has the same decision from ``GET /decisions``: the book is updated before
+    the status is written (the other order let a reader of the status get the previous answer)."""
+    rig.answers.update({TTFT_Q: 1200.0, OTPS_Q: 25.0})
+    rig.api().create(llm_req())
+    rec = rig.engine.controllers[LLM].reconciler
+    seen: list[Any] = []
+    write = rec.writer.write
+
+    def spying(mapping: Any, obj: Any, status: dict[str, Any]) -> None:
+        served = rig.served()
+        seen.append((status["decision"]["reason"], served.body.get("reason") if served else None))
+        write(mapping, obj, status)
+
+    rec.writer.write = spying  # type: ignore[method-assign]
+    rig.reconcile()
+    rig.h.clock.step(POLL)
+    rig.answers[TTFT_Q] = "Prometheus query failed: http://prom:9090: HTTP 503, 22 bytes"
+    rig.reconcile()
+    assert len(seen) == 2
+    assert all(wrote == served for wrote, served in seen), seen

@@ -183,11 +183,12 @@ class SLOReconciler:
         conflict = conflict_message(plan.service_id, owners) if [o for o in owners if o != me] else None
         wire = decision_wire(decision, now_iso) if decision is not None else None
         ready = _ready(decision, problem, conflict)
-        self._write(obj, base, build_status(base, generation, wire, ready, now_iso))
+        # the book first: whoever reads the status must never get an older answer from the route
         if wire is not None:
             self._d.book.put(self._d.kind.kind, req, uid, wire)
         else:
             self._d.book.put_problem(self._d.kind.kind, req, uid, f"{ready.reason}: {ready.message}")
+        self._write(obj, base, build_status(base, generation, wire, ready, now_iso))
         return _requeue(readings.due_in, problem.retry if problem is not None else None)
 
     def _write(self, obj: Mapping[str, Any], base: Mapping[str, Any], status: dict[str, Any]) -> None:
