@@ -153,6 +153,19 @@ class OTPSObjective(KubeModel):
     )
 
 
+class InflightSignal(KubeModel):
+    """Requests in flight across the service: a load signal against ``concurrencyPerReplica``."""
+
+    promql: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="PromQL returning the requests in flight across the service (running + waiting), "
+        "e.g. sum(vllm:num_requests_running) + sum(vllm:num_requests_waiting). Its ratio is "
+        "in-flight / (serving replicas x concurrencyPerReplica): it sizes a scale-down by load, which "
+        "a latency signal cannot predict.",
+    )
+
+
 class QueueObjective(KubeModel):
     """Job queue objective: decision = ceil(depth / maxDepth x current replicas)."""
 
@@ -205,6 +218,11 @@ class LLMSLORequirementSpec(KubeModel):
     ttft: TTFTObjective | None = Field(default=None, description="Time-to-first-token objective.")
     otps: OTPSObjective | None = Field(
         default=None, description="Output-tokens-per-second objective (a lower bound)."
+    )
+    inflight: InflightSignal | None = Field(
+        default=None,
+        description="Optional load signal: requests in flight, judged against concurrencyPerReplica "
+        "per serving replica.",
     )
     bounds: LLMBounds | None = Field(
         default=None, description="Bounds of the decision; unbounded when absent."

@@ -17,7 +17,7 @@ from pathlib import Path
 from escaler.sim.engine import SimOptions
 from escaler.sim.model import ProfileError, load_profile
 from escaler.sim.report import SloTargets, markdown_table
-from escaler.sim.runner import POLICIES, Experiment, run_experiment
+from escaler.sim.runner import DEFAULT_SLO_CONCURRENCY, POLICIES, Experiment, run_experiment
 from escaler.sim.signals import METRICS
 from escaler.sim.trace import TraceError, load_trace, shipped_trace_path
 
@@ -88,6 +88,10 @@ def add_parser(
                    help="apa and slo poll interval, seconds (the manager's default: 30)")
     s.add_argument("--slo-percentile", type=_positive, default=90.0,
                    help="the TTFT percentile the SLO engine sizes on (default: 90)")
+    s.add_argument("--slo-concurrency", type=_count, default=DEFAULT_SLO_CONCURRENCY,
+                   help="the SLO engine's spec.concurrencyPerReplica for its in-flight signal "
+                        "(spec.inflight); 0 sizes on TTFT alone "
+                        f"(default: {DEFAULT_SLO_CONCURRENCY})")
     s.add_argument("--oracle-goal", type=_positive, default=0.99,
                    help="attainment the calibrated oracle must reach, 0-1 (default: 0.99)")
     o = p.add_argument_group("service")
@@ -127,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
                            min_replicas=args.min_replicas, max_replicas=args.max_replicas),
         slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,
+        slo_concurrency=args.slo_concurrency,
         oracle_goal=args.oracle_goal,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model})

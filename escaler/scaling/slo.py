@@ -20,7 +20,14 @@ converted minimum exceeds the maximum, **the maximum wins** and the reason says 
 **LLM rule** (``size_llm``). Each objective gives a *ratio*, > 1 meaning the SLO is missed:
 
 * TTFT (an upper bound): ``observed_ms / targetMs``;
-* OTPS (a lower bound): ``target / observed``.
+* OTPS (a lower bound): ``target / observed``;
+* in-flight requests (optional, ``load_objective``): ``inflight / (serving x concurrencyPerReplica)``
+  with ``serving`` the ready replicas (the current count when unknown, at least 1). Latency alone
+  is a poor capacity signal: an idle replica's TTFT is its prefill time, so a latency ratio far
+  below 1 predicts a scale-down far deeper than the load allows (measured in ``escaler.sim``: the
+  TTFT-only rule went 2 → 1 and saturated). The load ratio is linear in replicas, so with it the
+  scale-down below lands where the load fits, and the scale-up of a saturated service is
+  ``ceil(inflight / concurrencyPerReplica)`` rather than a multiple of a queueing delay.
 
 With ``worst`` the largest ratio and ``n`` the current replicas:
 
@@ -62,11 +69,13 @@ from escaler.api.slo import Bound, BoundType, JobBounds, LLMBounds
 
 __all__ = [
     "DEFAULT_HYSTERESIS_BAND",
+    "INFLIGHT",
     "Decision",
     "Direction",
     "Objective",
     "ReplicaBounds",
     "bound_replicas",
+    "load_objective",
     "replica_bounds",
     "size_job",
     "size_llm",
@@ -76,6 +85,8 @@ __all__ = [
 DEFAULT_HYSTERESIS_BAND = 0.1
 # a band must leave room for a scale-down: 0 < band < MAX_HYSTERESIS_BAND
 MAX_HYSTERESIS_BAND = 0.9
+# the in-flight signal's name in Decision.signals (per serving replica)
+INFLIGHT = "inflightPerReplica"
 # float slack when rounding up a product that is an integer in exact arithmetic (4 x 1.25 = 5.000001)
 _EPSILON = 1e-9
 
@@ -174,6 +185,20 @@ def _ceil(x: float) -> int:
     return max(0, math.ceil(x - _EPSILON))
 
 
+def load_objective(inflight: float | None, error: str | None, *, concurrency_per_replica: int,
+                   current: int, ready: int | None) -> Objective:
+    """The in-flight requests as an objective: observed per serving replica (ready when known, else
+    ``current``, at least 1), target ``concurrency_per_replica`` (see the module docstring)."""
+    if concurrency_per_replica < 1:
+        raise ValueError(f"concurrencyPerReplica: must be >= 1, got {concurrency_per_replica}")
+    serving = max(1, ready if ready is not None else current)
+    per = None if inflight is None or not math.isfinite(inflight) else inflight / serving
+    if inflight is not None and per is None:
+        error = f"the value {inflight!r} is not a finite number >= 0"
+    return Objective(INFLIGHT, "in-flight requests per serving replica", float(concurrency_per_replica),
+                     Direction.UPPER, per, error, target_name="concurrencyPerReplica")
+
+
 def bound_replicas(bound: Bound, concurrency_per_replica: int) -> int:
     """One bound in replicas (see the module docstring)."""
     if concurrency_per_replica < 1:
@@ -228,8 +253,8 @@ def size_llm(objectives: Sequence[Objective], *, current: int, bounds: ReplicaBo
         raise ValueError(f"ready: must be >= 0, got {ready}")
     signals = _signals(objectives, current)
     if not objectives:
-        n, why = _with_bound(current, f"no ttft or otps objective: the current count ({current} replicas) "
-                                      "within the bounds", bounds)
+        n, why = _with_bound(current, "no ttft, otps or inflight signal: the current count "
+                                      f"({current} replicas) within the bounds", bounds)
         return Decision(n, why, signals)
     missing = [f"{o.name}: {p}" for o in objectives if (p := o.problem()) is not None]
     if missing:

@@ -19,7 +19,10 @@ simulated fleet, never a re-implementation:
   and passes through its pipeline (``Behavior.for_llmscaler``: scale-down stabilization
   ``scale_down_stabilization_s``, no scale-up cap). The engine reads the target's ready replicas as
   it does in the manager (the serving ones here). No first token in the window is a missing
-  signal: the engine holds its last decision, as it does in the manager.
+  signal: the engine holds its last decision, as it does in the manager. With
+  ``concurrency_per_replica`` set the requirement also has ``spec.inflight`` (the sum of the
+  serving replicas' running + waiting, as Prometheus holds it at its ``prometheus_scrape_s``
+  cadence) judged by ``escaler.scaling.slo.load_objective``; 0 leaves it out (TTFT only).
 * Pipeline time is ``EPOCH + simulated seconds`` (the pipeline works in epoch seconds).
 """
 
@@ -34,7 +37,7 @@ from escaler.scaling.algorithm import TARGET_VALUE, MetricValue, Recommendation
 from escaler.scaling.annotations import parse_annotations
 from escaler.scaling.metricdecision import WindowedValue, decide_metrics
 from escaler.scaling.pipeline import Behavior, PipelineInput, PipelineState, decide
-from escaler.scaling.slo import Direction, Objective, ReplicaBounds, size_llm
+from escaler.scaling.slo import Direction, Objective, ReplicaBounds, load_objective, size_llm
 from escaler.scaling.window import MetricWindows, WindowPolicy
 from escaler.sim.engine import Scrape, View, percentile, window
 from escaler.sim.signals import METRICS, value_of
@@ -120,6 +123,9 @@ class SloPolicy:
     signal_window_s: float = 60.0
     poll_s: float = 30.0
     scale_down_stabilization_s: float = float(DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS)
+    # spec.concurrencyPerReplica of the in-flight signal; 0 = no spec.inflight (TTFT only)
+    concurrency_per_replica: int = 0
+    prometheus_scrape_s: float = 15.0
     name: str = "slo"
     _behavior: Behavior = field(init=False)
     _state: PipelineState = field(default_factory=PipelineState)
@@ -130,6 +136,8 @@ class SloPolicy:
             raise ValueError(f"slo ttft target: must be > 0, got {self.ttft_target_s}")
         if not 0 < self.percentile < 100:
             raise ValueError(f"slo percentile: must be in (0, 100), got {self.percentile}")
+        if self.concurrency_per_replica < 0:
+            raise ValueError(f"slo concurrency per replica: must be >= 0, got {self.concurrency_per_replica}")
         self._behavior = Behavior.for_llmscaler(
             min_replicas=self.min_replicas, max_replicas=self.max_replicas,
             scale_down_stabilization_seconds=self.scale_down_stabilization_s)
@@ -146,7 +154,14 @@ class SloPolicy:
                               Direction.UPPER, None if observed is None else observed * 1000.0,
                               None if observed is not None else "no first token in the window",
                               target_name="ttftTargetMs")
-        sized = size_llm([objective], current=view.replicas,
+        objectives = [objective]
+        if self.concurrency_per_replica > 0:
+            scrape = _prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
+            inflight = sum(value_of(g, "inflight") for g in scrape.gauges) if scrape is not None else None
+            objectives.append(load_objective(inflight, None if scrape is not None else "no scrape yet",
+                                             concurrency_per_replica=self.concurrency_per_replica,
+                                             current=view.replicas, ready=view.serving))
+        sized = size_llm(objectives, current=view.replicas,
                          bounds=ReplicaBounds(self.min_replicas, self.max_replicas), last=self._last,
                          ready=view.serving)
         self._last = sized.replicas

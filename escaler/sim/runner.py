@@ -38,6 +38,9 @@ from escaler.sim.trace import Arrival
 __all__ = ["ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle", "run_experiment"]
 
 POLICIES = ("apa", "slo", "hpa", "kpa", "oracle")
+# the SLO policy's concurrencyPerReplica by default: the default profile's max batch (64) less
+# headroom for the TTFT objective; docs/simulator.md shows the sweep
+DEFAULT_SLO_CONCURRENCY = 28
 ESCALER_POLICIES = ("apa", "slo")
 BASELINES = ("hpa", "kpa")
 # bisection steps of the oracle's utilization
@@ -57,6 +60,8 @@ class Experiment:
     target: float = 32.0
     # the SLO engine's TTFT percentile
     slo_percentile: float = 90.0
+    # the SLO policy's spec.concurrencyPerReplica for spec.inflight; 0 = TTFT only
+    slo_concurrency: int = DEFAULT_SLO_CONCURRENCY
     poll_s: float = 30.0
     oracle_goal: float = 0.99
     # recorded in the report
@@ -69,6 +74,7 @@ def build(name: str, exp: Experiment) -> Policy:
         return ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s)
     if name == "slo":
         return SloPolicy(exp.slo.ttft_s, o.min_replicas, o.max_replicas, percentile=exp.slo_percentile,
+                         concurrency_per_replica=exp.slo_concurrency,
                          poll_s=exp.poll_s)
     if name == "hpa":
         return HpaPolicy(exp.metric, exp.target)
@@ -166,7 +172,8 @@ def _settings(exp: Experiment) -> dict[str, Any]:
     o = exp.options
     return {**exp.settings, "requests": len(exp.arrivals), "metric": exp.metric, "target": exp.target,
             "poll_s": exp.poll_s, "ttft_slo_s": exp.slo.ttft_s, "tpot_slo_s": exp.slo.tpot_s,
-            "slo_percentile": exp.slo_percentile, "oracle_goal": exp.oracle_goal,
+            "slo_percentile": exp.slo_percentile, "slo_concurrency": exp.slo_concurrency,
+            "oracle_goal": exp.oracle_goal,
             "min_replicas": o.min_replicas, "max_replicas": o.max_replicas,
             "initial_replicas": o.initial_replicas, "profile": asdict(o.profile)}
 

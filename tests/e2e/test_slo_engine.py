@@ -5,6 +5,8 @@
   replicas, recovered → fewer, Prometheus failing → the decision is held and ``Ready=False/
   SignalsMissing`` says so; the manager's ``GET /decisions/{serviceId}`` answers the same decision
   (without a token: the route is public) and 404 for an unknown serviceId;
+* ``spec.inflight`` (the load signal) is accepted by the CRD and keeps a loaded service from the
+  scale-down its low TTFT alone would make;
 * a serviceId defined by an LLMSLORequirement and a JobSLORequirement → 409, and both report
   ``Ready=False/ServiceIdConflict``;
 * a JobSLORequirement sizes ``ceil(depth / maxDepth x current)`` from its target's replicas;
@@ -149,6 +151,27 @@ def test_decision_follows_prometheus_and_is_served(cluster: Cluster, namespace: 
     wait_decision(cluster, ns, "chat", ready_is("True", "Sized"), engine, what="Sized again")
     code, body = get_decision(engine, "no-such-service")
     assert code == 404 and body["error"]["code"] == "not_found"
+
+
+def test_the_inflight_load_signal_holds_a_loaded_service(cluster: Cluster, namespace: str,
+                                                         prometheus: Any, engine: Manager) -> None:
+    ns = namespace
+    ttft, otps, load = f'ttft{{ns="{ns}",q="load"}}', f'otps{{ns="{ns}",q="load"}}', f'inflight{{ns="{ns}"}}'
+    prometheus.set(ttft, 200.0)  # a quarter of the target: TTFT and OTPS alone would go 4 -> 2
+    prometheus.set(otps, 40.0)
+    prometheus.set(load, 60.0)   # 60 in flight on 4 x 16: ratio 0.9375, inside the band → hold 4
+    apply(cluster, ns, deployment("loaded", 4))
+    body = llm_slo("loaded", f"loaded-{ns}", "loaded", ttft, otps)
+    body["spec"]["inflight"] = {"promql": load}
+    apply(cluster, ns, body)
+    obj = wait_decision(cluster, ns, "loaded", lambda o: "inflightPerReplica" in str(o.get("status")),
+                        engine, what="a decision with the in-flight signal")
+    d = obj["status"]["decision"]
+    assert d["replicas"] == 4 and d["signals"]["inflightPerReplica"] == 15.0, d
+    assert d["signals"]["concurrencyPerReplica"] == 16
+    assert "hysteresis band" in d["reason"] and "in-flight requests per serving replica 15" in d["reason"]
+    prometheus.set(load, 8.0)  # the load leaves: TTFT/OTPS (0.5) are the worst → ceil(4 x 0.5 / 0.9) = 3
+    wait_decision(cluster, ns, "loaded", decided(3), engine, what="3 once the load leaves")
 
 
 def test_a_service_id_on_two_kinds_is_409(cluster: Cluster, namespace: str, prometheus: Any,

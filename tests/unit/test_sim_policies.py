@@ -108,6 +108,18 @@ def test_slo_policy_scales_up_by_the_ttft_ratio_and_holds_without_a_signal() -> 
     assert slo.decide(View(90.0, 6, 6, [])) == 6
 
 
+def test_slo_policy_with_the_inflight_signal_keeps_a_loaded_fleet() -> None:
+    # TTFT 0.2 s against 1 s on 4 replicas with 14 in flight each (56 on 4 x 16: ratio 0.875)
+    view = View(30.0, 4, 4, scrapes(30, [14, 14, 14, 14], ttfts=(0.2,)))
+    alone = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, scale_down_stabilization_s=0)
+    assert alone.decide(view) == 1  # ceil(4 x 0.2 / 0.9): the latency ratio alone overshoots
+    loaded = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, scale_down_stabilization_s=0,
+                       concurrency_per_replica=16)
+    assert loaded.decide(view) == 4  # ceil(4 x 0.875 / 0.9) = 4
+    with pytest.raises(ValueError, match="slo concurrency per replica: must be >= 0, got -1"):
+        SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=2, concurrency_per_replica=-1)
+
+
 # ------------------------------------------------------------------ the oracle
 
 

@@ -448,3 +448,29 @@ def test_the_route_is_never_behind_the_status_it_wrote(rig: Rig) -> None:
     rig.reconcile()
     assert len(seen) == 2
     assert all(wrote == served for wrote, served in seen), seen
+
+
+def test_the_inflight_signal_is_read_and_keeps_a_loaded_service_from_a_latency_only_scale_down(
+        rig: Rig) -> None:
+    rig.answers.update({TTFT_Q: 200.0, OTPS_Q: 40.0, "inflight_total": 100.0})
+    rig.api().create(llm_req(concurrencyPerReplica=32, inflight={"promql": "inflight_total"}))
+    rig.reconcile()
+    assert "inflight_total" in rig.queries
+    d = rig.decision()
+    # TTFT and OTPS alone: ceil(4 x 0.5 / 0.9) = 3; 100 in flight on 4 x 32 (0.78) keeps 4
+    assert d["replicas"] == 4, d
+    assert d["signals"]["inflightPerReplica"] == 25.0 and d["signals"]["concurrencyPerReplica"] == 32
+    assert "in-flight requests per serving replica 25 vs target 32" in d["reason"]
+    # the load leaves: sized down to where it fits
+    rig.h.clock.step(POLL)
+    rig.answers["inflight_total"] = 20.0
+    rig.reconcile()
+    assert rig.decision()["replicas"] == 3  # TTFT/OTPS ratio 0.5 is now the worst: ceil(4 x 0.5 / 0.9)
+
+
+def test_a_bad_inflight_spec_names_the_field(rig: Rig) -> None:
+    rig.api().create(llm_req(inflight={"promql": ""}))
+    rig.reconcile()
+    status, reason, message = rig.ready()
+    assert (status, reason) == ("False", "InvalidSpec")
+    assert "spec.inflight.promql: String should have at least 1 character" in message

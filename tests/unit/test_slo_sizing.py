@@ -1,6 +1,7 @@
 """The pure SLO sizing rules (``escaler.scaling.slo``, SPEC §9.2), table-driven: up on TTFT, up on
 OTPS, the worst ratio wins, hold inside the hysteresis band, down with headroom, bounds of each type
-(replica, concurrency, pdengine, zero), the job formula, and missing signals holding the last decision."""
+(replica, concurrency, pdengine, zero), the job formula, missing signals holding the last decision, and
+the in-flight load signal (scale-down by load where a latency ratio would overshoot)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from escaler.scaling.slo import (
     Objective,
     ReplicaBounds,
     bound_replicas,
+    load_objective,
     replica_bounds,
     size_job,
     size_llm,
@@ -54,7 +56,7 @@ LLM_CASES = [
     ([ttft(3000)], 4, ReplicaBounds(1, 8), None, 8, ("capped at bounds.max (8 replicas)",)),
     ([ttft(100)], 8, ReplicaBounds(3, 8), None, 3, ("raised to bounds.min (3 replicas)",)),
     ([ttft(100)], 8, ReplicaBounds(0, 0), None, 0, ("capped at bounds.max (0 replicas)",)),
-    ([], 5, ReplicaBounds(1, 4), None, 4, ("no ttft or otps objective",)),
+    ([], 5, ReplicaBounds(1, 4), None, 4, ("no ttft, otps or inflight signal",)),
 ]
 
 
@@ -220,3 +222,56 @@ def test_replicas_still_starting_count_as_capacity_on_its_way() -> None:
     assert size_llm([ttft(100)], current=8, bounds=UNBOUNDED, last=8, ready=2).replicas == 2
     with pytest.raises(ValueError, match="ready: must be >= 0"):
         size_llm([ttft(100)], current=8, bounds=UNBOUNDED, last=8, ready=-1)
+
+
+def inflight(total: float | None, *, cpr: int = 32, current: int = 4, ready: int | None = None,
+             error: str | None = None) -> Objective:
+    return load_objective(total, error if total is None else None, concurrency_per_replica=cpr,
+                          current=current, ready=ready)
+
+
+def test_a_latency_ratio_alone_overshoots_the_scale_down_the_load_signal_stops_it() -> None:
+    # an idle-looking TTFT (its prefill time) on 4 replicas carrying 100 requests in flight
+    alone = size_llm([ttft(150)], current=4, bounds=UNBOUNDED, last=None)
+    assert alone.replicas == 1
+    both = size_llm([ttft(150), inflight(100)], current=4, bounds=UNBOUNDED, last=None)
+    # the load is the worst ratio: 100 / (4 x 32) = 0.78 → ceil(4 x 0.78 / 0.9) = 4: holds
+    assert both.replicas == 4
+    assert "in-flight requests per serving replica 25 vs target 32 (ratio 0.781)" in both.reason
+    assert both.signals["inflightPerReplica"] == 25.0 and both.signals["concurrencyPerReplica"] == 32
+    lighter = size_llm([ttft(200), inflight(40)], current=4, bounds=UNBOUNDED, last=None)
+    assert lighter.replicas == 2  # ceil(4 x (10/32) / 0.9) = 2: 40 requests at 20 each
+    assert "scale down 4 -> 2" in lighter.reason
+
+
+def test_a_saturated_service_scales_to_the_load_not_to_a_multiple_of_its_queueing_delay() -> None:
+    # TTFT 1.2x the target; 256 in flight on 4 replicas of 32 = ratio 2 → 8
+    d = size_llm([ttft(960), inflight(256)], current=4, bounds=UNBOUNDED, last=None)
+    assert d.replicas == 8 and "scale up 4 -> 8" in d.reason
+
+
+def test_the_load_is_per_ready_replica_while_others_start() -> None:
+    # 6 wanted, 2 ready carry 192 in flight: 96 each vs 32 → 2 x 3 = 6; the starting 4 are on the way
+    o = inflight(192, current=6, ready=2)
+    assert o.observed == 96.0
+    d = size_llm([ttft(700), o], current=6, bounds=UNBOUNDED, last=None, ready=2)
+    assert d.replicas == 6 and "holding 6 while 4 start" in d.reason
+    # none ready yet: per replica is the total (at least 1 serving), never a division by zero
+    assert inflight(50, current=3, ready=0).observed == 50.0
+
+
+@pytest.mark.parametrize(("total", "error", "words"), [
+    (None, "HTTP 503", "inflightPerReplica: HTTP 503"),
+    (float("nan"), None, "inflightPerReplica: the value nan is not a finite number >= 0"),
+    (-3.0, None, "inflightPerReplica: the value -0.75 is not a finite number >= 0"),
+])
+def test_an_unreadable_load_signal_holds_the_last_decision(total: float | None, error: str | None,
+                                                            words: str) -> None:
+    o = load_objective(total, error, concurrency_per_replica=32, current=4, ready=4)
+    d = size_llm([ttft(200), o], current=4, bounds=UNBOUNDED, last=5)
+    assert d.held and d.replicas == 5 and words in d.reason
+
+
+def test_load_objective_refuses_a_concurrency_below_one() -> None:
+    with pytest.raises(ValueError, match="concurrencyPerReplica: must be >= 1, got 0"):
+        load_objective(10.0, None, concurrency_per_replica=0, current=1, ready=1)

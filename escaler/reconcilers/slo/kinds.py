@@ -33,6 +33,7 @@ from escaler.scaling.slo import (
     Direction,
     Objective,
     ReplicaBounds,
+    load_objective,
     replica_bounds,
     size_job,
     size_llm,
@@ -44,6 +45,7 @@ __all__ = ["JOB_KIND", "KINDS", "LLM_KIND", "Invalid", "Plan", "SLOKind", "servi
 # signal names (keys of Decision.signals and of the queries)
 TTFT = "ttftMs"
 OTPS = "otps"
+INFLIGHT = "inflight"
 QUEUE_DEPTH = "queueDepth"
 # the key of a failure that took every signal of a read (the read itself failed)
 ALL_SIGNALS = "*"
@@ -120,7 +122,9 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
         queries.append((TTFT, spec.ttft.promql))
     if spec.otps is not None:
         queries.append((OTPS, spec.otps.promql))
-    ttft, otps = spec.ttft, spec.otps
+    if spec.inflight is not None:
+        queries.append((INFLIGHT, spec.inflight.promql))
+    ttft, otps, inflight, cpr = spec.ttft, spec.otps, spec.inflight, spec.concurrency_per_replica
 
     def size(samples: Mapping[str, Sample], current: int, last: int | None, ready: int | None) -> Decision:
         objectives: list[Objective] = []
@@ -132,6 +136,10 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
             v, e = _reading(samples, OTPS)
             objectives.append(Objective(OTPS, "OTPS", otps.target, Direction.LOWER, v, e,
                                         target_name="otpsTarget"))
+        if inflight is not None:
+            v, e = _reading(samples, INFLIGHT)
+            objectives.append(load_objective(v, e, concurrency_per_replica=cpr, current=current,
+                                             ready=ready))
         return size_llm(objectives, current=current, bounds=bounds, last=last, ready=ready)
 
     return Plan(spec.service_id, ObjectRef.of(spec.target_ref), tuple(queries), bounds, size)
