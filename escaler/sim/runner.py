@@ -41,6 +41,9 @@ POLICIES = ("apa", "slo", "hpa", "kpa", "oracle")
 # the SLO policy's concurrencyPerReplica by default: the default profile's max batch (64) less
 # headroom for the TTFT objective; docs/simulator.md shows the sweep
 DEFAULT_SLO_CONCURRENCY = 28
+# issue 13's decision-quality goal for the SLO engine policy
+GOAL_ATTAINMENT = 0.99
+GOAL_COST_RATIO = 1.2
 ESCALER_POLICIES = ("apa", "slo")
 BASELINES = ("hpa", "kpa")
 # bisection steps of the oracle's utilization
@@ -136,6 +139,13 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
                 out.append(f"{mine} does NOT beat {base}: {m['replica_hours']} vs {b['replica_hours']} "
                            f"replica-hours at {100 * (m['attainment'] or 0):.2f} % vs "
                            f"{100 * (b['attainment'] or 0):.2f} % attainment")
+    if "slo" in by and "oracle" in by and by["oracle"]["replica_hours"]:
+        m, o = by["slo"], by["oracle"]
+        ratio = m["replica_hours"] / o["replica_hours"]
+        met = (m["attainment"] or 0) >= GOAL_ATTAINMENT and ratio <= GOAL_COST_RATIO + 1e-9
+        out.append(f"slo {'meets' if met else 'does NOT meet'} the goal (>= {100 * GOAL_ATTAINMENT:g} % "
+                   f"attainment at <= {GOAL_COST_RATIO:g}x the oracle's replica-hours): "
+                   f"{100 * (m['attainment'] or 0):.2f} % at {ratio:.2f}x")
     return out
 
 

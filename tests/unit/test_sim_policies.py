@@ -169,3 +169,20 @@ def test_the_calibrated_oracle_is_never_costlier_than_a_policy_at_its_attainment
         assert o["attainment"] >= goal, name
         assert oracle.replica_seconds <= run.replica_seconds, (name, oracle.replica_seconds,
                                                                run.replica_seconds)
+
+
+def test_the_verdicts_say_plainly_who_beats_whom_and_whether_the_slo_goal_is_met() -> None:
+    from escaler.sim.runner import verdicts
+
+    def row(p: str, a: float, rh: float) -> dict[str, object]:
+        return {"policy": p, "attainment": a, "replica_hours": rh}
+
+    said = verdicts([row("slo", 0.995, 2.2), row("hpa", 0.99, 2.0), row("kpa", 0.7, 3.0),
+                     row("oracle", 0.996, 1.87)])
+    assert "slo does NOT beat hpa: 2.2 vs 2.0 replica-hours at 99.50 % vs 99.00 % attainment" in said
+    assert "slo beats kpa: 2.2 vs 3.0 replica-hours at 99.50 % vs 70.00 % attainment" in said
+    assert ("slo meets the goal (>= 99 % attainment at <= 1.2x the oracle's replica-hours): "
+            "99.50 % at 1.18x") in said
+    missed = verdicts([row("slo", 0.98, 1.9), row("oracle", 0.99, 1.87)])
+    assert missed == ["slo does NOT meet the goal (>= 99 % attainment at <= 1.2x the oracle's "
+                      "replica-hours): 98.00 % at 1.02x"]
