@@ -4,6 +4,9 @@ Each sub-command lives in its own module under ``escaler.cli`` and registers its
 ``COMMANDS``; a sub-command is listed only once it is implemented, so ``--help`` never
 advertises something that does not work. Exit codes: 0 success, 2 usage error, others as the
 sub-command documents.
+
+``main(argv, prog=...)`` takes the name the help shows: ``kubectl-escaler`` (``escaler.cli.plugin``,
+the kubectl plugin) runs the same commands as ``kubectl escaler``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import escaler
-from escaler.cli import crds, explain, manager, simulate, sloapi
+from escaler.cli import crds, explain, manager, samples, simulate, sloapi
 
 __all__ = ["COMMANDS", "main"]
 
@@ -35,6 +38,7 @@ def _add_version(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Ha
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], Handler]] = {
     "version": _add_version,
     "crds": crds.add_parser,
+    "samples": samples.add_parser,
     "manager": manager.add_parser,
     "explain": explain.add_parser,
     "slo-api": sloapi.add_parser,
@@ -42,9 +46,9 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
 }
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
+def build_parser(prog: str = "escaler") -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     parser = argparse.ArgumentParser(
-        prog="escaler",
+        prog=prog,
         description="Elastic scaling for LLM inference on Kubernetes.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -52,8 +56,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     return parser, handlers
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser, handlers = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = "escaler") -> int:
+    parser, handlers = build_parser(prog)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
