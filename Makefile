@@ -4,8 +4,19 @@ PY_VERSION ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# where `make e2e` and `make demo` run: local (default: the control plane from hack/) or kind (needs Docker)
+E2E_CLUSTER ?= local
+E2E_CLUSTERS := local kind
 
-.PHONY: test unit e2e lint bench crds demo build-cluster clean venv chromium
+.PHONY: test unit e2e e2e-local e2e-kind lint bench crds dist demo demo-local demo-kind build-cluster clean \
+	venv chromium
+
+ifneq ($(filter e2e demo,$(MAKECMDGOALS)),)
+ifneq ($(words $(E2E_CLUSTER))$(filter-out $(E2E_CLUSTERS),$(E2E_CLUSTER)),1)
+$(error E2E_CLUSTER='$(E2E_CLUSTER)' is not allowed: use one of $(E2E_CLUSTERS) (default local, the \
+control plane from hack/; kind needs Docker))
+endif
+endif
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PY_VERSION) -m venv $(VENV)
@@ -29,9 +40,19 @@ test: $(STAMP) chromium
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-e2e: $(STAMP) chromium
+## make e2e [E2E_CLUSTER=local|kind]: the e2e suite on the local control plane (default) or on kind
+e2e: e2e-$(E2E_CLUSTER)
+
+e2e-local: $(STAMP) chromium
 	hack/build.sh
 	$(PY) -m pytest tests/e2e -q
+
+# the Docker check comes first, before the venv, chromium or any binary is built (hack/kind.py)
+e2e-kind:
+	@$(PY_VERSION) hack/kind.py preflight --target e2e
+	@$(MAKE) --no-print-directory venv chromium
+	hack/build.sh k8s helm
+	$(PY) hack/kind.py e2e
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check escaler tests bench examples hack
@@ -41,8 +62,18 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
+## make crds: regenerate manifests/crds, refresh the package's copies (escaler/data/: crds and samples,
+## the wheel's package data) and the chart's copies when the chart exists
 crds: $(STAMP)
 	$(PY) -m escaler crds --out manifests/crds
+	$(PY) -m escaler crds --out escaler/data/crds >/dev/null
+	@if [ -d charts/escaler/crds ]; then $(PY) -m escaler crds --out charts/escaler/crds >/dev/null; fi
+	@mkdir -p escaler/data/samples && rm -f escaler/data/samples/*.yaml && cp manifests/samples/*.yaml escaler/data/samples/
+
+## make dist: the sdist and the wheel (built from the sdist) into dist/
+dist: $(STAMP)
+	rm -rf dist
+	$(PY) -m build --no-isolation --outdir dist .
 
 build-cluster:
 	hack/build.sh
@@ -51,6 +82,14 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
 
 ## make demo: the local control plane and the toolkit's example operator, narrated
-demo: $(STAMP)
+demo: demo-$(E2E_CLUSTER)
+
+demo-local: $(STAMP)
 	hack/build.sh k8s etcd kwok
 	$(PY) hack/demo.py
+
+demo-kind:
+	@$(PY_VERSION) hack/kind.py preflight --target demo
+	@$(MAKE) --no-print-directory venv
+	hack/build.sh k8s helm
+	$(PY) hack/kind.py demo
