@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 import escaler
-from escaler.cli import crds, explain, manager, samples, simulate, sloapi
+from escaler.cli import crds, docs, explain, manager, samples, simulate, sloapi
 
 __all__ = ["COMMANDS", "main"]
 
@@ -38,6 +38,7 @@ def _add_version(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Ha
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], Handler]] = {
     "version": _add_version,
     "crds": crds.add_parser,
+    "docs": docs.add_parser,
     "samples": samples.add_parser,
     "manager": manager.add_parser,
     "explain": explain.add_parser,

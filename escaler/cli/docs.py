@@ -1,0 +1,70 @@
+"""``escaler docs [--out DIR]``: the per-kind API reference, generated from the models.
+
+Renders ``escaler.api.docgen.render_reference`` with the condition catalog of
+``escaler.cli.conditiondocs``. Without ``--out``, prints the pages one after another (each starts
+with the generated-file header). With ``--out DIR``, writes one ``<kind>.md`` per kind plus
+``README.md`` (the index) into DIR (created if missing) and removes any other generated page there
+(one that starts with the header), so a renamed kind leaves nothing stale; other files are left
+alone. ``docs/reference/`` holds the output of ``escaler docs --out docs/reference``, and
+``tests/unit/test_reference_docs.py`` keeps it equal to the generator's. Exit code 0, or 1 when DIR
+cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from escaler.api.docgen import HEADER, render_reference
+from escaler.cli.conditiondocs import condition_docs
+
+__all__ = ["add_parser", "render", "run", "write_dir"]
+
+
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> Callable[[argparse.Namespace], int]:
+    p = sub.add_parser(
+        "docs",
+        help="print or write the per-kind API reference (Markdown)",
+        description="Generate the API reference of every escaler kind (fields, validation rules, condition "
+        "reasons, health rule) from the models; --out writes one <kind>.md per kind plus README.md.",
+    )
+    p.add_argument("--out", metavar="DIR", type=Path, help="write the Markdown pages into DIR")
+    return run
+
+
+def render() -> dict[str, str]:
+    """File name → Markdown of every reference page."""
+    return render_reference(condition_docs())
+
+
+def write_dir(out: Path) -> list[Path]:
+    """Write every page into ``out``, remove stale generated pages; return the files written."""
+    out.mkdir(parents=True, exist_ok=True)
+    pages = render()
+    for stale in sorted(out.glob("*.md")):
+        if stale.name not in pages and stale.read_text(encoding="utf-8").startswith(HEADER):
+            stale.unlink()
+    written = []
+    for name, text in pages.items():
+        path = out / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.out is None:
+        sys.stdout.write("".join(render().values()))
+        return 0
+    try:
+        written = write_dir(args.out)
+    except OSError as err:
+        print(f"escaler docs: {err}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(path)
+    return 0
