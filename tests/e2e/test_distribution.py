@@ -1,0 +1,173 @@
+"""The distribution, built and installed as a user (and the Dockerfile) would.
+
+The wheel is built exactly as the Dockerfile's builder stage builds it: its ``COPY`` sources (read
+from the Dockerfile with dockerfile-parse, minus what ``.dockerignore`` drops) are copied into an
+empty build context, then ``python -m build --no-isolation --wheel`` (the backend is the dev
+virtualenv's; no network build environment). A CLEAN virtualenv (no system site packages) then
+``pip install``s only that wheel, its dependencies from the package index — what the runtime stage
+does — and the test runs its console scripts: ``escaler version``, ``kubectl-escaler --help``,
+``escaler crds`` and ``escaler samples``; checks the CRDs and samples inside the installed package
+are byte-identical to ``manifests/``; and runs ``kubectl escaler version`` through the real
+kubectl binary with the virtualenv's ``bin`` on ``PATH`` (kubectl's plugin mechanism). ``make dist``
+builds the sdist and a wheel with the same files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+import escaler
+from escaler.api.crdgen import render_stream
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")  # .dockerignore's exclusions
+
+
+def _run(*cmd: str | Path, timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, **kw)
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))} exited {r.returncode}:\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def _builder_copies() -> list[str]:
+    parser = DockerfileParser(path=str(ROOT / "Dockerfile"))
+    stages: list[list[dict[str, str]]] = []
+    for ins in parser.structure:
+        if ins["instruction"] == "FROM":
+            stages.append([])
+        elif stages and ins["instruction"] == "COPY":
+            stages[-1].append(ins)
+    return [src for ins in stages[0] for src in shlex.split(ins["value"])[:-1] if not src.startswith("--")]
+
+
+def _wheel_files(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return {n for n in z.namelist() if ".dist-info/" not in n}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    context = tmp_path_factory.mktemp("docker-context")
+    for src in _builder_copies():
+        path = ROOT / src
+        if path.is_dir():
+            shutil.copytree(path, context / src, ignore=IGNORED)
+        else:
+            shutil.copy2(path, context / src)
+    out = tmp_path_factory.mktemp("dist")
+    _run(sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", out, context, timeout=300)
+    wheels = sorted(out.glob("*.whl"))
+    assert [w.name for w in wheels] == [f"escaler-{escaler.__version__}-py3-none-any.whl"]
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("clean-venv") / "venv"
+    _run(sys.executable, "-m", "venv", root)
+    cfg = (root / "pyvenv.cfg").read_text()
+    assert "include-system-site-packages = false" in cfg
+    _run(root / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheel,
+         timeout=600)
+    yield root / "bin"
+
+
+def _in_venv(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # cwd outside the repository: nothing of the checkout can be imported by accident
+    return _run(bin_dir / args[0], *args[1:], cwd=bin_dir.parent)
+
+
+def test_the_wheel_carries_the_crds_samples_trace_and_scripts(wheel: Path) -> None:
+    files = _wheel_files(wheel)
+    for kind in ("crds", "samples"):
+        want = {f"escaler/data/{kind}/{p.name}" for p in (ROOT / "manifests" / kind).glob("*.yaml")}
+        assert want and want <= files, sorted(want - files)
+    assert "escaler/sim/data/AzureLLMInferenceTrace_conv.csv" in files
+    with zipfile.ZipFile(wheel) as z:
+        entry_points = z.read(f"escaler-{escaler.__version__}.dist-info/entry_points.txt").decode()
+    assert "escaler = escaler.cli.main:main" in entry_points
+    assert "kubectl-escaler = escaler.cli.plugin:main" in entry_points
+
+
+def test_escaler_version_runs_from_the_clean_venv(venv: Path) -> None:
+    where = _in_venv(venv, "python", "-c", "import escaler, sys; print(escaler.__file__); print(sys.prefix)")
+    module, prefix = where.stdout.splitlines()
+    assert Path(module).is_relative_to(venv.parent), module
+    assert Path(prefix) == venv.parent
+    out = _in_venv(venv, "escaler", "version").stdout
+    assert out.startswith(f"escaler {escaler.__version__} (python 3.")
+
+
+def test_kubectl_escaler_help_names_itself(venv: Path) -> None:
+    out = _in_venv(venv, "kubectl-escaler", "--help").stdout
+    assert out.startswith("usage: kubectl escaler ")
+    for command in ("explain", "version", "crds", "samples", "manager"):
+        assert command in out
+
+
+def test_the_installed_package_data_equals_manifests(venv: Path) -> None:
+    script = (
+        "import hashlib, json, importlib.resources as r\n"
+        "d = r.files('escaler').joinpath('data')\n"
+        "print(json.dumps({k: {f.name: hashlib.sha256(f.read_bytes()).hexdigest()\n"
+        "                      for f in d.joinpath(k).iterdir()} for k in ('crds', 'samples')}))\n"
+    )
+    installed = json.loads(_in_venv(venv, "python", "-c", script).stdout)
+    for kind in ("crds", "samples"):
+        want = {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in (ROOT / "manifests" / kind).glob("*.yaml")}
+        assert installed[kind] == want, kind
+
+
+def test_crds_and_samples_print_from_the_wheel(venv: Path) -> None:
+    assert _in_venv(venv, "escaler", "crds").stdout == render_stream()
+    names = _in_venv(venv, "escaler", "samples", "--list").stdout.split()
+    assert names == sorted(p.stem for p in (ROOT / "manifests" / "samples").glob("*.yaml"))
+    tidal = _in_venv(venv, "escaler", "samples", "tidal").stdout
+    assert tidal == (ROOT / "manifests" / "samples" / "tidal.yaml").read_text()
+
+
+def _kubectl() -> str:
+    explicit = os.environ.get("KUBECTL")
+    if explicit:
+        return explicit
+    out = _run("bash", ROOT / "hack" / "build.sh", "--print", "k8s", timeout=3600).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)["kubectl"]
+
+
+def test_kubectl_runs_escaler_as_a_plugin(venv: Path) -> None:
+    # the venv's bin first, and no other kubectl-escaler (e.g. the dev .venv's) on PATH
+    rest = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d) / "kubectl-escaler").exists()]
+    env = {**os.environ, "PATH": os.pathsep.join([str(venv), *rest])}
+    kubectl = _kubectl()
+    listed = _run(kubectl, "plugin", "list", env=env, cwd=venv.parent).stdout
+    assert str(venv / "kubectl-escaler") in listed
+    out = _run(kubectl, "escaler", "version", env=env, cwd=venv.parent).stdout
+    assert out.startswith(f"escaler {escaler.__version__} (python 3.")
+    helped = _run(kubectl, "escaler", "explain", "--help", env=env, cwd=venv.parent).stdout
+    assert helped.startswith("usage: kubectl escaler explain ")
+
+
+def test_make_dist_builds_the_sdist_and_the_same_wheel(wheel: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    _run("make", "-s", "-C", ROOT, "dist", env=env, timeout=600)
+    built = sorted(p.name for p in (ROOT / "dist").iterdir())
+    version = escaler.__version__
+    assert built == [f"escaler-{version}-py3-none-any.whl", f"escaler-{version}.tar.gz"]
+    assert _wheel_files(ROOT / "dist" / built[0]) == _wheel_files(wheel)
