@@ -276,3 +276,39 @@ def test_the_health_rule_names_every_waiting_reason() -> None:
     health = conditiondocs.condition_docs()["ElasticScaler"].health
     for reason in scaler_conditions.WAITING_REASONS:
         assert f"`{reason}`" in health
+
+
+# ------------------------------------------------------------------ the README's kinds and troubleshooting
+
+README = ROOT / "README.md"
+
+
+def _section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else None]
+
+
+def test_the_readme_has_one_valid_example_per_kind() -> None:
+    from escaler.api.registry import parse
+    from escaler.api.rules import validate
+
+    blocks = re.findall(r"```yaml\n(.*?)```", _section("The kinds"), re.S)
+    assert len(blocks) == 1, "The kinds: one ```yaml block with one example per kind"
+    docs = [d for d in yaml.safe_load_all(blocks[0]) if d]
+    assert sorted(d["kind"] for d in docs) == sorted(KINDS)
+    for doc in docs:
+        model = parse(doc)
+        assert validate(model, admission=True) == [], doc["kind"]
+
+
+def test_the_readme_troubleshooting_names_only_real_reasons() -> None:
+    section = _section("Troubleshooting by condition reason")
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 10
+    documented = _documented(KINDS)
+    named = {r for line in rows for r in re.findall(r"`([A-Z][A-Za-z]+)`", line.split(" | ")[0])}
+    assert named and named <= documented, f"not reasons of any kind: {sorted(named - documented)}"
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", section):
+        assert (ROOT / target).exists(), f"README troubleshooting: broken link {target}"
