@@ -32,6 +32,8 @@ from dockerfile_parse import DockerfileParser
 import escaler
 from escaler.api.crdgen import render_stream
 
+from .conftest import Cluster
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,3 +173,28 @@ def test_make_dist_builds_the_sdist_and_the_same_wheel(wheel: Path) -> None:
     version = escaler.__version__
     assert built == [f"escaler-{version}-py3-none-any.whl", f"escaler-{version}.tar.gz"]
     assert _wheel_files(ROOT / "dist" / built[0]) == _wheel_files(wheel)
+
+
+def test_the_wheels_crds_samples_and_explain_work_on_a_cluster(venv: Path, cluster: Cluster,
+                                                                namespace: str) -> None:
+    """What the README's Install section shows: ``escaler crds | kubectl apply``, ``escaler samples``,
+    ``kubectl escaler explain -n NS NAME``, all from the wheel, against the real control plane."""
+    crds = _in_venv(venv, "escaler", "crds").stdout
+    applied = cluster.kubectl("apply", "--server-side", "-f", "-", input=crds)
+    names = sorted(p.stem for p in (ROOT / "manifests" / "crds").glob("*.yaml"))
+    for name in names:
+        assert f"customresourcedefinition.apiextensions.k8s.io/{name} serverside-applied" in applied
+    samples = _in_venv(venv, "escaler", "samples").stdout
+    created = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=samples)
+    assert "elasticscaler.elasticscaler.io/llama-decode created" in created
+    assert "tidal.tidal.io/llama-office-hours created" in created
+    rest = [d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and not (Path(d) / "kubectl-escaler").exists()]
+    env = {**os.environ, "PATH": os.pathsep.join([str(venv), *rest]), "KUBECONFIG": str(cluster.kubeconfig)}
+    explained = _run(cluster.kubectl_bin, "escaler", "explain", "-n", namespace, "llama-decode", env=env,
+                     cwd=venv.parent).stdout
+    assert f"ElasticScaler {namespace}/llama-decode" in explained
+    missing = subprocess.run([cluster.kubectl_bin, "escaler", "explain", "-n", namespace, "nope"], env=env,
+                             cwd=venv.parent, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1
+    assert f"ElasticScaler {namespace}/nope: not found" in missing.stderr
