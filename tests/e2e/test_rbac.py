@@ -1,7 +1,10 @@
 """The RBAC in ``manifests/rbac/manager.yaml`` is all the manager needs (issue 9, docs/security.md).
 
-A manager runs as a user outside ``system:masters``, bound to exactly the shipped ClusterRole (and
-the leader-election Role in its namespace), with leader election on. It must lead, scale a
+A manager runs as a user outside ``system:masters``, bound to exactly the shipped roles of
+``manifests/rbac/manager.yaml`` (the ClusterRole, the leader-election Role in its namespace, and the
+``escaler-manager-metrics`` ClusterRole with the one External metric its scalers read, added as
+docs/install.md says) and the per-namespace Role of ``manifests/rbac/bearer-tokens.yaml``, with
+leader election on. It must lead, scale a
 Deployment through ``/scale`` on an External metric, run a ``scalingAlgorithm: HPA`` scaler's
 companion HPA, scale a Deployment from an LLMScaler's Prometheus query, write status and Events,
 and never be refused: no 403 in the audit log for its
@@ -43,8 +46,22 @@ LEASE = "escaler-rbac"
 RBAC = "rbac.authorization.k8s.io"
 
 
+# what a user adds to escaler-manager-metrics for the External metric the scalers below read
+QUEUE_METRIC_RULE = {"apiGroups": ["external.metrics.k8s.io"], "resources": ["queue"],
+                     "verbs": ["get", "list"]}
+
+
 def _manifests() -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac" / "manager.yaml").read_text()) if d]
+    """The shipped Roles and ClusterRoles (their bindings name the in-cluster ServiceAccount; this
+    test binds the same roles to its own user instead)."""
+    docs = []
+    for name in ("manager.yaml", "bearer-tokens.yaml"):
+        docs += [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac" / name).read_text())
+                 if d and d["kind"] in ("ClusterRole", "Role")]
+    for doc in docs:
+        if doc["metadata"]["name"] == "escaler-manager-metrics":
+            doc["rules"] = [QUEUE_METRIC_RULE]
+    return docs
 
 
 def _bind(cluster: Cluster, ns: str) -> None:

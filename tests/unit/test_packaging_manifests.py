@@ -1,0 +1,521 @@
+"""The deployment packaging: the kustomize base, its overlays and webhook component, and the Helm chart.
+
+Renders with the real tools (``kubectl kustomize`` and ``helm`` from ``~/.cache/escaler``, built by
+``hack/build.sh``; a missing binary fails the test and names the command that builds it) and
+checks what a platform engineer relies on:
+
+* ``helm lint`` passes; ``helm template`` renders with the default values and with the webhook and
+  the ServiceMonitor on; ``values.schema.json`` refuses a bad value and the error names the field;
+* the chart and the base render the same objects, the same RBAC rules (the chart's rules are a copy
+  of ``manifests/rbac/``) and the same effective flags (parsed by escaler's own argument parser, so
+  every flag a manifest passes exists and a flag given twice takes its last value, as the overlays
+  rely on);
+* no Role or ClusterRole anywhere has a wildcard verb, resource or API group, and none grants
+  Secrets cluster-wide;
+* every Deployment runs non-root with a read-only root filesystem, no privilege escalation, all
+  capabilities dropped, the RuntimeDefault seccomp profile, requests and limits, and liveness and
+  readiness probes on the ports its process serves; NetworkPolicies admit exactly those ports;
+* the chart's CRDs are byte-identical to ``manifests/crds/`` (``make crds`` refreshes both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import escaler
+from escaler.cli.flags import duration_seconds
+from escaler.cli.main import build_parser
+from escaler.runtime.manager import DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT
+from escaler.runtime.server import parse_bind_address
+
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+CHART = ROOT / "charts" / "escaler"
+RELEASE = "escaler"
+NAMESPACE = "escaler-system"
+IMAGE = f"ghcr.io/escaler/escaler:{escaler.__version__}"
+ROLE_KINDS = ("ClusterRole", "Role")
+BINDING_KINDS = ("ClusterRoleBinding", "RoleBinding")
+
+Obj = dict[str, Any]
+
+
+# --- the tools ----------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for line in (ROOT / "hack" / "versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def cached_binary(component: str, name: str) -> str:
+    """The path ``hack/build.sh --print`` prints for ``name`` (same cache layout, nothing built)."""
+    cache_dir = Path(os.environ.get("ESCALER_CACHE") or Path.home() / ".cache" / "escaler")
+    version = _versions()["K8S_VERSION" if component == "k8s" else f"{component.upper()}_VERSION"]
+    path = cache_dir / f"{component}-{version}" / "bin" / name
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{name} is not built ({path} missing): run `hack/build.sh {component}`")
+    return str(path)
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+
+def _docs(text: str) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+@cache
+def kustomize(path: str) -> tuple[Obj, ...]:
+    r = _run(cached_binary("k8s", "kubectl"), "kustomize", str(MANIFESTS / path))
+    assert r.returncode == 0, f"kubectl kustomize manifests/{path} failed:\n{r.stderr}"
+    return tuple(_docs(r.stdout))
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    return _run(cached_binary("helm", "helm"), *args)
+
+
+@cache
+def chart(*sets: str) -> tuple[Obj, ...]:
+    """``helm template`` of the chart as release ``escaler`` in ``escaler-system``, CRDs included."""
+    flags = [a for s in sets for a in ("--set", s)]
+    r = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, "--include-crds", *flags)
+    assert r.returncode == 0, f"helm template {' '.join(flags)} failed:\n{r.stderr}"
+    return tuple(_docs(r.stdout))
+
+
+WEBHOOK_ON = ("webhook.enabled=true", "serviceMonitor.enabled=true")
+PRODUCTION_LIKE = ("webhook.enabled=true", "manager.podDisruptionBudget.enabled=true",
+                   "manager.replicas=2")
+
+RENDERS = {
+    "base": lambda: kustomize("base"),
+    "overlay dev": lambda: kustomize("overlays/dev"),
+    "overlay production": lambda: kustomize("overlays/production"),
+    "chart defaults": lambda: chart(),
+    "chart webhook+serviceMonitor": lambda: chart(*WEBHOOK_ON),
+    "chart metrics RBAC": lambda: chart("rbac.customMetrics={vllm_num_requests_waiting}",
+                                        "rbac.externalMetrics={queue_depth}"),
+    "chart without SLO API": lambda: chart("sloApi.enabled=false"),
+}
+
+
+def by_kind(objs: tuple[Obj, ...], kind: str) -> dict[str, Obj]:
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == kind}
+
+
+def one(objs: tuple[Obj, ...], kind: str, name: str) -> Obj:
+    found = by_kind(objs, kind)
+    assert name in found, f"no {kind} {name}; have {sorted(found)}"
+    return found[name]
+
+
+def containers(objs: tuple[Obj, ...]) -> Iterator[tuple[str, Obj, Obj]]:
+    for name, dep in by_kind(objs, "Deployment").items():
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            yield name, dep, c
+
+
+def flags_of(container: Obj) -> argparse.Namespace:
+    """The container's args as ``escaler`` parses them (the image's ENTRYPOINT is ``escaler``)."""
+    parser, _ = build_parser()
+    try:
+        return parser.parse_args(container["args"])
+    except SystemExit:
+        raise AssertionError(f"escaler refuses the args {container['args']}") from None
+
+
+# --- helm lint, helm template, the schema -------------------------------------------------------
+
+
+def test_helm_lint_passes() -> None:
+    r = helm("lint", str(CHART), "--strict")
+    assert r.returncode == 0 and "0 chart(s) failed" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("sets", [(), WEBHOOK_ON, ("sloApi.enabled=false",)],
+                         ids=["defaults", "webhook-and-servicemonitor", "no-slo-api"])
+def test_helm_lint_passes_with_values(sets: tuple[str, ...]) -> None:
+    flags = [a for s in sets for a in ("--set", s)]
+    r = helm("lint", str(CHART), "--strict", *flags)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_webhook_and_the_servicemonitor_are_off_by_default() -> None:
+    objs = chart()
+    kinds = {o["kind"] for o in objs}
+    assert "ValidatingWebhookConfiguration" not in kinds and "ServiceMonitor" not in kinds
+    dep = one(objs, "Deployment", "escaler-manager")
+    assert flags_of(dep["spec"]["template"]["spec"]["containers"][0]).webhook_port == 0
+
+
+def test_webhook_and_servicemonitor_render_when_enabled() -> None:
+    objs = chart(*WEBHOOK_ON)
+    monitor = one(objs, "ServiceMonitor", "escaler-manager")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    # it selects the metrics Service, by labels that Service has, on a port that Service names
+    metrics = one(objs, "Service", "escaler-manager-metrics")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= metrics["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in metrics["spec"]["ports"]]
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    config = one(objs, "ValidatingWebhookConfiguration", "escaler-validating-webhook")
+    service = one(objs, "Service", "escaler-webhook")
+    for hook in config["webhooks"]:
+        ref = hook["clientConfig"]["service"]
+        assert (ref["name"], ref["namespace"], ref["port"]) == ("escaler-webhook", NAMESPACE, 443)
+    assert [p["port"] for p in service["spec"]["ports"]] == [443]
+    dep = one(objs, "Deployment", "escaler-manager")
+    args = flags_of(dep["spec"]["template"]["spec"]["containers"][0])
+    assert args.webhook_port == 9443
+    _assert_mounted_secret(dep, args.webhook_cert_dir, "escaler-webhook-tls")
+
+
+def _webhooks(config: Obj) -> list[Obj]:
+    """The webhooks without what an install fills in (the CA bundle)."""
+    out = []
+    for hook in config["webhooks"]:
+        h = yaml.safe_load(yaml.safe_dump(hook))
+        h["clientConfig"].pop("caBundle", None)
+        out.append(h)
+    return out
+
+
+def test_the_charts_webhook_configuration_is_the_generated_one() -> None:
+    generated = yaml.safe_load((MANIFESTS / "webhook" / "validating-webhook-configuration.yaml").read_text())
+    rendered = one(chart(*WEBHOOK_ON), "ValidatingWebhookConfiguration", "escaler-validating-webhook")
+    assert _webhooks(rendered) == _webhooks(generated)
+    cert_manager = chart(*WEBHOOK_ON, "webhook.certManagerCertificate=escaler-system/escaler-webhook")
+    injected = one(cert_manager, "ValidatingWebhookConfiguration", "escaler-validating-webhook")
+    annotations = injected["metadata"]["annotations"]
+    assert annotations == {"cert-manager.io/inject-ca-from": "escaler-system/escaler-webhook"}
+    assert all("caBundle" not in h["clientConfig"] for h in injected["webhooks"])
+
+
+@pytest.mark.parametrize(("value", "field"), [
+    ("manager.replicas=-1", "/manager/replicas"),
+    ("sloApi.replicas=-2", "/sloApi/replicas"),
+    ("logFormat=xml", "/logFormat"),
+    ("logLevel=trace", "/logLevel"),
+    ("pollInterval=30x", "/pollInterval"),
+    ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ("sloApi.auth=basic", "/sloApi/auth"),
+    ("webhook.failurePolicy=Maybe", "/webhook/failurePolicy"),
+    ("rbac.externalMetrics={*}", "/rbac/externalMetrics/0"),
+    ("rbac.customMetrics={pods/x}", "/rbac/customMetrics/0"),
+    ("networkPolicy.endpointPorts={70000}", "/networkPolicy/endpointPorts/0"),
+    ("manager.replica=3", "/manager"),
+], ids=lambda v: str(v))
+def test_a_bad_value_is_refused_naming_the_field(value: str, field: str) -> None:
+    r = helm("template", RELEASE, str(CHART), "--set", value)
+    assert r.returncode != 0, f"helm accepted {value}"
+    assert "values don't meet the specifications of the schema" in r.stderr, r.stderr
+    assert f"at '{field}'" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("text", ["30s", "2m", "1h30m", "500ms", "0", "30", "0.5", "1.5h", "10us", "µs",
+                                  "30x", "-1s", "s", "", "1h 30m", "1e3s", "30S", ".5s", "1.s"])
+def test_the_schemas_poll_interval_rule_is_the_managers(text: str) -> None:
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+    pattern = schema["properties"]["pollInterval"]["pattern"]
+    try:
+        duration_seconds(text)
+        accepted = True
+    except argparse.ArgumentTypeError:
+        accepted = False
+    assert bool(re.search(pattern, text)) == accepted, (text, accepted)
+
+
+def test_the_charts_version_is_escalers() -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert meta["version"] == meta["appVersion"] == escaler.__version__
+
+
+# --- CRDs ---------------------------------------------------------------------------------------
+
+
+def test_the_charts_crds_are_byte_identical_to_manifests() -> None:
+    want = {p.name: p.read_bytes() for p in sorted((MANIFESTS / "crds").glob("*.yaml"))}
+    have = {p.name: p.read_bytes() for p in sorted((CHART / "crds").iterdir())}
+    drift = sorted(set(have) ^ set(want)) + sorted(n for n in want if n in have and have[n] != want[n])
+    assert want and not drift, (
+        f"charts/escaler/crds differs from manifests/crds ({', '.join(drift)}): run make crds")
+
+
+def test_the_crds_kustomization_lists_every_crd() -> None:
+    listed = yaml.safe_load((MANIFESTS / "crds" / "kustomization.yml").read_text())["resources"]
+    files = sorted(p.name for p in (MANIFESTS / "crds").glob("*.yaml"))
+    assert sorted(listed) == files, (
+        f"manifests/crds/kustomization.yml lists {sorted(listed)}, the directory has {files}: "
+        "add or remove the entries")
+    crds = by_kind(kustomize("base"), "CustomResourceDefinition")
+    assert len(crds) == len(files)
+
+
+# --- the chart renders what the base renders ----------------------------------------------------
+
+
+def _identity(objs: tuple[Obj, ...]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] != "Namespace"}
+
+
+def test_the_chart_renders_the_objects_of_the_base() -> None:
+    assert _identity(chart()) == _identity(kustomize("base"))
+
+
+def test_the_chart_with_the_webhook_and_a_pdb_renders_the_objects_of_the_production_overlay() -> None:
+    assert _identity(chart(*PRODUCTION_LIKE)) == _identity(kustomize("overlays/production"))
+
+
+def _flags(objs: tuple[Obj, ...]) -> dict[str, dict[str, Any]]:
+    return {name: vars(flags_of(c)) for name, _, c in containers(objs)}
+
+
+def test_the_chart_runs_the_processes_of_the_base_with_the_same_flags() -> None:
+    assert _flags(chart()) == _flags(kustomize("base"))
+
+
+def test_the_chart_with_the_webhook_runs_the_manager_as_the_production_overlay_does() -> None:
+    assert _flags(chart(*PRODUCTION_LIKE)) == _flags(kustomize("overlays/production"))
+
+
+def _rules(objs: tuple[Obj, ...]) -> dict[tuple[str, str], list[Obj]]:
+    return {(o["kind"], o["metadata"]["name"]): o.get("rules") or [] for o in objs if o["kind"] in ROLE_KINDS}
+
+
+def _bindings(objs: tuple[Obj, ...]) -> dict[tuple[str, str], Obj]:
+    return {(o["kind"], o["metadata"]["name"]): {"roleRef": o["roleRef"], "subjects": o["subjects"],
+                                                 "namespace": o["metadata"].get("namespace")}
+            for o in objs if o["kind"] in BINDING_KINDS}
+
+
+def test_the_chart_and_the_base_grant_the_same_rbac() -> None:
+    chart_rules, base_rules = _rules(chart()), _rules(kustomize("base"))
+    assert chart_rules.keys() == base_rules.keys()
+    for key, rules in base_rules.items():
+        assert chart_rules[key] == rules, f"{key[0]} {key[1]}: the chart's rules differ from manifests/rbac"
+    assert _bindings(chart()) == _bindings(kustomize("base"))
+
+
+def test_the_charts_metric_names_become_rules_without_wildcards() -> None:
+    role = one(RENDERS["chart metrics RBAC"](), "ClusterRole", "escaler-manager-metrics")
+    assert role["rules"] == [
+        {"apiGroups": ["custom.metrics.k8s.io"], "resources": ["pods/vllm_num_requests_waiting"],
+         "verbs": ["get", "list"]},
+        {"apiGroups": ["external.metrics.k8s.io"], "resources": ["queue_depth"], "verbs": ["get", "list"]},
+    ]
+
+
+# --- RBAC: least privilege ----------------------------------------------------------------------
+
+
+def _all_roles() -> Iterator[tuple[str, Obj]]:
+    for where, render in RENDERS.items():
+        for o in render():
+            if o["kind"] in ROLE_KINDS:
+                yield where, o
+    for path in sorted((MANIFESTS / "rbac").glob("*.yaml")):
+        for o in _docs(path.read_text()):
+            if o["kind"] in ROLE_KINDS:
+                yield f"manifests/rbac/{path.name}", o
+
+
+def test_no_role_has_a_wildcard() -> None:
+    found = []
+    for where, role in _all_roles():
+        for i, rule in enumerate(role.get("rules") or []):
+            for field in ("verbs", "resources", "apiGroups", "nonResourceURLs"):
+                bad = [v for v in rule.get(field, []) if "*" in v]
+                if bad:
+                    name = f"{role['kind']} {role['metadata']['name']}"
+                    found.append(f"{where}: {name} rules[{i}].{field} {bad}")
+    assert not found, "\n".join(found)
+
+
+def test_no_cluster_role_grants_secrets() -> None:
+    for where, role in _all_roles():
+        for rule in role.get("rules") or []:
+            if "secrets" in rule.get("resources", []):
+                name = role["metadata"]["name"]
+                assert role["kind"] == "Role", f"{where}: ClusterRole {name} grants Secrets"
+
+
+def test_every_binding_names_a_service_account_of_the_release() -> None:
+    for where in ("base", "chart defaults"):
+        objs = RENDERS[where]()
+        accounts = set(by_kind(objs, "ServiceAccount"))
+        roles = {(o["kind"], o["metadata"]["name"]) for o in objs if o["kind"] in ROLE_KINDS}
+        for b in (o for o in objs if o["kind"] in BINDING_KINDS):
+            assert (b["roleRef"]["kind"], b["roleRef"]["name"]) in roles, (where, b["metadata"]["name"])
+            for s in b["subjects"]:
+                assert s["kind"] == "ServiceAccount" and s["name"] in accounts, (where, s)
+                assert s["namespace"] == NAMESPACE, (where, s)
+
+
+# --- Deployments --------------------------------------------------------------------------------
+
+
+def _ports(container: Obj) -> dict[str, int]:
+    return {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+
+
+def _served_ports(container: Obj) -> set[int]:
+    """The TCP ports the process binds, from its own flags."""
+    args = flags_of(container)
+    addresses = ([args.metrics_bind_address, args.health_probe_bind_address, args.api_bind_address]
+                 if args.command == "manager" else [args.bind_address])
+    ports = {bound[1] for a in addresses if (bound := parse_bind_address(a)) is not None}
+    if args.command == "manager" and args.webhook_port:
+        ports.add(args.webhook_port)
+    return ports
+
+
+def _probe_port(container: Obj) -> int:
+    """The port of ``/healthz`` and ``/readyz``: the manager's probe server, the SLO API's only one."""
+    args = flags_of(container)
+    address = args.health_probe_bind_address if args.command == "manager" else args.bind_address
+    bound = parse_bind_address(address)
+    assert bound is not None, f"{container['name']} serves no probes"
+    return bound[1]
+
+
+def _assert_mounted_secret(dep: Obj, path: str, secret: str) -> None:
+    spec = dep["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in spec["containers"][0]["volumeMounts"]}
+    assert path in mounts and mounts[path].get("readOnly"), f"{path} is not mounted read-only"
+    volume = next(v for v in spec["volumes"] if v["name"] == mounts[path]["name"])
+    assert volume["secret"]["secretName"] == secret
+
+
+@pytest.mark.parametrize("where", list(RENDERS))
+def test_every_deployment_is_locked_down(where: str) -> None:
+    objs = RENDERS[where]()
+    seen = 0
+    for name, dep, c in containers(objs):
+        seen += 1
+        what = f"{where}: Deployment {name} container {c['name']}"
+        pod = dep["spec"]["template"]["spec"]
+        psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
+        assert psc.get("runAsNonRoot") is True or csc.get("runAsNonRoot") is True, what
+        assert (csc.get("seccompProfile") or psc.get("seccompProfile")) == {"type": "RuntimeDefault"}, what
+        assert csc.get("allowPrivilegeEscalation") is False, what
+        assert csc.get("readOnlyRootFilesystem") is True, what
+        assert csc.get("capabilities", {}).get("drop") == ["ALL"], what
+        assert not csc.get("privileged") and not csc.get("capabilities", {}).get("add"), what
+        for bound in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(c["resources"].get(bound, {})), f"{what}: resources.{bound}"
+        assert c["image"] == IMAGE or where.startswith("chart"), f"{what}: image {c['image']}"
+        assert pod.get("automountServiceAccountToken", True) and pod["serviceAccountName"], what
+        # probes: HTTP GETs of /healthz and /readyz on the port the process serves them on
+        ports = _ports(c)
+        served = _served_ports(c)
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            get = c[probe]["httpGet"]
+            assert get["path"] == path, f"{what}: {probe} path {get['path']}"
+            assert ports.get(get["port"]) == _probe_port(c), f"{what}: {probe} port {get['port']}"
+        assert set(ports.values()) == served, f"{what}: container ports {ports} vs served {served}"
+        # the writable /tmp (the image's MPLCONFIGDIR, the API's self-signed certificate)
+        tmp = [m for m in c["volumeMounts"] if m["mountPath"] == "/tmp"]
+        assert tmp and any(v["name"] == tmp[0]["name"] and "emptyDir" in v for v in pod["volumes"]), what
+    assert seen >= 1
+
+
+@pytest.mark.parametrize("where", ["base", "chart defaults"])
+def test_the_manager_is_leader_elected_and_shuts_down_within_its_grace_period(where: str) -> None:
+    dep = one(RENDERS[where](), "Deployment", "escaler-manager")
+    pod = dep["spec"]["template"]["spec"]
+    args = flags_of(pod["containers"][0])
+    assert dep["spec"]["replicas"] == 2 and args.leader_elect
+    assert args.leader_election_namespace == ""  # the pod's own namespace, where the Role grants leases
+    grace = pod["terminationGracePeriodSeconds"]
+    assert DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT < grace <= DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT + 10
+    assert (args.log_format, args.log_level, args.metrics_trigger_poll_interval) == ("json", "info", 30.0)
+
+
+def test_the_dev_overlay_runs_one_manager_with_debug_console_logs() -> None:
+    objs = kustomize("overlays/dev")
+    assert one(objs, "Deployment", "escaler-manager")["spec"]["replicas"] == 1
+    for name, _, c in containers(objs):
+        args = flags_of(c)
+        assert (args.log_format, args.log_level) == ("console", "debug"), name
+    assert "ValidatingWebhookConfiguration" not in {o["kind"] for o in objs}
+
+
+def test_the_production_overlay_has_the_webhook_a_pdb_and_spread() -> None:
+    objs = kustomize("overlays/production")
+    dep = one(objs, "Deployment", "escaler-manager")
+    assert dep["spec"]["replicas"] == 2
+    args = flags_of(dep["spec"]["template"]["spec"]["containers"][0])
+    assert args.webhook_port == 9443 and args.log_format == "json"
+    _assert_mounted_secret(dep, args.webhook_cert_dir, "escaler-webhook-tls")
+    pdb = one(objs, "PodDisruptionBudget", "escaler-manager")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    spread = dep["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert {s["topologyKey"] for s in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    config = one(objs, "ValidatingWebhookConfiguration", "escaler-validating-webhook")
+    service = one(objs, "Service", "escaler-webhook")
+    assert {h["clientConfig"]["service"]["name"] for h in config["webhooks"]} == {"escaler-webhook"}
+    assert service["spec"]["ports"][0]["targetPort"] == "webhook"
+
+
+# --- Services and NetworkPolicies ---------------------------------------------------------------
+
+
+def _pods_of(objs: tuple[Obj, ...], selector: dict[str, str]) -> list[Obj]:
+    return [c for _, dep, c in containers(objs)
+            if selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()]
+
+
+@pytest.mark.parametrize("where", list(RENDERS))
+def test_every_service_reaches_a_served_port(where: str) -> None:
+    objs = RENDERS[where]()
+    for name, svc in by_kind(objs, "Service").items():
+        pods = _pods_of(objs, svc["spec"]["selector"])
+        assert pods, f"{where}: Service {name} selects no pod"
+        for port in svc["spec"]["ports"]:
+            for c in pods:
+                target = _ports(c).get(port["targetPort"])
+                assert target in _served_ports(c), f"{where}: Service {name} {port}"
+
+
+@pytest.mark.parametrize("where", list(RENDERS))
+def test_network_policies_admit_exactly_the_served_ports(where: str) -> None:
+    objs = RENDERS[where]()
+    policies = by_kind(objs, "NetworkPolicy")
+    for name, _, c in containers(objs):
+        dep_labels = one(objs, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
+        mine = [p for p in policies.values()
+                if p["spec"]["podSelector"]["matchLabels"].items() <= dep_labels.items()]
+        assert len(mine) == 1, f"{where}: Deployment {name} has {len(mine)} NetworkPolicies"
+        spec = mine[0]["spec"]
+        assert spec["policyTypes"] == ["Ingress", "Egress"]
+        admitted = {p["port"] for rule in spec["ingress"] for p in rule["ports"]}
+        assert admitted == _served_ports(c), f"{where}: {name} ingress {admitted}"
+        egress = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
+        assert {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443)} <= egress, f"{where}: {name}"
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_standard() -> None:
+    ns = one(kustomize("base"), "Namespace", NAMESPACE)
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    namespaced = [o for o in kustomize("base") if o["kind"] not in (
+        "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding")]
+    assert {o["metadata"].get("namespace") for o in namespaced} == {NAMESPACE}
