@@ -2,15 +2,26 @@
 
 Parses and validates the flags (a bad value exits 2 with a message naming the flag), sets up
 structured logging, builds a ``Manager`` (probes, metrics, leader election, graceful shutdown on
-SIGTERM), adds the validating admission webhook when ``--webhook-port`` is not 0, registers the
-reconcilers, and runs until stopped. Exit codes: 0 after a graceful stop, 1 when the manager
-fails (no cluster configuration, a bind failure, a lost lease), 2 for a usage error.
+SIGTERM), adds the validating admission webhook when a serving certificate is configured,
+registers the reconcilers, logs what it serves where, and runs until stopped. Exit codes: 0 after
+a graceful stop, 1 when the manager fails (no cluster configuration, a bind failure, a lost
+lease), 2 for a usage error.
 
-The webhook needs a serving certificate: ``--webhook-cert-dir DIR`` (``DIR/tls.crt`` and
-``DIR/tls.key``, the layout of a mounted ``kubernetes.io/tls`` Secret, cert-manager's or
-``hack/webhook-certs.sh``'s) or ``--webhook-cert-file`` with ``--webhook-key-file``. Without one,
-a non-zero ``--webhook-port`` is refused (exit 2) rather than silently serving no webhook: pass
-``--webhook-port=0`` to run without it.
+The webhook is served only with a serving certificate: ``--webhook-cert-dir DIR`` (``DIR/tls.crt``
+and ``DIR/tls.key``, the layout of a mounted ``kubernetes.io/tls`` Secret, cert-manager's or
+``hack/webhook-certs.sh``'s) or ``--webhook-cert-file`` with ``--webhook-key-file``; it then
+listens on ``--webhook-port`` (default 9443). Without a certificate (``resolve_webhook``):
+
+* no webhook flag at all (the bare ``escaler manager``) → the manager runs without the webhook
+  and says so in its start-up summary, naming the script and the flags that enable it;
+* an explicit non-zero ``--webhook-port`` → refused (exit 2) with a message naming the
+  certificate flags, rather than silently serving no webhook;
+* ``--webhook-port=0`` → no webhook, whatever else is given.
+
+At start the manager logs what it serves where (``served_endpoints``): one line
+``serving <component>: ...`` (in JSON with a ``component`` field) each for the API server
+(address, TLS, routes), the health probes, the metrics, the webhook (or why it is off) and leader
+election (on with its Lease, or off).
 
 The API server (``--api-bind-address``, default ``:8082``; ``0`` disables it) carries the routes
 reconcilers register on ``mgr.api_server`` (the SignalTrigger push, the SLO decisions). It serves
@@ -85,13 +96,18 @@ __all__ = [
     "DEFAULT_API_BIND_ADDRESS",
     "DEFAULT_METRICS_TRIGGER_POLL_INTERVAL",
     "EXIT_USAGE",
+    "WEBHOOK_OFF_BY_FLAG",
+    "WEBHOOK_OFF_NO_CERT",
     "ManagerFlags",
     "UsageError",
+    "WebhookServing",
     "add_parser",
     "build_manager",
     "flags_from_args",
     "register_reconcilers",
+    "resolve_webhook",
     "run",
+    "served_endpoints",
 ]
 
 DEFAULT_API_BIND_ADDRESS = ":8082"
@@ -230,9 +246,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrent-reconciles", metavar="N", type=positive_int,
                    default=DEFAULT_MAX_CONCURRENT_RECONCILES,
                    help=f"workers per controller (default: {DEFAULT_MAX_CONCURRENT_RECONCILES})")
-    p.add_argument("--webhook-port", metavar="PORT", type=port, default=DEFAULT_WEBHOOK_PORT,
-                   help="HTTPS port of the validating admission webhook; 0 disables it "
-                        f"(default: {DEFAULT_WEBHOOK_PORT})")
+    p.add_argument("--webhook-port", metavar="PORT", type=port, default=None,
+                   help="HTTPS port of the validating admission webhook, served only with a certificate "
+                        "(--webhook-cert-dir, or --webhook-cert-file and --webhook-key-file); without "
+                        "one the webhook is off, and this flag given with a non-zero port is an error; "
+                        f"0 disables it (default: {DEFAULT_WEBHOOK_PORT})")
     p.add_argument("--webhook-cert-dir", metavar="DIR", default="",
                    help=f"directory holding the webhook's {CERT_FILE_NAME} and {KEY_FILE_NAME} "
                         "(a mounted kubernetes.io/tls Secret) (default: none)")
@@ -276,10 +294,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"lowest level logged (default: {DEFAULT_LOG_LEVEL})")
 
 
-def _webhook_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    cert_dir, cert_file, key_file = args.webhook_cert_dir, args.webhook_cert_file, args.webhook_key_file
-    if args.webhook_port == 0:
-        return None, None
+@dataclass(frozen=True)
+class WebhookServing:
+    """Whether and how the admission webhook is served, from its four flags."""
+
+    # 0 = not served
+    port: int
+    # the serving pair; both set exactly when port != 0
+    cert_file: str | None
+    key_file: str | None
+    # why it is not served ("" when it is): the summary line says so
+    off_reason: str = ""
+
+
+WEBHOOK_OFF_NO_CERT = ("no serving certificate; to serve it, make one with hack/webhook-certs.sh DIR and "
+                       "pass --webhook-cert-dir DIR (or --webhook-cert-file and --webhook-key-file), "
+                       f"on --webhook-port (default {DEFAULT_WEBHOOK_PORT}); register it with "
+                       "hack/webhook-patch-cabundle.sh DIR/ca.crt")
+WEBHOOK_OFF_BY_FLAG = "--webhook-port=0"
+
+
+def resolve_webhook(port_flag: int | None, cert_dir: str, cert_file: str, key_file: str) -> WebhookServing:
+    """The webhook the flags ask for (see the module docstring); ``UsageError`` naming the flags.
+
+    ``port_flag`` is ``--webhook-port`` as given (``None`` when absent). A configured pair is
+    checked: both files exist and load as a certificate with its key.
+    """
+    if port_flag == 0:
+        return WebhookServing(0, None, None, WEBHOOK_OFF_BY_FLAG)
     if cert_dir and (cert_file or key_file):
         raise UsageError(
             "--webhook-cert-dir and --webhook-cert-file/--webhook-key-file are mutually exclusive")
@@ -292,13 +334,16 @@ def _webhook_files(args: argparse.Namespace) -> tuple[str | None, str | None]:
         cert_file, key_file = os.path.join(cert_dir, CERT_FILE_NAME), os.path.join(cert_dir, KEY_FILE_NAME)
     elif cert_file:
         flag = "--webhook-cert-file/--webhook-key-file"
+    elif port_flag is None:
+        return WebhookServing(0, None, None, WEBHOOK_OFF_NO_CERT)
     else:
         raise UsageError(
-            f"--webhook-port={args.webhook_port} needs a serving certificate: pass --webhook-cert-dir "
-            f"(with {CERT_FILE_NAME} and {KEY_FILE_NAME}) or --webhook-cert-file and --webhook-key-file, "
-            "or --webhook-port=0 to run without the webhook")
+            f"--webhook-port={port_flag} needs a serving certificate: pass --webhook-cert-dir DIR "
+            f"(with {CERT_FILE_NAME} and {KEY_FILE_NAME}; hack/webhook-certs.sh DIR makes a pair) or "
+            "--webhook-cert-file and --webhook-key-file; omit --webhook-port (or pass --webhook-port=0) "
+            "to run without the webhook")
     _check_pair(flag, cert_file, key_file)
-    return cert_file, key_file
+    return WebhookServing(DEFAULT_WEBHOOK_PORT if port_flag is None else port_flag, cert_file, key_file)
 
 
 def _check_pair(flag: str, cert_file: str, key_file: str) -> None:
@@ -326,7 +371,8 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
     """The validated flags; ``UsageError`` naming the flag when a combination cannot work."""
     if args.leader_elect and not args.leader_election_id:
         raise UsageError("--leader-election-id must not be empty with --leader-elect")
-    cert_file, key_file = _webhook_files(args)
+    webhook = resolve_webhook(args.webhook_port, args.webhook_cert_dir, args.webhook_cert_file,
+                              args.webhook_key_file)
     api_cert_file, api_key_file = _api_files(args)
     return ManagerFlags(
         kubeconfig=args.kubeconfig or None,
@@ -338,9 +384,9 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         health_probe_bind_address=args.health_probe_bind_address,
         metrics_trigger_poll_interval=args.metrics_trigger_poll_interval,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
-        webhook_port=args.webhook_port,
-        webhook_cert_file=cert_file,
-        webhook_key_file=key_file,
+        webhook_port=webhook.port,
+        webhook_cert_file=webhook.cert_file,
+        webhook_key_file=webhook.key_file,
         api_bind_address=args.api_bind_address,
         api_cert_file=api_cert_file,
         api_key_file=api_key_file,
@@ -446,6 +492,67 @@ def build_manager(
     return mgr
 
 
+# API route path prefix → what the start-up summary calls it
+_API_NAMES = (("/decisions/", "decisions API"), ("/signal/", "signals API"))
+
+
+def _where(address: str) -> str:
+    host, bound_port, _v6 = parse_bind_address(address) or ("", 0, False)
+    where = f"on {address}"
+    if not host:
+        where += " (all interfaces)"
+    return where + (" (an ephemeral port)" if bound_port == 0 else "")
+
+
+def _api_line(flags: ManagerFlags, api: ApiServer | None) -> str:
+    if api is None:
+        return "off (--api-bind-address=0)"
+    if flags.api_insecure:
+        tls = "plain HTTP (--api-insecure)"
+    elif flags.api_cert_file:
+        tls = "HTTPS with --api-cert-dir's certificate"
+    else:
+        tls = "HTTPS with a self-signed certificate (its SHA-256 fingerprint logged when it binds)"
+    routes = []
+    for method, pattern in api.routes:
+        name = next((n for prefix, n in _API_NAMES if pattern.startswith(prefix)), "route")
+        routes.append(f"{name} {method} {pattern}")
+    return (f"{_where(flags.api_bind_address)}, {tls}, on the leader only: "
+            + ("; ".join(routes) or "no routes"))
+
+
+def _leader_line(flags: ManagerFlags, lease_namespace: str) -> str:
+    if not flags.leader_elect:
+        line = "off: this process writes as soon as its caches sync (--leader-elect to run replicas)"
+        if flags.total_shards > 1:
+            line += f"; static shard {flags.shard_index} of {flags.total_shards}"
+        return line
+    lease = f"{lease_namespace}/{flags.leader_election_id}"
+    if flags.total_shards > 1:
+        return (f"on: Leases {lease}-shard-0..{flags.total_shards - 1} (coordination.k8s.io/v1), "
+                "one per shard")
+    return f"on: Lease {lease} (coordination.k8s.io/v1); writes only while it holds the lease"
+
+
+def served_endpoints(flags: ManagerFlags, mgr: Manager, webhook_off_reason: str) -> list[tuple[str, str]]:
+    """``(component, what and where)`` for the start-up summary: the API server, health probes,
+    metrics, the admission webhook and leader election, from the flags and the built manager."""
+    probes, metrics = flags.health_probe_bind_address, flags.metrics_bind_address
+    auth = " behind TokenReview + SubjectAccessReview (--metrics-secure)" if flags.metrics_secure else ""
+    webhook = (f"on :{flags.webhook_port} (all interfaces), HTTPS with {flags.webhook_cert_file}: "
+               "POST /validate-<group>-<version>-<kind>" if flags.webhook_port
+               else f"off: {webhook_off_reason}")
+    return [
+        ("api", _api_line(flags, mgr.api_server)),
+        ("probes", f"{_where(probes)}: GET /healthz, GET /readyz" if parse_bind_address(probes)
+         else "off (--health-probe-bind-address=0)"),
+        ("metrics", f"{_where(metrics)}: GET /metrics{auth}" if parse_bind_address(metrics)
+         else "off (--metrics-bind-address=0)"),
+        ("webhook", webhook),
+        ("leader-election", _leader_line(flags, mgr.leader_election_namespace)),
+    ]
+
+
 # ManagerOptions field (in its ValueError messages) → the flag that sets it
 _OPTION_FLAGS = {
     "leader_election": "--leader-elect",
@@ -492,4 +599,7 @@ def run(args: argparse.Namespace) -> int:
         "webhookPort": flags.webhook_port, "apiBindAddress": flags.api_bind_address,
         "watchNamespace": flags.namespace or "*",
         "leaderElect": flags.leader_elect})
+    off_reason = WEBHOOK_OFF_BY_FLAG if args.webhook_port == 0 else WEBHOOK_OFF_NO_CERT
+    for component, line in served_endpoints(flags, mgr, off_reason):
+        _log.info("serving %s: %s", component, line, extra={"component": component})
     return mgr.start()

@@ -451,6 +451,11 @@ class Manager:
         """The bound /healthz+/readyz port while serving (None when disabled or not started)."""
         return self._probe_server.port if self._probe_server is not None else None
 
+    @property
+    def leader_election_namespace(self) -> str:
+        """The Lease's namespace, as resolved at construction ("" when leader election is off)."""
+        return self._le_namespace
+
     def is_leader(self) -> bool:
         """True while this replica may write (elected, or leader election off, and started);
         sharded: while it leads at least one shard."""
