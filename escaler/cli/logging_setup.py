@@ -8,7 +8,16 @@
   (controller-runtime's keys, from ``escaler.runtime.ReconcileContextFilter``); any ``extra=``
   fields of the call; and ``error`` with the traceback when one is attached. Values that are not
   JSON are written as their ``str()``.
-* ``console`` — ``<time> <LEVEL> <logger> <message> key=value ...``, for a terminal.
+* ``console`` — ``<time> <LEVEL> <logger> <message> key=value ...``, for a terminal; during a
+  reconcile the context is a compact prefix instead of key=value pairs:
+  ``<time> <LEVEL> [<controller> <namespace>/<name> <id>] <logger> <message> ...`` where ``<id>``
+  is the first ``SHORT_ID`` characters of the reconcile id (a prefix of the JSON ``reconcileID``,
+  so either log can be searched for it).
+
+Where the context comes from: the runtime's controller sets it in a ``contextvars.ContextVar``
+around each ``Reconciler.reconcile`` call (``escaler.runtime.controller``), so every line a
+reconciler (or anything it calls on its worker thread) logs carries it with no change to the
+reconciler.
 
 Chatty libraries (urllib3, kubernetes) are raised to WARNING unless the level is DEBUG.
 Calling it again replaces the handler it installed (tests, re-configuration).
@@ -24,10 +33,13 @@ from typing import Any, TextIO
 
 from escaler.runtime import ReconcileContextFilter
 
-__all__ = ["LOG_FORMATS", "LOG_LEVELS", "ConsoleFormatter", "JSONFormatter", "setup_logging"]
+__all__ = ["LOG_FORMATS", "LOG_LEVELS", "SHORT_ID", "ConsoleFormatter", "JSONFormatter", "setup_logging"]
 
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# characters of the reconcile id in a console line's prefix (32 bits of a UUID4: unique enough to
+# tell apart the reconciles of one object in a log window)
+SHORT_ID = 8
 _QUIET_LOGGERS = ("urllib3", "kubernetes")
 
 # LogRecord attribute → output key, for the reconcile context (controller-runtime's names)
@@ -75,12 +87,26 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(doc, default=str, ensure_ascii=False)
 
 
+def _prefix(fields: dict[str, Any]) -> str | None:
+    """``[controller namespace/name id]`` when the record carries a reconcile's context (the
+    keys are then removed from ``fields``), else ``None``."""
+    if "controller" not in fields or "reconcileID" not in fields:
+        return None
+    controller, rid = fields.pop("controller"), str(fields.pop("reconcileID"))[:SHORT_ID]
+    namespace, name = fields.pop("namespace", ""), fields.pop("name", "")
+    obj = f"{namespace}/{name}" if namespace else str(name)
+    return f"[{controller} {obj} {rid}]"
+
+
 class ConsoleFormatter(logging.Formatter):
-    """``<time> <LEVEL> <logger> <message> key=value ...``."""
+    """``<time> <LEVEL> [<reconcile context>] <logger> <message> key=value ...``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        parts = [_time(record), f"{record.levelname:<7}", record.name, record.getMessage()]
-        parts += [f"{k}={v}" for k, v in _fields(record).items()]
+        fields = _fields(record)
+        prefix = _prefix(fields)
+        parts = [_time(record), f"{record.levelname:<7}", *([prefix] if prefix else []), record.name,
+                 record.getMessage()]
+        parts += [f"{k}={v}" for k, v in fields.items()]
         line = " ".join(parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
