@@ -4,8 +4,11 @@ Without ``--out``, prints every CRD as one multi-document YAML stream (``kubectl
 With ``--out DIR``, writes one ``<plural>.<group>.yaml`` per CRD into DIR (created if missing)
 and removes any other generated CRD file there (one that starts with the generated-file header),
 so a renamed kind leaves nothing stale behind; other files are left alone. ``make crds`` runs
-``escaler crds --out manifests/crds``, and a unit test keeps that directory equal to the
-generator's output. Exit code 0, or 1 when DIR cannot be written.
+``escaler crds --out manifests/crds`` (and ``--out`` the package's copy ``escaler/data/crds``, the
+wheel's package data, and the chart's ``charts/escaler/crds``), and unit tests keep
+``manifests/crds`` equal to the generator's output and the package's copy byte-identical to it.
+From a wheel install, ``escaler crds | kubectl apply --server-side -f -`` installs the CRDs.
+Exit code 0, or 1 when DIR cannot be written.
 """
 
 from __future__ import annotations
