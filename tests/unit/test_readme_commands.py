@@ -1,0 +1,301 @@
+"""Every shell command the README shows is exercised by a test or by CI (issue 14's acceptance).
+
+Commands are taken from README.md as written: lines starting with ``$ ``, every line of a
+```sh/```bash/```console/```shell block (comments dropped, ``\\`` continuations joined), and inline
+code spans that are commands (``make ...``, ``python -m escaler ...``, ``escaler <sub>``, ``kubectl
+...``, ``hack/<script>``, ``python bench/...``, ``helm``/``pip``/``docker``/``kind``, ``.ci/run``).
+
+``EXERCISED`` maps a command pattern to the files that exercise it, each with a string that file
+must contain (the call or the CI step), so a mapping cannot point at a file that no longer runs the
+command. ``NOT_RUN`` lists, with the reason, the commands no test runs by design (benchmarks are
+never part of the test suite, ARCHITECTURE.md); for those the test checks what can be checked
+without running them. Cheap commands (``--help`` of every sub-command the README names,
+``escaler version``) are run here. A README command matching no entry fails the test, naming it.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from escaler.cli.main import COMMANDS, main
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+SHELL_BLOCKS = {"sh", "bash", "console", "shell"}
+# inline code spans that are commands (an optional VAR=value prefix, then the program)
+INLINE = re.compile(
+    r"^(?:[A-Z][A-Z0-9_]*=\S+ )*(?:make \w|python -m escaler\b|python -m examples\.|escaler [a-z]|"
+    r"kubectl [a-z]|hack/[\w.-]+\.(?:sh|py)\b|python (?:bench|hack)/|helm [a-z]|pip [a-z]|docker [a-z]|"
+    r"kind [a-z]|\.ci/run\b)")
+
+
+@dataclass(frozen=True)
+class Exercised:
+    """A README command pattern and where it runs."""
+
+    # regular expression matched (re.match) against the normalised command
+    pattern: str
+    # file (relative to the repository) → a string it contains: the call or CI step that runs it
+    by: dict[str, str]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """A README command no test or CI step runs, and why; ``checks`` are what is verified instead."""
+
+    pattern: str
+    why: str
+    checks: dict[str, str] = field(default_factory=dict)
+
+
+CI = {".ci/run": "make test"}
+E2E_MANAGER = {"tests/e2e/es_helpers.py": '"-m", "escaler", "manager"'}
+
+EXERCISED = (
+    # the Makefile targets: .ci/run runs `make test`, whose recipe is lint, unit, build, e2e
+    Exercised(r"make test$", CI),
+    Exercised(r"make lint$", {**CI, "Makefile": "$(MAKE) lint"}),
+    Exercised(r"make unit$", {**CI, "Makefile": "$(PY) -m pytest tests/unit -q"},
+              "make test runs the same recipe line"),
+    Exercised(r"make e2e$", {**CI, "Makefile": "$(PY) -m pytest tests/e2e -q"},
+              "make test runs the same recipe line"),
+    Exercised(r"make build-cluster$", {**CI, "Makefile": "hack/build.sh"}, "make test runs hack/build.sh"),
+    Exercised(r"make crds$", {"tests/unit/test_api_crdgen.py": '"crds", "--out"'}),
+    Exercised(r"make demo$", {"tests/e2e/test_demo.py": '"hack" / "demo.py"'},
+              "the e2e suite runs hack/demo.py, the recipe of make demo, to the end and with Ctrl-C"),
+    Exercised(r"make dist$", {"tests/e2e/test_distribution.py": '"dist"'}),
+    Exercised(r"make (e2e|demo) E2E_CLUSTER=kind$", {"tests/unit/test_kind_path.py": "E2E_CLUSTER"},
+              "without Docker (this machine, CI): the fail-fast path; the kind path itself needs Docker"),
+    Exercised(r"\.ci/run$", {".ci/run": "make test"}, "the CI entry point itself"),
+    # the CLI
+    Exercised(r"(python -m )?escaler --help$", {"tests/unit/test_readme_commands.py": '"--help"'},
+              "run here"),
+    Exercised(r"(python -m )?escaler version$", {"tests/unit/test_readme_commands.py": '"version"'},
+              "run here"),
+    Exercised(r"(python -m )?escaler manager --webhook-cert-dir",
+              {"tests/e2e/webhook.py": "--webhook-cert-dir"}),
+    Exercised(r"(python -m )?escaler manager\b",
+              {**E2E_MANAGER, "tests/unit/test_cli_manager.py": '"manager"'}),
+    Exercised(r"(python -m )?escaler explain\b",
+              {"tests/e2e/test_elasticscaler.py": '"-m", "escaler", "explain"',
+               "tests/unit/test_cli_explain.py": '"explain"'}),
+    Exercised(r"(python -m )?escaler slo-api\b", {"tests/e2e/sloapi_helpers.py": '"slo-api"'}),
+    Exercised(r"(python -m )?escaler simulate\b", {"tests/unit/test_sim_cli.py": '"simulate"'}),
+    Exercised(r"(python -m )?escaler docs\b", {"tests/unit/test_reference_docs.py": '"docs", "--out"'}),
+    Exercised(r"escaler crds \| kubectl apply --server-side -f -$",
+              {"tests/e2e/test_distribution.py": '"apply", "--server-side", "-f", "-", input=crds'}),
+    Exercised(r"escaler samples \| kubectl apply -n \S+ -f -$",
+              {"tests/e2e/test_distribution.py": '"apply", "-n", namespace, "-f", "-", input=samples'}),
+    Exercised(r"(python -m )?escaler crds\b", {"tests/unit/test_api_crdgen.py": '"crds"'}),
+    Exercised(r"(python -m )?escaler samples\b", {"tests/unit/test_distribution.py": '"samples"'}),
+    Exercised(r"kubectl escaler \w+", {"tests/e2e/test_distribution.py": '"escaler", "explain", "-n"'},
+              "the real kubectl finding kubectl-escaler on PATH"),
+    Exercised(r"pip install dist/escaler-[\w.]+-py3-none-any\.whl$",
+              {"tests/e2e/test_distribution.py": '"-m", "pip", "install"'}, "into a clean virtualenv"),
+    Exercised(r"python -m examples\.keycount\b", {"tests/e2e/test_manager.py": '"examples.keycount"'}),
+    # hack/
+    Exercised(r"hack/cluster\.py up\b", {"tests/e2e/conftest.py": "LocalCluster",
+                                         "tests/unit/test_readme_commands.py": '"up", "--help"'},
+              "the e2e session starts the same LocalCluster `up` starts; its parser is run here"),
+    Exercised(r"hack/fake_metrics\.py$", {"tests/e2e/conftest.py": "fake_metrics"}),
+    Exercised(r"hack/kind\.py$", {"tests/unit/test_kind_path.py": '"kind.py"'}),
+    Exercised(r"hack/webhook-certs\.sh\b", {"tests/e2e/webhook.py": '"webhook-certs.sh"'}),
+    Exercised(r"hack/webhook-patch-cabundle\.sh\b",
+              {"tests/unit/test_readme_commands.py": "webhook-patch-cabundle.sh"},
+              "run here against a stub kubectl (KUBECTL=...)"),
+    # kubectl, as the e2e suite runs it against the local control plane
+    Exercised(r"kubectl apply --server-side -f manifests/crds/?$",
+              {"tests/e2e/conftest.py": '"--server-side"'}),
+    Exercised(r"kubectl apply -f manifests/samples/", {"tests/e2e/test_api.py": "load_samples()"}),
+    Exercised(r"kubectl get (es|tidal|rsg|llms|llmslo|jobslo)(,(es|tidal|rsg|llms|llmslo|jobslo))*$",
+              {"tests/e2e/test_api.py": '"es,tidal,rsg,llms,llmslo,jobslo"'}, "the printer columns test"),
+    Exercised(r"kubectl explain elasticscaler\.", {"tests/e2e/test_api.py": '"explain", "elasticscaler.'}),
+    Exercised(r"kubectl create token \S+ --audience escaler$",
+              {"tests/e2e/sloapi_helpers.py": '"create", "token"'}),
+)
+
+NOT_RUN = (
+    NotRun(r"docker build -t escaler \.$", "no container engine runs in this project's tests; checked: a "
+           "Dockerfile parser test, and the e2e suite builds the wheel from the Dockerfile's COPY sources",
+           {"tests/unit/test_dockerfile.py": "DockerfileParser", "tests/e2e/test_distribution.py": "COPY"}),
+    NotRun(r"kind load$",
+           "run by hack/kind.py only where Docker exists; checked: hack/kind.py loads the image",
+           {"hack/kind.py": "load_docker_image"}),
+    NotRun(r"make bench$", "benchmarks print measurements and are never part of the test suite "
+           "(ARCHITECTURE.md); checked: the target runs bench/run.py",
+           {"Makefile": "bench/run.py"}),
+    NotRun(r"(BENCH_CAPACITY_N=\S+ )?python bench/run\.py (bench_\w+ ?)+$",
+           "a benchmark run against a control plane, minutes long; checked: each named benchmark "
+           "exists and exposes run(), and BENCH_CAPACITY_N is read by bench_capacity",
+           {"bench/bench_capacity.py": "BENCH_CAPACITY_N", "bench/run.py": "mod.run()"}),
+)
+
+
+# ------------------------------------------------------------------ extraction
+
+
+def _normalise(command: str) -> str:
+    command = re.sub(r"\s+#.*$", "", command)  # a trailing comment
+    return " ".join(command.split())
+
+
+def readme_commands(text: str) -> list[str]:
+    """Every command the README shows, normalised, in order, without repeats."""
+    found: list[str] = []
+    for lang, body in re.findall(r"```(\w*)\n(.*?)```", text, re.S):
+        body = re.sub(r"\\\n\s*", " ", body)  # join continuation lines
+        for line in body.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("$ "):
+                found.append(stripped[2:])
+            elif lang in SHELL_BLOCKS and stripped and not stripped.startswith("#"):
+                found.append(stripped)
+    prose = re.sub(r"```.*?```", "", text, flags=re.S)
+    found += [span for span in re.findall(r"`([^`]+)`", prose) if INLINE.match(" ".join(span.split()))]
+    out: list[str] = []
+    for command in map(_normalise, found):
+        if command and command not in out:
+            out.append(command)
+    return out
+
+
+def _entry(command: str) -> Exercised | NotRun | None:
+    for entry in (*EXERCISED, *NOT_RUN):
+        if re.match(entry.pattern, command):
+            return entry
+    return None
+
+
+COMMANDS_IN_README = readme_commands(README.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------ the mapping
+
+
+def test_the_extraction_finds_the_readme_commands() -> None:
+    assert "make test" in COMMANDS_IN_README and "make demo" in COMMANDS_IN_README
+    assert any(c.startswith("python -m escaler explain") for c in COMMANDS_IN_README)
+    assert any(c.startswith("kubectl apply") for c in COMMANDS_IN_README)
+    assert readme_commands("```sh\n$ make x \\\n  --y  # why\n```\nrun `make z` or `escaler`") == \
+        ["make x --y", "make z"]
+
+
+def test_every_readme_command_is_exercised_or_explained() -> None:
+    unmapped = [c for c in COMMANDS_IN_README if _entry(c) is None]
+    assert not unmapped, (
+        "README commands no test or CI step is known to run — add a test, or map the command in "
+        f"tests/unit/test_readme_commands.py: {unmapped}")
+
+
+@pytest.mark.parametrize("entry", [*EXERCISED, *NOT_RUN], ids=lambda e: e.pattern)
+def test_each_mapping_points_at_a_file_that_runs_the_command(entry: Exercised | NotRun) -> None:
+    evidence = entry.by if isinstance(entry, Exercised) else entry.checks
+    for path, needle in evidence.items():
+        f = ROOT / path
+        assert f.is_file(), f"{entry.pattern}: {path} does not exist"
+        assert needle in f.read_text(encoding="utf-8"), f"{entry.pattern}: {path} does not contain {needle!r}"
+
+
+def test_every_make_target_the_readme_names_exists() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = {m.group(1) for m in re.finditer(r"^([\w-]+):", makefile, re.M)}
+    named = {c.split()[1] for c in COMMANDS_IN_README if c.startswith("make ")}
+    assert named and named <= targets, f"README names make targets the Makefile lacks: {named - targets}"
+
+
+def test_ci_runs_make_test() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^make test$", ci, re.M)
+
+
+def test_named_benchmarks_exist_and_run() -> None:
+    for command in COMMANDS_IN_README:
+        if command.startswith(("python bench/run.py", "BENCH_")):
+            for name in re.findall(r"\bbench_\w+", command):
+                module = ROOT / "bench" / f"{name}.py"
+                assert module.is_file(), f"{command}: no {module}"
+                assert re.search(r"^def run\(", module.read_text(encoding="utf-8"), re.M), module
+
+
+# ------------------------------------------------------------------ cheap commands, run here
+
+
+def _run(argv: list[str]) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue() + err.getvalue()
+
+
+def _subcommands_named() -> set[str]:
+    named = set()
+    for command in COMMANDS_IN_README:
+        m = re.match(r"(?:python -m )?escaler ([a-z][\w-]*)", command)
+        if m:
+            named.add(m.group(1))
+    return named
+
+
+def test_every_subcommand_the_readme_names_exists_and_has_help() -> None:
+    named = _subcommands_named()
+    assert named, "the README names no escaler sub-command"
+    assert named <= set(COMMANDS), f"README names sub-commands that do not exist: {named - set(COMMANDS)}"
+    for sub in sorted(named):
+        code, text = _run([sub, "--help"])
+        assert code == 0 and f"escaler {sub}" in text, (sub, text[:200])
+
+
+def test_python_m_escaler_help_and_version_as_a_user_runs_them() -> None:
+    helped = subprocess.run([sys.executable, "-m", "escaler", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert helped.returncode == 0, helped.stderr
+    for sub in COMMANDS:
+        assert sub in helped.stdout
+    code, text = _run(["version"])
+    assert code == 0 and text.startswith("escaler ")
+
+
+def test_cluster_py_parser_runs() -> None:
+    for argv in (["--help"], ["up", "--help"]):
+        done = subprocess.run([sys.executable, str(ROOT / "hack" / "cluster.py"), *argv], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "usage:" in done.stdout
+
+
+def test_webhook_patch_cabundle_against_a_stub_kubectl(tmp_path: Path) -> None:
+    """hack/webhook-patch-cabundle.sh CA_FILE: one JSON-patch `add` of the base64 CA per webhook."""
+    log = tmp_path / "calls"
+    stub = tmp_path / "kubectl"
+    stub.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$*" >> {log}\n'
+        'if [ "$1" = get ]; then printf "a.escaler.io\\nb.escaler.io\\n"; fi\n',
+        encoding="utf-8")
+    stub.chmod(0o755)
+    ca = tmp_path / "ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", encoding="utf-8")
+    script = str(ROOT / "hack" / "webhook-patch-cabundle.sh")
+    env = {"KUBECTL": str(stub), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["bash", script, str(ca)], env=env, capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text(encoding="utf-8").splitlines()
+    assert calls[0].startswith("get validatingwebhookconfiguration escaler-validating-webhook")
+    patch = calls[1]
+    assert patch.startswith("patch validatingwebhookconfiguration escaler-validating-webhook --type=json -p")
+    assert patch.count('"op":"add"') == 2 and "/webhooks/1/clientConfig/caBundle" in patch
+    usage = subprocess.run(["bash", script], env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
