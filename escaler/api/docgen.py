@@ -183,6 +183,13 @@ def _constraints(node: Mapping[str, Any], required: bool) -> list[str]:
     if node.get("x-kubernetes-list-type") == "map":
         keys = ", ".join(f"`{k}`" for k in node.get("x-kubernetes-list-map-keys", ()))
         out.append(f"one item per {keys}")
+    for key, what in (("items", "each item"), ("additionalProperties", "each value")):
+        inner = node.get(key)
+        # a scalar element has no rows of its own: its constraints are shown here
+        if isinstance(inner, Mapping) and "properties" not in inner:
+            shown = _constraints(inner, False)
+            if shown:
+                out.append(f"{what}: " + ", ".join(shown))
     return out
 
 
