@@ -16,6 +16,9 @@ settings pass it. Then:
 * the SLO API runs the same way as ``escaler-slo-api`` with ``--auth token``, becomes ready (its
   informers list and watch both SLO kinds) and logs no "forbidden";
 * ``kubectl auth can-i --list`` for both ServiceAccounts shows no ``*`` in a verb or a resource.
+
+Beside it: the dev and production overlays and the chart pass a server-side dry run (Pod Security
+silent), and ``helm install --wait`` / ``helm uninstall`` of the chart work on the same cluster.
 """
 
 from __future__ import annotations
@@ -132,10 +135,10 @@ def _run(work: Path, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes
     return proc, log
 
 
-def _can_i_list(cluster: Cluster, sa: str, namespace: str) -> list[dict[str, str]]:
-    """``kubectl auth can-i --list`` as the ServiceAccount, one dict per row (columns cut at the
-    header's positions: Resources, Non-Resource URLs, Resource Names, Verbs)."""
-    out = cluster.kubectl("auth", "can-i", "--list", f"--as={sa_user(sa)}", "-n", namespace)
+def _can_i_list(cluster: Cluster, user: str, namespace: str) -> list[dict[str, str]]:
+    """``kubectl auth can-i --list`` as ``user``, one dict per row (columns cut at the header's
+    positions: Resources, Non-Resource URLs, Resource Names, Verbs)."""
+    out = cluster.kubectl("auth", "can-i", "--list", f"--as={user}", "-n", namespace)
     lines = [line for line in out.splitlines() if line.strip()]
     header = lines[0]
     names = ["Resources", "Non-Resource URLs", "Resource Names", "Verbs"]
@@ -248,9 +251,9 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
 def test_can_i_list_shows_no_wildcard(cluster: Cluster, installed: list[dict[str, Any]], namespace: str,
                                       sa: str) -> None:
     for ns in (NS, namespace):
-        rows = _can_i_list(cluster, sa, ns)
+        rows = _can_i_list(cluster, sa_user(sa), ns)
         assert _wildcards(rows) == [], rows
-    rows = {r["Resources"]: r["Verbs"] for r in _can_i_list(cluster, sa, NS)}
+    rows = {r["Resources"]: r["Verbs"] for r in _can_i_list(cluster, sa_user(sa), NS)}
     if sa == MANAGER_SA:  # what it was granted is there (the table is not empty for a wrong reason)
         assert rows["leases.coordination.k8s.io"] == "[get create update]", rows
         assert "update" in rows["deployments.apps/scale"], rows
@@ -300,3 +303,29 @@ def test_the_overlays_and_the_chart_pass_the_api_servers_validation(
     assert r.returncode == 0, r.stderr
     assert "deployment.apps/escaler-manager serverside-applied (server dry run)" in r.stdout, r.stdout
     assert "PodSecurity" not in r.stderr, r.stderr
+
+
+def test_the_chart_installs_and_uninstalls(cluster: Cluster, installed: list[dict[str, Any]],
+                                           namespace: str) -> None:
+    """``helm install --wait`` of the chart (another release name, so its cluster-scoped objects do
+    not meet the base's): every object is created, the Deployments become available (kwok runs the
+    pods), its ServiceAccounts have no wildcard, and ``helm uninstall`` removes it."""
+    helm = [_helm_binary(), f"--kubeconfig={cluster.kubeconfig}", "--namespace", namespace]
+    release = "e2e-escaler"
+    r = subprocess.run([*helm, "install", release, str(ROOT / "charts" / "escaler"), "--wait",
+                        "--timeout", "120s"], capture_output=True, text=True, timeout=180)
+    try:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "STATUS: deployed" in r.stdout, r.stdout
+        for dep in (f"{release}-manager", f"{release}-slo-api"):
+            status = cluster.kubectl_json("get", "deployment", dep, "-n", namespace)["status"]
+            assert status.get("availableReplicas") == status.get("replicas"), (dep, status)
+        for sa in (f"{release}-manager", f"{release}-slo-api"):
+            rows = _can_i_list(cluster, f"system:serviceaccount:{namespace}:{sa}", namespace)
+            assert _wildcards(rows) == [], rows
+            assert any(r["Resources"].endswith(".llm.escaler.io") for r in rows), rows
+    finally:
+        u = subprocess.run([*helm, "uninstall", release, "--wait", "--timeout", "120s"], capture_output=True,
+                           text=True, timeout=180)
+    assert u.returncode == 0, u.stderr
+    assert not cluster.kubectl("get", "clusterrole", f"{release}-manager", "--ignore-not-found", "-o", "name")
