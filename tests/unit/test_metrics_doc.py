@@ -137,3 +137,17 @@ def test_write_refuses_a_file_without_markers(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "escaler.cli.metricsdoc", "--write", str(target)], cwd=ROOT,
                        capture_output=True, text=True)
     assert r.returncode == 2 and f"--write {target}" in r.stderr and "no " in r.stderr
+
+
+def test_the_refresh_command_rewrites_a_stale_copy_to_the_committed_doc(tmp_path: Path) -> None:
+    """``python -m escaler.cli.metricsdoc --write docs/metrics.md`` (the README's refresh command),
+    run on a copy whose table went stale, gives back the committed file."""
+    committed = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    stale = tmp_path / "metrics.md"
+    block = metricsdoc.render().splitlines(keepends=True)
+    gone = next(i for i, line in enumerate(block) if line.startswith("| `"))
+    stale.write_text(metricsdoc.replace_block(committed, "".join(block[:gone] + block[gone + 1:])),
+                     encoding="utf-8")
+    assert stale.read_text(encoding="utf-8") != committed
+    assert metricsdoc.main(["--write", str(stale)]) == 0
+    assert stale.read_text(encoding="utf-8") == committed

@@ -90,6 +90,8 @@ EXERCISED = (
                "tests/unit/test_cli_explain.py": '"explain"'}),
     Exercised(r"(python -m )?escaler slo-api\b", {"tests/e2e/sloapi_helpers.py": '"slo-api"'}),
     Exercised(r"(python -m )?escaler simulate\b", {"tests/unit/test_sim_cli.py": '"simulate"'}),
+    Exercised(r"python -m escaler\.cli\.metricsdoc --write docs/metrics\.md$",
+              {"tests/unit/test_metrics_doc.py": 'metricsdoc.main(["--write"'}),
     Exercised(r"(python -m )?escaler docs\b", {"tests/unit/test_reference_docs.py": '"docs", "--out"'}),
     Exercised(r"escaler crds \| kubectl apply --server-side -f -$",
               {"tests/e2e/test_distribution.py": '"apply", "--server-side", "-f", "-", input=crds'}),
