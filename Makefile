@@ -33,11 +33,13 @@ chromium:
 ## make test: lint, unit tests, then the e2e suite on a local control plane built by hack/
 test: $(STAMP) chromium
 	$(MAKE) lint
-	$(PY) -m pytest tests/unit -q
 	hack/build.sh
+	$(PY) -m pytest tests/unit -q
 	$(PY) -m pytest tests/e2e -q
 
+# the packaging unit tests run the cached kubectl (kustomize) and helm
 unit: $(STAMP)
+	hack/build.sh k8s helm
 	$(PY) -m pytest tests/unit -q
 
 ## make e2e [E2E_CLUSTER=local|kind]: the e2e suite on the local control plane (default) or on kind

@@ -24,7 +24,7 @@ Contract of ``secret_key_reader(dynamic, informers=None)(namespace, name, key)``
 That the token then travels only over ``https://`` is ``escaler.signals.fetch``'s rule (and the
 collector's, before it reads the Secret). RBAC: ``get``, ``list`` and ``watch`` on Secrets (the
 list and watch are label-selected by the manager), granted by one Role per namespace that uses
-bearer tokens — never cluster-wide (``manifests/rbac/manager.yaml``).
+bearer tokens — never cluster-wide (``manifests/rbac/bearer-tokens.yaml``).
 """
 
 from __future__ import annotations

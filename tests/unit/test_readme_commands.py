@@ -117,6 +117,11 @@ EXERCISED = (
     # kubectl, as the e2e suite runs it against the local control plane
     Exercised(r"kubectl apply --server-side -f manifests/crds/?$",
               {"tests/e2e/conftest.py": '"--server-side"'}),
+    Exercised(r"kubectl apply --server-side -k manifests/(base|overlays/\w+)$",
+              {"tests/e2e/test_install.py": '"apply", "--server-side", "--force-conflicts", "-k"'},
+              "the base, and a server-side dry run of each overlay"),
+    Exercised(r"helm install escaler charts/escaler -n escaler-system --create-namespace$",
+              {"tests/e2e/test_install.py": '"install"'}, "with another release name and --wait"),
     Exercised(r"kubectl apply -f manifests/samples/", {"tests/e2e/test_api.py": "load_samples()"}),
     Exercised(r"kubectl get (es|tidal|rsg|llms|llmslo|jobslo)(,(es|tidal|rsg|llms|llmslo|jobslo))*$",
               {"tests/e2e/test_api.py": '"es,tidal,rsg,llms,llmslo,jobslo"'}, "the printer columns test"),
