@@ -62,12 +62,21 @@ def get_items(rest: RestClient, path: str, query: Query, api: str) -> list[Mappi
     return [i for i in items if isinstance(i, Mapping)]
 
 
+# the metric APIs whose RBAC resource is the metric's name, granted one by one (manifests/rbac)
+_GRANTED_BY_NAME = frozenset({"custom.metrics.k8s.io", "external.metrics.k8s.io"})
+METRICS_CLUSTER_ROLE = "escaler-manager-metrics"
+
+
 def _status_message(err: StatusError, path: str, api: str) -> str:
     served_by = _SERVED_BY.get(api, "its metrics adapter")
     if err.code == 404:
         return (f"{api}: GET {path}: 404 {err.message or 'not found'} (is {served_by} installed, "
                 "and does it serve this metric?)")
     if err.code in (401, 403):
+        if api in _GRANTED_BY_NAME:
+            return (f"{api}: GET {path}: {err.code} {err.message} (the manager's RBAC grants "
+                    f"{api} by metric name: add the metric to the ClusterRole {METRICS_CLUSTER_ROLE}, "
+                    "docs/install.md)")
         return (f"{api}: GET {path}: {err.code} {err.message} (the manager needs get/list on "
                 f"{api} in its RBAC)")
     if err.code == 503:

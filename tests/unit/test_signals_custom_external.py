@@ -120,8 +120,11 @@ def test_external_without_selector_sends_none(api: FakeAPI) -> None:
     assert api.reqs("GET", EXTERNAL)[0].query == []
 
 
-@pytest.mark.parametrize(("code", "fragment"), [(404, "external metrics adapter"), (503, "not answering"),
-                                                (401, "RBAC")], ids=["404", "503", "401"])
+@pytest.mark.parametrize(("code", "fragment"), [
+    (404, "external metrics adapter"), (503, "not answering"), (401, "RBAC"),
+    (403, "grants external.metrics.k8s.io by metric name: add the metric to the ClusterRole "
+          "escaler-manager-metrics"),
+], ids=["404", "503", "401", "403-names-the-role"])
 def test_external_errors(api: FakeAPI, code: int, fragment: str) -> None:
     def fail(_r: Req) -> Reply:
         return Reply(code, status(code, "X", "nope"))
