@@ -10,10 +10,12 @@
 * ``PrometheusServer``: a Prometheus-compatible ``/api/v1/query`` endpoint over plain HTTP.
 
 Scripting: ``set_pod_usage`` / ``set_custom`` / ``set_external`` / ``PrometheusServer.set``
-change answers at once; ``fail(...)`` scripts an error answer. Pods are found through the real
-API server (``pod_lister``), so pod metrics follow a Deployment's real pods. Benchmarks of a fleet
-set ``PrometheusServer.value_fn`` / ``MetricsAPIServer.external_fn`` (answers computed per query),
-``record=False`` (count requests, keep none) and ``keep_alive=True`` (HTTP/1.1).
+change answers at once; ``fail(...)`` scripts an error answer (``PrometheusServer.fail_raw``: any
+raw bytes, e.g. malformed JSON or a proxy's HTML page; ``delay``: a slow answer). Pods are
+found through the real API server (``pod_lister``), so pod metrics follow a Deployment's real
+pods. Benchmarks of a fleet set ``PrometheusServer.value_fn`` /
+``MetricsAPIServer.external_fn`` (answers computed per query), ``record=False`` (count
+requests, keep none) and ``keep_alive=True`` (HTTP/1.1).
 
 Standard library only; ``python hack/fake_metrics.py --help`` runs both for the demo.
 """
@@ -293,6 +295,9 @@ class PrometheusServer:
     failure: _Failure | None = None
     # seconds to stall before answering (timeouts)
     delay: float = 0.0
+    # when set, every query gets these raw bytes as (status, content type, body): malformed JSON,
+    # an HTML error page of a proxy, ... (``fail_raw``; ``heal`` clears it)
+    raw: tuple[int, str, bytes] | None = None
     # when set, a query without "Authorization: Bearer <required_token>" is answered 401
     required_token: str | None = None
     # queries seen
@@ -323,9 +328,14 @@ class PrometheusServer:
         with self._lock:
             self.failure = _Failure(status, body)
 
+    def fail_raw(self, status: int, body: bytes, content_type: str = "text/html") -> None:
+        with self._lock:
+            self.raw = (status, content_type, body)
+
     def heal(self) -> None:
         with self._lock:
             self.failure = None
+            self.raw = None
 
     def answer(self, query: str) -> tuple[int, Any]:
         with self._lock:
@@ -362,6 +372,12 @@ class PrometheusServer:
                 if want is not None and self.headers.get("Authorization") != f"Bearer {want}":
                     _send(self, 401, {"status": "error", "errorType": "unauthorized",
                                       "error": "missing or wrong bearer token"})
+                    return
+                with owner._lock:
+                    raw = owner.raw
+                if raw is not None:
+                    owner.answer(params.get("query", ""))  # counted, recorded and delayed as any query
+                    _send_raw(self, *raw)
                     return
                 code, body = owner.answer(params.get("query", ""))
                 _send(self, code, body)
@@ -400,6 +416,14 @@ def _send(h: BaseHTTPRequestHandler, code: int, body: Any) -> None:
     data = json.dumps(body).encode()
     h.send_response(code)
     h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(data)))
+    h.end_headers()
+    h.wfile.write(data)
+
+
+def _send_raw(h: BaseHTTPRequestHandler, code: int, content_type: str, data: bytes) -> None:
+    h.send_response(code)
+    h.send_header("Content-Type", content_type)
     h.send_header("Content-Length", str(len(data)))
     h.end_headers()
     h.wfile.write(data)

@@ -573,3 +573,31 @@ class SeriesFeeder:
     def stop(self) -> None:
         self._stop.set()
         self.join()
+
+
+# --- chaos (issue 15) ---------------------------------------------------------------------------
+
+# ``ESCALER_CHAOS=full`` (set by ``make chaos``, ``bench/chaos.py``) runs the chaos tests
+# (marker ``chaos``) in their full form; unset, the normal e2e run runs their reduced form
+CHAOS_ENV = "ESCALER_CHAOS"
+
+
+def chaos_full() -> bool:
+    """Whether the chaos tests run in their full form (``ESCALER_CHAOS=full``)."""
+    return os.environ.get(CHAOS_ENV, "") == "full"
+
+
+def chaos_runs(reduced: int, full: int) -> int:
+    """How many iterations a chaos test makes: ``full`` under ``make chaos``, else ``reduced``."""
+    return full if chaos_full() else reduced
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The peak resident set size (``VmHWM``) of a live process, in MiB; 0.0 when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
