@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from escaler.api.crdgen import HEADER, render_crds_yaml, render_stream
+from escaler.cli.generated import emit, write_generated
 
 __all__ = ["add_parser", "run", "write_dir"]
 
@@ -37,29 +38,12 @@ def add_parser(
 
 
 def write_dir(out: Path) -> list[Path]:
-    """Write every CRD into ``out``, remove stale generated files; return the files written."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = render_crds_yaml()
-    for stale in sorted(out.glob("*.yaml")):
-        if stale.name not in files and stale.read_text(encoding="utf-8").startswith(HEADER):
-            stale.unlink()
-    written = []
-    for name, text in files.items():
-        path = out / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+    """Write every CRD into ``out`` and remove stale generated files (``escaler.cli.generated``)."""
+    return write_generated(out, render_crds_yaml(), "*.yaml", HEADER)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(render_stream())
         return 0
-    try:
-        written = write_dir(args.out)
-    except OSError as err:
-        print(f"escaler crds: {err}", file=sys.stderr)
-        return 1
-    for path in written:
-        print(path)
-    return 0
+    return emit("crds", lambda: write_dir(args.out))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from escaler.api.docgen import HEADER, render_reference
 from escaler.cli.conditiondocs import condition_docs
+from escaler.cli.generated import emit, write_generated
 
 __all__ = ["add_parser", "render", "run", "write_dir"]
 
@@ -42,29 +43,12 @@ def render() -> dict[str, str]:
 
 
 def write_dir(out: Path) -> list[Path]:
-    """Write every page into ``out``, remove stale generated pages; return the files written."""
-    out.mkdir(parents=True, exist_ok=True)
-    pages = render()
-    for stale in sorted(out.glob("*.md")):
-        if stale.name not in pages and stale.read_text(encoding="utf-8").startswith(HEADER):
-            stale.unlink()
-    written = []
-    for name, text in pages.items():
-        path = out / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+    """Write every page into ``out`` and remove stale generated pages (``escaler.cli.generated``)."""
+    return write_generated(out, render(), "*.md", HEADER)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write("".join(render().values()))
         return 0
-    try:
-        written = write_dir(args.out)
-    except OSError as err:
-        print(f"escaler docs: {err}", file=sys.stderr)
-        return 1
-    for path in written:
-        print(path)
-    return 0
+    return emit("docs", lambda: write_dir(args.out))
