@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +58,7 @@ FLAGS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """``run()`` installs a root handler; put the root logger back as it was."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def parse(*argv: str) -> argparse.Namespace:

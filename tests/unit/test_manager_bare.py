@@ -8,9 +8,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import logging
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CERT_FLAGS = ("--webhook-cert-dir", "--webhook-cert-file", "--webhook-key-file")
 
 
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 @pytest.fixture(scope="module")
