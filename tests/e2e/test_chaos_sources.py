@@ -256,7 +256,7 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
             # held: the targets keep their replicas, the SLO decision stays (and the manager lives)
             hold(lambda: replicas(cluster, ns, "p") == 3 and replicas(cluster, ns, "c") == 4
                  and get(cluster, ns, "llmslo", "chat")["status"]["decision"]["replicas"] == 3,
-                 3, what=f"{fault}: replicas and the decision held")
+                 2, what=f"{fault}: replicas and the decision held")
             assert mgr.alive(), mgr.output()
             prom = _heal(fault, prom, proms, provider, good)
             wait(healthy, f"{fault} healed: every object healthy again")
