@@ -64,6 +64,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/run.py
 
+## make chaos: the chaos tests (pytest marker `chaos`, issue 15) in their full form on the local control
+## plane; prints their table (runs, passed, worst takeover, writes, peak RSS) into docs/reliability.md
+.PHONY: chaos
+chaos: $(STAMP)
+	hack/build.sh
+	$(PY) bench/chaos.py
+
 ## make crds: regenerate manifests/crds, refresh the package's copies (escaler/data/: crds and samples,
 ## the wheel's package data) and the chart's copies when the chart exists
 crds: $(STAMP)
