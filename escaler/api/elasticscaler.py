@@ -19,7 +19,10 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
   and ``scaleDownRate`` (decimal numbers > 1) — the same rules as ``escaler.scaling.apa``;
 * ``scalingAlgorithm: HPA``: no ``algorithmConfig`` (the companion HPA would ignore it) and no
   ExternalServer metric (the HPA cannot read one). Both are ``admission_only`` rules: at
-  reconcile time the first is ignored and the second is ``Validated=False/UnsupportedMetric``.
+  reconcile time the first is ignored and the second is ``Validated=False/UnsupportedMetric``;
+* ``fallback`` (SPEC §14): ``failureThreshold >= 1`` and ``replicas >= 0`` (schema minimums), and
+  only on a MetricsTrigger with an algorithm (``trigger.type`` MetricsTrigger, ``scalingAlgorithm``
+  not HPA: the companion HPA does its own scaling).
 
 What CEL cannot check stays in the webhook (``escaler.webhook.checks``): that an algorithm is
 registered, the ``--allowed-endpoint-hosts`` list, and the annotations. The metric-collection
@@ -42,6 +45,7 @@ from escaler.api.common import (
     LabelSelector,
     Quantity,
     TargetRef,
+    Time,
     positive_quantity_rule,
     url_rule,
 )
@@ -68,6 +72,8 @@ __all__ = [
     "ElasticScalerStatus",
     "ExternalMetricSource",
     "ExternalServerMetricSource",
+    "Fallback",
+    "FallbackStatus",
     "MetricIdentifier",
     "MetricSourceType",
     "MetricSpec",
@@ -503,6 +509,39 @@ class Trigger(KubeModel):
     )
 
 
+class Fallback(KubeModel):
+    """What to do when the metrics die (SPEC §14, KEDA's fallback): after ``failureThreshold``
+    consecutive metric polls without a usable signal (every metric failed), go to ``replicas``."""
+
+    failure_threshold: int = Field(
+        ge=1,
+        description="Consecutive metric polls without a usable signal (every metric of the scaler failed "
+        "or had nothing usable in its window) before the fallback engages. Polls are counted, not "
+        "reconciles: a sync between two polls reuses the last poll's outcome. A poll with a usable "
+        "signal resets the count.",
+    )
+    replicas: int = Field(
+        ge=0,
+        description="The recommendation while the fallback is engaged. Like any recommendation it goes "
+        "through stabilization, step limits and the [minReplicas, maxReplicas] clamp (as KEDA's "
+        "fallback count goes through the HPA's behavior and bounds), so it is recorded in the "
+        "stabilization history: when the signal comes back, a scale-down below the fallback count "
+        "waits for the scale-down window (no cliff).",
+    )
+
+
+class FallbackStatus(KubeModel):
+    """The running count of consecutive metric polls without a usable signal (kept in status so a new
+    leader goes on counting where the last one stopped)."""
+
+    failures: int = Field(
+        ge=1,
+        description="Consecutive metric polls without a usable signal, counted up to "
+        "spec.fallback.failureThreshold (the fallback is engaged at that count).",
+    )
+    since: Time = Field(description="When the first of these polls happened.")
+
+
 class ElasticScalerSpec(ScalerSpec):
     """Desired behaviour of an ElasticScaler."""
 
@@ -513,6 +552,18 @@ class ElasticScalerSpec(ScalerSpec):
             message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger",
             check=lambda m: m.min_replicas > 0 or m.trigger.type == TriggerType.SIGNAL,
             field_path=".minReplicas",
+        ),
+        Rule(
+            rule="!has(self.fallback) || (self.trigger.type == 'MetricsTrigger' && "
+            "has(self.trigger.metricsTrigger) && self.trigger.metricsTrigger.scalingAlgorithm != 'HPA')",
+            message="fallback is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm "
+            "other than HPA (a State or Signal trigger has no metrics to lose; the companion HPA "
+            "scales on its own)",
+            check=lambda m: m.fallback is None or (
+                m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
+                and m.trigger.metrics_trigger.scaling_algorithm != HPA_ALGORITHM),
+            field_path=".fallback",
+            reason="FieldValueForbidden",
         ),
     )
 
@@ -528,6 +579,13 @@ class ElasticScalerSpec(ScalerSpec):
         description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger.",
     )
     trigger: Trigger = Field(description="What drives the decision.")
+    fallback: Fallback | None = Field(
+        default=None,
+        description="MetricsTrigger only (not with scalingAlgorithm HPA): after failureThreshold "
+        "consecutive metric polls without a usable signal, scale to replicas instead of holding the "
+        "current count (ScalingActive stays False/DecisionUnavailable and its message names the "
+        "fallback). Without it, a scaler whose metrics all fail holds its count.",
+    )
 
 
 class ElasticScalerStatus(ScalerStatus):
@@ -543,6 +601,11 @@ class ElasticScalerStatus(ScalerStatus):
         default=None,
         description="The workload replicas are written to: spec.targetRef, or for StateTrigger the "
         "end of the targetRef chain from the state source.",
+    )
+    fallback: FallbackStatus | None = Field(
+        default=None,
+        description="Set while metric polls fail with spec.fallback set: how many in a row, and since "
+        "when; cleared by a poll with a usable signal.",
     )
 
 

@@ -125,6 +125,7 @@ from escaler.scaling.pipeline import (
     TOO_FEW_REPLICAS,
     TOO_MANY_REPLICAS,
     Decision,
+    fallback_note,
 )
 from escaler.scaling.text import MAX_ERROR_BYTES, cap_text, format_time
 
@@ -426,6 +427,9 @@ def _scaling_active(d: Decision) -> _Spec:
     if d.activity == INVALID_SPEC:
         return "False", INVALID_SPEC, rr.summary()
     assert d.activity == DECISION_UNAVAILABLE
+    if d.fallback is not None:
+        # spec.fallback: say whether it is engaged, the count and the threshold (SPEC §14)
+        return "False", DECISION_UNAVAILABLE, f"{fallback_note(d.fallback)}; {rr.summary()}"
     return "False", DECISION_UNAVAILABLE, rr.summary()
 
 

@@ -39,6 +39,13 @@ Special cases, in precedence order:
 * ``InvalidSpec`` / ``DecisionUnavailable``: no recommendation; the current count is held, apart
   from the min/max bounds (``clamp(current)``), and that write still passes the guards. The
   history is not touched.
+* **fallback** (``PipelineInput.fallback``, ``escaler.scaling.fallback``): a DecisionUnavailable
+  sync of a scaler whose fallback is *engaged* (``failureThreshold`` consecutive polls without a
+  usable signal) takes ``fallback.replicas`` as its recommendation — its own ``fallback`` step
+  after ``recommend`` — and runs it through stabilize, step limits, clamp and guards like any
+  recommendation (recorded in the history: when the signal returns, a scale-down below it waits
+  for the scale-down window). ScalingActive stays False/DecisionUnavailable. Below the threshold
+  the count is held and a ``fallback`` step says how many polls remain.
 * ``ScalingDisabled``: the target is at 0 replicas and the trigger cannot scale from zero
   (``RecommendResult.can_scale_from_zero=False``): nothing is written (not even to reach
   ``minReplicas``: 0 is how a user switches a workload off).
@@ -79,6 +86,7 @@ from dataclasses import dataclass, field, replace
 from escaler.api.scaler import DEFAULT_DEFER_TIMEOUT_SECONDS, BoundBy
 from escaler.scaling.algorithm import Recommendation
 from escaler.scaling.annotations import DEFAULTS, PAUSED, PAUSED_REPLICAS, ScalerAnnotations
+from escaler.scaling.fallback import FallbackState
 from escaler.scaling.guards import (
     DeferralOutcome,
     GuardHold,
@@ -117,6 +125,7 @@ __all__ = [
     "decide",
     "defer",
     "explain_lines",
+    "fallback_note",
     "guards",
     "limit_step",
     "stabilize",
@@ -149,6 +158,7 @@ LIMIT_REASONS = (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT, TOO_FEW_REPLICAS, TOO_MANY_RE
 
 # Step.name values (the rows of escaler explain)
 _RECOMMEND = "recommend"
+_FALLBACK = "fallback"
 _RATE = "rateLimit"
 _HOLD = "hold"
 _STABILIZE = "stabilize"
@@ -450,6 +460,8 @@ class PipelineInput:
     paused_replicas: int | None = None
     # spec.mode == Advisory: compute and report, never write
     advisory: bool = False
+    # spec.fallback and the running count of polls without a usable signal; None = no fallback
+    fallback: FallbackState | None = None
 
     def __post_init__(self) -> None:
         if not _is_time(self.now):
@@ -466,8 +478,8 @@ class PipelineInput:
 class Step:
     """One row of ``escaler explain``: a step's input and output count and what it did."""
 
-    # recommend | rateLimit | hold | stabilize | stepLimit | clamp | guard | pausedReplicas | paused |
-    # write
+    # recommend | fallback | rateLimit | hold | stabilize | stepLimit | clamp | guard | pausedReplicas |
+    # paused | write
     name: str
     # the count the step received (None for recommend)
     before: int | None
@@ -547,6 +559,13 @@ class Decision:
     # the InsufficientCapacity report (guards.insufficient_capacity) when the target has Unschedulable
     # pods, held or not; None otherwise or when the guards did not run (paused, pinned, disabled)
     capacity: GuardHold | None = None
+    # the input's fallback (policy and count); None without spec.fallback
+    fallback: FallbackState | None = None
+
+    @property
+    def fallback_engaged(self) -> bool:
+        """No usable signal for ``failureThreshold`` polls: ``fallback.replicas`` was the recommendation."""
+        return self.activity == DECISION_UNAVAILABLE and self.fallback is not None and self.fallback.engaged
 
     @property
     def limiting_step(self) -> Step | None:
@@ -658,6 +677,17 @@ def _guard_step(clamped: int, current: int, outcome: DeferralOutcome, timeout: f
                 BoundBy.GUARD)
 
 
+def fallback_note(fb: FallbackState) -> str:
+    """What the fallback step says (also the ScalingActive message's tail)."""
+    since = "" if fb.count is None else f" since {format_time(fb.count.since)}"
+    if fb.engaged:
+        return (f"fallback engaged: {fb.failures} consecutive metric polls without a usable "
+                f"signal{since} (failureThreshold {fb.failure_threshold}): recommending fallback.replicas "
+                f"{fb.replicas}")
+    return (f"fallback not engaged: {fb.failures} of {fb.failure_threshold} consecutive metric polls "
+            f"without a usable signal{since}; at {fb.failure_threshold}, fallback to {fb.replicas} replicas")
+
+
 def _write_step(d_current: int, desired: int, would_write: bool, write: bool, forced: bool,
                 held: bool, frozen: bool) -> Step:
     if write:
@@ -675,16 +705,28 @@ def decide(inp: PipelineInput) -> Decision:
     """Run the pipeline once; see the module docstring."""
     b, rr, cur, now, prev = inp.behavior, inp.recommend, inp.current_replicas, inp.now, inp.state
     activity = _activity(rr, cur)
+    fb = inp.fallback
+    engaged = activity == DECISION_UNAVAILABLE and fb is not None and fb.engaged
     steps: list[Step] = []
     history = prev.history
     down_stabilized = up_stabilized = False
     stabilization_end: float | None = None
+    recommendation = rr.replicas
 
-    if activity == RECOMMENDED:
-        rec, raw = rr.replicas, rr.raw
-        assert rec is not None and raw is not None
-        band = rr.rate_band
-        steps.append(Step(_RECOMMEND, None, raw, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
+    if activity == RECOMMENDED or engaged:
+        if engaged:
+            assert fb is not None
+            rec = raw = fb.replicas
+            recommendation = rec
+            band: tuple[int | None, int | None] | None = None
+            steps.append(Step(_RECOMMEND, None, None, rr.summary()))
+            steps.append(Step(_FALLBACK, None, rec, fallback_note(fb)))
+        else:
+            got, got_raw = rr.replicas, rr.raw
+            assert got is not None and got_raw is not None
+            rec, raw = got, got_raw
+            band = rr.rate_band
+            steps.append(Step(_RECOMMEND, None, raw, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
         if band is None and raw != rec:
             steps.append(_rate_step(raw, rec))  # a cap without a band: shown, already applied
         # with a band, the raw recommendations are stabilized and the band applied after (the HPA's
@@ -723,6 +765,8 @@ def decide(inp: PipelineInput) -> Decision:
         steps.append(Step(_RECOMMEND, None, None, rr.summary()))
         steps.append(Step(_HOLD, None, cur,
                           f"no decision: the current count {cur} is held, apart from the min/max bounds"))
+        if fb is not None and activity == DECISION_UNAVAILABLE:
+            steps.append(Step(_FALLBACK, cur, cur, fallback_note(fb)))
         stabilized = limited = cur
         steps.append(_clamp_step(b, cur))
         clamped = clamp(cur, b.min_replicas, b.max_replicas)
@@ -778,7 +822,7 @@ def decide(inp: PipelineInput) -> Decision:
         activity=activity,
         recommend=rr,
         behavior=b,
-        recommendation=rr.replicas,
+        recommendation=recommendation,
         stabilized=stabilized,
         limited=limited,
         clamped=clamped,
@@ -794,7 +838,7 @@ def decide(inp: PipelineInput) -> Decision:
         up_stabilized=up_stabilized,
         bound_by=bound_by,
         limited_by=limited_by,
-        reason=_reason(activity, rr, cur, steps, forced),
+        reason=_reason(activity, rr, cur, steps, forced, fb if engaged else None),
         state=PipelineState(history=history, deferred_since=deferred_since, last_forced_write=last_forced),
         previous_state=prev,
         requeue_after=requeue_after,
@@ -803,11 +847,17 @@ def decide(inp: PipelineInput) -> Decision:
         paused_replicas=inp.paused_replicas,
         advisory=inp.advisory,
         capacity=capacity,
+        fallback=fb,
     )
 
 
-def _reason(activity: str, rr: RecommendResult, current: int, steps: list[Step], forced: bool) -> str:
-    if activity == RECOMMENDED:
+def _reason(activity: str, rr: RecommendResult, current: int, steps: list[Step], forced: bool,
+            fallback: FallbackState | None = None) -> str:
+    if fallback is not None:
+        base = (f"no decision ({rr.unavailable}); fallback to {fallback.replicas} replicas after "
+                f"{fallback.failures} consecutive metric polls without a usable signal (failureThreshold "
+                f"{fallback.failure_threshold})")
+    elif activity == RECOMMENDED:
         base = rr.summary() + (f" ({rr.detail})" if rr.detail else "")
     elif activity == SCALING_DISABLED:
         base = "scaling is disabled: the target has 0 replicas and the trigger cannot scale from zero"

@@ -94,6 +94,10 @@ _HPA_EXTERNAL_SERVER = (
     "metrics of type ExternalServer are not supported with scalingAlgorithm HPA (the companion HPA reads "
     "only the metrics APIs: UnsupportedMetric); use apa or another registered algorithm"
 )
+_FALLBACK = (
+    "fallback is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm other than HPA (a "
+    "State or Signal trigger has no metrics to lose; the companion HPA scales on its own)"
+)
 _HPA_CONFIG = (
     "algorithmConfig is not allowed with scalingAlgorithm HPA: the companion HPA ignores it (HPA mode "
     "takes its behavior from the elasticscaler.io/behavior.* annotations only)"
@@ -442,6 +446,25 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
           "(put the PromQL in query)"),),
     ),
     Refusal(
+        "es/fallback-on-state-trigger",
+        _ES_S,
+        {"spec.fallback": {"failureThreshold": 3, "replicas": 2}},
+        (("spec.fallback", _FALLBACK),),
+    ),
+    Refusal(
+        "es/fallback-on-signal-trigger",
+        _ES_SIG,
+        {"spec.fallback": {"failureThreshold": 3, "replicas": 2}},
+        (("spec.fallback", _FALLBACK),),
+    ),
+    Refusal(
+        "es/fallback-with-hpa",
+        _ES_M,
+        {f"{_MTR}.scalingAlgorithm": "HPA", f"{_MTR}.algorithmConfig": DELETE, f"{_M}[3]": DELETE,
+         "spec.fallback": {"failureThreshold": 3, "replicas": 2}},
+        (("spec.fallback", _FALLBACK),),
+    ),
+    Refusal(
         "es/signal-endpoint-credentials",
         _ES_SIG,
         {"spec.trigger.signalTrigger.endpoint": "http://token@gateway.llm:8080/activity"},
@@ -543,6 +566,10 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("es/unknown-trigger-type", _ES_M, {"spec.trigger.type": "CronTrigger"}, "spec.trigger.type"),
     ("es/unknown-mode", _ES_M, {"spec.mode": "Passive"}, "spec.mode"),
     ("es/negative-min", _ES_SIG, {"spec.minReplicas": -1}, "spec.minReplicas"),
+    ("es/fallback-threshold-zero", _ES_M, {"spec.fallback": {"failureThreshold": 0, "replicas": 2}},
+     "spec.fallback.failureThreshold"),
+    ("es/fallback-negative-replicas", _ES_M, {"spec.fallback": {"failureThreshold": 3, "replicas": -1}},
+     "spec.fallback.replicas"),
     (
         "es/bad-quantity",
         _ES_M,

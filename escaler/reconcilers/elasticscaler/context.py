@@ -13,8 +13,9 @@
   target in the window before the index shows both.
 * ``ScalerMemory`` — per scaler, in this process only: sample windows, the pipeline state, the
   algorithm's history, the last metrics collection, signal pull bookkeeping, annotation problems
-  already reported. A new process (restart, new leader) seeds the pipeline state from status
-  (``escaler.scaling.pipeline.PipelineState.seed``), never from nothing.
+  already reported, the fallback count. A new process (restart, new leader) seeds the pipeline
+  state from status (``escaler.scaling.pipeline.PipelineState.seed``), never from nothing, and the
+  fallback count from ``status.fallback``.
 * ``Resolved`` — a StateTrigger's source and the end of its targetRef chain.
 * conversions between the API's ``Condition`` and the condition model's ``ConditionValue``, and
   the ``regarding`` reference of the scaler's Events.
@@ -35,6 +36,7 @@ from escaler.reconcilers.elasticscaler.signalsync import PullMemory
 from escaler.reconcilers.ports import ObjectRef
 from escaler.runtime.types import Request, Result
 from escaler.scaling.conditions import ConditionValue, TargetError, Validation
+from escaler.scaling.fallback import FallbackCount
 from escaler.scaling.pipeline import PipelineState
 from escaler.scaling.text import format_time
 
@@ -56,6 +58,10 @@ class ScalerMemory:
     reported: frozenset[str] = frozenset()
     # SignalTrigger: endpoint pull bookkeeping (signalsync returns the next one)
     pull: PullMemory = field(default_factory=PullMemory)
+    # spec.fallback: consecutive metric polls without a usable signal (None: the last one had one);
+    # seeded once from status.fallback (``fallback_seeded``), so a new leader goes on counting
+    fallback: FallbackCount | None = None
+    fallback_seeded: bool = False
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ events for either::
                are ``targetread`` (shared with LLMScaler)
     recommend  ``metricsync`` (metrics through the sample windows and the algorithm), ``statesync``
                (the source's ``status.desiredReplicas``), ``signalsync`` (the signal rule)
+    fallback   MetricsTrigger with ``spec.fallback``: count the consecutive *polls* (a fresh
+               collection, not a reused outcome) without a usable signal
+               (``escaler.scaling.fallback.count``), seeded once from ``status.fallback`` so a new
+               leader goes on counting; the pipeline engages it at ``failureThreshold``, and the
+               count is written to ``status.fallback`` (only when it changes)
     decide     ``escaler.scaling.pipeline.decide``, from the state this process remembers — or, after
                a restart or a leader change, from state seeded from status
     write      only when the count changes, only while the manager may write, with optimistic
@@ -52,7 +57,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from escaler.api.common import Mode
-from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
+from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, FallbackStatus, TriggerType
 from escaler.clock import Clock
 from escaler.errors import StatusError
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
@@ -94,6 +99,7 @@ from escaler.scaling.conditions import (
     TargetError,
     Validation,
 )
+from escaler.scaling.fallback import FallbackCount, FallbackState, count
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm, is_known_algorithm
 from escaler.signals.signal_pull import SignalReading
@@ -283,8 +289,9 @@ class ElasticScalerReconciler:
         recommended = self._recommend(sync, scaler, ann, mem, target, state_source)
         if isinstance(recommended, Hold):
             return self.reporter.hold(sync, recommended)  # a read in flight: its completion wakes us
-        rr, current_metrics = recommended
-        decision = self._decide(sync, scaler, ann, mem, target, rr)
+        rr, current_metrics, fresh = recommended
+        fallback = self._fallback(sync, scaler, mem, rr, fresh, target.snapshot.spec_replicas)
+        decision = self._decide(sync, scaler, ann, mem, target, rr, fallback)
         written = self._write(sync, decision, target)
         if written.retry:
             mem.state = decision.state_after_failed_write  # keep this sync's recommendation
@@ -340,23 +347,44 @@ class ElasticScalerReconciler:
         return self._targets.read(sync, scaler.namespace, ref, reads_pods=_reads_pods(scaler))
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                   target: Target, resolved: Resolved | None) -> tuple[RecommendResult, list[Any]] | Hold:
+                   target: Target, resolved: Resolved | None,
+                   ) -> tuple[RecommendResult, list[Any], bool] | Hold:
+        """The recommendation, the currentMetrics rows, and whether it comes from a new metrics poll
+        (a reused outcome keeps the memory's last collection: ``_remember`` records a new one)."""
         trigger = scaler.spec.trigger
         if trigger.type == TriggerType.METRICS:
             out = self._metrics_rec.recommend(scaler, ann, target.snapshot, mem.metrics, now=sync.now)
+            fresh = out.memory.last is not mem.metrics.last
             mem.metrics = out.memory
-            return Hold(quiet=True) if out.pending else (out.recommend, list(out.statuses))
+            return Hold(quiet=True) if out.pending else (out.recommend, list(out.statuses), fresh)
         if resolved is not None:
-            return recommend_state(resolved, scaler.namespace), []
+            return recommend_state(resolved, scaler.namespace), [], False
         signal = self._signal_rec.recommend(sync.req, scaler, target.snapshot.spec_replicas, mem.pull)
         mem.pull = signal.memory
         if signal.pending:
             return Hold(quiet=True, requeue=signal.requeue)
         sync.wait(signal.requeue)
-        return signal.recommend, []
+        return signal.recommend, [], False
+
+    def _fallback(self, sync: Sync, scaler: ElasticScaler, mem: ScalerMemory, rr: RecommendResult,
+                  fresh: bool, current: int) -> FallbackState | None:
+        """``spec.fallback`` and the count after this sync (see the module docstring); None without it."""
+        policy = scaler.spec.fallback
+        if policy is None or scaler.spec.trigger.type != TriggerType.METRICS:
+            mem.fallback, mem.fallback_seeded = None, True
+            return None
+        if not mem.fallback_seeded:
+            mem.fallback = _seeded_count(self.reporter.previous_status(sync).fallback)
+            mem.fallback_seeded = True
+        # a target at 0 replicas is ScalingDisabled (switched off), not a failed poll
+        unavailable = rr.unavailable is not None and (current > 0 or rr.can_scale_from_zero)
+        mem.fallback = count(mem.fallback, fresh=fresh, unavailable=unavailable,
+                             usable=rr.replicas is not None, now=sync.now,
+                             failure_threshold=policy.failure_threshold)
+        return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
 
     def _decide(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
-                target: Target, rr: RecommendResult) -> Decision:
+                target: Target, rr: RecommendResult, fallback: FallbackState | None = None) -> Decision:
         spec, snap = scaler.spec, target.snapshot
         behavior = Behavior.from_annotations(ann, min_replicas=spec.min_replicas,
                                              max_replicas=spec.max_replicas,
@@ -366,7 +394,7 @@ class ElasticScalerReconciler:
         decision = decide(PipelineInput(
             now=sync.now, current_replicas=snap.spec_replicas, recommend=rr, behavior=behavior,
             target=guard_input(snap, target.pods), state=state, paused=ann.paused,
-            paused_replicas=ann.paused_replicas, advisory=spec.mode == Mode.ADVISORY))
+            paused_replicas=ann.paused_replicas, advisory=spec.mode == Mode.ADVISORY, fallback=fallback))
         self._d.metrics.decision_latency.observe(max(0.0, self._d.clock.monotonic() - started))
         return decision
 
@@ -409,6 +437,11 @@ class ElasticScalerReconciler:
 
     def _may_write(self) -> bool:
         return self._d.can_write is None or self._d.can_write.is_set()
+
+
+def _seeded_count(status: FallbackStatus | None) -> FallbackCount | None:
+    """The fallback count a new process starts from: ``status.fallback`` as the last leader wrote it."""
+    return None if status is None else FallbackCount(status.failures, status.since.timestamp())
 
 
 def _reads_pods(scaler: ElasticScaler) -> bool:

@@ -17,7 +17,8 @@ Every path of a reconcile ends here, with one of:
   ``status.resolvedTargetRef`` and writes nothing else: its next sync (woken by the binding index
   change, or the backstop requeue) writes the target once the index shows the claim.
 * ``synced(sync, Synced)`` — the pipeline ran: conditions from ``conditions_for``, the counts,
-  ``deferredSince``, ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
+  ``deferredSince``, ``fallback`` (the count of polls without a usable signal, ElasticScaler
+  only), ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
   write, or in Advisory mode a would-be write that differs from the last one recorded).
 
 Status is written only when it changed significantly; drift (a metric value inside the
@@ -50,7 +51,7 @@ from cachetools import LRUCache
 from pydantic import ValidationError
 
 from escaler.api.common import TargetRef
-from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus
+from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus, FallbackStatus
 from escaler.api.scaler import MetricStatus, RecentDecision, ScalerStatus
 from escaler.errors import StatusError, is_not_found
 from escaler.informers.frozen import thaw
@@ -301,6 +302,7 @@ class Reporter(Generic[S]):
         if isinstance(status, ElasticScalerStatus):
             status.hpa_name = None
             status.resolved_target_ref = _ref(s.target)
+            status.fallback = _fallback_status(d)
         status.current_metrics = list(s.current_metrics)
         events = self.apply(sync, status, outcome)
         # the target's count after this sync: a written sync left it at the desired count, so the
@@ -362,7 +364,13 @@ def _key(sync: Sync, s: Synced, p: Plan) -> tuple[Any, ...]:
     rows = tuple((m.name, m.type, m.target, m.target_type, m.recommended_replicas, m.error)
                  for m in s.current_metrics)
     return (rv, sync.generation, s.target, p.writes, p.removes, rows, d.current, d.desired,
-            state.deferred_since, s.advisory, d.would_write, s.validation)
+            state.deferred_since, s.advisory, d.would_write, s.validation, d.fallback)
+
+
+def _fallback_status(d: Decision) -> FallbackStatus | None:
+    """``status.fallback``: the running count of polls without a usable signal (spec.fallback only)."""
+    c = None if d.fallback is None else d.fallback.count
+    return None if c is None else FallbackStatus(failures=c.failures, since=wall(c.since))
 
 
 def _after(sync: Sync, s: Synced) -> Result:
