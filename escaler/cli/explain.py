@@ -14,6 +14,9 @@ and prints:
    ``/metrics``
    (``escaler_scaler_metric_value{namespace,name}``, see ``escaler.reconcilers.scalermetrics``);
 2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends before any cap);
+2b. **Fallback** (ElasticScaler MetricsTrigger) — ``spec.fallback`` and ``status.fallback``: not set,
+   not engaged, counting (k of failureThreshold polls without a usable signal, since when), or
+   engaged (fallback.replicas is the recommendation the next steps work on);
 3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
 4. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), applied
    after stabilization as the HPA applies its rate policies, its own step: ``ScalingLimited``
@@ -157,6 +160,24 @@ def _inputs_head(obj: Mapping[str, Any]) -> list[str]:
             f"the algorithm's tolerance); live: {series} on the manager's /metrics"]
 
 
+def _fallback_lines(policy: Any, count: Any) -> list[str]:
+    """Step 2b: the fallback (``spec.fallback``) and the running count (``status.fallback``)."""
+    head = "2b. Fallback (spec.fallback)"
+    if not isinstance(policy, Mapping):
+        return [head, "   not set: while every metric fails, the current count is held"]
+    n, r = policy.get("failureThreshold"), policy.get("replicas")
+    head += f": {r} replicas after {n} consecutive metric polls without a usable signal"
+    if not isinstance(count, Mapping):
+        return [head, "   not engaged: the last metric poll had a usable signal"]
+    k, since = count.get("failures"), count.get("since", "-")
+    if isinstance(k, int) and isinstance(n, int) and k >= n:
+        return [head, f"   ENGAGED: {k} consecutive metric polls without a usable signal since {since}: "
+                      f"{r} replicas is the recommendation; stabilization, step limits, the clamp and the "
+                      f"guards below apply"]
+    return [head, f"   counting: {k} of {n} consecutive metric polls without a usable signal since {since}; "
+                  f"the current count is held until {n}"]
+
+
 def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
     """The explanation of one scaler (see the module docstring)."""
     meta = obj.get("metadata") or {}
@@ -209,6 +230,8 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
         add(f"   {_cond_line(conds, 'MetricsPipeline')}")
     add("2. Recommendation")
     add(f"   {_cond_line(conds, 'ScalingActive')}")
+    if kind == SCALER_REF[1] and trig.get("type") == "MetricsTrigger" and not status.get("hpaName"):
+        lines.extend(_fallback_lines(spec.get("fallback"), status.get("fallback")))
     limited = conds.get("ScalingLimited") or {}
     limited_reason, limited_message = str(limited.get("reason", "")), str(limited.get("message", ""))
     by_rate = limited_by_algorithm_rate(limited_reason, limited_message)

@@ -201,3 +201,33 @@ def test_render_shows_the_values_as_of_the_last_status_write_and_the_live_series
     assert "rewritten when it moves beyond the algorithm's tolerance" in out
     del obj["metadata"]["managedFields"]
     assert "values as of the last status write" in explain.render(obj)
+
+
+@pytest.mark.parametrize(("fallback", "status", "line"), [
+    (None, None, "   not set: while every metric fails, the current count is held"),
+    ({"failureThreshold": 3, "replicas": 5}, None,
+     "   not engaged: the last metric poll had a usable signal"),
+    ({"failureThreshold": 3, "replicas": 5}, {"failures": 2, "since": "2026-01-01T00:01:00Z"},
+     "   counting: 2 of 3 consecutive metric polls without a usable signal since 2026-01-01T00:01:00Z; the "
+     "current count is held until 3"),
+    ({"failureThreshold": 3, "replicas": 5}, {"failures": 3, "since": "2026-01-01T00:01:00Z"},
+     "   ENGAGED: 3 consecutive metric polls without a usable signal since 2026-01-01T00:01:00Z: 5 replicas "
+     "is the recommendation; stabilization, step limits, the clamp and the guards below apply"),
+], ids=["not-set", "not-engaged", "counting", "engaged"])
+def test_render_shows_the_fallback_step(fallback: dict[str, int] | None, status: dict[str, Any] | None,
+                                        line: str) -> None:
+    obj = scaler(cond("ScalingActive", "False", "DecisionUnavailable", "metrics: queue: HTTP 503"),
+                 **({"fallback": status} if status else {}))
+    if fallback is not None:
+        obj["spec"]["fallback"] = fallback
+    text = explain.render(obj)
+    head = "2b. Fallback (spec.fallback)" + (
+        "" if fallback is None else ": 5 replicas after 3 consecutive metric polls without a usable signal")
+    assert "2. Recommendation\n   ScalingActive=False" in text
+    assert f"\n{head}\n{line}\n3. Stabilization\n" in text
+
+
+def test_render_has_no_fallback_step_off_a_metrics_trigger() -> None:
+    obj = scaler(cond("ScalingActive", "True", "DecisionReceived", "received a decision"))
+    obj["spec"]["trigger"] = {"type": "StateTrigger"}
+    assert "2b. Fallback" not in explain.render(obj)
