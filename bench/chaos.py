@@ -13,6 +13,9 @@ Contract:
   result; and writes the table, with the command, the date and the machine's cores and load,
   into ``docs/reliability.md`` between ``<!-- chaos:begin -->`` and ``<!-- chaos:end -->``
   (``--no-docs``: print only);
+* ``--snapshot``: the managers and the CRDs come from ``git archive HEAD`` unpacked in a temporary
+  directory (``ESCALER_E2E_SRC``), so a long run on a working tree others are editing tests one
+  commit throughout (the table names it);
 * exits with pytest's exit code (0 only when every chaos test passed).
 """
 
@@ -89,10 +92,21 @@ def write_doc(text: str, doc: Path = DOC) -> None:
     doc.write_text(new)
 
 
+def snapshot(dest: Path) -> str:
+    """``git archive HEAD`` unpacked into ``dest``; returns the short commit id."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run the chaos tests (full form) and write their table.")
     ap.add_argument("--reduced", action="store_true", help="the reduced form (as in every e2e run)")
     ap.add_argument("-k", dest="expr", default="", help="pytest -k expression to run some of them")
+    ap.add_argument("--snapshot", action="store_true",
+                    help="run the managers from `git archive HEAD` (a tree others edit meanwhile)")
     ap.add_argument("--no-docs", action="store_true", help=f"print the table only, leave {DOC.name} alone")
     args = ap.parse_args(argv)
     form = "reduced" if args.reduced else "full"
@@ -104,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "chaos.xml"
+        if args.snapshot:
+            commit = snapshot(Path(tmp) / "src")
+            env["ESCALER_E2E_SRC"] = str(Path(tmp) / "src")
+            host += f"; managers and CRDs from commit {commit}"
         cmd = [sys.executable, "-m", "pytest", "tests/e2e", "-m", "chaos", "-q", "-p", "no:cacheprovider",
                "-o", "junit_family=xunit1", f"--junitxml={junit}"] + (["-k", args.expr] if args.expr else [])
         rc = subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode

@@ -246,11 +246,12 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
             pmsg, cmsg, smsg = wait(failing, f"{fault}: every object reports the fault", timeout=90)
             sys.stderr.write(f"\n[chaos] {fault} seen in {time.monotonic() - t0:.1f}s\n"
                              f"  prometheus: {pmsg}\n  custom: {cmsg}\n  slo: {smsg}\n")
-            for who, msg, source in (("llmscaler/p", pmsg, f"Prometheus {prom.url}"),
-                                     ("llmscaler/c", cmsg, "custom provider"),
-                                     ("llmslo/chat", smsg, "")):
+            named = {"llmscaler/p": (f"Prometheus {prom.url}: running: ",),
+                     "llmscaler/c": (f"custom provider returned no decision: {provider.url()}",),
+                     "llmslo/chat": ("signals missing (ttftMs: ", "otps: ", prom.url)}
+            for who, msg in (("llmscaler/p", pmsg), ("llmscaler/c", cmsg), ("llmslo/chat", smsg)):
                 assert len(msg.encode()) <= 1024, (fault, who, len(msg.encode()), msg[:300])
-                assert source in msg, (fault, who, source, msg)
+                assert all(n in msg for n in named[who]), (fault, who, named[who], msg)
                 assert any(s in msg.lower() for s in SAYS[fault]), (fault, who, SAYS[fault], msg)
                 assert "upstream connect error" not in msg and "<html" not in msg.lower(), (fault, who, msg)
             # held: the targets keep their replicas, the SLO decision stays (and the manager lives)
