@@ -45,7 +45,6 @@ from escaler.api.common import (
     LabelSelector,
     Quantity,
     TargetRef,
-    Time,
     positive_quantity_rule,
     url_rule,
 )
@@ -54,6 +53,8 @@ from escaler.api.rules import Rule, cel_matches
 from escaler.api.scaler import (
     DEFAULT_MIN_REPLICAS,
     MIN_MAX_RULE,
+    Fallback,
+    FallbackStatus,
     ScalerSpec,
     ScalerStatus,
 )
@@ -507,39 +508,6 @@ class Trigger(KubeModel):
         default=None,
         description="Configuration of a SignalTrigger; only with that type (defaults apply when omitted).",
     )
-
-
-class Fallback(KubeModel):
-    """What to do when the metrics die (SPEC §14, KEDA's fallback): after ``failureThreshold``
-    consecutive metric polls without a usable signal (every metric failed), go to ``replicas``."""
-
-    failure_threshold: int = Field(
-        ge=1,
-        description="Consecutive metric polls without a usable signal (every metric of the scaler failed "
-        "or had nothing usable in its window) before the fallback engages. Polls are counted, not "
-        "reconciles: a sync between two polls reuses the last poll's outcome. A poll with a usable "
-        "signal resets the count.",
-    )
-    replicas: int = Field(
-        ge=0,
-        description="The recommendation while the fallback is engaged. Like any recommendation it goes "
-        "through stabilization, step limits and the [minReplicas, maxReplicas] clamp (as KEDA's "
-        "fallback count goes through the HPA's behavior and bounds), so it is recorded in the "
-        "stabilization history: when the signal comes back, a scale-down below the fallback count "
-        "waits for the scale-down window (no cliff).",
-    )
-
-
-class FallbackStatus(KubeModel):
-    """The running count of consecutive metric polls without a usable signal (kept in status so a new
-    leader goes on counting where the last one stopped)."""
-
-    failures: int = Field(
-        ge=1,
-        description="Consecutive metric polls without a usable signal, counted up to "
-        "spec.fallback.failureThreshold (the fallback is engaged at that count).",
-    )
-    since: Time = Field(description="When the first of these polls happened.")
 
 
 class ElasticScalerSpec(ScalerSpec):

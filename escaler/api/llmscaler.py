@@ -23,6 +23,8 @@ from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 from escaler.api.scaler import (
     MIN_MAX_RULE,
+    Fallback,
+    FallbackStatus,
     ScalerSpec,
     ScalerStatus,
 )
@@ -160,10 +162,23 @@ class LLMScalerSpec(ScalerSpec):
         json_schema_extra={"default": {}},
         description="Scale-down stabilization and step limit.",
     )
+    fallback: Fallback | None = Field(
+        default=None,
+        description="After failureThreshold consecutive polls without a usable signal (every Prometheus "
+        "metric failed, or the custom provider gave no decision), scale to replicas instead of holding "
+        "the current count (ScalingActive stays False/DecisionUnavailable and its message names the "
+        "fallback). Without it, the count is held.",
+    )
 
 
 class LLMScalerStatus(ScalerStatus):
     """Observed state of an LLMScaler (HPA v2 model, plus the deprecated DecisionAvailable condition)."""
+
+    fallback: FallbackStatus | None = Field(
+        default=None,
+        description="Set while polls fail with spec.fallback set: how many in a row, and since when; "
+        "cleared by a poll with a usable signal.",
+    )
 
 
 class LLMScaler(KubeObject):

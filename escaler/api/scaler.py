@@ -25,6 +25,8 @@ __all__ = [
     "DEFAULT_MIN_REPLICAS",
     "MAX_RECENT_DECISIONS",
     "BoundBy",
+    "Fallback",
+    "FallbackStatus",
     "MetricStatus",
     "RecentDecision",
     "ScalerStatus",
@@ -148,6 +150,40 @@ class ScalerSpec(KubeModel):
         default=DEFAULT_DEFER_TIMEOUT_SECONDS, ge=0, description=DEFER_TIMEOUT_DESCRIPTION
     )
     mode: Mode = Field(default=Mode.ACTIVE, description=MODE_DESCRIPTION)
+
+
+class Fallback(KubeModel):
+    """What to do when the metrics die (SPEC §14, KEDA's fallback): after ``failureThreshold``
+    consecutive polls without a usable signal (every metric failed, or the decision provider gave
+    none), go to ``replicas``. Shared by ElasticScaler (MetricsTrigger) and LLMScaler."""
+
+    failure_threshold: int = Field(
+        ge=1,
+        description="Consecutive polls without a usable signal (every metric of the scaler failed or had "
+        "nothing usable, or the custom provider gave no decision) before the fallback engages. Polls "
+        "are counted, not reconciles: a sync between two polls reuses the last poll's outcome. A poll "
+        "with a usable signal resets the count.",
+    )
+    replicas: int = Field(
+        ge=0,
+        description="The recommendation while the fallback is engaged. Like any recommendation it goes "
+        "through stabilization, step limits and the [minReplicas, maxReplicas] clamp (as KEDA's "
+        "fallback count goes through the HPA's behavior and bounds), so it is recorded in the "
+        "stabilization history: when the signal comes back, a scale-down below the fallback count "
+        "waits for the scale-down window (no cliff).",
+    )
+
+
+class FallbackStatus(KubeModel):
+    """The running count of consecutive polls without a usable signal (kept in status so a new
+    leader goes on counting where the last one stopped)."""
+
+    failures: int = Field(
+        ge=1,
+        description="Consecutive polls without a usable signal, counted up to "
+        "spec.fallback.failureThreshold (the fallback is engaged at that count).",
+    )
+    since: Time = Field(description="When the first of these polls happened.")
 
 
 class ScalerStatus(KubeModel):

@@ -72,10 +72,11 @@ def scaler_reasons() -> tuple[ReasonDoc, ...]:
           "No usable signal: every metric read failed or was unusable, the State source has no "
           "`desiredReplicas`, or the custom provider gave no `{\"replicas\": n}`. The message names the "
           "source and the error (capped at 1 KiB); replicas are held at the current count, apart from "
-          "the min/max bounds. With `spec.fallback` (ElasticScaler MetricsTrigger) the message starts "
-          "with the fallback: `fallback not engaged: k of N consecutive metric polls ...` while "
-          "counting, then `fallback engaged: ... recommending fallback.replicas R` from the Nth poll: "
-          "R goes through stabilization, step limits and the clamp (`status.fallback` holds the count).",
+          "the min/max bounds. With `spec.fallback` (LLMScaler, ElasticScaler MetricsTrigger) the "
+          "message starts with the fallback: `fallback not engaged: k of N consecutive metric polls "
+          "...` while counting, then `fallback engaged: ... recommending fallback.replicas R` from "
+          "the Nth poll: R goes through stabilization, step limits and the clamp (`status.fallback` "
+          "holds the count).",
           "Read the message and `status.currentMetrics[].error`; check the metric source (metrics API, "
           "Prometheus, provider URL) and `--allow-endpoint-networks` / `--allowed-endpoint-hosts`."),
         R(c.SCALING_ACTIVE, "False", c.INVALID_SPEC,

@@ -14,9 +14,10 @@ and prints:
    ``/metrics``
    (``escaler_scaler_metric_value{namespace,name}``, see ``escaler.reconcilers.scalermetrics``);
 2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends before any cap);
-2b. **Fallback** (ElasticScaler MetricsTrigger) — ``spec.fallback`` and ``status.fallback``: not set,
-   not engaged, counting (k of failureThreshold polls without a usable signal, since when), or
-   engaged (fallback.replicas is the recommendation the next steps work on);
+2b. **Fallback** (LLMScaler, ElasticScaler MetricsTrigger) — ``spec.fallback`` and
+   ``status.fallback``: not set, not engaged, counting (k of failureThreshold polls without a
+   usable signal, since when), or engaged (fallback.replicas is the recommendation the next steps
+   work on);
 3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
 4. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), applied
    after stabilization as the HPA applies its rate policies, its own step: ``ScalingLimited``
@@ -230,7 +231,7 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
         add(f"   {_cond_line(conds, 'MetricsPipeline')}")
     add("2. Recommendation")
     add(f"   {_cond_line(conds, 'ScalingActive')}")
-    if kind == SCALER_REF[1] and trig.get("type") == "MetricsTrigger" and not status.get("hpaName"):
+    if kind != SCALER_REF[1] or (trig.get("type") == "MetricsTrigger" and not status.get("hpaName")):
         lines.extend(_fallback_lines(spec.get("fallback"), status.get("fallback")))
     limited = conds.get("ScalingLimited") or {}
     limited_reason, limited_message = str(limited.get("reason", "")), str(limited.get("message", ""))

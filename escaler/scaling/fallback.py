@@ -1,9 +1,10 @@
 """Fallback when the metrics die (SPEC §14): count the polls without a usable signal, and engage.
 
-A MetricsTrigger scaler with ``spec.fallback {failureThreshold, replicas}`` counts its consecutive
-metric *polls* (collections, not reconciles: a sync between two polls reuses the last outcome and
-counts nothing) whose outcome is ``DecisionUnavailable`` — every metric failed, or had nothing
-usable in its window. ``count`` is the one rule:
+A MetricsTrigger ElasticScaler or an LLMScaler with ``spec.fallback {failureThreshold, replicas}``
+counts its consecutive *polls* (collections or provider reads, not reconciles: a sync between two
+polls reuses the last outcome and counts nothing) whose outcome is ``DecisionUnavailable`` — every
+metric failed or had nothing usable in its window, or the custom provider gave no decision.
+``count`` is the one rule:
 
 * a fresh poll without a usable signal adds one, up to ``failureThreshold`` (the count stops
   there: while engaged it no longer changes, so the status holding it is not rewritten per poll);

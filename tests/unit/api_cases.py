@@ -570,6 +570,8 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
      "spec.fallback.failureThreshold"),
     ("es/fallback-negative-replicas", _ES_M, {"spec.fallback": {"failureThreshold": 3, "replicas": -1}},
      "spec.fallback.replicas"),
+    ("llms/fallback-threshold-zero", _LLMS, {"spec.fallback": {"failureThreshold": 0, "replicas": 2}},
+     "spec.fallback.failureThreshold"),
     (
         "es/bad-quantity",
         _ES_M,

@@ -105,7 +105,7 @@ from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm, is_k
 from escaler.signals.signal_pull import SignalReading
 from escaler.targets.snapshot import TargetSnapshot, TargetUnreadable
 
-__all__ = ["Collector", "ElasticScalerReconciler", "ReconcilerDeps"]
+__all__ = ["Collector", "ElasticScalerReconciler", "ReconcilerDeps", "count_poll", "seeded_count"]
 
 _log = logging.getLogger(__name__)
 
@@ -374,13 +374,10 @@ class ElasticScalerReconciler:
             mem.fallback, mem.fallback_seeded = None, True
             return None
         if not mem.fallback_seeded:
-            mem.fallback = _seeded_count(self.reporter.previous_status(sync).fallback)
+            mem.fallback = seeded_count(self.reporter.previous_status(sync).fallback)
             mem.fallback_seeded = True
-        # a target at 0 replicas is ScalingDisabled (switched off), not a failed poll
-        unavailable = rr.unavailable is not None and (current > 0 or rr.can_scale_from_zero)
-        mem.fallback = count(mem.fallback, fresh=fresh, unavailable=unavailable,
-                             usable=rr.replicas is not None, now=sync.now,
-                             failure_threshold=policy.failure_threshold)
+        mem.fallback = count_poll(mem.fallback, rr, fresh=fresh, current=current, now=sync.now,
+                                  failure_threshold=policy.failure_threshold)
         return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
 
     def _decide(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
@@ -439,9 +436,20 @@ class ElasticScalerReconciler:
         return self._d.can_write is None or self._d.can_write.is_set()
 
 
-def _seeded_count(status: FallbackStatus | None) -> FallbackCount | None:
-    """The fallback count a new process starts from: ``status.fallback`` as the last leader wrote it."""
+def seeded_count(status: FallbackStatus | None) -> FallbackCount | None:
+    """The fallback count a new process starts from: ``status.fallback`` as the last leader wrote it
+    (shared with LLMScaler)."""
     return None if status is None else FallbackCount(status.failures, status.since.timestamp())
+
+
+def count_poll(previous: FallbackCount | None, rr: RecommendResult, *, fresh: bool, current: int,
+               now: float, failure_threshold: int) -> FallbackCount | None:
+    """The fallback count after a sync whose recommendation is ``rr`` (shared with LLMScaler): a
+    target at 0 replicas a trigger cannot scale from is ScalingDisabled (switched off), not a
+    failed poll."""
+    unavailable = rr.unavailable is not None and (current > 0 or rr.can_scale_from_zero)
+    return count(previous, fresh=fresh, unavailable=unavailable, usable=rr.replicas is not None, now=now,
+                 failure_threshold=failure_threshold)
 
 
 def _reads_pods(scaler: ElasticScaler) -> bool:

@@ -17,8 +17,8 @@ Every path of a reconcile ends here, with one of:
   ``status.resolvedTargetRef`` and writes nothing else: its next sync (woken by the binding index
   change, or the backstop requeue) writes the target once the index shows the claim.
 * ``synced(sync, Synced)`` — the pipeline ran: conditions from ``conditions_for``, the counts,
-  ``deferredSince``, ``fallback`` (the count of polls without a usable signal, ElasticScaler
-  only), ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
+  ``deferredSince``, ``fallback`` (the count of polls without a usable signal, with
+  ``spec.fallback``), ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
   write, or in Advisory mode a would-be write that differs from the last one recorded).
 
 Status is written only when it changed significantly; drift (a metric value inside the
@@ -52,6 +52,7 @@ from pydantic import ValidationError
 
 from escaler.api.common import TargetRef
 from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus, FallbackStatus
+from escaler.api.llmscaler import LLMScalerStatus
 from escaler.api.scaler import MetricStatus, RecentDecision, ScalerStatus
 from escaler.errors import StatusError, is_not_found
 from escaler.informers.frozen import thaw
@@ -302,6 +303,7 @@ class Reporter(Generic[S]):
         if isinstance(status, ElasticScalerStatus):
             status.hpa_name = None
             status.resolved_target_ref = _ref(s.target)
+        if isinstance(status, ElasticScalerStatus | LLMScalerStatus):
             status.fallback = _fallback_status(d)
         status.current_metrics = list(s.current_metrics)
         events = self.apply(sync, status, outcome)

@@ -18,6 +18,9 @@ turns either into status and events::
     recommend  ``recommend.LLMRecommender``: Prometheus (max of ceil(value / targetPerReplica) over
                the usable metrics) or the custom provider, off the reconcile worker on the outbound
                executor (the sync that starts a read writes nothing; its completion wakes us)
+    fallback   with ``spec.fallback``: the consecutive polls (a new reading, not a reused one)
+               without a usable signal, seeded once from ``status.fallback`` — the ElasticScaler's
+               rule (``count_poll``); the pipeline engages it at ``failureThreshold``
     decide     ``escaler.scaling.pipeline.decide`` with ``Behavior.for_llmscaler``: scale-down
                stabilization and ``maxStepReplicas``, no scale-up cap (never ScaleUpLimit), the
                clamp to [min, max] last, the deferral guards and ``deferTimeoutSeconds`` — the
@@ -47,6 +50,7 @@ from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.context import Hold, Sync, epoch
+from escaler.reconcilers.elasticscaler.reconciler import count_poll, seeded_count
 from escaler.reconcilers.elasticscaler.report import ReportedKind, Reporter, Synced
 from escaler.reconcilers.elasticscaler.targetread import (
     Target,
@@ -65,6 +69,7 @@ from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
 from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
 from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, TargetError, Validation
+from escaler.scaling.fallback import FallbackCount, FallbackState
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 
 __all__ = ["LLM_REPORTED", "LLMReconcilerDeps", "LLMScalerReconciler"]
@@ -128,6 +133,9 @@ class _Memory:
     reading: Reading | None = None
     # (resourceVersion, parse) of the last object version loaded
     parsed: tuple[str, _Parsed] | None = field(default=None, repr=False)
+    # spec.fallback: consecutive polls without a usable signal; seeded once from status.fallback
+    fallback: FallbackCount | None = None
+    fallback_seeded: bool = False
 
 
 class LLMScalerReconciler:
@@ -174,10 +182,12 @@ class LLMScalerReconciler:
         if isinstance(target, Hold):
             return self.reporter.hold(sync, target)
         out = self._rec.recommend(scaler, mem.reading)
+        fresh = out.memory is not mem.reading  # a reused reading is the same object
         mem.reading = out.memory
         if out.pending:
             return Result()  # a read in flight: its completion wakes us
-        decision = self._decide(sync, p, mem, target, out.recommend)
+        fallback = self._fallback(sync, scaler, mem, out.recommend, fresh, target.snapshot.spec_replicas)
+        decision = self._decide(sync, p, mem, target, out.recommend, fallback)
         written = self._write(sync, decision, target)
         if written.retry:
             mem.state = decision.state_after_failed_write  # keep this sync's recommendation
@@ -244,7 +254,22 @@ class LLMScalerReconciler:
         refusal = self._d.bindings.refusal(key, me)
         return None if refusal is None else Hold(validation=Validation(TARGET_CONFLICT, refusal))
 
-    def _decide(self, sync: Sync, p: _Parsed, mem: _Memory, target: Target, rr: RecommendResult) -> Decision:
+    def _fallback(self, sync: Sync, scaler: LLMScaler, mem: _Memory, rr: RecommendResult, fresh: bool,
+                  current: int) -> FallbackState | None:
+        """``spec.fallback`` and the count after this sync; None without it."""
+        policy = scaler.spec.fallback
+        if policy is None:
+            mem.fallback, mem.fallback_seeded = None, True
+            return None
+        if not mem.fallback_seeded:
+            mem.fallback = seeded_count(self.reporter.previous_status(sync).fallback)
+            mem.fallback_seeded = True
+        mem.fallback = count_poll(mem.fallback, rr, fresh=fresh, current=current, now=sync.now,
+                                  failure_threshold=policy.failure_threshold)
+        return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
+
+    def _decide(self, sync: Sync, p: _Parsed, mem: _Memory, target: Target, rr: RecommendResult,
+                fallback: FallbackState | None = None) -> Decision:
         spec, snap = p.scaler.spec, target.snapshot
         behavior = Behavior.for_llmscaler(
             min_replicas=spec.min_replicas, max_replicas=spec.max_replicas,
@@ -256,7 +281,8 @@ class LLMScalerReconciler:
         decision = decide(PipelineInput(
             now=sync.now, current_replicas=snap.spec_replicas, recommend=rr, behavior=behavior,
             target=guard_input(snap, target.pods), state=state, paused=p.annotations.paused,
-            paused_replicas=p.annotations.paused_replicas, advisory=spec.mode == Mode.ADVISORY))
+            paused_replicas=p.annotations.paused_replicas, advisory=spec.mode == Mode.ADVISORY,
+            fallback=fallback))
         self._d.metrics.decision_latency.observe(max(0.0, self._d.clock.monotonic() - started))
         return decision
 
