@@ -12,8 +12,10 @@ Per failover:
 * the takeover (the heir's first successful Lease write, from the audit log) comes at most
   ``lease_duration + 2.2 x retry_period`` = 19.4 s after the ``kill -9`` (docs/reliability.md:
   a standby takes over ``lease_duration`` after it last saw the record change, plus jitter);
-* **no overlap**: between its kill and the next failover, the killed user writes nothing (its
-  restarted process is a standby), except Lease requests; and the heir writes scalers' targets;
+* **no overlap**: from the heir's takeover to the next failover, the killed user writes nothing
+  (its restarted process is a standby), except Lease requests; and the heir writes scalers'
+  targets. Requests the killed process sent before the kill may reach a loaded API server after
+  it, but long before the takeover 15 s later: they are counted (``late_requests``);
 
 and at the end every scaler still converges on a new load.
 
@@ -90,7 +92,7 @@ def _not_lease(writes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _takeover(cluster: Cluster, ns: str, audit: AuditLog, heir: Manager, heir_user: str, holder: str,
               since: int, killed_wall: float, k: int) -> float:
-    """Seconds from the kill to the heir's first Lease write; then the heir scales the fleet."""
+    """The wall time of the heir's first Lease write after the kill; then the heir scales the fleet."""
     eventually(lambda: lease_holder(cluster, ns, LEASE) not in ("", holder), timeout=40, interval=0.2,
                what=f"failover {k}: the heir to take the lease; log:\n{heir.output()}")
     took = eventually(lambda: audit.writes(users=heir_user, namespace=ns, resource="leases", name=LEASE,
@@ -98,7 +100,7 @@ def _takeover(cluster: Cluster, ns: str, audit: AuditLog, heir: Manager, heir_us
                       what="the heir's Lease write in the audit log")[0]
     eventually(lambda: audit.scale_writes(heir_user, ns, since=since), timeout=30,
                what=f"failover {k}: the heir scaling the fleet; log:\n{heir.output(1500)}")
-    return float(_ts(took["requestReceivedTimestamp"]) - killed_wall)
+    return float(_ts(took["requestReceivedTimestamp"]))
 
 
 def test_leader_killed_again_and_again_hands_over_without_overlap(
@@ -127,7 +129,7 @@ def test_leader_killed_again_and_again_hands_over_without_overlap(
               live[USERS[0]], timeout=60)
     phases = [(load, 3.0) for load in (40, 90, 30, 110, 50, 100)] * (runs * 3)
     feeder = SeriesFeeder(fake_metrics, ns, "load", phases, noise=0.2, step=1.0).start()
-    leader_user, worst, peak = USERS[0], 0.0, 0.0
+    leader_user, worst, peak, late = USERS[0], 0.0, 0.0, 0
     time.sleep(STANDBY_WARM)
     try:
         for k in range(runs):
@@ -138,7 +140,8 @@ def test_leader_killed_again_and_again_hands_over_without_overlap(
             since, killed_wall = audit.offset(), time.time()
             leader.signal(signal.SIGKILL)
             leader.proc.wait(10)
-            takeover = _takeover(cluster, ns, audit, heir, heir_user, holder, since, killed_wall, k)
+            took_wall = _takeover(cluster, ns, audit, heir, heir_user, holder, since, killed_wall, k)
+            takeover = took_wall - killed_wall
             worst = max(worst, takeover)
             holder = lease_holder(cluster, ns, LEASE)
             sys.stderr.write(f"\n[chaos] failover {k}: {leader_user} killed, {heir_user} took the lease "
@@ -147,15 +150,21 @@ def test_leader_killed_again_and_again_hands_over_without_overlap(
             # the killed manager comes back as the standby
             live[leader_user] = start(leader_user, k + 1)
             time.sleep(STANDBY_WARM)
-            # no overlap: since its kill the killed user wrote nothing but Lease requests
-            overlap = _not_lease(audit.writes(users=leader_user, namespace=ns, since=since,
-                                              after=killed_wall, successful=None))
+            # no overlap: from the heir's takeover on, the killed user (its restarted process a
+            # standby) sent nothing but Lease requests. Requests the old process had sent before
+            # the kill may still be received after it (a loaded API server reads them late: seen
+            # with 504 answers at load 12); they are counted, not refused.
+            mine = _not_lease(audit.writes(users=leader_user, namespace=ns, since=since, after=killed_wall,
+                                           successful=None))
+            overlap = [e for e in mine if _ts(e["requestReceivedTimestamp"]) >= took_wall]
+            late += len(mine) - len(overlap)
             assert not overlap, (k, _describe(overlap))
             # recorded as they are reached (bench/chaos.py keeps the last value of each): a failing
             # run still reports its worst takeover and peak so far
             record_property("passed", k + 1)
             record_property("worst_takeover_s", round(worst, 1))
             record_property("peak_rss_mib", peak)
+            record_property("late_requests", late)
             leader_user = heir_user
     finally:
         feeder.stop()
@@ -167,4 +176,5 @@ def test_leader_killed_again_and_again_hands_over_without_overlap(
     writes = _not_lease(audit.writes(users=USERS, namespace=ns))
     record_property("writes", len(writes))
     record_property("peak_rss_mib", max(peak, *(peak_rss_mib(m.proc.pid) for m in live.values())))
-    sys.stderr.write(f"\n[chaos] {runs} failovers, worst takeover {worst:.1f}s, {len(writes)} writes\n")
+    sys.stderr.write(f"\n[chaos] {runs} failovers, worst takeover {worst:.1f}s, {len(writes)} writes, "
+                     f"{late} requests of a killed leader received after its kill (before the takeover)\n")
