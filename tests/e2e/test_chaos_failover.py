@@ -103,6 +103,8 @@ def _takeover(cluster: Cluster, ns: str, audit: AuditLog, heir: Manager, heir_us
     return float(_ts(took["requestReceivedTimestamp"]))
 
 
+# each failover takes about 30 s (15 s lease, the heir's first writes, the standby's warm-up)
+@pytest.mark.timeout(chaos_runs(600, 3600))
 def test_leader_killed_again_and_again_hands_over_without_overlap(
         cluster: Cluster, namespace: str, fake_metrics: Any, tmp_path: Path, managers: list[Manager],
         record_property: Callable[[str, object], None]) -> None:

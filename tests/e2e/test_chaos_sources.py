@@ -63,7 +63,8 @@ HTML = b"<html><body>" + b"upstream connect error " * 45_000 + b"</body></html>"
 FAULTS = ("down", "slow", "nan", "inf", "empty", "malformed", "html")
 # what a useful message says for each fault (any one of the fragments, case-insensitive)
 SAYS: dict[str, tuple[str, ...]] = {
-    "down": ("cannot connect",),
+    # a connection the closing server had accepted is reset instead
+    "down": ("cannot connect", "connection reset by peer"),
     "slow": ("timed out after",),
     "nan": ("is nan (not a finite number)", "not an integer"),
     "inf": ("is inf (not a finite number)", "not an integer"),
