@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
         rows = parse_junit(junit) if junit.exists() else []
     took = time.monotonic() - t0
-    shown = "make chaos" if not args.reduced and not args.expr else "python bench/chaos.py " + " ".join(
-        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    given = argv if argv is not None else sys.argv[1:]
+    shown = "python bench/chaos.py " + " ".join(shlex.quote(a) for a in given) if given else "make chaos"
     text = (f"`{shown}` ({form} form), {started}, {took / 60:.0f} min, on {host}:\n\n{table(rows)}")
     print("\n" + text)
     if not args.no_docs:
