@@ -164,8 +164,11 @@ def test_the_inflight_load_signal_holds_a_loaded_service(cluster: Cluster, names
     body = llm_slo("loaded", f"loaded-{ns}", "loaded", ttft, otps)
     body["spec"]["inflight"] = {"promql": load}
     apply(cluster, ns, body)
-    obj = wait_decision(cluster, ns, "loaded", lambda o: "inflightPerReplica" in str(o.get("status")),
-                        engine, what="a decision with the in-flight signal")
+    # until the 4 pods are ready the load is per ready replica (at least 1): wait for all 4 serving
+    per_replica = lambda o: ((o.get("status") or {}).get("decision") or {}).get(  # noqa: E731
+        "signals", {}).get("inflightPerReplica")
+    obj = wait_decision(cluster, ns, "loaded", lambda o: per_replica(o) == 15.0,
+                        engine, what="a decision with the in-flight signal over 4 ready replicas")
     d = obj["status"]["decision"]
     assert d["replicas"] == 4 and d["signals"]["inflightPerReplica"] == 15.0, d
     assert d["signals"]["concurrencyPerReplica"] == 16
