@@ -52,12 +52,12 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from escaler.api.common import Mode
-from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, FallbackStatus, TriggerType
+from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, Fallback, FallbackStatus, TriggerType
 from escaler.clock import Clock
 from escaler.errors import StatusError
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
@@ -369,16 +369,10 @@ class ElasticScalerReconciler:
     def _fallback(self, sync: Sync, scaler: ElasticScaler, mem: ScalerMemory, rr: RecommendResult,
                   fresh: bool, current: int) -> FallbackState | None:
         """``spec.fallback`` and the count after this sync (see the module docstring); None without it."""
-        policy = scaler.spec.fallback
-        if policy is None or scaler.spec.trigger.type != TriggerType.METRICS:
-            mem.fallback, mem.fallback_seeded = None, True
-            return None
-        if not mem.fallback_seeded:
-            mem.fallback = seeded_count(self.reporter.previous_status(sync).fallback)
-            mem.fallback_seeded = True
-        mem.fallback = count_poll(mem.fallback, rr, fresh=fresh, current=current, now=sync.now,
-                                  failure_threshold=policy.failure_threshold)
-        return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
+        metrics = scaler.spec.trigger.type == TriggerType.METRICS
+        return advance_fallback(mem, scaler.spec.fallback if metrics else None,
+                                lambda: self.reporter.previous_status(sync).fallback, rr, fresh=fresh,
+                                current=current, now=sync.now)
 
     def _decide(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
                 target: Target, rr: RecommendResult, fallback: FallbackState | None = None) -> Decision:
@@ -450,6 +444,30 @@ def count_poll(previous: FallbackCount | None, rr: RecommendResult, *, fresh: bo
     unavailable = rr.unavailable is not None and (current > 0 or rr.can_scale_from_zero)
     return count(previous, fresh=fresh, unavailable=unavailable, usable=rr.replicas is not None, now=now,
                  failure_threshold=failure_threshold)
+
+
+class FallbackMemory(Protocol):
+    """The per-scaler memory ``advance_fallback`` keeps its count in."""
+
+    fallback: FallbackCount | None
+    fallback_seeded: bool
+
+
+def advance_fallback(mem: FallbackMemory, policy: Fallback | None,
+                     previous: Callable[[], FallbackStatus | None], rr: RecommendResult, *, fresh: bool,
+                     current: int, now: float) -> FallbackState | None:
+    """The fallback of this sync (shared with LLMScaler): None without ``policy``; otherwise the count
+    seeded once from ``previous()`` (status.fallback, so a new leader goes on counting), advanced by
+    ``count_poll``, and kept in ``mem``."""
+    if policy is None:
+        mem.fallback, mem.fallback_seeded = None, True
+        return None
+    if not mem.fallback_seeded:
+        mem.fallback = seeded_count(previous())
+        mem.fallback_seeded = True
+    mem.fallback = count_poll(mem.fallback, rr, fresh=fresh, current=current, now=now,
+                              failure_threshold=policy.failure_threshold)
+    return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
 
 
 def _reads_pods(scaler: ElasticScaler) -> bool:

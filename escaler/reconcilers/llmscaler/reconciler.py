@@ -50,7 +50,7 @@ from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.context import Hold, Sync, epoch
-from escaler.reconcilers.elasticscaler.reconciler import count_poll, seeded_count
+from escaler.reconcilers.elasticscaler.reconciler import advance_fallback
 from escaler.reconcilers.elasticscaler.report import ReportedKind, Reporter, Synced
 from escaler.reconcilers.elasticscaler.targetread import (
     Target,
@@ -257,16 +257,9 @@ class LLMScalerReconciler:
     def _fallback(self, sync: Sync, scaler: LLMScaler, mem: _Memory, rr: RecommendResult, fresh: bool,
                   current: int) -> FallbackState | None:
         """``spec.fallback`` and the count after this sync; None without it."""
-        policy = scaler.spec.fallback
-        if policy is None:
-            mem.fallback, mem.fallback_seeded = None, True
-            return None
-        if not mem.fallback_seeded:
-            mem.fallback = seeded_count(self.reporter.previous_status(sync).fallback)
-            mem.fallback_seeded = True
-        mem.fallback = count_poll(mem.fallback, rr, fresh=fresh, current=current, now=sync.now,
-                                  failure_threshold=policy.failure_threshold)
-        return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
+        return advance_fallback(mem, scaler.spec.fallback,
+                                lambda: self.reporter.previous_status(sync).fallback, rr, fresh=fresh,
+                                current=current, now=sync.now)
 
     def _decide(self, sync: Sync, p: _Parsed, mem: _Memory, target: Target, rr: RecommendResult,
                 fallback: FallbackState | None = None) -> Decision:
