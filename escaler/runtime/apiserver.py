@@ -21,18 +21,17 @@ Contract:
   literal segments and ``{param}`` segments (one path segment each, percent-decoded into
   ``ApiRequest.params``). Registration order decides between overlapping patterns; the same
   method on the same pattern shape twice is refused. Routes may be added while serving.
-* Per request, in this order: no matching path → 404; path matches but not the method → 405
-  (with ``Allow``); chunked body → 411; ``Content-Length`` above ``MAX_BODY_BYTES`` → 413 (the
-  body is never read); then, unless the route is ``public`` or the server has no
-  authenticator, the ``runtime.authfilter`` filter: ``Authorization: Bearer <token>`` is
-  authenticated by a TokenReview for the ``escaler`` audience (missing or invalid → 401 with
-  ``WWW-Authenticate: Bearer``; a client past its budget of failed authentications → 429
-  without a review) and, when the route has ``authz``, the user is authorized for those
-  attributes with path params substituted (denied → 403 naming the user, verb and resource); a
-  review that cannot be made → 503 with ``Retry-After`` saying only "authentication
-  unavailable" (the cause is logged; never cached, never a denial); then the body is read and
-  parsed as JSON (any failure, ``RecursionError`` and bad UTF-8 included → 400); then the
-  handler runs.
+* Per request, in this order: no matching path → 404; path matches but not the method → 405 (with
+  ``Allow``); chunked body → 411; ``Content-Length`` above ``MAX_BODY_BYTES`` → 413 (the body is
+  never read); a body whose ``Content-Type`` is present and not JSON → 415; then, unless the route
+  is ``public`` or the server has no authenticator, the ``runtime.authfilter`` filter:
+  ``Authorization: Bearer <token>`` is authenticated by a TokenReview for the ``escaler`` audience
+  (missing or invalid → 401 with ``WWW-Authenticate: Bearer``; a client past its budget of failed
+  authentications → 429 without a review) and, when the route has ``authz``, the user is authorized
+  for those attributes with path params substituted (denied → 403 naming the user, verb and
+  resource); a review that cannot be made → 503 with ``Retry-After`` saying only "authentication
+  unavailable" (the cause is logged; never cached, never a denial); then the body is read and parsed
+  as JSON (any failure, ``RecursionError`` and bad UTF-8 included → 400); then the handler runs.
 * A handler returns an ``ApiResponse`` (JSON-encoded body) or raises ``ApiError`` for a 4xx of
   its own; any other exception is logged with its traceback and answered 500 — the server keeps
   serving. Every error body is ``{"error": {"code": ..., "message": ...}}``.
@@ -120,6 +119,7 @@ ERROR_CODES: Mapping[int, str] = {
     409: "conflict",
     411: "length_required",
     413: "payload_too_large",
+    415: "unsupported_media_type",
     422: "invalid_request",
     429: "too_many_requests",
     500: "internal_error",
@@ -265,6 +265,8 @@ class _Handler(BaseHandler):
     def _serve_route(self, route: _Route, params: dict[str, str], path: str, raw_query: str) -> None:
         # Body framing is checked before authentication: it costs nothing and reads nothing.
         length = self.content_length(required=False)
+        if length > 0:
+            self.require_json()
         user: UserInfo | None = None
         if not route.public and self.api.auth is not None:
             user = self.api.auth.check(self.bearer_token(), self.client_host(),

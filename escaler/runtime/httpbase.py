@@ -19,7 +19,9 @@ Contract:
   (``Content-Length``, ``nosniff``, ``no-store``); ``read_body()`` enforces framing (chunked →
   411, missing ``Content-Length`` where a body is required → 411, malformed → 400, above the cap →
   413, the body never read) and ``parse_json()`` turns *any* JSON failure — syntax, bad UTF-8,
-  ``RecursionError`` from ``[[[[...]]]]`` — into a 400 naming the problem. A handler raises
+  ``RecursionError`` from ``[[[[...]]]]`` — into a 400 naming the problem; ``require_json()`` is
+  415 for a body whose ``Content-Type`` is present and not JSON (``is_json_media_type``: the
+  SLO API's rule, so a form post is never parsed as JSON by accident). A handler raises
   ``HttpError`` for a 4xx/5xx of its own; any other exception is logged and answered 500, and the
   connection thread lives on. A request past its deadline is answered ``408`` and closed (or just
   closed if not one byte of it arrived: an idle keep-alive connection). Error bodies come from the
@@ -61,6 +63,7 @@ __all__ = [
     "Limits",
     "RequestObserver",
     "ServingLifecycle",
+    "is_json_media_type",
     "parse_json",
     "server_class",
     "text_error",
@@ -137,6 +140,14 @@ class DeadlineExceeded(Exception):
     Deliberately not a ``TimeoutError``: ``BaseHTTPRequestHandler`` swallows those silently, and
     a request cut at its deadline is answered 408.
     """
+
+
+def is_json_media_type(value: str) -> bool:
+    """Whether a ``Content-Type`` names JSON: ``application/json`` or a ``+json`` type (RFC 6839,
+    e.g. ``application/merge-patch+json``), parameters and case ignored."""
+    essence = value.split(";", 1)[0].strip().lower()
+    kind, _, subtype = essence.partition("/")
+    return kind == "application" and (subtype == "json" or (subtype.endswith("+json") and len(subtype) > 5))
 
 
 def parse_json(raw: bytes, what: str = "request body") -> Any:
@@ -451,6 +462,13 @@ class BaseHandler(BaseHTTPRequestHandler):
             raise HttpError(413, message, close=True)
         self.body_pending = length
         return length
+
+    def require_json(self) -> None:
+        """415 unless the request's ``Content-Type`` is JSON or absent (call when it has a body)."""
+        ctype = self.headers.get("Content-Type")
+        if ctype is not None and not is_json_media_type(ctype):
+            raise HttpError(415, f"Content-Type {ctype.strip()!r}: the body must be JSON "
+                                 "(application/json)", close=self.body_pending > 0)
 
     def read_body(self, length: int) -> bytes:
         """Read exactly ``length`` bytes (within the request's deadline)."""

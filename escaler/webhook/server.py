@@ -11,7 +11,8 @@ Contract:
   ``admission.review``); ``GET /healthz`` → ``200 ok``. Another method on a route is 405,
   another path 404. A body must carry ``Content-Length`` (411 otherwise) and be at most
   ``MAX_BODY_BYTES`` (413; kube-apiserver's own request cap is 3 MiB, an AdmissionReview of a
-  custom resource fits in 2). No request ever gets a 500 from a handler bug: ``review`` answers
+  custom resource fits in 2), and its ``Content-Type`` must be JSON when present (415; the API
+  server sends ``application/json``). No request ever gets a 500 from a handler bug: ``review`` answers
   every body, and a body that is not JSON (bad UTF-8, nested too deeply) is a 400.
 * Connections as ``escaler.runtime.httpbase`` serves them (shared with the API server, probes
   and metrics): one bounded thread per connection with the TLS handshake in it (a client that
@@ -123,6 +124,7 @@ class _Handler(BaseHandler):
         if handler is None:
             raise HttpError(404, "404 page not found", close=True)
         length = self.content_length(required=True)
+        self.require_json()
         started = self.server.clock.monotonic()
         self.metrics.flight(path, 1)
         try:
