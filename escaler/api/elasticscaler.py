@@ -8,7 +8,8 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
 * ``trigger``: ``metricsTrigger`` is present exactly when ``type`` is MetricsTrigger;
   ``stateTrigger``/``signalTrigger`` only with their own type (both may be omitted: neither has
   a required field, and the defaults of ``SignalTrigger`` apply);
-* ``minReplicas <= maxReplicas``; ``minReplicas: 0`` only with ``SignalTrigger``;
+* ``minReplicas <= maxReplicas``; ``minReplicas: 0`` only with ``SignalTrigger`` or a
+  ``MetricsTrigger`` with ``activation``;
 * each metric carries exactly the sub-configuration named by its ``type``, each target exactly
   the value named by its ``type``, and the target type suits the source (Utilization only for
   Resource, AverageValue for Custom, since a Custom metric is a per-pod average);
@@ -20,6 +21,9 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
 * ``scalingAlgorithm: HPA``: no ``algorithmConfig`` (the companion HPA would ignore it) and no
   ExternalServer metric (the HPA cannot read one). Both are ``admission_only`` rules: at
   reconcile time the first is ignored and the second is ``Validated=False/UnsupportedMetric``;
+* ``metricsTrigger.activation`` (SPEC §14): only with an algorithm (not HPA) and at least one
+  External or ExternalServer metric (the totals that exist at 0 replicas); ``minReplicas: 0`` is
+  allowed for a MetricsTrigger only with ``activation`` set;
 * ``fallback`` (SPEC §14): ``failureThreshold >= 1`` and ``replicas >= 0`` (schema minimums), and
   only on a MetricsTrigger with an algorithm (``trigger.type`` MetricsTrigger, ``scalingAlgorithm``
   not HPA: the companion HPA does its own scaling).
@@ -67,6 +71,8 @@ __all__ = [
     "MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS",
     "MAX_METRICS",
     "RESOURCE_NAMES",
+    "WAKE_METRIC_TYPES",
+    "Activation",
     "CustomMetricSource",
     "ElasticScaler",
     "ElasticScalerSpec",
@@ -111,6 +117,8 @@ DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS = 600
 DEFAULT_SIGNAL_ACTIVATION_REPLICAS = 1
 # Upper bound on metrics per scaler; also bounds the CEL cost of the per-metric rules.
 MAX_METRICS = 16
+# the metric types activation reads: totals that exist while the target has 0 replicas
+WAKE_METRIC_TYPES = ("External", "ExternalServer")
 
 
 class TriggerType(StrEnum):
@@ -344,6 +352,20 @@ def _apa_setting(key: str, cel: str, ok: Callable[[float], bool], what: str) -> 
     )
 
 
+class Activation(KubeModel):
+    """Scale to and from zero on the trigger's metrics (KEDA's activationThreshold)."""
+
+    value: Quantity = Field(
+        description="The activation threshold, compared with the total of each External and "
+        "ExternalServer metric at every poll (the newest reading, not the window's aggregate). The "
+        "trigger is active when at least one is strictly greater: from 0 replicas the target wakes "
+        "to 1 at once, then scales 1 <-> N on load as usual. When every reading is at or below it, "
+        "the recommendation is 0: the target goes to 0 once the scale-down stabilization window "
+        "(elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds) has seen only such polls. "
+        'A quantity such as "0" (any non-zero load wakes it) or "5".'
+    )
+
+
 # one algorithmConfig value
 _ConfigValue = Annotated[str, Field(max_length=MAX_ALGORITHM_CONFIG_VALUE_LENGTH)]
 _APA_KEYS_CEL = "[" + ", ".join(f"'{k}'" for k in APA_CONFIG_KEYS) + "]"
@@ -402,6 +424,22 @@ class MetricsTrigger(KubeModel):
             field_path=".metrics",
             admission_only=True,
         ),
+        Rule(
+            rule="!has(self.activation) || self.scalingAlgorithm != 'HPA'",
+            message="activation is not allowed with scalingAlgorithm HPA (the companion HPA scales on "
+            "its own); use apa or another registered algorithm",
+            check=lambda m: m.activation is None or m.scaling_algorithm != HPA_ALGORITHM,
+            field_path=".activation",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            rule="!has(self.activation) || "
+            "self.metrics.exists(m, m.type == 'External' || m.type == 'ExternalServer')",
+            message="activation needs at least one metric of type External or ExternalServer: a "
+            "Resource or Custom metric is read from the target's pods, and there are none at 0 replicas",
+            check=lambda m: m.activation is None or any(str(x.type) in WAKE_METRIC_TYPES for x in m.metrics),
+            field_path=".activation",
+        ),
     )
 
     scaling_algorithm: str = Field(
@@ -431,6 +469,13 @@ class MetricsTrigger(KubeModel):
         description="The metrics to scale on; the algorithm combines them (apa takes the highest "
         "recommendation). Collection and aggregation are tuned with elasticscaler.io/metrics.* "
         "annotations.",
+    )
+    activation: Activation | None = Field(
+        default=None,
+        description="Scale to and from zero on these metrics (not with scalingAlgorithm HPA; needs an "
+        "External or ExternalServer metric). Below activation.value the target goes to 0, above it "
+        "the target leaves 0; minReplicas 0 is allowed only with it. Without it, a MetricsTrigger "
+        "never scales a target up from 0 replicas (ScalingActive=False/ScalingDisabled).",
     )
 
 
@@ -516,9 +561,14 @@ class ElasticScalerSpec(ScalerSpec):
     RULES = (
         MIN_MAX_RULE,
         Rule(
-            rule="self.minReplicas > 0 || self.trigger.type == 'SignalTrigger'",
-            message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger",
-            check=lambda m: m.min_replicas > 0 or m.trigger.type == TriggerType.SIGNAL,
+            rule="self.minReplicas > 0 || self.trigger.type == 'SignalTrigger' || "
+            "(self.trigger.type == 'MetricsTrigger' && has(self.trigger.metricsTrigger) && "
+            "has(self.trigger.metricsTrigger.activation))",
+            message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger, or "
+            "MetricsTrigger with trigger.metricsTrigger.activation set",
+            check=lambda m: m.min_replicas > 0 or m.trigger.type == TriggerType.SIGNAL or (
+                m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
+                and m.trigger.metrics_trigger.activation is not None),
             field_path=".minReplicas",
         ),
         Rule(
@@ -544,7 +594,8 @@ class ElasticScalerSpec(ScalerSpec):
     min_replicas: int = Field(
         default=DEFAULT_MIN_REPLICAS,
         ge=0,
-        description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger.",
+        description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger, or "
+        "MetricsTrigger with metricsTrigger.activation.",
     )
     trigger: Trigger = Field(description="What drives the decision.")
     fallback: Fallback | None = Field(

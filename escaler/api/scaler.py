@@ -102,6 +102,8 @@ class BoundBy(StrEnum):
     PAUSED = "Paused"
     # elasticscaler.io/paused-replicas pinned the count
     PAUSED_REPLICAS = "PausedReplicas"
+    # MetricsTrigger activation took the count to 0 (below the value) or woke it to 1 (above it)
+    ACTIVATION = "Activation"
 
 
 class RecentDecision(KubeModel):
@@ -114,7 +116,8 @@ class RecentDecision(KubeModel):
     bound_by: BoundBy | None = Field(
         default=None,
         description="The decision-pipeline step that last changed the count: RateLimit (the "
-        "algorithm's rate cap), Stabilize, StepLimit, Clamp, Guard, Paused or PausedReplicas; absent "
+        "algorithm's rate cap), Stabilize, StepLimit, Clamp, Guard, Paused, PausedReplicas or Activation "
+        "(MetricsTrigger activation took the count to 0 or woke it); absent "
         "when no step changed the recommendation.",
     )
 

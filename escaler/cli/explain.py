@@ -18,6 +18,10 @@ and prints:
    ``status.fallback``: not set, not engaged, counting (k of failureThreshold polls without a
    usable signal, since when), or engaged (fallback.replicas is the recommendation the next steps
    work on);
+2c. **Activation** (ElasticScaler MetricsTrigger with ``metricsTrigger.activation``) — the value
+   and this sync's verdict from the ScalingActive message: below activation (the target goes, or
+   stays, at 0 — through the scale-down window), above it (active: at least 1, a wake from 0 is
+   immediate), or unknown (no External/ExternalServer reading: never to 0);
 3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
 4. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), applied
    after stabilization as the HPA applies its rate policies, its own step: ``ScalingLimited``
@@ -179,6 +183,23 @@ def _fallback_lines(policy: Any, count: Any) -> list[str]:
                   f"the current count is held until {n}"]
 
 
+_ACTIVATION_VERDICTS = ("below activation", "above activation", "activation unknown")
+
+
+def _activation_lines(activation: Any, active: Mapping[str, Any]) -> list[str]:
+    """Step 2c: ``metricsTrigger.activation`` and the verdict the ScalingActive message carries."""
+    head = "2c. Activation (metricsTrigger.activation)"
+    if not isinstance(activation, Mapping):
+        return [head, "   not set: the target is never scaled up from 0 replicas by this trigger"]
+    head += f": value {activation.get('value')}"
+    message = str(active.get("message", ""))
+    at = min((i for i in (message.find(v) for v in _ACTIVATION_VERDICTS) if i >= 0), default=-1)
+    if active.get("status") != "True" or at < 0:
+        return [head, "   no verdict this sync (no usable metric: the count is held, or the fallback "
+                      "applies)"]
+    return [head, f"   {message[at:]}"]
+
+
 def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
     """The explanation of one scaler (see the module docstring)."""
     meta = obj.get("metadata") or {}
@@ -233,6 +254,9 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     add(f"   {_cond_line(conds, 'ScalingActive')}")
     if kind != SCALER_REF[1] or (trig.get("type") == "MetricsTrigger" and not status.get("hpaName")):
         lines.extend(_fallback_lines(spec.get("fallback"), status.get("fallback")))
+    if kind == SCALER_REF[1] and trig.get("type") == "MetricsTrigger" and not status.get("hpaName"):
+        lines.extend(_activation_lines((trig.get("metricsTrigger") or {}).get("activation"),
+                                       conds.get("ScalingActive") or {}))
     limited = conds.get("ScalingLimited") or {}
     limited_reason, limited_message = str(limited.get("reason", "")), str(limited.get("message", ""))
     by_rate = limited_by_algorithm_rate(limited_reason, limited_message)

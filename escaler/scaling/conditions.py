@@ -7,7 +7,9 @@ SPEC §3 table for every scaler kind:
 =============== ====== ================================================================
 type            status reasons (when)
 =============== ====== ================================================================
-ScalingActive   True   MetricsAvailable ("evaluated K of M metrics; recommends N replicas"),
+ScalingActive   True   MetricsAvailable ("evaluated K of M metrics; recommends N replicas", with
+                       MetricsTrigger activation "; below activation (...): the target goes to 0"
+                       or "; above activation (...): active"),
                        DecisionReceived (a State/Signal/custom decision was read)
 ScalingActive   False  DecisionUnavailable (the message names the source and the error, capped
                        at 1 KiB), InvalidSpec, ScalingDisabled (0 replicas, the trigger cannot
@@ -113,6 +115,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from escaler.api.scaler import BoundBy
+from escaler.scaling.activation import describe as describe_activation
 from escaler.scaling.guards import INSUFFICIENT_CAPACITY, ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING
 from escaler.scaling.pipeline import (
     DECISION_UNAVAILABLE,
@@ -419,7 +422,10 @@ def _bool(value: bool) -> str:
 def _scaling_active(d: Decision) -> _Spec:
     rr = d.recommend
     if d.activity == RECOMMENDED:
-        return "True", METRICS_AVAILABLE if rr.kind == FROM_METRICS else DECISION_RECEIVED, rr.summary()
+        # MetricsTrigger activation: say why the target is (or goes) to 0, or stays up
+        tail = "" if rr.activation is None else f"; {describe_activation(rr.activation)}"
+        reason = METRICS_AVAILABLE if rr.kind == FROM_METRICS else DECISION_RECEIVED
+        return "True", reason, rr.summary() + tail
     if d.activity == SCALING_DISABLED:
         return ("False", SCALING_DISABLED,
                 "scaling is disabled since the replica count of the target is zero "

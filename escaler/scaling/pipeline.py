@@ -46,6 +46,12 @@ Special cases, in precedence order:
   recommendation (recorded in the history: when the signal returns, a scale-down below it waits
   for the scale-down window). ScalingActive stays False/DecisionUnavailable. Below the threshold
   the count is held and a ``fallback`` step says how many polls remain.
+* **activation** (``RecommendResult.activation``, ``escaler.scaling.activation``): a MetricsTrigger
+  with ``activation`` adds its own ``activation`` step after ``recommend``: below the activation
+  value the recommendation becomes 0 (the algorithm's rate band is dropped, so the count can reach
+  0; the scale-down window, step limits and the clamp still apply), above it at least 1. A wake
+  (current 0, active) is immediate: stabilize never keeps it at 0. ``BoundBy.ACTIVATION`` when the
+  step changed the count.
 * ``ScalingDisabled``: the target is at 0 replicas and the trigger cannot scale from zero
   (``RecommendResult.can_scale_from_zero=False``): nothing is written (not even to reach
   ``minReplicas``: 0 is how a user switches a workload off).
@@ -65,8 +71,9 @@ new event (a metric poll, a target change) can change it. Never a fixed tick.
 ``Decision.steps`` keeps each step's input, output and a note, so ``explain_lines`` (``escaler
 explain``) can print the pipeline step by step. ``Decision.bound_by`` is the ``BoundBy`` member
 (``escaler.api.scaler``, the enum of ``status.recentDecisions[].boundBy``) of the *last* step that
-changed the count: ``RateLimit``, ``Stabilize``, ``StepLimit`` (either direction), ``Clamp`` (min or
-max), ``Guard``, ``Paused`` or ``PausedReplicas``; None when no step changed the recommendation.
+changed the count: ``Activation``, ``RateLimit``, ``Stabilize``, ``StepLimit`` (either direction),
+``Clamp`` (min or max), ``Guard``, ``Paused`` or ``PausedReplicas``; None when no step changed the
+recommendation.
 ``Decision.limited_by`` is the finer ``ScalingLimited`` reason (``LIMIT_REASONS``: ScaleUpLimit,
 ScaleDownLimit, TooFewReplicas, TooManyReplicas) of the last step among rateLimit, stabilize,
 stepLimit and clamp that changed the count — None when that step is stabilize or none did ("last
@@ -84,6 +91,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 from escaler.api.scaler import DEFAULT_DEFER_TIMEOUT_SECONDS, BoundBy
+from escaler.scaling.activation import ActivationState, describe
+from escaler.scaling.activation import apply as apply_activation
 from escaler.scaling.algorithm import Recommendation
 from escaler.scaling.annotations import DEFAULTS, PAUSED, PAUSED_REPLICAS, ScalerAnnotations
 from escaler.scaling.fallback import FallbackState
@@ -159,6 +168,7 @@ LIMIT_REASONS = (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT, TOO_FEW_REPLICAS, TOO_MANY_RE
 # Step.name values (the rows of escaler explain)
 _RECOMMEND = "recommend"
 _FALLBACK = "fallback"
+_ACTIVATION = "activation"
 _RATE = "rateLimit"
 _HOLD = "hold"
 _STABILIZE = "stabilize"
@@ -217,6 +227,9 @@ class RecommendResult:
     # the band the algorithm's rate cap allows this step (lowest, highest; None = unbounded that
     # way), from the current count; given, the pipeline stabilizes `raw` and applies the band after
     rate_band: tuple[int | None, int | None] | None = None
+    # MetricsTrigger ``activation`` and this poll's wake-capable readings; None without activation.
+    # Only with `replicas` (no recommendation: activation is not consulted)
+    activation: ActivationState | None = None
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.replicas, self.unavailable, self.invalid_spec)]
@@ -228,6 +241,8 @@ class RecommendResult:
         if self.uncapped is not None and (self.replicas is None or not _is_count(self.uncapped)):
             raise ValueError(f"RecommendResult.uncapped must be an integer >= 0 next to replicas, got "
                              f"{self.uncapped!r}")
+        if self.activation is not None and self.replicas is None:
+            raise ValueError("RecommendResult.activation is only given next to replicas")
         if self.kind not in _KINDS:
             raise ValueError(f"RecommendResult.kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
         if not (_is_count(self.evaluated) and _is_count(self.total) and self.evaluated <= self.total):
@@ -247,13 +262,14 @@ class RecommendResult:
     def from_metrics(cls, replicas: int, *, evaluated: int, total: int, detail: str = "",
                      metric_errors: tuple[str, ...] = (), can_scale_from_zero: bool = True,
                      uncapped: int | None = None,
-                     rate_band: tuple[int | None, int | None] | None = None) -> RecommendResult:
+                     rate_band: tuple[int | None, int | None] | None = None,
+                     activation: ActivationState | None = None) -> RecommendResult:
         """``evaluated`` of ``total`` metrics recommend ``replicas`` (ScalingActive=True/MetricsAvailable);
         ``uncapped`` is the algorithm's count before its own rate cap, when it has one, and
-        ``rate_band`` the band that cap allows this step."""
+        ``rate_band`` the band that cap allows this step; ``activation`` the trigger's activation."""
         return cls(replicas=replicas, kind=FROM_METRICS, evaluated=evaluated, total=total, detail=detail,
                    metric_errors=metric_errors, can_scale_from_zero=can_scale_from_zero, uncapped=uncapped,
-                   rate_band=rate_band)
+                   rate_band=rate_band, activation=activation)
 
     @classmethod
     def from_decision(cls, replicas: int, *, source: str, detail: str = "",
@@ -478,7 +494,8 @@ class PipelineInput:
 class Step:
     """One row of ``escaler explain``: a step's input and output count and what it did."""
 
-    # recommend | fallback | rateLimit | hold | stabilize | stepLimit | clamp | guard | pausedReplicas |
+    # recommend | fallback | activation | rateLimit | hold | stabilize | stepLimit | clamp | guard |
+    # pausedReplicas |
     # paused | write
     name: str
     # the count the step received (None for recommend)
@@ -677,6 +694,23 @@ def _guard_step(clamped: int, current: int, outcome: DeferralOutcome, timeout: f
                 BoundBy.GUARD)
 
 
+_Band = tuple[int | None, int | None] | None
+
+
+def _activation_step(act: ActivationState, rec: int, raw: int, band: _Band, current: int,
+                     steps: list[Step]) -> tuple[int, int, _Band]:
+    """The activation step: the new (rec, raw, band); inactive drops the rate band (see the docstring)."""
+    flowing = raw if band is not None else rec  # what stabilize receives
+    after = apply_activation(act, flowing, current)
+    # it binds when it changed the count, or lifted a rate cap that would have kept the count above 0
+    lifted = after == 0 and band is not None and (band[0] or 0) > 0
+    steps.append(Step(_ACTIVATION, flowing, after, describe(act),
+                      BoundBy.ACTIVATION if after != flowing or lifted else None))
+    if after == 0:
+        return 0, 0, None
+    return (rec, after, band) if band is not None else (after, raw, band)
+
+
 def fallback_note(fb: FallbackState) -> str:
     """What the fallback step says (also the ScalingActive message's tail)."""
     since = "" if fb.count is None else f" since {format_time(fb.count.since)}"
@@ -729,13 +763,22 @@ def decide(inp: PipelineInput) -> Decision:
             steps.append(Step(_RECOMMEND, None, raw, rr.summary() + (f" ({rr.detail})" if rr.detail else "")))
         if band is None and raw != rec:
             steps.append(_rate_step(raw, rec))  # a cap without a band: shown, already applied
+        act = None if engaged else rr.activation
+        if act is not None:
+            rec, raw, band = _activation_step(act, rec, raw, band, cur, steps)
         # with a band, the raw recommendations are stabilized and the band applied after (the HPA's
         # order): a capped history would hold a multi-step scale-down one window per step
         rec = raw if band is not None else rec
         stabilized, history, changed = stabilize(
             prev.history, rec, now, b.scale_up_stabilization_seconds, b.scale_down_stabilization_seconds,
             current=cur)
-        steps.append(Step(_STABILIZE, rec, stabilized, _stabilize_note(b, rec, stabilized),
+        waking = act is not None and cur == 0 and act.active and stabilized < 1
+        if waking:
+            # a wake is immediate: the scale-up window never keeps the target at 0
+            stabilized, changed = 1, stabilized != rec
+        steps.append(Step(_STABILIZE, rec, stabilized,
+                          "waking from 0: the scale-up window does not delay a wake" if waking
+                          else _stabilize_note(b, rec, stabilized),
                           BoundBy.STABILIZE if changed else None))
         rated = _in_band(stabilized, band)
         if rated != stabilized:
@@ -859,6 +902,8 @@ def _reason(activity: str, rr: RecommendResult, current: int, steps: list[Step],
                 f"{fallback.failure_threshold})")
     elif activity == RECOMMENDED:
         base = rr.summary() + (f" ({rr.detail})" if rr.detail else "")
+        if rr.activation is not None:
+            base += f"; {describe(rr.activation)}"
     elif activity == SCALING_DISABLED:
         base = "scaling is disabled: the target has 0 replicas and the trigger cannot scale from zero"
     elif activity == INVALID_SPEC:
@@ -867,6 +912,8 @@ def _reason(activity: str, rr: RecommendResult, current: int, steps: list[Step],
         base = f"no decision ({rr.unavailable}); holding {current}"
     parts = [base]
     for step in steps:
+        if step.name == _ACTIVATION:
+            continue  # already in the base, with the recommendation
         if step.bound is not None or (forced and step.name == _GUARD):
             parts.append(step.note)
     return cap_text("; ".join(parts), MAX_REASON_LENGTH)

@@ -98,6 +98,12 @@ _FALLBACK = (
     "fallback is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm other than HPA (a "
     "State or Signal trigger has no metrics to lose; the companion HPA scales on its own)"
 )
+_MIN_ZERO = ("minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger, or MetricsTrigger "
+             "with trigger.metricsTrigger.activation set")
+_ACTIVATION_HPA = ("activation is not allowed with scalingAlgorithm HPA (the companion HPA scales on its "
+                   "own); use apa or another registered algorithm")
+_ACTIVATION_WAKE = ("activation needs at least one metric of type External or ExternalServer: a Resource or "
+                    "Custom metric is read from the target's pods, and there are none at 0 replicas")
 _HPA_CONFIG = (
     "algorithmConfig is not allowed with scalingAlgorithm HPA: the companion HPA ignores it (HPA mode "
     "takes its behavior from the elasticscaler.io/behavior.* annotations only)"
@@ -164,7 +170,20 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         "es/min-zero-without-signal",
         _ES_M,
         {"spec.minReplicas": 0},
-        (("spec.minReplicas", "minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger"),),
+        (("spec.minReplicas", _MIN_ZERO),),
+    ),
+    Refusal(
+        "es/activation-with-hpa",
+        _ES_M,
+        {f"{_MTR}.scalingAlgorithm": "HPA", f"{_MTR}.algorithmConfig": DELETE, f"{_M}[3]": DELETE,
+         f"{_MTR}.activation": {"value": "1"}},
+        ((f"{_MTR}.activation", _ACTIVATION_HPA),),
+    ),
+    Refusal(
+        "es/activation-without-external-metric",
+        _ES_M,
+        {f"{_M}[3]": DELETE, f"{_M}[2]": DELETE, f"{_MTR}.activation": {"value": "1"}},
+        ((f"{_MTR}.activation", _ACTIVATION_WAKE),),
     ),
     Refusal(
         "es/metric-type-and-subconfig-differ",

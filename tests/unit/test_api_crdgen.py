@@ -259,7 +259,8 @@ def test_scaler_condition_columns() -> None:
             "ElasticScaler",
             ".status.recentDecisions[].boundBy",
             "enum",
-            ["RateLimit", "Stabilize", "StepLimit", "Clamp", "Guard", "Paused", "PausedReplicas"],
+            ["RateLimit", "Stabilize", "StepLimit", "Clamp", "Guard", "Paused", "PausedReplicas",
+             "Activation"],
         ),
         ("LLMScaler", ".status.recentDecisions[].boundBy", "enum", [b.value for b in BoundBy]),
         (

@@ -224,10 +224,34 @@ def test_render_shows_the_fallback_step(fallback: dict[str, int] | None, status:
     head = "2b. Fallback (spec.fallback)" + (
         "" if fallback is None else ": 5 replicas after 3 consecutive metric polls without a usable signal")
     assert "2. Recommendation\n   ScalingActive=False" in text
-    assert f"\n{head}\n{line}\n3. Stabilization\n" in text
+    assert f"\n{head}\n{line}\n2c. Activation" in text
 
 
 def test_render_has_no_fallback_step_off_a_metrics_trigger() -> None:
     obj = scaler(cond("ScalingActive", "True", "DecisionReceived", "received a decision"))
     obj["spec"]["trigger"] = {"type": "StateTrigger"}
     assert "2b. Fallback" not in explain.render(obj)
+
+
+@pytest.mark.parametrize(("activation", "active", "line"), [
+    (None, cond("ScalingActive", "True", "MetricsAvailable", "evaluated 1 of 1 metrics; recommends 2"),
+     "   not set: the target is never scaled up from 0 replicas by this trigger"),
+    ({"value": "5"}, cond("ScalingActive", "True", "MetricsAvailable",
+                          "evaluated 1 of 1 metrics; recommends 0 replicas (the target has 0 replicas: only "
+                          "activation is read); below activation (q 0; activation.value 5): the target goes "
+                          "to 0"),
+     "   below activation (q 0; activation.value 5): the target goes to 0"),
+    ({"value": "5"}, cond("ScalingActive", "True", "MetricsAvailable",
+                          "evaluated 1 of 1 metrics; recommends 3 replicas; above activation (q 30; "
+                          "activation.value 5): active"),
+     "   above activation (q 30; activation.value 5): active"),
+    ({"value": "5"}, cond("ScalingActive", "False", "DecisionUnavailable", "metrics: q: HTTP 503"),
+     "   no verdict this sync (no usable metric: the count is held, or the fallback applies)"),
+], ids=["not-set", "below", "above", "no-metrics"])
+def test_render_shows_the_activation_step(activation: dict[str, str] | None, active: dict[str, Any],
+                                          line: str) -> None:
+    obj = scaler(active)
+    if activation is not None:
+        obj["spec"]["trigger"]["metricsTrigger"]["activation"] = activation
+    head = "2c. Activation (metricsTrigger.activation)" + ("" if activation is None else ": value 5")
+    assert f"\n{head}\n{line}\n3. Stabilization\n" in explain.render(obj)

@@ -54,7 +54,16 @@ returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports th
   window choice and the partial-metrics rule are ``escaler.scaling.metricdecision.decide_metrics``
   (pure; the policy simulator calls the same function).
 * ``ExternalServer`` endpoints outside ``--allowed-endpoint-hosts`` are refused (``InvalidSpec``)
-  before any request. A MetricsTrigger cannot scale a target from zero (``ScalingDisabled``).
+  before any request. Without ``activation`` a MetricsTrigger cannot scale a target from zero
+  (``ScalingDisabled``: nothing is collected at 0).
+* **Activation** (``metricsTrigger.activation``, ``escaler.scaling.activation``): every recommendation
+  carries ``RecommendResult.activation``, the threshold and the totals this collection read for the
+  External/ExternalServer metrics (the newest sample times the replica count it was read at, not
+  the window); every outcome may scale from zero. At 0 replicas only those metrics are collected
+  (read as for 1 replica, so an AverageValue gives its total), the windows and the algorithm are
+  skipped (no per-replica value exists at 0) and the recommendation is 0 — the pipeline's
+  activation step wakes it to 1 when a total is above the value. No readable total at 0 →
+  ``DecisionUnavailable``: the pipeline holds 0 (or engages ``spec.fallback``).
 
 State: ``MetricsMemory`` is a frozen value. Its ``MetricWindows`` is a mutable object (a sorted
 list per metric, appended to each poll); ``recommend`` never mutates the one it is given — it
@@ -72,12 +81,14 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from escaler.api.elasticscaler import ElasticScaler, MetricSpec, MetricsTrigger
+from escaler.api.elasticscaler import WAKE_METRIC_TYPES, ElasticScaler, MetricSpec, MetricsTrigger
+from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
+from escaler.scaling.activation import ActivationReading, ActivationState
 from escaler.scaling.algorithm import (
     MetricValue,
     NoDecision,
@@ -237,6 +248,15 @@ class MetricsRecommender:
     def recommend(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
                   memory: MetricsMemory, *, now: float) -> MetricsOutcome:
         """One sync's outcome at wall-clock ``now`` (see the module docstring)."""
+        out = self._recommend(scaler, ann, snap, memory, now=now)
+        mt = scaler.spec.trigger.metrics_trigger
+        if mt is None or mt.activation is None or out.recommend.can_scale_from_zero:
+            return out
+        # activation: no outcome is ScalingDisabled at 0 (a failed read at 0 holds, or falls back)
+        return replace(out, recommend=replace(out.recommend, can_scale_from_zero=True))
+
+    def _recommend(self, scaler: ElasticScaler, ann: ScalerAnnotations, snap: TargetSnapshot,
+                   memory: MetricsMemory, *, now: float) -> MetricsOutcome:
         mono = self._clock.monotonic()
         key, tag = _identity(scaler)
         fresh = self._fresh(key, tag)
@@ -316,6 +336,10 @@ class MetricsRecommender:
         collector = self._collector
         assert mt is not None and collector is not None
         ns, current, metrics = scaler.namespace, snap.spec_replicas, tuple(mt.metrics)
+        if current == 0:
+            # activation at 0 (the preflight let it through): only the totals that exist without
+            # pods, read as for 1 replica so that an AverageValue metric gives its total
+            current, metrics = 1, _wake_metrics(mt)
 
         def collect() -> _Collected:
             return _Collected(tuple(collector.collect(ns, metrics, snap, current)), current, mono)
@@ -331,9 +355,9 @@ class MetricsRecommender:
         refused = self._refused(mt)
         if refused is not None:
             return refused
-        if current == 0 or self._collector is None:
-            # someone switched the workload off: a MetricsTrigger does not scale from zero
-            # (ScalingDisabled), so there is nothing to query
+        if (current == 0 and mt.activation is None) or self._collector is None:
+            # someone switched the workload off: a MetricsTrigger without activation does not scale
+            # from zero (ScalingDisabled), so there is nothing to query
             why = "the target has 0 replicas" if current == 0 else "no metrics collector configured"
             return RecommendResult.no_decision("metrics", why, total=total, can_scale_from_zero=False)
         return None
@@ -356,12 +380,17 @@ class MetricsRecommender:
         for _, sample in got.samples:
             if sample.error is not None:
                 self._metrics.metric_errors.labels(scaler.namespace, scaler.metadata.name).inc()
+        if snap.spec_replicas == 0:
+            return _remember(MetricsOutcome(_at_zero(mt, got), (), memory), got.at, gen, ann_key)
         try:
             windowed = self._window(got.samples, ann, memory, got.current, snap.spec_replicas, got.at, mono)
         except _Refusal as refusal:
             out = MetricsOutcome(refusal.result, refusal.statuses, refusal.memory)
         else:
             out = self._decide(mt, windowed, snap.spec_replicas, now)
+            act = _activation(mt, got)
+            if act is not None and out.recommend.replicas is not None:
+                out = replace(out, recommend=replace(out.recommend, activation=act))
         return _remember(out, got.at, gen, ann_key)
 
     def _refused(self, mt: MetricsTrigger) -> RecommendResult | None:
@@ -486,6 +515,41 @@ def _remember(out: MetricsOutcome, at: float, generation: int,
     """``out`` with its memory recording it as the last collection (reused until the next poll)."""
     last = Collection(at, generation, annotations, out.recommend, out.statuses)
     return replace(out, memory=replace(out.memory, last=last))
+
+
+def _wake_metrics(mt: MetricsTrigger) -> tuple[MetricSpec, ...]:
+    """The metrics activation reads: External and ExternalServer (totals that exist at 0 replicas)."""
+    return tuple(m for m in mt.metrics if str(m.type) in WAKE_METRIC_TYPES)
+
+
+def _activation(mt: MetricsTrigger, got: _Collected) -> ActivationState | None:
+    """``activation`` and this collection's totals of its wake-capable metrics; None without it."""
+    if mt.activation is None:
+        return None
+    readings = tuple(
+        ActivationReading(metric_name(spec), None if sample.value is None
+                          else sample.value * _denominator(spec, sample.pods, got.current))
+        for spec, sample in got.samples if str(spec.type) in WAKE_METRIC_TYPES)
+    if not readings:  # CEL and the webhook require one; a stored object from before them may lack it
+        readings = (ActivationReading("no External or ExternalServer metric", None),)
+    return ActivationState(parse_quantity(mt.activation.value), readings)
+
+
+def _at_zero(mt: MetricsTrigger, got: _Collected) -> RecommendResult:
+    """The target has 0 replicas and the trigger has activation: recommend 0 on the readable totals
+    (the activation step decides whether to wake), or no decision when none is readable."""
+    act = _activation(mt, got)
+    assert act is not None
+    known = sum(r.value is not None for r in act.readings)
+    errors = tuple(f"{metric_name(spec)}: {sample.error}" for spec, sample in got.samples
+                   if sample.value is None and str(spec.type) in WAKE_METRIC_TYPES)
+    if not known:
+        return RecommendResult.no_decision("metrics", "; ".join(errors) or "no External or ExternalServer "
+                                           "reading at 0 replicas", total=len(mt.metrics),
+                                           metric_errors=errors, can_scale_from_zero=True)
+    return RecommendResult.from_metrics(
+        0, evaluated=known, total=len(mt.metrics), metric_errors=errors, can_scale_from_zero=True,
+        detail="the target has 0 replicas: only activation is read", activation=act)
 
 
 def _denominator(spec: MetricSpec, pods: PodCounts | None, current: int) -> float:
