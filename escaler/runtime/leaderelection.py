@@ -12,7 +12,13 @@ The contract, and the reasoning it rests on:
   disagree arbitrarily and nothing breaks. ``renewTime``/``acquireTime`` are written (MicroTime,
   RFC 3339 with 6 fraction digits) for humans and other implementations only.
 * **Acquire**: try every ``retry_period`` jittered by up to ``JITTER_FACTOR`` (1.2) * the period
-  (sliding: the wait starts after an attempt). An empty ``holderIdentity`` (a released lease) or
+  (sliding: the wait starts after an attempt), and at the instant the observed claim expires.
+  With a ``watcher`` (``escaler.runtime.leasewatch``; the manager always passes one) the
+  candidate also watches the Lease while it waits, so each renewal is observed as it is written
+  rather than up to a jittered period late: a dead leader is replaced ``lease_duration`` after
+  its last renewal. The watch only moves ``observed_time`` forward to the arrival of a changed
+  record (never earlier than a read would), runs on its own thread only while acquiring, and is
+  stopped before leading. An empty ``holderIdentity`` (a released lease) or
   an expired lease may be taken; ``leaseTransitions`` is incremented when the holder changes.
 * **Renew**: once leading, renew every ``retry_period`` (the first renewal one period after
   acquiring; client-go's immediate one is a redundant write). A renewal round retries every
@@ -66,6 +72,7 @@ from escaler.clock import Clock, RealClock
 from escaler.errors import StatusError, is_not_found
 from escaler.runtime.fence import WriteFence
 from escaler.runtime.leaselock import LeaderElectionRecord, LeaseLock
+from escaler.runtime.leasewatch import LeaseWatcher
 
 __all__ = [
     "DEFAULT_LEASE_DURATION",
@@ -166,6 +173,7 @@ class LeaderElector:
         rng: random.Random | None = None,
         log: logging.Logger | None = None,
         fence: WriteFence | None = None,
+        watcher: LeaseWatcher | None = None,
     ) -> None:
         if (lock.namespace, lock.name) != (config.namespace, config.name):
             raise ValueError(
@@ -198,6 +206,15 @@ class LeaderElector:
         self._release_on_cancel = config.release_on_cancel
         # the manager's write fence, granted on every successful lease write (None: no fence)
         self._fence = fence
+        # watches the Lease while acquiring (None: reads only); see _watching
+        self._watcher = watcher
+        if watcher is not None and (watcher.namespace, watcher.name) != (config.namespace, config.name):
+            raise ValueError(
+                f"LeaderElector.watcher: lease {watcher.namespace}/{watcher.name} does not match the "
+                f"config's {config.namespace}/{config.name}"
+            )
+        # True while the watcher's records may update the observation (cleared before leading)
+        self._watch_open = False
         # send time of our last successful lease write + renew_deadline (monotonic); -inf before
         # the first; the renewal deadline. Read and written by the elector thread only.
         self._valid_until = -math.inf
@@ -263,6 +280,13 @@ class LeaderElector:
     def _acquire(self, stop: threading.Event) -> bool:
         desc = self._lock.describe()
         self._log.info("attempting to acquire leader lease %s", desc)
+        watch_stop = self._start_watch()
+        try:
+            return self._acquire_loop(stop, desc)
+        finally:
+            self._stop_watch(watch_stop)
+
+    def _acquire_loop(self, stop: threading.Event, desc: str) -> bool:
         while not stop.is_set():
             attempt = self._try_acquire_or_renew()
             self._maybe_report_transition()
@@ -273,6 +297,33 @@ class LeaderElector:
             if self._clock.sleep(min(period, self._until_expiry()), stop):
                 return False
         return False
+
+    def _start_watch(self) -> threading.Event | None:
+        if self._watcher is None:
+            return None
+        watch_stop = threading.Event()
+        with self._mu:
+            self._watch_open = True
+        watcher = self._watcher
+        threading.Thread(target=watcher.run, args=(watch_stop, self._observe_watched), daemon=True,
+                         name=f"lease-watch-{self.config.name}").start()
+        return watch_stop
+
+    def _stop_watch(self, watch_stop: threading.Event | None) -> None:
+        if watch_stop is None or self._watcher is None:
+            return
+        with self._mu:
+            self._watch_open = False  # from now on a late event cannot touch the observation
+        watch_stop.set()
+        self._watcher.close()
+
+    def _observe_watched(self, record: LeaderElectionRecord) -> None:
+        """A record the watch delivered: a change is observed now (the watcher's thread)."""
+        with self._mu:
+            if not self._watch_open or record == self._observed_record:
+                return
+            self._observed_record = record
+            self._observed_time = self._clock.monotonic()
 
     def _until_expiry(self) -> float:
         """Seconds until the observed lease expires by our clock (inf when there is none to wait for).

@@ -16,6 +16,7 @@ What the elector (``escaler.runtime.leaderelection``) stands on, split out as cl
 * ``KubeLeaseClient`` — ``LeaseClient`` over the API server. Its requests are sent *without*
   urllib3 retries (``RestClient.request(retries=False)``) and with one total timeout per call, so
   a renewal can never outlive the elector's deadline by a connect retry or a second read timeout.
+  ``stream`` watches the one Lease for a waiting candidate (``escaler.runtime.leasewatch``).
 
 The in-memory ``LeaseClient`` used by tests lives in ``tests/unit/lease_fakes.py``.
 """
@@ -23,7 +24,9 @@ The in-memory ``LeaseClient`` used by tests lives in ``tests/unit/lease_fakes.py
 from __future__ import annotations
 
 import copy
+import json
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -214,3 +217,20 @@ class KubeLeaseClient:
         md = obj.get("metadata") or {}
         path = resource_path(LEASE_MAPPING, str(md.get("namespace") or ""), str(md.get("name") or ""))
         return self._rest.request("PUT", path, body=obj, timeout=self._bound(timeout), retries=False)
+
+    def stream(self, namespace: str, name: str, *,
+               timeout_seconds: int) -> tuple[Iterator[dict[str, Any]], Callable[[], None]]:
+        """Watch the one Lease (``escaler.runtime.leasewatch.LeaseStreamer``): decoded events, close."""
+        query = [("watch", "1"), ("fieldSelector", f"metadata.name={name}"),
+                 ("timeoutSeconds", str(timeout_seconds))]
+        # the server ends the request after timeout_seconds; a silent connection past that is dead
+        lines, close = self._rest.stream_lines(resource_path(LEASE_MAPPING, namespace), query,
+                                               timeout_seconds + self._timeout)
+        return _decoded(lines), close
+
+
+def _decoded(lines: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    for line in lines:
+        event = json.loads(line)
+        if isinstance(event, dict):
+            yield event

@@ -116,6 +116,7 @@ from escaler.runtime.leaderelection import (
     LeaderElector,
 )
 from escaler.runtime.leaselock import KubeLeaseClient, LeaseClient, LeaseLock
+from escaler.runtime.leasewatch import lease_watcher
 from escaler.runtime.metrics import EXPOSITION_CONTENT_TYPE, MetricsRegistry
 from escaler.runtime.server import HTTPServer, Response, RouteHandler, parse_bind_address
 from escaler.runtime.sharding import ShardCandidate, ShardedFence, ordinal_shard, shard_lease_name
@@ -603,7 +604,7 @@ class Manager:
         assert isinstance(self.can_write, WriteFence)  # not sharded
         elector = LeaderElector(
             config, LeaseLock(lease_client, config.namespace, config.name), clock=self.clock,
-            fence=self.can_write,
+            fence=self.can_write, watcher=lease_watcher(lease_client, config, self.clock),
             on_started_leading=self._on_started_leading,
             on_stopped_leading=self._on_stopped_leading,
             on_new_leader=lambda holder: _log.info("current leader: %s", holder or "<none>"),

@@ -61,6 +61,7 @@ from escaler.errors import FencedWrite
 from escaler.runtime.fence import EXEMPT_PATH_PARTS, WriteFence
 from escaler.runtime.leaderelection import LeaderElectionConfig, LeaderElector
 from escaler.runtime.leaselock import LeaseClient, LeaseLock
+from escaler.runtime.leasewatch import lease_watcher
 
 __all__ = [
     "ShardCandidate",
@@ -279,6 +280,7 @@ class ShardCandidate:
             elector = LeaderElector(
                 self.config, LeaseLock(self._lease_client, self.config.namespace, self.config.name),
                 clock=self._clock, fence=fence,
+                watcher=lease_watcher(self._lease_client, self.config, self._clock),
                 on_started_leading=functools.partial(self._gained, fence),
                 on_stopped_leading=lambda: self._fences.lost(
                     self.shard, "stopped" if stop.is_set() else "shard lease lost"),

@@ -266,7 +266,7 @@ def test_can_i_list_shows_no_wildcard(cluster: Cluster, installed: list[dict[str
         assert _wildcards(rows) == [], rows
     rows = {r["Resources"]: r["Verbs"] for r in _can_i_list(cluster, sa_user(sa), NS)}
     if sa == MANAGER_SA:  # what it was granted is there (the table is not empty for a wrong reason)
-        assert rows["leases.coordination.k8s.io"] == "[get create update]", rows
+        assert rows["leases.coordination.k8s.io"] == "[get create update list watch]", rows
         assert "update" in rows["deployments.apps/scale"], rows
         assert rows[f"{METRIC}.external.metrics.k8s.io"] == "[get list]", rows
     else:
