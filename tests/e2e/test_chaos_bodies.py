@@ -22,9 +22,10 @@ No answer is a 5xx, every process stays up with no traceback in its log, and aft
 endpoint still serves a good request (a push 202, a PUT 200, an allowed review, the decisions
 route's own 404 for a serviceId no requirement defines).
 
-Reduced (every e2e run): each case once. Full (``ESCALER_CHAOS=full``): each case 5 times, and 24
-trickling clients per server at once (the webhook's cap is 32 connections) while a good request
-is still served. Reports (``record_property``): ``runs`` (requests judged), ``passed``.
+Reduced (every e2e run): each case once. Full (``ESCALER_CHAOS=full``): each case 5 times, and 12
+trickling clients per case at once (24 on the webhook, whose cap is 32 connections; 48 on the
+manager's API server, cap 64) while a good request is still served. Reports
+(``record_property``): ``runs`` (requests judged), ``passed``.
 """
 
 from __future__ import annotations
@@ -165,7 +166,12 @@ def trickle(ep: Endpoint, *, head: bool) -> Answer:
     body = b'{"active": true, "pad": "' + b"x" * 40 + b'"}'
     whole = _head(ep, {"Content-Type": "application/json", "Content-Length": str(len(body))}) + body
     started = time.monotonic()
-    with _connect(ep, 30) as sock:
+    try:
+        conn = _connect(ep, 30)
+    except (OSError, ssl.SSLError):
+        # beyond the connection cap and the overflow responders a server closes at once
+        return Answer(0, b"", time.monotonic() - started)
+    with conn as sock:
         sent = 0
         if not head:
             first = whole.index(b"\r\n\r\n") + 4
@@ -327,7 +333,7 @@ def test_oversized_malformed_and_trickled_bodies_are_refused_with_4xx(
                 _over_cap_head_only(ep, tally)
                 _over_cap_chunked(ep, tally)
                 _malformed(ep, tally)
-        _trickled(endpoints, tally, clients=24 if chaos_full() else 1)
+        _trickled(endpoints, tally, clients=12 if chaos_full() else 1)
         for ep in endpoints:
             tally.judge(ep, "a good request afterwards", send(ep, ep.good_body),
                         lambda a, ep=ep: a.status in ep.good_status, f"one of {sorted(ep.good_status)}")
