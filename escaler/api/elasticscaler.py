@@ -56,11 +56,13 @@ from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule, cel_matches
 from escaler.api.scaler import (
     DEFAULT_MIN_REPLICAS,
+    MAX_POLL_INTERVAL_SECONDS,
     MIN_MAX_RULE,
     Fallback,
     FallbackStatus,
     ScalerSpec,
     ScalerStatus,
+    poll_interval_field,
 )
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "HPA_ALGORITHM",
     "MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS",
     "MAX_METRICS",
+    "MAX_POLL_INTERVAL_SECONDS",
     "RESOURCE_NAMES",
     "WAKE_METRIC_TYPES",
     "Activation",
@@ -470,6 +473,7 @@ class MetricsTrigger(KubeModel):
         "recommendation). Collection and aggregation are tuned with elasticscaler.io/metrics.* "
         "annotations.",
     )
+    poll_interval_seconds: int | None = poll_interval_field("metric polls")
     activation: Activation | None = Field(
         default=None,
         description="Scale to and from zero on these metrics (not with scalingAlgorithm HPA; needs an "

@@ -27,6 +27,7 @@ from escaler.api.scaler import (
     FallbackStatus,
     ScalerSpec,
     ScalerStatus,
+    poll_interval_field,
 )
 
 __all__ = [
@@ -162,6 +163,7 @@ class LLMScalerSpec(ScalerSpec):
         json_schema_extra={"default": {}},
         description="Scale-down stabilization and step limit.",
     )
+    poll_interval_seconds: int | None = poll_interval_field("reads (Prometheus queries or provider GETs)")
     fallback: Fallback | None = Field(
         default=None,
         description="After failureThreshold consecutive polls without a usable signal (every Prometheus "

@@ -12,6 +12,7 @@ otherwise (``None`` in Python), never a made-up zero.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import Field
 
@@ -23,6 +24,7 @@ __all__ = [
     "DEFAULT_DEFER_TIMEOUT_SECONDS",
     "DEFAULT_MAX_REPLICAS",
     "DEFAULT_MIN_REPLICAS",
+    "MAX_POLL_INTERVAL_SECONDS",
     "MAX_RECENT_DECISIONS",
     "BoundBy",
     "Fallback",
@@ -30,6 +32,7 @@ __all__ = [
     "MetricStatus",
     "RecentDecision",
     "ScalerStatus",
+    "poll_interval_field",
 ]
 
 DEFAULT_MIN_REPLICAS = 1
@@ -119,6 +122,25 @@ class RecentDecision(KubeModel):
         "algorithm's rate cap), Stabilize, StepLimit, Clamp, Guard, Paused, PausedReplicas or Activation "
         "(MetricsTrigger activation took the count to 0 or woke it); absent "
         "when no step changed the recommendation.",
+    )
+
+
+# Longest per-scaler poll interval (ElasticScaler spec.trigger.metricsTrigger.pollIntervalSeconds,
+# LLMScaler spec.pollIntervalSeconds); the shortest honoured is the manager's --min-poll-interval
+MAX_POLL_INTERVAL_SECONDS = 3600
+
+
+def poll_interval_field(what: str) -> Any:
+    """The optional per-scaler poll interval field (SPEC §14), one description for both kinds."""
+    return Field(
+        default=None,
+        ge=1,
+        le=MAX_POLL_INTERVAL_SECONDS,
+        description=f"Seconds between two {what} of this scaler (1 to {MAX_POLL_INTERVAL_SECONDS}); "
+        "default: the manager's --metrics-trigger-poll-interval (30s). A value below the manager's "
+        "--min-poll-interval (default 5s) is raised to it, and a Warning event PollIntervalClamped "
+        "says so. Polls stay spread over the interval (a fixed phase per scaler). Ignored when the "
+        "manager's polling is off (interval 0).",
     )
 
 

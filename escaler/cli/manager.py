@@ -37,7 +37,9 @@ Custom providers) is the one public route: no token (docs/slo.md). ``--slo-prome
 Prometheus the SLO decision engine queries.
 
 Flags read by parts that land later (kept here so the command line is stable):
-``--metrics-trigger-poll-interval`` (the MetricsTrigger poller); ``--allowed-endpoint-hosts`` is
+``--metrics-trigger-poll-interval`` (the MetricsTrigger poller) and ``--min-poll-interval`` (the floor
+of a scaler's own ``pollIntervalSeconds``; a spec value below it is raised to it and a Warning
+event ``PollIntervalClamped`` says so); ``--allowed-endpoint-hosts`` is
 enforced by the webhook and by the collectors. ``ManagerFlags`` carries every parsed value for
 ``register_reconcilers``.
 
@@ -112,6 +114,7 @@ __all__ = [
 
 DEFAULT_API_BIND_ADDRESS = ":8082"
 DEFAULT_METRICS_TRIGGER_POLL_INTERVAL = "30s"
+DEFAULT_MIN_POLL_INTERVAL = "5s"
 DEFAULT_LOG_FORMAT = "json"
 DEFAULT_LOG_LEVEL = "info"
 CERT_FILE_NAME = "tls.crt"
@@ -141,6 +144,8 @@ class ManagerFlags:
     health_probe_bind_address: str
     # seconds; 0 = no polling (watch events only)
     metrics_trigger_poll_interval: float
+    # seconds, > 0: the shortest per-scaler pollIntervalSeconds honoured
+    min_poll_interval: float
     max_concurrent_reconciles: int
     # 0 = webhook disabled
     webhook_port: int
@@ -238,6 +243,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    default=duration_seconds(DEFAULT_METRICS_TRIGGER_POLL_INTERVAL),
                    help="how often every MetricsTrigger scaler is re-evaluated, spread over the interval; "
                         f"0 disables polling (default: {DEFAULT_METRICS_TRIGGER_POLL_INTERVAL})")
+    p.add_argument("--min-poll-interval", metavar="DURATION", type=_positive_duration,
+                   default=duration_seconds(DEFAULT_MIN_POLL_INTERVAL),
+                   help="the shortest per-scaler poll interval honoured (pollIntervalSeconds of a "
+                        "MetricsTrigger or an LLMScaler): a smaller spec value is raised to it and a "
+                        "Warning event PollIntervalClamped says so; must be > 0 "
+                        f"(default: {DEFAULT_MIN_POLL_INTERVAL})")
     p.add_argument("--status-refresh-seconds", metavar="DURATION", type=duration_seconds, default=0.0,
                    help="rewrite a scaler's status for drift alone (metric values that moved less than "
                         "the algorithm's tolerance) at most this often; 0 never does: the status changes "
@@ -383,6 +394,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         metrics_bind_address=args.metrics_bind_address,
         health_probe_bind_address=args.health_probe_bind_address,
         metrics_trigger_poll_interval=args.metrics_trigger_poll_interval,
+        min_poll_interval=args.min_poll_interval,
         max_concurrent_reconciles=args.max_concurrent_reconciles,
         webhook_port=webhook.port,
         webhook_cert_file=webhook.cert_file,
@@ -424,7 +436,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     bindings = TargetBindings()
     scaler_metrics = ScalerMetrics(mgr.metrics.registry)
     setup_elasticscaler(
-        mgr, poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
+        mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
+        allowed_hosts=flags.allowed_endpoint_hosts,
         allow_networks=flags.allow_endpoint_networks,
         max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
         scaler_metrics=scaler_metrics, outbound=outbound_executor(
@@ -439,7 +452,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
               max_concurrent_reconciles=flags.max_concurrent_reconciles)
     # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings and outbound policy
     setup_llmscaler(
-        mgr, poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
+        mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
+        allowed_hosts=flags.allowed_endpoint_hosts,
         allow_networks=flags.allow_endpoint_networks,
         max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
         scaler_metrics=scaler_metrics, outbound=outbound_executor(
@@ -452,6 +466,14 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
               poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
               allow_networks=flags.allow_endpoint_networks,
               max_concurrent_reconciles=flags.max_concurrent_reconciles)
+
+
+def _positive_duration(text: str) -> float:
+    """A duration > 0 (``--min-poll-interval``: 0 would let a spec poll as fast as the poller ticks)."""
+    seconds = duration_seconds(text)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be greater than 0")
+    return seconds
 
 
 def _kube_authenticator(mgr: Manager) -> Authenticator:

@@ -44,6 +44,7 @@ FLAGS = [
     "--metrics-bind-address",
     "--health-probe-bind-address",
     "--metrics-trigger-poll-interval",
+    "--min-poll-interval",
     "--status-refresh-seconds",
     "--max-concurrent-reconciles",
     "--webhook-port",
@@ -102,6 +103,7 @@ def test_defaults() -> None:
         metrics_bind_address=":8080",
         health_probe_bind_address=":8081",
         metrics_trigger_poll_interval=30.0,
+        min_poll_interval=5.0,
         max_concurrent_reconciles=8,
         webhook_port=0,
         webhook_cert_file=None,
@@ -446,3 +448,14 @@ def test_status_refresh_seconds_is_off_by_default_and_takes_a_duration() -> None
     assert cli.flags_from_args(parse("--webhook-port=0")).status_refresh_seconds == 0.0
     flags = cli.flags_from_args(parse("--webhook-port=0", "--status-refresh-seconds=5m"))
     assert flags.status_refresh_seconds == 300.0
+
+
+@pytest.mark.parametrize("text", ["0", "0s", "-1s", "soon"])
+def test_min_poll_interval_must_be_a_positive_duration(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse("--webhook-port=0", f"--min-poll-interval={text}")
+    assert "--min-poll-interval" in capsys.readouterr().err
+
+
+def test_min_poll_interval_is_read() -> None:
+    assert cli.flags_from_args(parse("--webhook-port=0", "--min-poll-interval=2s")).min_poll_interval == 2.0

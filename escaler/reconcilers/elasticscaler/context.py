@@ -56,6 +56,8 @@ class ScalerMemory:
     state: PipelineState | None = None
     # annotation problems already reported as Warning events
     reported: frozenset[str] = frozenset()
+    # the pollIntervalSeconds clamp last reported as a Warning event (None: not clamped)
+    poll_clamp_reported: str | None = None
     # SignalTrigger: endpoint pull bookkeeping (signalsync returns the next one)
     pull: PullMemory = field(default_factory=PullMemory)
     # spec.fallback: consecutive metric polls without a usable signal (None: the last one had one);

@@ -5,13 +5,15 @@ a ``MetricsOutcome``: the pipeline's ``RecommendResult``, the ``status.currentMe
 the ``MetricsMemory`` to keep for the next sync. It writes nothing: the caller stores the memory it
 returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports the rest.
 
-* **Cadence.** Metrics are collected at most once per ``--metrics-trigger-poll-interval`` (what
-  the poll interval promises the metric backends): a sync woken in between by an event (a target
-  rollout step, a foreign HPA) reuses the last collection's outcome, against the target as it is
-  now (a recommendation is an absolute count, so reusing it after our own write does not compound:
-  the next step waits for the next poll). A spec or annotation change collects afresh; with
-  polling off (interval 0) every sync collects. The poller enqueues every scaler once per interval,
-  so a recommendation never needs a timer of its own: the outcome has no requeue time.
+* **Cadence.** Metrics are collected at most once per poll interval — the scaler's
+  ``pollIntervalSeconds`` raised to ``--min-poll-interval``, or ``--metrics-trigger-poll-interval``
+  (``poller.effective_interval``; what the poll interval promises the metric backends): a sync woken
+  in between by an event (a target rollout step, a foreign HPA) reuses the last collection's
+  outcome, against the target as it is now (a recommendation is an absolute count, so reusing it
+  after our own write does not compound: the next step waits for the next poll). A spec or
+  annotation change collects afresh; with polling off (interval 0) every sync collects. The poller
+  enqueues every scaler once per interval, so a recommendation never needs a timer of its own: the
+  outcome has no requeue time.
 * **Off the reconcile worker.** A collection is I/O against servers a tenant names, so it runs on
   the outbound executor (``escaler.runtime.executor``; inline when none is given), never on the
   reconcile worker: the sync that starts one returns a *pending* outcome (the reconciler writes
@@ -85,6 +87,7 @@ from escaler.api.elasticscaler import WAKE_METRIC_TYPES, ElasticScaler, MetricSp
 from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
+from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, effective_interval
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
@@ -231,7 +234,8 @@ class MetricsRecommender:
 
     def __init__(self, collector: Collector | None, metrics: ScalerMetrics, clock: Clock,
                  allowed_hosts: Sequence[str], poll_interval: float,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None,
+                 min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> None:
         # reads the metrics; None = no collector configured (every sync: DecisionUnavailable)
         self._collector = collector
         # escaler_metric_errors_total
@@ -242,6 +246,8 @@ class MetricsRecommender:
         self._allowed_hosts = tuple(allowed_hosts)
         # --metrics-trigger-poll-interval (0 = collect on every sync)
         self._poll_interval = poll_interval
+        # --min-poll-interval: the floor of a scaler's own pollIntervalSeconds
+        self._min_poll_interval = min_poll_interval
         # runs collections off the reconcile worker; inline (synchronous) when none is given
         self._executor: Executor = executor if executor is not None else InlineExecutor(clock)
 
@@ -263,7 +269,7 @@ class MetricsRecommender:
         if fresh is not None:
             return self._consume(scaler, ann, snap, memory, fresh, now, mono)
         last, in_flight = memory.last, self._executor.pending(key)
-        if self._reusable(last, tag, mono) or (in_flight and _same_spec(last, tag)):
+        if self._reusable(scaler, last, tag, mono) or (in_flight and _same_spec(last, tag)):
             # a sync between polls, or while the next collection is in flight: the last outcome stands
             assert last is not None
             return MetricsOutcome(last.recommend, last.statuses, memory)
@@ -290,16 +296,19 @@ class MetricsRecommender:
         key, tag = _identity(scaler)
         if self._executor.pending(key):
             return True
-        if self._executor.finished(key) or self._reusable(memory.last, tag, mono):
+        if self._executor.finished(key) or self._reusable(scaler, memory.last, tag, mono):
             return False
         if self._preflight(scaler, snap) is not None:
             return False
         return self._start(scaler, snap, key, tag, mono) != Submitted.FULL
 
-    def _reusable(self, last: Collection | None, tag: _Tag, mono: float) -> bool:
-        """The last collection was made for this spec less than a poll ago."""
-        return (_same_spec(last, tag) and last is not None and self._poll_interval > 0
-                and mono - last.at < self._poll_interval * REUSE_FRACTION)
+    def _reusable(self, scaler: ElasticScaler, last: Collection | None, tag: _Tag, mono: float) -> bool:
+        """The last collection was made for this spec less than a poll (the scaler's own) ago."""
+        mt = scaler.spec.trigger.metrics_trigger
+        own = None if mt is None else mt.poll_interval_seconds
+        every = effective_interval(own, self._poll_interval, self._min_poll_interval)
+        return (_same_spec(last, tag) and last is not None and every > 0
+                and mono - last.at < every * REUSE_FRACTION)
 
     def forget(self, namespace: str, name: str) -> None:
         """The scaler is gone: drop its queued collection, and the result of a running one."""

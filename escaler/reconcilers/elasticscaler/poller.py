@@ -29,7 +29,16 @@ Contract:
   to it: True means it started the poll itself (a metrics collection whose completion enqueues
   the scaler, so a poll costs one reconcile instead of two), up to one tick before the due time;
   False (or an exception) enqueues the scaler as above.
-* ``interval == 0`` → ``start`` returns once ``stop`` is set without doing anything.
+* **Per-scaler intervals** (``spec.trigger.metricsTrigger.pollIntervalSeconds``, LLMScaler
+  ``spec.pollIntervalSeconds``; SPEC §14). ``interval_of(request)`` (read at each relist, from the
+  same cache pass) gives a scaler's own interval, or None for the manager's; ``effective_interval``
+  raises a spec value below ``min_interval`` (``--min-poll-interval``) to it — the manager's own
+  ``interval`` is never raised. A scaler's phase is its hash fraction of *its* interval, so the
+  scalers sharing an interval are spread over it as before, and it is re-pushed one of its own
+  intervals after each due time, on the same single heap and thread (no timer per scaler). A
+  relist that sees a scaler's interval change reschedules it at its next phase of the new one.
+* ``interval == 0`` → ``start`` returns once ``stop`` is set without doing anything (a per-scaler
+  interval does not turn polling on).
 """
 
 from __future__ import annotations
@@ -45,12 +54,18 @@ from collections.abc import Callable, Iterable
 from escaler.clock import Clock
 from escaler.runtime.types import Request
 
-__all__ = ["DEFAULT_POLL_TICK_SECONDS", "DEFAULT_RELIST_SECONDS", "MetricsPoller", "phase"]
+__all__ = ["DEFAULT_MIN_POLL_INTERVAL_SECONDS", "DEFAULT_POLL_TICK_SECONDS", "DEFAULT_RELIST_SECONDS",
+           "EVENT_POLL_INTERVAL_CLAMPED", "MetricsPoller", "clamp_note", "effective_interval", "phase"]
 
 # how often the poller wakes to schedule the next slice of the interval (upper bound)
 DEFAULT_POLL_TICK_SECONDS = 1.0
 # how often the poller re-reads the scaler list from the cache (an O(N) pass)
 DEFAULT_RELIST_SECONDS = 10.0
+# --min-poll-interval: the shortest per-scaler poll interval the manager honours (a spec value below
+# it is raised to it and a Warning event says so)
+DEFAULT_MIN_POLL_INTERVAL_SECONDS = 5.0
+# the reason of the Warning event saying a spec interval was raised to --min-poll-interval
+EVENT_POLL_INTERVAL_CLAMPED = "PollIntervalClamped"
 
 _log = logging.getLogger(__name__)
 
@@ -64,19 +79,39 @@ def phase(request: Request, interval: float) -> float:
     return fraction * interval
 
 
+def clamp_note(spec_seconds: float | None, default: float, floor: float, path: str) -> str | None:
+    """The Warning event's note when ``spec_seconds`` is raised to ``floor``; None when it is not."""
+    if spec_seconds is None or default <= 0 or spec_seconds >= floor:
+        return None
+    return (f"{path} {spec_seconds:g} is below the manager's --min-poll-interval {floor:g}s: polled every "
+            f"{floor:g}s")
+
+
+def effective_interval(spec_seconds: float | None, default: float, floor: float) -> float:
+    """The interval a scaler is polled at: its own ``spec_seconds`` raised to ``floor``, or the
+    manager's ``default`` when it has none (or polling is off: ``default`` 0)."""
+    if spec_seconds is None or default <= 0:
+        return default
+    return max(float(spec_seconds), floor)
+
+
 class MetricsPoller:
     """Enqueues every listed scaler once per interval at its phase; see the module docstring."""
 
     def __init__(self, interval: float, list_scalers: Callable[[], Iterable[Request]],
                  add_after: Callable[[Request, float], None], clock: Clock,
                  tick: float = DEFAULT_POLL_TICK_SECONDS, relist: float = DEFAULT_RELIST_SECONDS,
-                 start_poll: Callable[[Request], bool] | None = None) -> None:
+                 start_poll: Callable[[Request], bool] | None = None,
+                 interval_of: Callable[[Request], float | None] | None = None,
+                 min_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> None:
         if not math.isfinite(interval) or interval < 0:
             raise ValueError(f"MetricsPoller.interval: must be a finite number >= 0, got {interval!r}")
         if not math.isfinite(tick) or tick <= 0:
             raise ValueError(f"MetricsPoller.tick: must be a finite number > 0, got {tick!r}")
         if not math.isfinite(relist) or relist < 0:
             raise ValueError(f"MetricsPoller.relist: must be a finite number >= 0, got {relist!r}")
+        if not math.isfinite(min_interval) or min_interval <= 0:
+            raise ValueError(f"MetricsPoller.min_interval: must be a finite number > 0, got {min_interval!r}")
         # seconds between two polls of one scaler; 0 = disabled
         self.interval = interval
         # lists the MetricsTrigger scalers to poll (from the informer cache)
@@ -85,6 +120,10 @@ class MetricsPoller:
         self._add_after = add_after
         # the shortcut that starts a due scaler's poll itself (True) or declines (False: enqueue it)
         self._start_poll = start_poll
+        # a scaler's own interval (spec), None = the manager's; read at each relist
+        self._interval_of = interval_of
+        # the floor of a spec interval (--min-poll-interval); > 0
+        self.min_interval = min_interval
         self._clock = clock
         # scheduling granularity: the loop wakes at most this long after a due time is in reach
         self.tick = min(tick, interval) if interval > 0 else tick
@@ -92,8 +131,10 @@ class MetricsPoller:
         self.relist = min(relist, interval) if interval > 0 else relist
         # guards _due, _heap and _next_relist
         self._mu = threading.Lock()
-        # scaler → monotonic time of its next enqueue (always k x interval + phase); authoritative
+        # scaler → monotonic time of its next enqueue (always k x its interval + phase); authoritative
         self._due: dict[Request, float] = {}
+        # scaler → its effective interval (> 0), for every key of _due
+        self._every: dict[Request, float] = {}
         # (due, seq, scaler) for every entry of _due, plus stale ones (due differs or scaler
         # forgotten) skipped when popped; rebuilt when stale entries outnumber live ones
         self._heap: list[tuple[float, int, Request]] = []
@@ -102,11 +143,27 @@ class MetricsPoller:
         self._next_relist = -math.inf
         self.name = "elasticscaler-metrics-poller"
 
-    def next_due(self, request: Request, now: float) -> float:
-        """The first time >= now at which ``request`` is due (its phase in the current cycle or the next)."""
-        p = phase(request, self.interval)
-        cycle = math.floor((now - p) / self.interval) + 1
-        return cycle * self.interval + p
+    def next_due(self, request: Request, now: float, interval: float | None = None) -> float:
+        """The first time >= now at which ``request`` is due (its phase in the current cycle or the
+        next) at ``interval`` (default: the manager's)."""
+        every = self.interval if interval is None else interval
+        p = phase(request, every)
+        cycle = math.floor((now - p) / every) + 1
+        return cycle * every + p
+
+    def interval_for(self, request: Request) -> float:
+        """The effective interval of ``request`` as of the last relist (the manager's when unknown)."""
+        with self._mu:
+            return self._every.get(request, self.interval)
+
+    def _own_interval(self, request: Request) -> float:
+        own = None
+        if self._interval_of is not None:
+            try:
+                own = self._interval_of(request)
+            except Exception:  # a malformed object polls at the manager's interval
+                _log.debug("no poll interval for %s", request, exc_info=True)
+        return effective_interval(own, self.interval, self.min_interval)
 
     def due_times(self) -> dict[Request, float]:
         with self._mu:
@@ -149,9 +206,12 @@ class MetricsPoller:
         self._next_relist = now + self.relist
         for gone in set(self._due) - current:
             del self._due[gone]
+            del self._every[gone]
         for req in current:
-            if req not in self._due:
-                self._push(req, self.next_due(req, now))
+            every = self._own_interval(req)
+            if req not in self._due or self._every.get(req) != every:
+                self._every[req] = every
+                self._push(req, self.next_due(req, now, every))
         if len(self._heap) > 2 * len(self._due) + 64:
             self._heap = [(due, next(self._seq), req) for req, due in self._due.items()]
             heapq.heapify(self._heap)
@@ -169,7 +229,7 @@ class MetricsPoller:
             if self._due.get(req) != due:
                 continue  # forgotten, or superseded by a later push
             scheduled.append((req, max(0.0, due - now)))
-            self._push(req, due + self.interval)
+            self._push(req, due + self._every.get(req, self.interval))
         return scheduled
 
     def start(self, stop: threading.Event) -> None:

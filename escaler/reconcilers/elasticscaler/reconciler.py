@@ -71,6 +71,11 @@ from escaler.reconcilers.elasticscaler.drift import (
 from escaler.reconcilers.elasticscaler.hpasync import HpaSync
 from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecommender
 from escaler.reconcilers.elasticscaler.parsecache import ParseCache
+from escaler.reconcilers.elasticscaler.poller import (
+    DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    EVENT_POLL_INTERVAL_CLAMPED,
+    clamp_note,
+)
 from escaler.reconcilers.elasticscaler.report import ES_REPORTED, Reporter, Synced
 from escaler.reconcilers.elasticscaler.signal import SignalStore
 from escaler.reconcilers.elasticscaler.signalsync import SignalRecommender
@@ -96,6 +101,7 @@ from escaler.scaling.conditions import (
     ALGORITHM_NOT_REGISTERED,
     INVALID_SPEC,
     TARGET_CONFLICT,
+    EventValue,
     TargetError,
     Validation,
 )
@@ -135,6 +141,8 @@ class ReconcilerDeps:
     allowed_hosts: Sequence[str] = ()
     # --metrics-trigger-poll-interval (0 = collect on every sync)
     poll_interval: float = 0.0
+    # --min-poll-interval: a spec pollIntervalSeconds below it is raised to it (and a Warning says so)
+    min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS
     # the manager's write fence (a WriteFence; anything with is_set()); None = always allowed
     can_write: WriteGate | None = None
     # namespace scope of the source informers ("" = all namespaces)
@@ -160,7 +168,7 @@ class ElasticScalerReconciler:
         # one helper per trigger path (each module's docstring states its contract)
         self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write)
         self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
-                                               deps.poll_interval, deps.outbound)
+                                               deps.poll_interval, deps.outbound, deps.min_poll_interval)
         self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,
                                              deps.allowed_hosts, deps.outbound)
         self._state = StateResolver(deps.mapper, deps.watches, deps.client, deps.source_namespace)
@@ -270,6 +278,14 @@ class ElasticScalerReconciler:
                 f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(mt.scaling_algorithm)}"))
         mem = self._memory_for(sync.req, scaler.metadata.uid or "")
         mem.reported = self.reporter.annotation_problems(sync, mem.reported, parsed.annotation_problems)
+        mt = scaler.spec.trigger.metrics_trigger
+        clamped = None if mt is None else clamp_note(mt.poll_interval_seconds, self._d.poll_interval,
+                                                      self._d.min_poll_interval,
+                                                      "spec.trigger.metricsTrigger.pollIntervalSeconds")
+        if clamped is not None and clamped != mem.poll_clamp_reported:
+            self.reporter.emit(sync, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, clamped)],
+                               action="Poll")
+        mem.poll_clamp_reported = clamped
         return scaler, parsed.annotations
 
     def _sync_workload(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations) -> Result:

@@ -19,7 +19,8 @@ What it registers:
     from object to scalers, never one per scaler;
 * the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``, with the reconciler's
   ``poll`` shortcut (a due scaler's collection starts on the poller, so a poll costs one
-  reconcile, not two); on a sharded manager
+  reconcile, not two), each scaler at its ``pollIntervalSeconds`` raised to ``min_poll_interval``
+  (``--min-poll-interval``) or at ``poll_interval``; on a sharded manager
   it polls only the scalers of the shards this replica leads (``escaler.runtime.sharding``),
   relisting at once when one is gained or lost; the signal API answers 503 for another shard's;
 * the outbound executor (``outbound``; by default ``outbound_executor(mgr)``, a
@@ -56,7 +57,7 @@ from escaler.reconcilers.bindings import TargetBindings, hpa_target
 from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
 from escaler.reconcilers.elasticscaler.metricsync import Collector
-from escaler.reconcilers.elasticscaler.poller import MetricsPoller
+from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
 from escaler.reconcilers.elasticscaler.reconciler import ElasticScalerReconciler, ReconcilerDeps
 from escaler.reconcilers.elasticscaler.signal import SIGNAL_ROUTE, SignalAPI, SignalStore
 from escaler.reconcilers.elasticscaler.statesync import watch_key
@@ -89,8 +90,8 @@ from escaler.targets.pods import select_pods
 from escaler.targets.registry import default_registry
 
 __all__ = ["CONTROLLER_NAME", "DEFAULT_POLL_INTERVAL_SECONDS", "ElasticScalerController", "TargetChanged",
-           "add_poller", "cache_reader", "outbound_executor", "pod_lister", "secret_key_reader",
-           "setup_elasticscaler"]
+           "add_poller", "cache_reader", "es_poll_interval", "outbound_executor", "pod_lister",
+           "secret_key_reader", "setup_elasticscaler"]
 
 CONTROLLER_NAME = "elasticscaler"
 DEFAULT_POLL_INTERVAL_SECONDS = 30.0
@@ -178,6 +179,7 @@ def setup_elasticscaler(
     scaler_store: ObjectStore | None = None,
     outbound: ExecutorSource | None = None,
     status_refresh_seconds: float = 0.0,
+    min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -211,10 +213,11 @@ def setup_elasticscaler(
         handlers=handlers, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
         allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns,
-        outbound=outbound, status_refresh=status_refresh_seconds))
+        outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
-    poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll)
+    poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll,
+                        min_poll_interval=min_poll_interval)
     signal_api = _signal_api(mgr, controller, reconciler, scaler_informer.store, api_server)
     _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
               "signal API on" if signal_api is not None else "no signal API")
@@ -285,20 +288,35 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
     return controller
 
 
+def es_poll_interval(obj: Mapping[str, Any]) -> float | None:
+    """An ElasticScaler's ``spec.trigger.metricsTrigger.pollIntervalSeconds``; None when unset."""
+    mt = ((obj.get("spec") or {}).get("trigger") or {}).get("metricsTrigger") or {}
+    value = mt.get("pollIntervalSeconds")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
                poll_tick: float | None, start_poll: Callable[[Request], bool] | None,
-               is_polled: Callable[[Mapping[str, Any]], bool] = _is_polled) -> MetricsPoller | None:
+               is_polled: Callable[[Mapping[str, Any]], bool] = _is_polled,
+               interval_of: Callable[[Mapping[str, Any]], float | None] = es_poll_interval,
+               min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> MetricsPoller | None:
     """The ``MetricsPoller`` (leader-only) of the objects of ``store`` that ``is_polled`` selects
-    (MetricsTrigger ElasticScalers by default; every LLMScaler for its controller); None when
+    (MetricsTrigger ElasticScalers by default; every LLMScaler for its controller), each at its own
+    ``interval_of`` (raised to ``min_poll_interval``) or ``poll_interval``; None when
     ``poll_interval`` is 0. On a sharded manager only the scalers of the shards this replica leads."""
     if poll_interval <= 0:
         return None
 
     shards = mgr.shards
+    # the spec intervals seen by the last list (the poller reads them in the same relist pass)
+    intervals: dict[Request, float | None] = {}
 
     def polled() -> list[Request]:
-        reqs = [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
-                for o in store.list() if is_polled(o)]
+        seen = {Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"])): interval_of(o)
+                for o in store.list() if is_polled(o)}
+        intervals.clear()
+        intervals.update(seen)
+        reqs = list(seen)
         if shards is None:
             return reqs
         # sharded: only the scalers of shards this replica leads (a gained shard is enqueued whole
@@ -308,7 +326,7 @@ def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: 
 
     kwargs: dict[str, float] = {} if poll_tick is None else {"tick": poll_tick}
     poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs,
-                           start_poll=start_poll)
+                           start_poll=start_poll, interval_of=intervals.get, min_interval=min_poll_interval)
     if shards is not None:
         shards.on_gained(lambda _shard: poller.relist_now())
         shards.on_lost(lambda _shard: poller.relist_now())

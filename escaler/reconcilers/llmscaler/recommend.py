@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from escaler.api.llmscaler import LLMScaler, MetricProvider
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
+from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, effective_interval
 from escaler.reconcilers.llmscaler.provider import (
     CUSTOM_SOURCE,
     CustomReading,
@@ -99,7 +100,8 @@ class LLMRecommender:
 
     def __init__(self, reader: ProviderReader | None, clock: Clock, metrics: ScalerMetrics,
                  allowed_hosts: Sequence[str], poll_interval: float,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None,
+                 min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> None:
         if not poll_interval >= 0:
             raise ValueError(f"LLMRecommender.poll_interval: must be >= 0, got {poll_interval!r}")
         # does the GETs; None = no outbound reads possible (every sync: DecisionUnavailable)
@@ -112,6 +114,8 @@ class LLMRecommender:
         self._allowed_hosts = tuple(allowed_hosts)
         # --metrics-trigger-poll-interval (0 = read on every sync)
         self._poll_interval = poll_interval
+        # --min-poll-interval: the floor of a scaler's own spec.pollIntervalSeconds
+        self._min_poll_interval = min_poll_interval
         # runs reads off the reconcile worker; inline (synchronous) when none is given
         self._executor: Executor = executor if executor is not None else InlineExecutor(clock)
 
@@ -130,8 +134,9 @@ class LLMRecommender:
         if fin is not None and fin.tag == tag:
             return self._consume(scaler, fin, tag)
         same = memory is not None and memory.tag == tag
-        if same and memory is not None and self._poll_interval > 0 \
-                and mono - memory.at < self._poll_interval * REUSE_FRACTION:
+        every = effective_interval(scaler.spec.poll_interval_seconds, self._poll_interval,
+                                   self._min_poll_interval)
+        if same and memory is not None and every > 0 and mono - memory.at < every * REUSE_FRACTION:
             return Outcome(memory.recommend, memory.rows, memory)
         if self._executor.pending(key):
             if same and memory is not None:

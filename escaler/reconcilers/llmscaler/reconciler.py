@@ -50,6 +50,11 @@ from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.context import Hold, Sync, epoch
+from escaler.reconcilers.elasticscaler.poller import (
+    DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    EVENT_POLL_INTERVAL_CLAMPED,
+    clamp_note,
+)
 from escaler.reconcilers.elasticscaler.reconciler import advance_fallback
 from escaler.reconcilers.elasticscaler.report import ReportedKind, Reporter, Synced
 from escaler.reconcilers.elasticscaler.targetread import (
@@ -68,7 +73,7 @@ from escaler.runtime.executor import Executor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
 from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
-from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, TargetError, Validation
+from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, EventValue, TargetError, Validation
 from escaler.scaling.fallback import FallbackCount, FallbackState
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 
@@ -101,6 +106,8 @@ class LLMReconcilerDeps:
     allowed_hosts: tuple[str, ...] = ()
     # --metrics-trigger-poll-interval (0 = read on every sync)
     poll_interval: float = 0.0
+    # --min-poll-interval: a spec pollIntervalSeconds below it is raised to it (and a Warning says so)
+    min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS
     # the manager's write fence; None = always allowed
     can_write: WriteGate | None = None
     # runs provider reads off the reconcile workers; None = inline (tests, simulation)
@@ -136,6 +143,8 @@ class _Memory:
     # spec.fallback: consecutive polls without a usable signal; seeded once from status.fallback
     fallback: FallbackCount | None = None
     fallback_seeded: bool = False
+    # the pollIntervalSeconds clamp last reported as a Warning event (None: not clamped)
+    poll_clamp_reported: str | None = None
 
 
 class LLMScalerReconciler:
@@ -151,7 +160,7 @@ class LLMScalerReconciler:
         self._targets = TargetReader(deps.mapper, deps.handlers, deps.watches)
         # the recommend step
         self._rec = LLMRecommender(deps.reader, deps.clock, deps.metrics, deps.allowed_hosts,
-                                   deps.poll_interval, deps.outbound)
+                                   deps.poll_interval, deps.outbound, deps.min_poll_interval)
         # guards _memory (an entry is only touched by the reconcile of its own key)
         self._mu = threading.Lock()
         # scaler → what this process remembers about it
@@ -173,6 +182,12 @@ class LLMScalerReconciler:
             return self.reporter.hold(sync, loaded)
         p, mem = loaded
         scaler = p.scaler
+        clamped = clamp_note(scaler.spec.poll_interval_seconds, self._d.poll_interval,
+                             self._d.min_poll_interval, "spec.pollIntervalSeconds")
+        if clamped is not None and clamped != mem.poll_clamp_reported:
+            self.reporter.emit(sync, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, clamped)],
+                               action="Poll")
+        mem.poll_clamp_reported = clamped
         ref = ObjectRef.of(scaler.spec.target_ref)
         held = self._claim(scaler, ref)
         if held is not None:

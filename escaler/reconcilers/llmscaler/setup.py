@@ -41,7 +41,7 @@ from escaler.kube.scalepaths import CrdScalePaths
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, hpa_target
 from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
-from escaler.reconcilers.elasticscaler.poller import MetricsPoller
+from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
 from escaler.reconcilers.elasticscaler.setup import (
     DEFAULT_POLL_INTERVAL_SECONDS,
     TargetChanged,
@@ -111,6 +111,12 @@ class HttpProviderReader:
 
 
 
+def llm_poll_interval(obj: Mapping[str, Any]) -> float | None:
+    """An LLMScaler's ``spec.pollIntervalSeconds``; None when unset."""
+    value = (obj.get("spec") or {}).get("pollIntervalSeconds")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def setup_llmscaler(
     mgr: Manager,
     *,
@@ -126,6 +132,7 @@ def setup_llmscaler(
     outbound: ExecutorSource | None = None,
     poll_tick: float | None = None,
     status_refresh_seconds: float = 0.0,
+    min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
 ) -> LLMScalerController:
     """Register the LLMScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -150,11 +157,12 @@ def setup_llmscaler(
         scalers=scaler_informer.store, client=writer, mapper=mgr.mapper, handlers=handlers,
         recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings, watches=watches,
         reader=reader, allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write,
-        outbound=outbound, status_refresh=status_refresh_seconds))
+        outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, None,
-                        is_polled=lambda _obj: True)
+                        is_polled=lambda _obj: True, interval_of=llm_poll_interval,
+                        min_poll_interval=min_poll_interval)
     _log.info("LLMScaler controller set up (poll interval %gs)", poll_interval)
     return LLMScalerController(controller, reconciler, poller, watches, bindings)
 
