@@ -10,10 +10,16 @@ merge patch touches nothing but status, so a write based on a cache a few millis
 is still correct, and it costs no 409 round trip.
 
 A cache can lag our own write: the next reconcile may start from the object as it was *before*
-the write. ``StatusWriter`` remembers, per object, the resourceVersion it wrote against and the
-status it wrote; while the cache still shows that old resourceVersion, ``base_status`` hands out
+the write. ``StatusWriter`` remembers, per object, the resourceVersions that predate its last
+write and the status it wrote; while the cache still shows one of them, ``base_status`` hands out
 the status we wrote (a read-modify-write of ``recentDecisions`` on the stale copy would drop the
-entry just added) and an equal status is not written again.
+entry just added) and an equal status is not written again. The cache can lag *several* of our
+writes (a sync held by a guard, then one that scales, tens of milliseconds apart): the versions
+older than the last write are the one it was based on and, when that base was already behind,
+the versions behind the write before it plus the version that write produced (read from the
+patch's answer; a client that returns none leaves it out). So a cache that delivers the first of
+two quick writes is still known to be behind the second (seen on the real control plane: a
+``recentDecisions`` entry and ``lastScaleTime`` lost). At most ``MAX_STALE_VERSIONS`` are kept.
 
 **Drift** (``escaler.reconcilers.elasticscaler.drift``): given the sync's ``now`` (the injected
 clock's wall time) and the scaler's ``significance``, a status that differs from the one the
@@ -37,7 +43,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -46,10 +52,15 @@ from cachetools import LRUCache
 from escaler.informers.frozen import thaw
 from escaler.reconcilers.elasticscaler.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
 
-__all__ = ["MAX_REMEMBERED", "StatusClient", "StatusWriter", "WriteOutcome", "status_patch"]
+__all__ = [
+    "MAX_REMEMBERED", "MAX_STALE_VERSIONS", "StatusClient", "StatusWriter", "WriteOutcome", "status_patch",
+]
 
 # objects whose last written status one StatusWriter remembers (one per live scaler is plenty)
 MAX_REMEMBERED = 65536
+# resourceVersions remembered as older than an object's last write (a cache lagging more writes
+# than this only costs a status built on its copy, as before)
+MAX_STALE_VERSIONS = 16
 
 
 class StatusClient(Protocol):
@@ -74,11 +85,14 @@ class WriteOutcome(StrEnum):
 class _Memo:
     """What the writer remembers about one object."""
 
-    # resourceVersion our last write was based on, and the status written; None until we write
-    written: tuple[str, dict[str, Any]] | None
+    # resourceVersions a cache may show that predate our last write (oldest first, at most
+    # MAX_STALE_VERSIONS), and the status written; None until we write
+    written: tuple[tuple[str, ...], dict[str, Any]] | None
     # wall time (epoch seconds, the caller's clock) of our last write — or of the first drift seen
     # when we never wrote: the refresh interval counts from it; None when no caller passed a time
     at: float | None
+    # the resourceVersion our last write produced ("" when the client did not say)
+    produced: str = ""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -124,8 +138,18 @@ class StatusWriter:
         memo = self._memo(obj)
         if memo is None or memo.written is None:
             return None
-        rv, status = memo.written
-        return status if rv == str(_meta(obj).get("resourceVersion") or "") else None
+        stale, status = memo.written
+        return status if str(_meta(obj).get("resourceVersion") or "") in stale else None
+
+    def _stale_after_write(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
+        """The resourceVersions older than a write based on ``obj`` (see the module docstring)."""
+        base = str(_meta(obj).get("resourceVersion") or "")
+        memo = self._memo(obj)
+        if memo is None or memo.written is None or base not in memo.written[0]:
+            return (base,)
+        # the base was already behind our previous write: so is that write's own version
+        older = memo.written[0] + ((memo.produced,) if memo.produced else ())
+        return tuple(dict.fromkeys(older))[-MAX_STALE_VERSIONS:]
 
     def base_status(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The status to build this sync's on: the cached one, or — while the cache has not seen our
@@ -155,7 +179,7 @@ class StatusWriter:
         with self._mu:
             memo = self._last.get(key)
             if memo is None or memo.at is None:
-                self._last[key] = _Memo(memo.written if memo is not None else None, now)
+                self._last[key] = _Memo(None, now) if memo is None else replace(memo, at=now)
                 return False
             return now - memo.at >= self._refresh
 
@@ -178,11 +202,12 @@ class StatusWriter:
             return WriteOutcome.DEFERRED
         meta = _meta(obj)
         patch = status_patch(old_status, new_status)
-        self._client.patch_status(mapping, str(meta["name"]), patch, str(meta.get("namespace") or "") or None,
-                                  patch_type="merge")
+        stale = self._stale_after_write(obj)
+        answer = self._client.patch_status(mapping, str(meta["name"]), patch,
+                                           str(meta.get("namespace") or "") or None, patch_type="merge")
         with self._mu:
             self.writes += 1
-            self._last[_uid(obj)] = _Memo((str(meta.get("resourceVersion") or ""), dict(new_status)), now)
+            self._last[_uid(obj)] = _Memo((stale, dict(new_status)), now, _resource_version(answer))
         return WriteOutcome.WRITTEN
 
     def skip(self) -> None:
@@ -198,6 +223,12 @@ class StatusWriter:
     def forget(self, obj_uid: str) -> None:
         with self._mu:
             self._last.pop(obj_uid, None)
+
+
+def _resource_version(answer: Any) -> str:
+    """The resourceVersion of a patch's answer ("" when it has none)."""
+    meta = _meta(answer) if isinstance(answer, Mapping) else {}
+    return str(meta.get("resourceVersion") or "")
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
