@@ -399,6 +399,9 @@ def test_write_conflict_requeues_and_other_failures_are_reported(h: Harness) -> 
     result = h.reconcile("es")
     assert result.requeue and h.replicas() == 2
     assert h.client.count("patch", "elasticscalers/status") == 0, "a conflict re-reads before reporting"
+    # a real 409 means the target moved on: the next sync writes from its newer version (never again
+    # from the one refused: tests/unit/test_reconciler_stale_target.py)
+    h.settle()
     h.client.faults[("patch", "deployments")] = [StatusError(403, "Forbidden", "no RBAC")]
     result = h.reconcile("es")
     assert result.requeue

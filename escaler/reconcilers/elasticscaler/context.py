@@ -64,6 +64,9 @@ class ScalerMemory:
     # seeded once from status.fallback (``fallback_seeded``), so a new leader goes on counting
     fallback: FallbackCount | None = None
     fallback_seeded: bool = False
+    # the target resourceVersion the last replica write went out from (written, or 409); no write
+    # goes out from it again (targetread.write_replicas: one write per cached version)
+    wrote_from: str = ""
 
 
 @dataclass(frozen=True)

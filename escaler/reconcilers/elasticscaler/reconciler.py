@@ -308,12 +308,14 @@ class ElasticScalerReconciler:
         rr, current_metrics, fresh = recommended
         fallback = self._fallback(sync, scaler, mem, rr, fresh, target.snapshot.spec_replicas)
         decision = self._decide(sync, scaler, ann, mem, target, rr, fallback)
-        written = self._write(sync, decision, target)
+        written = self._write(sync, decision, target, mem)
         if written.retry:
             mem.state = decision.state_after_failed_write  # keep this sync's recommendation
             return Result(requeue=True)
         if decision.write and not written.written and written.error is None:
-            return Result()  # no longer allowed to write: write nothing, not even status
+            # no longer allowed to write, or the cache still shows the version our last write went
+            # out from (its next version wakes us): write nothing, not even status
+            return Result()
         mem.state = decision.state if written.written or not decision.write else \
             decision.state_after_failed_write
         self._d.metrics.record_sync(sync.req.namespace, sync.req.name, decision.current, decision.desired,
@@ -413,10 +415,14 @@ class ElasticScalerReconciler:
                                   deferred_since=epoch(status.deferred_since),
                                   last_scale_time=epoch(status.last_scale_time))
 
-    def _write(self, sync: Sync, decision: Decision, target: Target) -> Written:
+    def _write(self, sync: Sync, decision: Decision, target: Target, mem: ScalerMemory) -> Written:
         if not decision.write or not self._may_write():
             return Written()
-        return write_replicas(sync, target, decision.desired, self._d.metrics, decision.reason)
+        written = write_replicas(sync, target, decision.desired, self._d.metrics, decision.reason,
+                                 wrote_from=mem.wrote_from)
+        if written.from_version:
+            mem.wrote_from = written.from_version
+        return written
 
     # ------------------------------------------------------------------ helpers
 

@@ -17,10 +17,18 @@
   replicas that are not Ready, or ``reads_pods`` (it reads Resource metrics over the pods) — a
   cache that has not listed yet is a quiet hold.
 
-``write_replicas(sync, target, desired, metrics, reason)`` writes the count through the target's
-ResourceHandler with optimistic concurrency: ``Written(retry=True)`` on a 409 (decide again at
-once), ``Written(error=TargetWriteFailed)`` on any other failure, counted in
-``escaler_scale_writes_total``. The caller checks the write fence first.
+``write_replicas(sync, target, desired, metrics, reason, wrote_from=...)`` writes the count through
+the target's ResourceHandler with optimistic concurrency: ``Written(retry=True)`` on a 409 (decide
+again at once), ``Written(error=TargetWriteFailed)`` on any other failure, counted in
+``escaler_scale_writes_total``. The caller checks the write fence first. **One write per cached
+version**: a write that went out (written, or refused with 409) records the target version it was
+made from (``Written.from_version``; the caller keeps it per scaler and passes it back as
+``wrote_from``); while the cache still shows that version, no write goes out from it again
+(``Written()``: nothing written, no error, so the caller writes nothing, not even status) — it is
+bound to 409, and the cache's next version (its watch event) wakes the scaler. Without this, a
+target cache that lags (its watch re-opening after an API server outage, up to the reflector's
+30 s backoff) turned every poll and every rate-limited retry into a refused write (issue 15,
+tests/e2e/test_chaos_apiserver.py).
 
 ``guard_input(snapshot, capacity)`` is the guards' view of the target.
 """
@@ -80,6 +88,9 @@ class Written:
     written: bool = False
     error: TargetError | None = None
     retry: bool = False
+    # the target resourceVersion a write that reached the API server (written, or 409) went out
+    # from; "" when none did
+    from_version: str = ""
 
 
 class TargetReader:
@@ -168,16 +179,23 @@ class TargetReader:
 
 
 def write_replicas(sync: Sync, target: Target, desired: int, metrics: ScalerMetrics,
-                   reason: str = "") -> Written:
-    """Write ``desired`` to the target (see the module docstring); the caller checked the fence."""
+                   reason: str = "", *, wrote_from: str = "") -> Written:
+    """Write ``desired`` to the target (see the module docstring); the caller checked the fence.
+    ``wrote_from``: the version this scaler's last write went out from (``Written.from_version``)."""
     snap, req = target.snapshot, sync.req
+    version = snap.resource_version
+    if version and version == wrote_from:
+        # the cache has not seen the outcome of our last write from this version yet
+        _log.debug("not writing %s again from resourceVersion %s", snap.describe(), version)
+        return Written()
     counter = metrics.scale_writes
     try:
         target.handler.write_replicas(snap, desired)
     except StatusError as err:
         if is_conflict(err):
             counter.labels(req.namespace, req.name, "conflict").inc()
-            return Written(retry=True)  # the target changed since it was read: decide again
+            # the target changed since it was read: decide again
+            return Written(retry=True, from_version=version)
         counter.labels(req.namespace, req.name, "error").inc()
         return Written(error=TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}"))
     except (ConnectionFailure, OSError, ValueError) as err:
@@ -185,7 +203,7 @@ def write_replicas(sync: Sync, target: Target, desired: int, metrics: ScalerMetr
         return Written(error=TargetError(TARGET_WRITE_FAILED, f"writing {snap.describe()}: {err}"))
     counter.labels(req.namespace, req.name, "success").inc()
     _log.info("scaled %s from %d to %d (%s)", snap.describe(), snap.spec_replicas, desired, reason)
-    return Written(written=True)
+    return Written(written=True, from_version=version)
 
 
 def guard_input(snap: TargetSnapshot, pods: Capacity) -> GuardTarget:

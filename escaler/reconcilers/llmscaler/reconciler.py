@@ -143,6 +143,9 @@ class _Memory:
     # spec.fallback: consecutive polls without a usable signal; seeded once from status.fallback
     fallback: FallbackCount | None = None
     fallback_seeded: bool = False
+    # the target resourceVersion the last replica write went out from (written, or 409); no write
+    # goes out from it again (targetread.write_replicas: one write per cached version)
+    wrote_from: str = ""
     # the pollIntervalSeconds clamp last reported as a Warning event (None: not clamped)
     poll_clamp_reported: str | None = None
 
@@ -203,12 +206,14 @@ class LLMScalerReconciler:
             return Result()  # a read in flight: its completion wakes us
         fallback = self._fallback(sync, scaler, mem, out.recommend, fresh, target.snapshot.spec_replicas)
         decision = self._decide(sync, p, mem, target, out.recommend, fallback)
-        written = self._write(sync, decision, target)
+        written = self._write(sync, decision, target, mem)
         if written.retry:
             mem.state = decision.state_after_failed_write  # keep this sync's recommendation
             return Result(requeue=True)
         if decision.write and not written.written and written.error is None:
-            return Result()  # no longer allowed to write: write nothing, not even status
+            # no longer allowed to write, or the cache still shows the version our last write went
+            # out from (its next version wakes us): write nothing, not even status
+            return Result()
         mem.state = decision.state if written.written or not decision.write else \
             decision.state_after_failed_write
         self._d.metrics.record_sync(req.namespace, req.name, decision.current, decision.desired, out.rows)
@@ -300,10 +305,14 @@ class LLMScalerReconciler:
         return PipelineState.seed(now=sync.now, current=current, deferred_since=epoch(status.deferred_since),
                                   last_scale_time=epoch(status.last_scale_time))
 
-    def _write(self, sync: Sync, decision: Decision, target: Target) -> Written:
+    def _write(self, sync: Sync, decision: Decision, target: Target, mem: _Memory) -> Written:
         if not decision.write or not self._may_write():
             return Written()
-        return write_replicas(sync, target, decision.desired, self._d.metrics, decision.reason)
+        written = write_replicas(sync, target, decision.desired, self._d.metrics, decision.reason,
+                                 wrote_from=mem.wrote_from)
+        if written.from_version:
+            mem.wrote_from = written.from_version
+        return written
 
     # ------------------------------------------------------------------ helpers
 
