@@ -9,8 +9,9 @@ Contract:
 * each chaos test reports what it measured with pytest's ``record_property`` (``runs``,
   ``passed``, ``worst_takeover_s``, ``writes``, ``peak_rss_mib``), read back from the JUnit XML
   (``junit_family=xunit1``, which keeps properties per test case);
-* prints one row per test: test, runs, passed, worst takeover, writes counted, peak RSS, seconds,
-  result; and writes the table, with the command, the date and the machine's cores and load,
+* prints one row per test: test, runs, passed, worst takeover, writes counted, peak RSS, also
+  measured (every other property the test recorded, as ``name value``), seconds, result; and
+  writes the table, with the command, the date and the machine's cores and load,
   into ``docs/reliability.md`` between ``<!-- chaos:begin -->`` and ``<!-- chaos:end -->``
   (``--no-docs``: print only);
 * ``--snapshot``: the managers and the CRDs come from ``git archive HEAD`` unpacked in a temporary
@@ -35,7 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- chaos:begin -->", "<!-- chaos:end -->"
-COLUMNS = ("test", "runs", "passed", "worst takeover", "writes counted", "peak RSS", "seconds", "result")
+COLUMNS = ("test", "runs", "passed", "worst takeover", "writes counted", "peak RSS", "also measured",
+           "seconds", "result")
+# the properties with a column of their own; any other a test records goes to "also measured"
+OWN_COLUMNS = frozenset({"runs", "passed", "worst_takeover_s", "writes", "peak_rss_mib"})
 
 
 @dataclass
@@ -53,6 +57,7 @@ class Row:
                 f"{p['worst_takeover_s']} s" if "worst_takeover_s" in p else "-",
                 p.get("writes", "-"),
                 f"{p['peak_rss_mib']} MiB" if "peak_rss_mib" in p else "-",
+                ", ".join(f"{k} {v}" for k, v in sorted(p.items()) if k not in OWN_COLUMNS) or "-",
                 f"{self.seconds:.0f}", self.result]
 
 
