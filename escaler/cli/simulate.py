@@ -14,10 +14,18 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from escaler.scaling.predict import MAX_SLOTS
 from escaler.sim.engine import SimOptions
 from escaler.sim.model import ProfileError, load_profile
+from escaler.sim.predictive import DEFAULT_SLOTS, season_for
 from escaler.sim.report import SloTargets, markdown_table
-from escaler.sim.runner import DEFAULT_SLO_CONCURRENCY, POLICIES, Experiment, run_experiment
+from escaler.sim.runner import (
+    ALL_POLICIES,
+    DEFAULT_SLO_CONCURRENCY,
+    POLICIES,
+    Experiment,
+    run_experiment,
+)
 from escaler.sim.signals import METRICS
 from escaler.sim.trace import TraceError, load_trace, shipped_trace_path
 
@@ -46,9 +54,9 @@ def _count(text: str) -> int:
 
 def _policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
-    bad = [p for p in names if p not in POLICIES]
+    bad = [p for p in names if p not in ALL_POLICIES]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"want a comma list of {', '.join(POLICIES)}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"want a comma list of {', '.join(ALL_POLICIES)}, got {text!r}")
     return list(dict.fromkeys(names))
 
 
@@ -79,7 +87,12 @@ def add_parser(
     t.add_argument("--seed", type=int, default=0, help="seed of every random draw (default: 0)")
     s = p.add_argument_group("policies")
     s.add_argument("--policy", type=_policies, default=list(POLICIES),
-                   help=f"comma list of {', '.join(POLICIES)} (default: all)")
+                   help=f"comma list of {', '.join(ALL_POLICIES)} (default: {','.join(POLICIES)}; "
+                        "predictive = apa plus a seasonal forecast floor, a day of the trace being its "
+                        "season)")
+    s.add_argument("--predict-slots", type=_count, default=DEFAULT_SLOTS,
+                   help="predictive: slots per season (a day) in its load profile "
+                        f"(default: {DEFAULT_SLOTS})")
     s.add_argument("--metric", choices=METRICS, default="inflight",
                    help="per-replica metric apa and hpa scale on (default: inflight = running + waiting)")
     s.add_argument("--target", type=_positive, default=32.0,
@@ -114,6 +127,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"escaler simulate: --min-replicas {args.min_replicas} > --max-replicas {args.max_replicas}",
               file=sys.stderr)
         return 2
+    if not 1 <= args.predict_slots <= MAX_SLOTS:
+        print(f"escaler simulate: --predict-slots must be in [1, {MAX_SLOTS}], got {args.predict_slots}",
+              file=sys.stderr)
+        return 2
     if args.oracle_goal > 1:
         print(f"escaler simulate: --oracle-goal must be in (0, 1], got {args.oracle_goal}", file=sys.stderr)
         return 2
@@ -132,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,
         slo_concurrency=args.slo_concurrency,
-        oracle_goal=args.oracle_goal,
+        oracle_goal=args.oracle_goal, season_s=season_for(args.speedup), predict_slots=args.predict_slots,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model})
     rows = run_experiment(exp, Path(args.out), None if args.no_progress else _bar,

@@ -42,14 +42,14 @@ from escaler.scaling.window import MetricWindows, WindowPolicy
 from escaler.sim.engine import Scrape, View, percentile, window
 from escaler.sim.signals import METRICS, value_of
 
-__all__ = ["EPOCH", "ApaPolicy", "SloPolicy"]
+__all__ = ["EPOCH", "ApaPolicy", "SloPolicy", "prometheus_view"]
 
 # simulated time 0 in the pipeline's epoch seconds (2024-01-01T00:00:00Z)
 EPOCH = 1_704_067_200.0
 _KEY = "0"
 
 
-def _prometheus_view(scrapes: Sequence[Scrape], now: float, cadence: float) -> Scrape | None:
+def prometheus_view(scrapes: Sequence[Scrape], now: float, cadence: float) -> Scrape | None:
     """The newest scrape Prometheus holds at ``now`` when it scrapes every ``cadence`` seconds."""
     due = (now // cadence) * cadence
     for s in reversed(scrapes):
@@ -94,7 +94,7 @@ class ApaPolicy:
 
     def decide(self, view: View) -> int:
         now = EPOCH + view.now
-        scrape = _prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
+        scrape = prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
         if scrape is not None:
             self._windows.add(_KEY, now, sum(value_of(g, self.metric) for g in scrape.gauges))
         name = f"sum({self.metric})"
@@ -156,7 +156,7 @@ class SloPolicy:
                               target_name="ttftTargetMs")
         objectives = [objective]
         if self.concurrency_per_replica > 0:
-            scrape = _prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
+            scrape = prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
             inflight = sum(value_of(g, "inflight") for g in scrape.gauges) if scrape is not None else None
             objectives.append(load_objective(inflight, None if scrape is not None else "no scrape yet",
                                              concurrency_per_replica=self.concurrency_per_replica,

@@ -3,9 +3,11 @@
 Contract of ``run_experiment(exp, out, progress)``:
 
 * builds each policy named in ``exp.policies`` (``POLICIES``: ``apa``, ``slo``, ``hpa``, ``kpa``,
-  ``oracle``) from the experiment's shared settings — the metric and per-replica ``target`` the
-  metric-driven ones scale on (apa, hpa; kpa on concurrency with the same target), the TTFT
-  objective the SLO policy sizes for — and simulates each over the same arrivals and fleet;
+  ``oracle``, the default set; ``predictive``, opt-in: apa plus the seasonal forecast floor of
+  ``escaler.sim.predictive``, its season ``exp.season_s`` in simulated seconds) from the
+  experiment's shared settings — the metric and per-replica ``target`` the metric-driven ones
+  scale on (apa, hpa; kpa on concurrency with the same target), the TTFT objective the SLO policy
+  sizes for — and simulates each over the same arrivals and fleet;
 * the **oracle** is calibrated, not guessed: ``calibrate_oracle`` bisects its utilization
   (geometrically, ``ORACLE_STEPS`` runs) for the cheapest schedule whose attainment is at least
   ``exp.oracle_goal``, so the oracle row is the cost of meeting the SLO with perfect foresight;
@@ -32,12 +34,16 @@ from escaler.sim.hpa import HpaPolicy
 from escaler.sim.kpa import KpaPolicy
 from escaler.sim.oracle import MAX_UTILIZATION, OraclePolicy
 from escaler.sim.policies import ApaPolicy, SloPolicy
+from escaler.sim.predictive import DAY_S, DEFAULT_SLOTS, PredictivePolicy
 from escaler.sim.report import SloTargets, markdown_table, summarize
 from escaler.sim.trace import Arrival
 
-__all__ = ["ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle", "run_experiment"]
+__all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle", "run_experiment"]
 
+# the default set
 POLICIES = ("apa", "slo", "hpa", "kpa", "oracle")
+# every name --policy takes: the default set and the opt-in ones
+ALL_POLICIES = (*POLICIES, "predictive")
 # the SLO policy's concurrencyPerReplica by default: the default profile's max batch (64) less
 # headroom for the TTFT objective; docs/simulator.md shows the sweep
 DEFAULT_SLO_CONCURRENCY = 28
@@ -67,6 +73,9 @@ class Experiment:
     slo_concurrency: int = DEFAULT_SLO_CONCURRENCY
     poll_s: float = 30.0
     oracle_goal: float = 0.99
+    # the predictive policy's season (simulated seconds: a day / --speedup) and its slots per season
+    season_s: float = DAY_S
+    predict_slots: int = DEFAULT_SLOTS
     # recorded in the report
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -79,11 +88,15 @@ def build(name: str, exp: Experiment) -> Policy:
         return SloPolicy(exp.slo.ttft_s, o.min_replicas, o.max_replicas, percentile=exp.slo_percentile,
                          concurrency_per_replica=exp.slo_concurrency,
                          poll_s=exp.poll_s)
+    if name == "predictive":
+        return PredictivePolicy(
+            ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s),
+            exp.season_s, exp.predict_slots, horizon_s=o.profile.cold_start_s + exp.poll_s)
     if name == "hpa":
         return HpaPolicy(exp.metric, exp.target)
     if name == "kpa":
         return KpaPolicy(exp.target)
-    raise ValueError(f"policy: must be one of {', '.join(POLICIES)}, got {name!r}")
+    raise ValueError(f"policy: must be one of {', '.join(ALL_POLICIES)}, got {name!r}")
 
 
 def calibrate_oracle(exp: Experiment, progress: Progress | None = None) -> tuple[Run, float]:
@@ -139,6 +152,8 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
                 out.append(f"{mine} does NOT beat {base}: {m['replica_hours']} vs {b['replica_hours']} "
                            f"replica-hours at {100 * (m['attainment'] or 0):.2f} % vs "
                            f"{100 * (b['attainment'] or 0):.2f} % attainment")
+    if "predictive" in by and "apa" in by:
+        out.append(_predictive_verdict(by["predictive"], by["apa"]))
     if "slo" in by and "oracle" in by and by["oracle"]["replica_hours"]:
         m, o = by["slo"], by["oracle"]
         ratio = m["replica_hours"] / o["replica_hours"]
@@ -147,6 +162,15 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
                    f"attainment at <= {GOAL_COST_RATIO:g}x the oracle's replica-hours): "
                    f"{100 * (m['attainment'] or 0):.2f} % at {ratio:.2f}x")
     return out
+
+
+def _predictive_verdict(p: dict[str, Any], r: dict[str, Any]) -> str:
+    """Issue 16's rule: predictive ships only if it wins on attainment at equal (or lower) cost."""
+    pa, ra = p["attainment"] or 0.0, r["attainment"] or 0.0
+    wins = pa > ra and p["replica_hours"] <= r["replica_hours"]
+    return (f"predictive {'wins over' if wins else 'does NOT win over'} apa (higher attainment at equal or "
+            f"lower cost): {100 * pa:.2f} % vs {100 * ra:.2f} % attainment at {p['replica_hours']} vs "
+            f"{r['replica_hours']} replica-hours")
 
 
 def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
@@ -159,9 +183,12 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
             run, u = calibrate_oracle(exp, progress)
             row = {**summarize(run, exp.slo), "oracle_utilization": round(u, 4)}
         else:
-            run = simulate(exp.arrivals, build(name, exp), exp.options,
+            policy = build(name, exp)
+            run = simulate(exp.arrivals, policy, exp.options,
                            progress(name) if progress is not None else None)
             row = summarize(run, exp.slo)
+            if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
+                row["forecast_floor_polls"] = policy.floors
         rows.append(row)
         runs[name] = run
         _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],
@@ -184,6 +211,8 @@ def _settings(exp: Experiment) -> dict[str, Any]:
             "poll_s": exp.poll_s, "ttft_slo_s": exp.slo.ttft_s, "tpot_slo_s": exp.slo.tpot_s,
             "slo_percentile": exp.slo_percentile, "slo_concurrency": exp.slo_concurrency,
             "oracle_goal": exp.oracle_goal,
+            **({"season_s": exp.season_s, "predict_slots": exp.predict_slots}
+               if "predictive" in exp.policies else {}),
             "min_replicas": o.min_replicas, "max_replicas": o.max_replicas,
             "initial_replicas": o.initial_replicas, "profile": asdict(o.profile)}
 

@@ -21,7 +21,8 @@ Contract:
 * ``speedup`` divides every arrival time (a day in an hour at 24); ``scale`` multiplies the request
   rate: each request is kept ``floor(scale)`` times plus once more with probability
   ``scale - floor(scale)`` (seeded), copies spread over the following millisecond so that they stay
-  distinct events; ``duration`` (seconds, after ``speedup``) drops what arrives later.
+  distinct events — except for a rate curve, whose rate is multiplied (and which is drawn only up to
+  ``duration``); ``duration`` (seconds, after ``speedup``) drops what arrives later.
 * Any malformed input raises ``TraceError`` naming the file, the line (1-based, as an editor counts)
   and what was wrong: a missing column, a value that is not a number, a negative or non-finite one,
   fewer than one prompt or output token, an unparsable timestamp. Nothing is skipped silently.
@@ -111,7 +112,12 @@ def load_trace(path: str | Path, *, scale: float = 1.0, speedup: float = 1.0, du
             arrivals = _relative(_azure(name, text))
         elif all(k in header for k in _RATE_KEYS):
             sample = load_trace(lengths or shipped_trace_path())
-            arrivals = _from_rate(name, text, model, sample, rng)
+            # a rate curve is scaled at its rate (a thinned Poisson process is a Poisson process at the
+            # lower rate) and drawn only as far as --duration reaches: a 14-day curve at 1e-4 of its
+            # rate draws 1e-4 of the arrivals, not all of them to keep a few
+            until = None if duration is None else duration * speedup
+            arrivals = _from_rate(name, text, model, sample, rng, scale, until)
+            scale = 1.0
         else:
             arrivals = _relative(_generic_csv(name, text, header))
     out = _scale(arrivals, scale, rng) if scale != 1.0 else arrivals
@@ -177,13 +183,13 @@ def _jsonl(name: str, text: str) -> Iterator[tuple[int, Arrival]]:
 
 
 def _from_rate(name: str, text: str, model: str | None, sample: Sequence[Arrival],
-               rng: random.Random) -> list[Arrival]:
+               rng: random.Random, scale: float = 1.0, until: float | None = None) -> list[Arrival]:
     curves: dict[str, list[tuple[float, float]]] = {}
     for line, row in _rows(text):
         m = (row.get("model") or "").strip()
         start = _seconds(name, line, row.get("window_start_s"), "window_start_s")
         per_min = _number(name, line, row.get("req_per_min"), "req_per_min")
-        curves.setdefault(m, []).append((start, per_min / 60.0))
+        curves.setdefault(m, []).append((start, per_min / 60.0 * scale))
     if not curves:
         raise TraceError(name, None, "holds no rate windows")
     if model is None:
@@ -196,7 +202,7 @@ def _from_rate(name: str, text: str, model: str | None, sample: Sequence[Arrival
     windows = sorted(curves[model])
     starts = [w[0] for w in windows]
     step = starts[1] - starts[0] if len(starts) > 1 else 600.0
-    end = starts[-1] + step
+    end = starts[-1] + step if until is None else min(starts[-1] + step, starts[0] + until)
     out: list[Arrival] = []
     t = starts[0]
     while True:
