@@ -26,7 +26,11 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
   allowed for a MetricsTrigger only with ``activation`` set;
 * ``fallback`` (SPEC §14): ``failureThreshold >= 1`` and ``replicas >= 0`` (schema minimums), and
   only on a MetricsTrigger with an algorithm (``trigger.type`` MetricsTrigger, ``scalingAlgorithm``
-  not HPA: the companion HPA does its own scaling).
+  not HPA: the companion HPA does its own scaling);
+* ``scaleDown.podDeletionCost`` (SPEC §14): only with a ``targetRef`` of kind Deployment in
+  ``apps`` (the ReplicaSet controller is what reads the annotation) and not with ``scalingAlgorithm:
+  HPA`` (escaler must be the one writing the replicas); its ``prometheus.endpoint`` follows the
+  ExternalServer endpoint rules and ``podLabel`` is a Prometheus label name.
 
 What CEL cannot check stays in the webhook (``escaler.webhook.checks``): that an algorithm is
 registered, the ``--allowed-endpoint-hosts`` list, and the annotations. The metric-collection
@@ -68,6 +72,7 @@ from escaler.api.scaler import (
 __all__ = [
     "APA_CONFIG_KEYS",
     "DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS",
+    "DEFAULT_POD_LABEL",
     "DEFAULT_SCALING_ALGORITHM",
     "HPA_ALGORITHM",
     "MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS",
@@ -90,7 +95,10 @@ __all__ = [
     "MetricTarget",
     "MetricTargetType",
     "MetricsTrigger",
+    "PodDeletionCost",
+    "PodDeletionCostPrometheus",
     "ResourceMetricSource",
+    "ScaleDown",
     "SignalTrigger",
     "StateTrigger",
     "Trigger",
@@ -116,6 +124,10 @@ DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS = 5
 # (escaler.signals.fetch.MAX_TIMEOUT_SECONDS): a slow endpoint cannot hold a collection for minutes.
 MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS = 30
 DEFAULT_SIGNAL_POLL_INTERVAL_SECONDS = 10
+# scaleDown.podDeletionCost.prometheus.podLabel: the series label naming the pod
+DEFAULT_POD_LABEL = "pod"
+# a Prometheus label name
+LABEL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS = 600
 DEFAULT_SIGNAL_ACTIVATION_REPLICAS = 1
 # Upper bound on metrics per scaler; also bounds the CEL cost of the per-metric rules.
@@ -299,6 +311,69 @@ class ExternalServerMetricSource(KubeModel):
         description="Optional Secret key (in the scaler's namespace) whose value is sent as "
         "'Authorization: Bearer <token>' with every query, over https:// only. The Secret must be "
         "labelled elasticscaler.io/bearer-token: \"true\", and the manager needs get on it.",
+    )
+
+
+class PodDeletionCostPrometheus(KubeModel):
+    """A Prometheus instant query giving one value per pod of the target (lower = more idle)."""
+
+    RULES = ExternalServerMetricSource.RULES[1:]  # the endpoint rules, word for word
+
+    endpoint: str = Field(
+        max_length=2048,
+        pattern=URL_PATTERN,
+        description="Base URL of the query API, e.g. http://prometheus.monitoring:9090 (no '?' or '#'); "
+        "queried through the manager's outbound client like an ExternalServer metric "
+        "(--allowed-endpoint-hosts, --allow-endpoint-networks, the timeout, the body cap).",
+    )
+    query: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="PromQL instant query returning one sample per pod, labelled with the pod's name "
+        "(podLabel), e.g. sum by (pod) (vllm:num_requests_running{namespace=\"llm\"}). Lower values go "
+        "first. Pods without a sample are never chosen over a measured pod; several samples for one "
+        "pod count as the largest.",
+    )
+    pod_label: str = Field(
+        default=DEFAULT_POD_LABEL,
+        min_length=1,
+        max_length=128,
+        pattern=LABEL_NAME_PATTERN,
+        description="The label of each sample that holds the pod name (default pod).",
+    )
+    timeout_seconds: int = Field(
+        default=DEFAULT_EXTERNAL_SERVER_TIMEOUT_SECONDS,
+        ge=1,
+        le=MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS,
+        description=f"Timeout of the query, in seconds (at most {MAX_EXTERNAL_SERVER_TIMEOUT_SECONDS}).",
+    )
+    bearer_token_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Optional Secret key sent as 'Authorization: Bearer <token>', over https:// only, as "
+        "for ExternalServer metrics (the Secret must be labelled elasticscaler.io/bearer-token: \"true\").",
+    )
+
+
+class PodDeletionCost(KubeModel):
+    """Set controller.kubernetes.io/pod-deletion-cost before a scale-down, so idle pods go first."""
+
+    prometheus: PodDeletionCostPrometheus = Field(
+        description="Where the per-pod value comes from (lower = more idle = deleted first)."
+    )
+
+
+class ScaleDown(KubeModel):
+    """Scale-down policies of an ElasticScaler."""
+
+    pod_deletion_cost: PodDeletionCost | None = Field(
+        default=None,
+        description="Opt-in: before a Deployment scale-down by k pods is written (never while a guard "
+        "or the stabilization window holds it), read a value per pod and give the k Ready pods with "
+        "the lowest values the lowest controller.kubernetes.io/pod-deletion-cost (-k..-1), so the "
+        "ReplicaSet controller removes them. Only pods whose annotation changes are patched (those k, "
+        "and a negative cost left on another pod, which is removed). A failed query or patch never "
+        "blocks the scale-down: it goes ahead in the controller's own order and a Warning event "
+        "DeletionCostSkipped says why. Needs RBAC patch on pods.",
     )
 
 
@@ -587,6 +662,21 @@ class ElasticScalerSpec(ScalerSpec):
             field_path=".fallback",
             reason="FieldValueForbidden",
         ),
+        Rule(
+            rule="!has(self.scaleDown) || !has(self.scaleDown.podDeletionCost) || "
+            "(self.targetRef.kind == 'Deployment' && self.targetRef.apiVersion.startsWith('apps/') && "
+            "!(self.trigger.type == 'MetricsTrigger' && has(self.trigger.metricsTrigger) && "
+            "self.trigger.metricsTrigger.scalingAlgorithm == 'HPA'))",
+            message="scaleDown.podDeletionCost needs a targetRef of kind Deployment (apiVersion apps/v1) "
+            "and a scalingAlgorithm other than HPA: the ReplicaSet controller is what reads the "
+            "annotation, and escaler must be the one writing the replicas",
+            check=lambda m: m.scale_down is None or m.scale_down.pod_deletion_cost is None or (
+                m.target_ref.kind == "Deployment" and m.target_ref.api_version.startswith("apps/")
+                and not (m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
+                         and m.trigger.metrics_trigger.scaling_algorithm == HPA_ALGORITHM)),
+            field_path=".scaleDown.podDeletionCost",
+            reason="FieldValueForbidden",
+        ),
     )
 
     target_ref: TargetRef = Field(
@@ -608,6 +698,10 @@ class ElasticScalerSpec(ScalerSpec):
         "consecutive metric polls without a usable signal, scale to replicas instead of holding the "
         "current count (ScalingActive stays False/DecisionUnavailable and its message names the "
         "fallback). Without it, a scaler whose metrics all fail holds its count.",
+    )
+    scale_down: ScaleDown | None = Field(
+        default=None,
+        description="Scale-down policies: which pods leave (podDeletionCost).",
     )
 
 

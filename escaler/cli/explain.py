@@ -33,6 +33,9 @@ and prints:
 8. **Write** — current → desired, ``lastScaleTime``, and the last recorded decision (its
    ``boundBy``: the ``BoundBy`` value of the step that bound it) with the pipeline trail the
    controller stored in its reason;
+8b. **Pod deletion cost** (ElasticScaler with ``scaleDown.podDeletionCost``) — the last
+   ``DeletionCostSet`` event (the pods given the lowest cost before the last scale-down, with their
+   values and costs) or ``DeletionCostSkipped`` (why none was set; the scale-down went ahead);
 
 then the last decisions, the recent events, and the health verdict of SPEC §3
 (``escaler.scaling.conditions.health``): *failing* when AbleToScale, ScalingActive or Validated
@@ -67,6 +70,7 @@ from escaler.scaling.conditions import (
     limited_by_algorithm_rate,
 )
 from escaler.scaling.conditions import health as rule
+from escaler.scaling.deletioncost import EVENT_DELETION_COST_SET, EVENT_DELETION_COST_SKIPPED
 from escaler.scaling.guards import GUARD_REASONS as _GUARDS
 
 __all__ = ["GUARD_REASONS", "STABILIZATION_REASONS", "add_parser", "health", "render", "run", "status_time"]
@@ -200,6 +204,19 @@ def _activation_lines(activation: Any, active: Mapping[str, Any]) -> list[str]:
     return [head, f"   {message[at:]}"]
 
 
+def _deletion_cost_lines(policy: Any, events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Step 8b: ``scaleDown.podDeletionCost`` and its last event (nothing when the policy is not set)."""
+    if not policy:
+        return []
+    head = "8b. Pod deletion cost (scaleDown.podDeletionCost)"
+    reasons = (EVENT_DELETION_COST_SET, EVENT_DELETION_COST_SKIPPED)
+    last = next((ev for ev in reversed(list(events)) if ev.get("reason") in reasons), None)
+    if last is None:
+        return [head, "   no scale-down written with it in the recent events (the per-pod query runs only "
+                      "right before one)"]
+    return [head, f"   {last.get('reason')}: {last.get('note', '')}"]
+
+
 def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
     """The explanation of one scaler (see the module docstring)."""
     meta = obj.get("metadata") or {}
@@ -299,6 +316,8 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
             f"(bound by {last.get('boundBy') or '-'})")
         for part in str(last.get("reason", "")).split("; "):
             add(f"     {part}")
+    if kind == SCALER_REF[1]:
+        lines.extend(_deletion_cost_lines((spec.get("scaleDown") or {}).get("podDeletionCost"), events))
     if "Validated" in conds:
         add("")
         add(_cond_line(conds, "Validated"))

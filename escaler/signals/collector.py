@@ -45,6 +45,9 @@ Contract:
   ExternalServer query identical to one in flight or answered within the window — same endpoint,
   query, ``timeoutSeconds`` and bearer token (by SHA-256; no token is a different key from any
   token) — takes that answer instead of sending its own request.
+* ``pod_values(namespace, source)``: the per-pod values of ``scaleDown.podDeletionCost``
+  (``escaler.signals.podvalues``), sent as an ExternalServer query is (the same HTTP client,
+  allow-list hook, bearer-token rules and timeout cap; never shared with other queries).
 
 Thread-safe.
 """
@@ -60,6 +63,7 @@ from escaler.api.elasticscaler import (
     MetricSpec,
     MetricTarget,
     MetricTargetType,
+    PodDeletionCostPrometheus,
     SecretKeyRef,
 )
 from escaler.api.quantity import parse_quantity
@@ -72,6 +76,7 @@ from escaler.signals.custom import CustomCollector
 from escaler.signals.dedupe import SharedQueries
 from escaler.signals.external import ExternalCollector, per_target_type
 from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, HostAllowed, HttpClient, redact_url
+from escaler.signals.podvalues import PodValues, query_pod_values
 from escaler.signals.prometheus import query_prometheus
 from escaler.signals.resource import PodLister, PodUsage, ResourceCollector
 from escaler.signals.sample import PodTarget, Sample
@@ -216,6 +221,15 @@ class MetricsCollector:
 
     def to_metric_value(self, spec: MetricSpec, sample: Sample) -> MetricValue:
         return to_metric_value(spec, sample)
+
+    def pod_values(self, namespace: str, source: PodDeletionCostPrometheus) -> PodValues:
+        """The values per pod of ``scaleDown.podDeletionCost.prometheus`` (see the module docstring)."""
+        token = self._token(namespace, source.query, source.endpoint, source.bearer_token_secret_ref)
+        if isinstance(token, Sample):
+            return PodValues.fail(token.error or "the bearer token could not be read")
+        return query_pod_values(self._http, source.endpoint, source.query, source.pod_label,
+                                min(float(source.timeout_seconds), MAX_TIMEOUT_SECONDS), bearer_token=token,
+                                allowed=self._allowed, clock=self._clock)
 
     def _one(self, namespace: str, spec: MetricSpec, target: PodTarget, current_replicas: int,
              memo: dict[str, PodUsage | Sample], time_left: float, now: float) -> Sample:

@@ -10,7 +10,7 @@ webhook) refuses them too. What needs code lives here:
   (``escaler.scaling.is_known_algorithm`` — the registry of *this* process, the manager, which
   is the one that will run it);
 * every endpoint URL: the full syntax (``escaler.scaling.endpoints``: DNS labels, IP literals;
-  an ExternalServer endpoint is a base URL, without ``?`` or ``#``) and, when
+  an ExternalServer or podDeletionCost endpoint is a base URL, without ``?`` or ``#``) and, when
   ``--allowed-endpoint-hosts`` is set, its host;
 * Tidal schedules: the zone exists in the tz database and croniter accepts the fields and they
   fire (``escaler.scaling.schedule``), and ``end`` is not the same schedule as ``start`` once
@@ -140,6 +140,9 @@ def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
                             base=True)
     signal = trigger.get("signalTrigger")
     checks.endpoint("spec.trigger.signalTrigger.endpoint", _map(signal).get("endpoint"))
+    cost = _map(_map(_map(obj.get("spec")).get("scaleDown")).get("podDeletionCost")).get("prometheus")
+    checks.endpoint("spec.scaleDown.podDeletionCost.prometheus.endpoint", _map(cost).get("endpoint"),
+                    base=True)
 
 
 def check_llmscaler(obj: Mapping[str, Any], checks: Checks) -> None:

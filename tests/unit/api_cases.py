@@ -98,6 +98,21 @@ _FALLBACK = (
     "fallback is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm other than HPA (a "
     "State or Signal trigger has no metrics to lose; the companion HPA scales on its own)"
 )
+_DELETION_COST = (
+    "scaleDown.podDeletionCost needs a targetRef of kind Deployment (apiVersion apps/v1) and a "
+    "scalingAlgorithm other than HPA: the ReplicaSet controller is what reads the annotation, and escaler "
+    "must be the one writing the replicas"
+)
+_PDC = "spec.scaleDown.podDeletionCost"
+_PDC_PROM = {"endpoint": "http://prometheus:9090", "query": "sum by (pod) (running)"}
+
+
+def _pdc(**prometheus: Any) -> dict[str, Any]:
+    """``spec.scaleDown`` with a podDeletionCost query (the sample's fields, changed by ``prometheus``)."""
+    return {"podDeletionCost": {"prometheus": {k: v for k, v in {**_PDC_PROM, **prometheus}.items()
+                                                if v is not DELETE}}}
+
+
 _MIN_ZERO = ("minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger, or MetricsTrigger "
              "with trigger.metricsTrigger.activation set")
 _ACTIVATION_HPA = ("activation is not allowed with scalingAlgorithm HPA (the companion HPA scales on its "
@@ -484,6 +499,39 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         (("spec.fallback", _FALLBACK),),
     ),
     Refusal(
+        "es/podDeletionCost-on-statefulset",
+        _ES_SIG,
+        {"spec.targetRef.kind": "StatefulSet", "spec.scaleDown": _pdc()},
+        ((_PDC, _DELETION_COST),),
+    ),
+    Refusal(
+        "es/podDeletionCost-on-state-trigger",
+        _ES_S,
+        {"spec.scaleDown": _pdc()},
+        ((_PDC, _DELETION_COST),),
+    ),
+    Refusal(
+        "es/podDeletionCost-with-hpa",
+        _ES_M,
+        {f"{_MTR}.scalingAlgorithm": "HPA", f"{_MTR}.algorithmConfig": DELETE, f"{_M}[3]": DELETE,
+         "spec.scaleDown": _pdc()},
+        ((_PDC, _DELETION_COST),),
+    ),
+    Refusal(
+        "es/podDeletionCost-endpoint-query",
+        _ES_M,
+        {"spec.scaleDown": _pdc(endpoint="http://prometheus:9090/?x=1")},
+        ((f"{_PDC}.prometheus.endpoint",
+          "endpoint must be a base URL without '?' or '#': escaler appends /api/v1/query and the query "
+          "(put the PromQL in query)"),),
+    ),
+    Refusal(
+        "es/podDeletionCost-endpoint-credentials",
+        _ES_M,
+        {"spec.scaleDown": _pdc(endpoint="http://admin:pw@prometheus:9090")},
+        ((f"{_PDC}.prometheus.endpoint", _url("endpoint")),),
+    ),
+    Refusal(
         "es/signal-endpoint-credentials",
         _ES_SIG,
         {"spec.trigger.signalTrigger.endpoint": "http://token@gateway.llm:8080/activity"},
@@ -589,6 +637,12 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
      "spec.fallback.failureThreshold"),
     ("es/fallback-negative-replicas", _ES_M, {"spec.fallback": {"failureThreshold": 3, "replicas": -1}},
      "spec.fallback.replicas"),
+    ("es/podDeletionCost-bad-pod-label", _ES_M,
+     {"spec.scaleDown": _pdc(podLabel="pod-name")}, f"{_PDC}.prometheus.podLabel"),
+    ("es/podDeletionCost-timeout-zero", _ES_M,
+     {"spec.scaleDown": _pdc(timeoutSeconds=0)}, f"{_PDC}.prometheus.timeoutSeconds"),
+    ("es/podDeletionCost-no-query", _ES_M,
+     {"spec.scaleDown": _pdc(query=DELETE)}, f"{_PDC}.prometheus.query"),
     ("llms/fallback-threshold-zero", _LLMS, {"spec.fallback": {"failureThreshold": 0, "replicas": 2}},
      "spec.fallback.failureThreshold"),
     (

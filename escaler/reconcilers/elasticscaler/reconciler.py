@@ -33,6 +33,10 @@ events for either::
                count is written to ``status.fallback`` (only when it changes)
     decide     ``escaler.scaling.pipeline.decide``, from the state this process remembers — or, after
                a restart or a leader change, from state seeded from status
+    costs      ``spec.scaleDown.podDeletionCost`` and a Deployment scale-down written now (not held):
+               read a value per pod off the worker, then patch
+               ``controller.kubernetes.io/pod-deletion-cost`` on the pods that matter
+               (``deletioncost``; a failure never blocks the scale-down)
     write      only when the count changes, only while the manager may write, with optimistic
                concurrency (a 409 requeues at once)
     report     conditions (``escaler.scaling.conditions``), events, status — written only when changed
@@ -63,6 +67,12 @@ from escaler.errors import StatusError
 from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.claims import scaler_target
 from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
+from escaler.reconcilers.elasticscaler.deletioncost import (
+    DeletionCoster,
+    PodPatcher,
+    PodValueReader,
+    deletion_cost_of,
+)
 from escaler.reconcilers.elasticscaler.drift import (
     DEFAULT_SIGNIFICANCE,
     DEFAULT_STATUS_REFRESH_SECONDS,
@@ -93,7 +103,7 @@ from escaler.reconcilers.elasticscaler.targetread import (
 from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import ROLE_HOP, ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
-from escaler.runtime.executor import Executor
+from escaler.runtime.executor import Executor, InlineExecutor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
 from escaler.scaling.annotations import ScalerAnnotations
@@ -152,6 +162,10 @@ class ReconcilerDeps:
     outbound: Executor | None = None
     # --status-refresh-seconds: status drift is written at most this often (0 = never on its own)
     status_refresh: float = DEFAULT_STATUS_REFRESH_SECONDS
+    # reads the per-pod values of scaleDown.podDeletionCost; None = none configured (skipped, said so)
+    pod_values: PodValueReader | None = None
+    # patches the pod-deletion-cost annotation (the manager's fenced DynamicClient); None = cannot
+    pod_patcher: PodPatcher | None = None
 
 
 class ElasticScalerReconciler:
@@ -172,6 +186,10 @@ class ElasticScalerReconciler:
         self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,
                                              deps.allowed_hosts, deps.outbound)
         self._state = StateResolver(deps.mapper, deps.watches, deps.client, deps.source_namespace)
+        self._costs = DeletionCoster(
+            deps.pod_values, deps.pod_patcher, deps.mapper, deps.watches,
+            deps.outbound if deps.outbound is not None else InlineExecutor(deps.clock), deps.clock,
+            lambda sync, events: self.reporter.emit(sync, events))
         # guards _memory (an entry is only touched by the reconcile of its own key)
         self._mu = threading.Lock()
         # scaler → what this process remembers about it
@@ -254,6 +272,7 @@ class ElasticScalerReconciler:
         self._d.signals.forget(req)
         self._d.metrics.forget(req.namespace, req.name)
         self._metrics_rec.forget(req.namespace, req.name)
+        self._costs.forget(req.namespace, req.name)
         self._signal_rec.forget(req.namespace, req.name)
         if mem is not None:
             self.reporter.forget(mem.uid)
@@ -308,6 +327,10 @@ class ElasticScalerReconciler:
         rr, current_metrics, fresh = recommended
         fallback = self._fallback(sync, scaler, mem, rr, fresh, target.snapshot.spec_replicas)
         decision = self._decide(sync, scaler, ann, mem, target, rr, fallback)
+        costs = self._costs.before_write(sync, scaler, target, decision, may_write=self._may_write,
+                                         wrote_from=mem.wrote_from)
+        if costs is not None:
+            return self.reporter.hold(sync, costs)  # the per-pod read in flight: its completion wakes us
         written = self._write(sync, decision, target, mem)
         if written.retry:
             mem.state = decision.state_after_failed_write  # keep this sync's recommendation
@@ -493,9 +516,11 @@ def advance_fallback(mem: FallbackMemory, policy: Fallback | None,
 
 
 def _reads_pods(scaler: ElasticScaler) -> bool:
-    """Resource metrics are computed over the target's pods, read from the namespace's pod cache."""
+    """Resource metrics are computed over the target's pods, and a podDeletionCost ranks them, both
+    read from the namespace's pod cache."""
     mt = scaler.spec.trigger.metrics_trigger
-    return mt is not None and any(m.resource is not None for m in mt.metrics)
+    return (mt is not None and any(m.resource is not None for m in mt.metrics)) or \
+        deletion_cost_of(scaler) is not None
 
 
 def _significance(scaler: ElasticScaler) -> float:

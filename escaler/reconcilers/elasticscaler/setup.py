@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.informers.factory import ResourceKey
@@ -55,6 +55,7 @@ from escaler.kube.dynamic import DynamicClient
 from escaler.kube.scalepaths import CrdScalePaths
 from escaler.reconcilers.bindings import TargetBindings, hpa_target
 from escaler.reconcilers.elasticscaler.claims import Claims
+from escaler.reconcilers.elasticscaler.deletioncost import PodPatcher, PodValueReader
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
 from escaler.reconcilers.elasticscaler.metricsync import Collector
 from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
@@ -213,7 +214,8 @@ def setup_elasticscaler(
         handlers=handlers, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
         allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns,
-        outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval))
+        outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
+        pod_values=_pod_values_of(collector), pod_patcher=_patcher_of(writer)))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll,
@@ -223,6 +225,18 @@ def setup_elasticscaler(
               "signal API on" if signal_api is not None else "no signal API")
     return ElasticScalerController(controller, reconciler, poller, reconciler.signals, watches, bindings,
                                    signal_api)
+
+
+def _pod_values_of(collector: Collector | None) -> PodValueReader | None:
+    """The reader of scaleDown.podDeletionCost's per-pod values: the collector when it has one (the
+    manager's MetricsCollector: the same outbound client as ExternalServer metrics), else None."""
+    return cast(PodValueReader, collector) if callable(getattr(collector, "pod_values", None)) else None
+
+
+def _patcher_of(writer: KubeClient) -> PodPatcher | None:
+    """The client that patches pods for scaleDown.podDeletionCost: the writer itself when it can patch
+    (the manager's fenced DynamicClient), else None (an injected fake without patch)."""
+    return cast(PodPatcher, writer) if callable(getattr(writer, "patch", None)) else None
 
 
 def _collector(mgr: Manager, dynamic: DynamicClient, http: HttpClient, allowed_host: Callable[[str], bool],
