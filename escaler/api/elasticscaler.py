@@ -31,6 +31,9 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
   ``apps`` (the ReplicaSet controller is what reads the annotation) and not with ``scalingAlgorithm:
   HPA`` (escaler must be the one writing the replicas); its ``prometheus.endpoint`` follows the
   ExternalServer endpoint rules and ``podLabel`` is a Prometheus label name.
+* ``floorFrom`` (SPEC §14, a Tidal as a floor): only on a MetricsTrigger with an algorithm (not
+  HPA), like ``fallback``: a StateTrigger already follows a Tidal, a SignalTrigger decides on
+  activity alone, and the companion HPA scales on its own.
 
 What CEL cannot check stays in the webhook (``escaler.webhook.checks``): that an algorithm is
 registered, the ``--allowed-endpoint-hosts`` list, and the annotations. The metric-collection
@@ -64,6 +67,7 @@ from escaler.api.scaler import (
     MIN_MAX_RULE,
     Fallback,
     FallbackStatus,
+    FloorFrom,
     ScalerSpec,
     ScalerStatus,
     poll_interval_field,
@@ -663,6 +667,17 @@ class ElasticScalerSpec(ScalerSpec):
             reason="FieldValueForbidden",
         ),
         Rule(
+            rule="!has(self.floorFrom) || (self.trigger.type == 'MetricsTrigger' && "
+            "has(self.trigger.metricsTrigger) && self.trigger.metricsTrigger.scalingAlgorithm != 'HPA')",
+            message="floorFrom is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm "
+            "other than HPA (a StateTrigger follows a Tidal already; the companion HPA scales on its own)",
+            check=lambda m: m.floor_from is None or (
+                m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
+                and m.trigger.metrics_trigger.scaling_algorithm != HPA_ALGORITHM),
+            field_path=".floorFrom",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
             rule="!has(self.scaleDown) || !has(self.scaleDown.podDeletionCost) || "
             "(self.targetRef.kind == 'Deployment' && self.targetRef.apiVersion.startsWith('apps/') && "
             "!(self.trigger.type == 'MetricsTrigger' && has(self.trigger.metricsTrigger) && "
@@ -698,6 +713,12 @@ class ElasticScalerSpec(ScalerSpec):
         "consecutive metric polls without a usable signal, scale to replicas instead of holding the "
         "current count (ScalingActive stays False/DecisionUnavailable and its message names the "
         "fallback). Without it, a scaler whose metrics all fail holds its count.",
+    )
+    floor_from: FloorFrom | None = Field(
+        default=None,
+        description="MetricsTrigger only (not with scalingAlgorithm HPA): a Tidal in this namespace whose "
+        "schedule is a lower bound under the metric scaling (a calendar floor: office hours, a launch, "
+        "minus holidays with excludeDates). See floorFrom.name for how the floor is applied.",
     )
     scale_down: ScaleDown | None = Field(
         default=None,

@@ -25,6 +25,7 @@ from escaler.api.scaler import (
     MIN_MAX_RULE,
     Fallback,
     FallbackStatus,
+    FloorFrom,
     ScalerSpec,
     ScalerStatus,
     poll_interval_field,
@@ -170,6 +171,12 @@ class LLMScalerSpec(ScalerSpec):
         "metric failed, or the custom provider gave no decision), scale to replicas instead of holding "
         "the current count (ScalingActive stays False/DecisionUnavailable and its message names the "
         "fallback). Without it, the count is held.",
+    )
+    floor_from: FloorFrom | None = Field(
+        default=None,
+        description="A Tidal in this namespace whose schedule is a lower bound under the provider's "
+        "decisions (a calendar floor: office hours, a launch, minus holidays with excludeDates). See "
+        "floorFrom.name for how the floor is applied.",
     )
 
 

@@ -12,7 +12,7 @@ otherwise (``None`` in Python), never a made-up zero.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -29,6 +29,7 @@ __all__ = [
     "BoundBy",
     "Fallback",
     "FallbackStatus",
+    "FloorFrom",
     "MetricStatus",
     "RecentDecision",
     "ScalerStatus",
@@ -107,6 +108,8 @@ class BoundBy(StrEnum):
     PAUSED_REPLICAS = "PausedReplicas"
     # MetricsTrigger activation took the count to 0 (below the value) or woke it to 1 (above it)
     ACTIVATION = "Activation"
+    # spec.floorFrom: the named Tidal's schedule lifted the recommendation to its floor
+    FLOOR = "Floor"
 
 
 class RecentDecision(KubeModel):
@@ -119,8 +122,9 @@ class RecentDecision(KubeModel):
     bound_by: BoundBy | None = Field(
         default=None,
         description="The decision-pipeline step that last changed the count: RateLimit (the "
-        "algorithm's rate cap), Stabilize, StepLimit, Clamp, Guard, Paused, PausedReplicas or Activation "
-        "(MetricsTrigger activation took the count to 0 or woke it); absent "
+        "algorithm's rate cap), Stabilize, StepLimit, Clamp, Guard, Paused, PausedReplicas, Activation "
+        "(MetricsTrigger activation took the count to 0 or woke it) or Floor (spec.floorFrom's Tidal "
+        "lifted the recommendation); absent "
         "when no step changed the recommendation.",
     )
 
@@ -196,6 +200,32 @@ class Fallback(KubeModel):
         "fallback count goes through the HPA's behavior and bounds), so it is recorded in the "
         "stabilization history: when the signal comes back, a scale-down below the fallback count "
         "waits for the scale-down window (no cliff).",
+    )
+
+
+# metadata.name of the Tidal a floorFrom names (a DNS subdomain, as every object name)
+_OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class FloorFrom(KubeModel):
+    """A schedule as a floor under reactive scaling (SPEC §14): the Tidal whose rules give a lower
+    bound on the recommendation. Shared by ElasticScaler (MetricsTrigger) and LLMScaler."""
+
+    kind: Literal["Tidal"] = Field(default="Tidal", description="Kind of the floor source: Tidal.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_OBJECT_NAME_PATTERN,
+        description="Name of a Tidal in the scaler's own namespace (never another namespace's). The "
+        "floor is what the Tidal's rules ask for now, computed from its spec at each sync: the highest "
+        "replicas of its active rules, else its defaultReplicas, else no floor (its excludeDates "
+        "honoured). The recommendation is raised to the floor before stabilization, so the floor lifts "
+        "the count at a rule's start and, at its end, the count comes down through the scale-down "
+        "stabilization window like any recommendation; step limits and the [minReplicas, maxReplicas] "
+        "clamp still apply after it. The ScheduleFloor condition says whether a floor is in force. A "
+        "missing Tidal gives no floor (ScheduleFloor=False/TidalNotFound), never a failed sync. The "
+        "Tidal's own targetRef may name this scaler's target (it then needs no elasticscaler.io labels "
+        "and reports no conflict) or anything else: no StateTrigger needs to follow it.",
     )
 
 

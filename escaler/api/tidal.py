@@ -15,14 +15,20 @@ passes three CEL rules, so the default install (no webhook) refuses what a patte
    with values in range: minute 0-59, hour 0-23, day-of-month 1-31 (or ``L``, ``nW``), month
    1-12 or a three-letter name, day-of-week 0-7 or a three-letter name (``n#k``, ``nL``).
 
-and ``end`` differs from ``start``. What a pattern cannot see stays in the webhook and the
-reconciler (``escaler.scaling.schedule``): that the zone exists in the tz database
-(``Mars/Olympus`` has the right form), croniter's reading of the fields (``*/0``, names that are
-not months), and a schedule that never fires (February 30). The reconciler reports those as
+and ``end`` differs from ``start``. ``excludeDates`` (SPEC §14: holidays) lists at most
+``MAX_EXCLUDE_DATES`` calendar dates ``YYYY-MM-DD`` (``EXCLUDE_DATE_PATTERN``: a real date — month
+lengths and leap years are in the pattern, so ``2026-02-30`` is refused by CEL and the webhook
+alike, years 1000-9999), read in the zone of the rule's ``start`` schedule: on such a date the rule
+does not *start* (``escaler.scaling.tidal`` states the DST-correct reading). What a pattern cannot
+see stays in the webhook and the reconciler (``escaler.scaling.schedule``): that the zone exists
+in the tz database (``Mars/Olympus`` has the right form), croniter's reading of the fields (``*/0``,
+names that are not months), and a schedule that never fires (February 30). The reconciler reports those as
 ``Ready=False/InvalidSchedule`` naming the rule.
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 from pydantic import Field
 
@@ -32,6 +38,8 @@ from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule, cel_matches
 
 __all__ = [
+    "EXCLUDE_DATE_PATTERN",
+    "MAX_EXCLUDE_DATES",
     "MAX_SCHEDULE_LENGTH",
     "MAX_TIDAL_RULES",
     "SCHEDULE_FIELDS_PATTERN",
@@ -48,6 +56,18 @@ MAX_TIDAL_RULES = 64
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # Longest schedule string; also bounds the CEL cost of the schedule rules.
 MAX_SCHEDULE_LENGTH = 256
+# Upper bound on excludeDates per rule (a year of days); also bounds the CEL cost of the date rule.
+MAX_EXCLUDE_DATES = 366
+
+# A calendar date YYYY-MM-DD, years 1000-9999: 31-day months, 30-day months, February 1-28, and
+# February 29 of leap years (divisible by 4, centuries only when divisible by 400).
+_YEAR = "[1-9][0-9]{3}"
+# ("{1}" keeps "](" out of the text: the reference renders the CEL rule in Markdown)
+_LEAP_YEAR = "([1-9][0-9]{1}(0[48]|[2468][048]|[13579][26])|([2468][048]|[13579][26])00)"
+EXCLUDE_DATE_PATTERN = (
+    rf"^({_YEAR}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+    rf"|02-(0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)$"
+)
 
 # The schedule patterns (CEL raw strings and Python alike, see escaler.api.rules).
 _ZONE = r"[A-Z][A-Za-z0-9_+-]*(/[A-Z][A-Za-z0-9_+-]*){0,2}"
@@ -126,6 +146,13 @@ class TidalRule(KubeModel):
             check=lambda m: m.end != m.start,
             field_path=".end",
         ),
+        Rule(
+            rule=f"!has(self.excludeDates) || self.excludeDates.all(d, d.matches(r'{EXCLUDE_DATE_PATTERN}'))",
+            message="excludeDates entries must be calendar dates written YYYY-MM-DD (e.g. 2026-12-25; "
+            "years 1000-9999, a day that exists in its month: no 2026-02-30, 02-29 only in leap years)",
+            check=lambda m: all(cel_matches(EXCLUDE_DATE_PATTERN, d) for d in m.exclude_dates),
+            field_path=".excludeDates",
+        ),
     )
 
     name: str = Field(
@@ -150,6 +177,14 @@ class TidalRule(KubeModel):
         'e.g. "CRON_TZ=Asia/Shanghai 0 19 * * 1-5".',
     )
     replicas: int = Field(ge=0, description="Replicas while the rule is active.")
+    exclude_dates: list[Annotated[str, Field(max_length=10)]] = Field(
+        default=[],
+        max_length=MAX_EXCLUDE_DATES,
+        description=f"Dates (YYYY-MM-DD, at most {MAX_EXCLUDE_DATES}) on which the rule does not start, "
+        "e.g. public holidays: a start fire whose date, read in the zone of the start schedule, is "
+        "listed is skipped (daylight-saving days included: the date is the zone's wall-clock date). "
+        "A window that started on an earlier day is not cut short; it ends at its end fire as usual.",
+    )
 
 
 class TidalSpec(KubeModel):

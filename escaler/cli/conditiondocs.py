@@ -176,6 +176,19 @@ def scaler_reasons() -> tuple[ReasonDoc, ...]:
           "Fix the failing source named in the message."),
         R(c.METRICS_PIPELINE, "False", c.NO_METRICS,
           "Every metric read failed (or there are no metrics).", "Fix the sources named in the message."),
+        R(c.SCHEDULE_FLOOR, "True", c.FLOOR_ACTIVE,
+          "`spec.floorFrom`: a rule of the named Tidal is active (or its `defaultReplicas` applies); the "
+          "recommendation is raised to that floor before stabilization (the message names the replicas "
+          "and the rules)."),
+        R(c.SCHEDULE_FLOOR, "False", c.NO_FLOOR,
+          "`spec.floorFrom`: no rule of the Tidal is active now (or today's date is in its "
+          "`excludeDates`) and it has no `defaultReplicas`: no floor; the scaler scales on its signal."),
+        R(c.SCHEDULE_FLOOR, "False", c.TIDAL_NOT_FOUND,
+          "`spec.floorFrom.name` names no Tidal in the scaler's namespace: no floor (never a failed sync).",
+          "Create the Tidal in the scaler's namespace, or fix `spec.floorFrom.name`."),
+        R(c.SCHEDULE_FLOOR, "False", c.TIDAL_INVALID,
+          "The named Tidal's schedules or dates do not parse (the message names the rule and field): "
+          "no floor.", "Fix the Tidal (`kubectl get tidal <name>` shows Ready=False/InvalidSchedule)."),
     )
 
 
@@ -193,6 +206,8 @@ _SCALER_TYPES = (
     (c.VALIDATED, "The spec is usable and this scaler owns its target (escaler addition)."),
     (c.METRICS_PIPELINE, "Every metric read of this sync succeeded (metric-based decisions only; "
                          "removed for decision-based ones)."),
+    (c.SCHEDULE_FLOOR, "`spec.floorFrom` only: whether the named Tidal's floor is in force "
+                       "(informational, not part of the health rule)."),
 )
 
 

@@ -22,6 +22,10 @@ and prints:
    and this sync's verdict from the ScalingActive message: below activation (the target goes, or
    stays, at 0 — through the scale-down window), above it (active: at least 1, a wake from 0 is
    immediate), or unknown (no External/ExternalServer reading: never to 0);
+2d. **Floor** (LLMScaler, ElasticScaler MetricsTrigger) — ``spec.floorFrom`` and the
+   ``ScheduleFloor`` condition: not set, the floor in force (replicas, the Tidal's active rules: the
+   recommendation is raised to it before stabilization), no active rule, or the Tidal missing or
+   invalid (no floor);
 3. **Stabilization** — whether the window held the count (``AbleToScale=ScaleDownStabilized``);
 4. **Rate limit** — the algorithm's own rate cap (apa ``scaleUpRate``/``scaleDownRate``), applied
    after stabilization as the HPA applies its rate policies, its own step: ``ScalingLimited``
@@ -204,6 +208,20 @@ def _activation_lines(activation: Any, active: Mapping[str, Any]) -> list[str]:
     return [head, f"   {message[at:]}"]
 
 
+def _floor_lines(floor_from: Any, condition: Mapping[str, Any] | None) -> list[str]:
+    """Step 2d: ``spec.floorFrom`` and the ``ScheduleFloor`` condition of the last sync."""
+    head = "2d. Floor (spec.floorFrom)"
+    if not isinstance(floor_from, Mapping):
+        return [head, "   not set: no schedule floor under the recommendation"]
+    head += f": Tidal {floor_from.get('name')}"
+    if not condition:
+        return [head, "   not evaluated yet (no ScheduleFloor condition)"]
+    state = "IN FORCE" if condition.get("status") == "True" else "no floor"
+    tail = "; the recommendation is raised to it before stabilization" if state == "IN FORCE" else ""
+    return [head, f"   {state}: ScheduleFloor={condition.get('status')}/{condition.get('reason')}: "
+                  f"{condition.get('message', '')}{tail}"]
+
+
 def _deletion_cost_lines(policy: Any, events: Sequence[Mapping[str, Any]]) -> list[str]:
     """Step 8b: ``scaleDown.podDeletionCost`` and its last event (nothing when the policy is not set)."""
     if not policy:
@@ -274,6 +292,8 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     if kind == SCALER_REF[1] and trig.get("type") == "MetricsTrigger" and not status.get("hpaName"):
         lines.extend(_activation_lines((trig.get("metricsTrigger") or {}).get("activation"),
                                        conds.get("ScalingActive") or {}))
+    if kind != SCALER_REF[1] or (trig.get("type") == "MetricsTrigger" and not status.get("hpaName")):
+        lines.extend(_floor_lines(spec.get("floorFrom"), conds.get("ScheduleFloor")))
     limited = conds.get("ScalingLimited") or {}
     limited_reason, limited_message = str(limited.get("reason", "")), str(limited.get("message", ""))
     by_rate = limited_by_algorithm_rate(limited_reason, limited_message)

@@ -28,6 +28,10 @@ Validated       False  InvalidSpec / TargetConflict / AlgorithmNotRegistered / U
                        TargetChainInvalid
 MetricsPipeline True   AllMetricsAvailable
 MetricsPipeline False  PartialMetrics / NoMetrics
+ScheduleFloor   True   FloorActive (``spec.floorFrom``: the Tidal's floor in force, its replicas
+                       and rules named)
+ScheduleFloor   False  NoActiveRule / TidalNotFound / TidalInvalid (no floor now; the message
+                       names the Tidal). Informational: never part of the health rule
 =============== ====== ================================================================
 
 Rules:
@@ -67,6 +71,8 @@ Rules:
 * **DecisionAvailable** (LLMScaler, ``SyncOutcome.decision_available``) mirrors ScalingActive
   exactly (status, reason, message, observedGeneration, lastTransitionTime) whenever ScalingActive
   is written.
+* **ScheduleFloor** is written on every sync the pipeline ran for a scaler with ``spec.floorFrom``
+  (``Decision.floor``, ``escaler.scaling.floor``) and removed on a sync without it.
 * A stale ``ScalingDeferred`` condition (older controllers, ``DROPPED_TYPES``) is removed.
   Conditions of other types are kept untouched.
 * Every condition written in this sync carries ``observedGeneration = generation``;
@@ -116,6 +122,8 @@ from typing import Any, Literal, Protocol
 
 from escaler.api.scaler import BoundBy
 from escaler.scaling.activation import describe as describe_activation
+from escaler.scaling.floor import FLOOR_ACTIVE, NO_FLOOR, TIDAL_INVALID, TIDAL_NOT_FOUND
+from escaler.scaling.floor import describe as describe_floor
 from escaler.scaling.guards import INSUFFICIENT_CAPACITY, ROLLOUT_IN_PROGRESS, SCALE_DOWN_SETTLING
 from escaler.scaling.pipeline import (
     DECISION_UNAVAILABLE,
@@ -153,6 +161,7 @@ __all__ = [
     "EVENT_SUCCESSFUL_RESCALE",
     "EVENT_TARGET_CONFLICT",
     "FAILING",
+    "FLOOR_ACTIVE",
     "INSUFFICIENT_CAPACITY",
     "INVALID_SPEC",
     "MAX_CONDITION_MESSAGE_BYTES",
@@ -160,6 +169,7 @@ __all__ = [
     "METRICS_AVAILABLE",
     "METRICS_PIPELINE",
     "NORMAL",
+    "NO_FLOOR",
     "NO_METRICS",
     "OK",
     "PARTIAL_METRICS",
@@ -173,6 +183,7 @@ __all__ = [
     "SCALING_DEFERRED",
     "SCALING_DISABLED",
     "SCALING_LIMITED",
+    "SCHEDULE_FLOOR",
     "SYNCED",
     "TARGET_CHAIN_INVALID",
     "TARGET_CONFLICT",
@@ -180,6 +191,8 @@ __all__ = [
     "TARGET_READ_ERRORS",
     "TARGET_UNREADABLE",
     "TARGET_WRITE_FAILED",
+    "TIDAL_INVALID",
+    "TIDAL_NOT_FOUND",
     "TOO_FEW_REPLICAS",
     "TOO_MANY_REPLICAS",
     "UNSUPPORTED_METRIC",
@@ -213,9 +226,10 @@ SCALING_LIMITED = "ScalingLimited"
 VALIDATED = "Validated"
 METRICS_PIPELINE = "MetricsPipeline"
 DECISION_AVAILABLE = "DecisionAvailable"   # LLMScaler, deprecated: mirrors ScalingActive
+SCHEDULE_FLOOR = "ScheduleFloor"           # spec.floorFrom: whether the Tidal's floor is in force
 SCALING_DEFERRED = "ScalingDeferred"       # removed: written by older controllers
 CONDITION_ORDER = (SCALING_ACTIVE, ABLE_TO_SCALE, SCALING_LIMITED, VALIDATED, METRICS_PIPELINE,
-                   DECISION_AVAILABLE)
+                   DECISION_AVAILABLE, SCHEDULE_FLOOR)
 # condition types removed on the first status write (SPEC §3: a stale ScalingDeferred)
 DROPPED_TYPES = frozenset({SCALING_DEFERRED})
 
@@ -611,6 +625,11 @@ def plan(outcome: SyncOutcome) -> Plan:
             writes[ABLE_TO_SCALE] = ("False", te.reason, te.message)
         else:
             writes[ABLE_TO_SCALE] = _able_to_scale(d)
+        if d.floor is not None:
+            writes[SCHEDULE_FLOOR] = (_bool(d.floor.reason == FLOOR_ACTIVE), d.floor.reason,
+                                      describe_floor(d.floor))
+        else:
+            removes.add(SCHEDULE_FLOOR)
         events.extend(_events_for(d, te))
     elif validation is not None and validation.reason in _SPEC_FAILURES:
         writes[SCALING_ACTIVE] = ("False", INVALID_SPEC, validation.message or validation.reason)

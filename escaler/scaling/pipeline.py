@@ -52,6 +52,16 @@ Special cases, in precedence order:
   0; the scale-down window, step limits and the clamp still apply), above it at least 1. A wake
   (current 0, active) is immediate: stabilize never keeps it at 0. ``BoundBy.ACTIVATION`` when the
   step changed the count.
+* **floor** (``PipelineInput.floor``, ``escaler.scaling.floor``): a scaler with ``spec.floorFrom``
+  adds its own ``floor`` step after recommend (and fallback, activation) and before stabilize: the
+  recommendation becomes ``max(recommendation, floor)`` (the algorithm's rate band is widened to
+  let the floor through at once). Being before stabilize, the floor is recorded in the history, so
+  at a rule's end the count comes down through the scale-down window; step limits and the clamp
+  (last) still apply. A sync without a decision (DecisionUnavailable, InvalidSpec) holds the
+  current count raised to the floor, then clamps (the history is not touched); ScalingDisabled and
+  the pause annotations ignore it. ``BoundBy.FLOOR`` when the step raised the count; the decision's
+  ``requeue_after`` includes the floor's next change (a rule's next start or end), so a floor begins
+  and ends on time.
 * ``ScalingDisabled``: the target is at 0 replicas and the trigger cannot scale from zero
   (``RecommendResult.can_scale_from_zero=False``): nothing is written (not even to reach
   ``minReplicas``: 0 is how a user switches a workload off).
@@ -64,14 +74,15 @@ Time: ``PipelineInput.now`` is **wall-clock seconds since the epoch** (the recon
 restart; the stabilization history (in memory) uses the same clock. Nothing here reads a clock.
 
 ``Decision.requeue_after`` is the delay in seconds until the earliest moment the outcome can
-change with no new event — the end of the stabilization window holding the count, or the moment a
-held write will be forced (which includes the pacing of forced writes) — or ``None`` when only a
+change with no new event — the end of the stabilization window holding the count, the moment a
+held write will be forced (which includes the pacing of forced writes), or the next start or end of
+a floor Tidal's rule — or ``None`` when only a
 new event (a metric poll, a target change) can change it. Never a fixed tick.
 
 ``Decision.steps`` keeps each step's input, output and a note, so ``explain_lines`` (``escaler
 explain``) can print the pipeline step by step. ``Decision.bound_by`` is the ``BoundBy`` member
 (``escaler.api.scaler``, the enum of ``status.recentDecisions[].boundBy``) of the *last* step that
-changed the count: ``Activation``, ``RateLimit``, ``Stabilize``, ``StepLimit`` (either direction),
+changed the count: ``Activation``, ``Floor``, ``RateLimit``, ``Stabilize``, ``StepLimit`` (either direction),
 ``Clamp`` (min or max), ``Guard``, ``Paused`` or ``PausedReplicas``; None when no step changed the
 recommendation.
 ``Decision.limited_by`` is the finer ``ScalingLimited`` reason (``LIMIT_REASONS``: ScaleUpLimit,
@@ -96,6 +107,8 @@ from escaler.scaling.activation import apply as apply_activation
 from escaler.scaling.algorithm import Recommendation
 from escaler.scaling.annotations import DEFAULTS, PAUSED, PAUSED_REPLICAS, ScalerAnnotations
 from escaler.scaling.fallback import FallbackState
+from escaler.scaling.floor import FloorState, apply_floor
+from escaler.scaling.floor import describe as describe_floor
 from escaler.scaling.guards import (
     DeferralOutcome,
     GuardHold,
@@ -169,6 +182,7 @@ LIMIT_REASONS = (SCALE_UP_LIMIT, SCALE_DOWN_LIMIT, TOO_FEW_REPLICAS, TOO_MANY_RE
 _RECOMMEND = "recommend"
 _FALLBACK = "fallback"
 _ACTIVATION = "activation"
+_FLOOR = "floor"
 _RATE = "rateLimit"
 _HOLD = "hold"
 _STABILIZE = "stabilize"
@@ -478,6 +492,8 @@ class PipelineInput:
     advisory: bool = False
     # spec.fallback and the running count of polls without a usable signal; None = no fallback
     fallback: FallbackState | None = None
+    # spec.floorFrom: the floor Tidal's state now (escaler.scaling.floor.floor_of); None = no floorFrom
+    floor: FloorState | None = None
 
     def __post_init__(self) -> None:
         if not _is_time(self.now):
@@ -494,7 +510,7 @@ class PipelineInput:
 class Step:
     """One row of ``escaler explain``: a step's input and output count and what it did."""
 
-    # recommend | fallback | activation | rateLimit | hold | stabilize | stepLimit | clamp | guard |
+    # recommend | fallback | activation | floor | rateLimit | hold | stabilize | stepLimit | clamp | guard |
     # pausedReplicas |
     # paused | write
     name: str
@@ -578,6 +594,8 @@ class Decision:
     capacity: GuardHold | None = None
     # the input's fallback (policy and count); None without spec.fallback
     fallback: FallbackState | None = None
+    # the input's floor (spec.floorFrom's Tidal now); None without spec.floorFrom
+    floor: FloorState | None = None
 
     @property
     def fallback_engaged(self) -> bool:
@@ -711,6 +729,24 @@ def _activation_step(act: ActivationState, rec: int, raw: int, band: _Band, curr
     return (rec, after, band) if band is not None else (after, raw, band)
 
 
+def _floor_step(fl: FloorState, rec: int, raw: int, band: _Band,
+                steps: list[Step]) -> tuple[int, int, _Band]:
+    """The floor step: the new (rec, raw, band); a lift widens the rate band to let it through."""
+    flowing = raw if band is not None else rec  # what stabilize receives
+    after = apply_floor(flowing, fl)
+    if after == flowing:
+        note = describe_floor(fl) + ("" if fl.replicas is None else f"; the recommendation {flowing} is "
+                                                                     "at or above it")
+        steps.append(Step(_FLOOR, flowing, after, note))
+        return rec, raw, band
+    steps.append(Step(_FLOOR, flowing, after, f"raised to {after} by the schedule floor "
+                                              f"({describe_floor(fl)})", BoundBy.FLOOR))
+    if band is None:
+        return after, raw, band
+    lowest, highest = band
+    return rec, after, (lowest, None if highest is None else max(highest, after))
+
+
 def fallback_note(fb: FallbackState) -> str:
     """What the fallback step says (also the ScalingActive message's tail)."""
     since = "" if fb.count is None else f" since {format_time(fb.count.since)}"
@@ -766,6 +802,8 @@ def decide(inp: PipelineInput) -> Decision:
         act = None if engaged else rr.activation
         if act is not None:
             rec, raw, band = _activation_step(act, rec, raw, band, cur, steps)
+        if inp.floor is not None:
+            rec, raw, band = _floor_step(inp.floor, rec, raw, band, steps)
         # with a band, the raw recommendations are stabilized and the band applied after (the HPA's
         # order): a capped history would hold a multi-step scale-down one window per step
         rec = raw if band is not None else rec
@@ -810,9 +848,12 @@ def decide(inp: PipelineInput) -> Decision:
                           f"no decision: the current count {cur} is held, apart from the min/max bounds"))
         if fb is not None and activity == DECISION_UNAVAILABLE:
             steps.append(Step(_FALLBACK, cur, cur, fallback_note(fb)))
-        stabilized = limited = cur
-        steps.append(_clamp_step(b, cur))
-        clamped = clamp(cur, b.min_replicas, b.max_replicas)
+        held_at = cur
+        if inp.floor is not None:
+            held_at = _floor_step(inp.floor, cur, cur, None, steps)[0]
+        stabilized = limited = held_at
+        steps.append(_clamp_step(b, held_at))
+        clamped = clamp(held_at, b.min_replicas, b.max_replicas)
 
     outcome: DeferralOutcome | None = None
     capacity: GuardHold | None = None
@@ -857,6 +898,8 @@ def decide(inp: PipelineInput) -> Decision:
         waits.append(stabilization_end - now)
     if outcome is not None and outcome.held and outcome.force_at is not None:
         waits.append(outcome.force_at - now)
+    if inp.floor is not None and inp.floor.next_change is not None:
+        waits.append(inp.floor.next_change - now)
     requeue_after = min((w for w in waits if w > 0), default=None)
 
     return Decision(
@@ -891,6 +934,7 @@ def decide(inp: PipelineInput) -> Decision:
         advisory=inp.advisory,
         capacity=capacity,
         fallback=fb,
+        floor=inp.floor,
     )
 
 

@@ -14,6 +14,18 @@ Contract:
 * Instants are compared in UTC; a fire exactly at ``now`` has happened (``<=``). Fires are whole
   minutes, so sub-second parts of ``now`` never matter.
 
+**Excluded dates** (``excludeDates``, SPEC §14: holidays). A rule's ``exclude_dates`` are calendar
+dates in the zone of its ``start`` schedule. A ``start`` fire whose *wall-clock date in that zone*
+is excluded does not count: the rule's last start is its latest fire at or before ``now`` on a date
+that is not excluded, its next start the earliest one after ``now`` likewise. So on an excluded
+date the rule does not open; a window opened on an earlier day runs to its ``end`` fire as usual
+(it is not cut at midnight), and ``end`` fires are never skipped. The date of a fire is the date of
+its instant read in the zone, so a DST day is one date like any other (23 or 25 hours long; a fire
+mapped to the instant of a spring-forward change carries the date of that change). Skipping walks
+back (or forward) one excluded date at a time, from the first instant of that date in the zone
+(``local_instant`` of its 00:00, which is also right when midnight itself is skipped): at most
+``len(exclude_dates) + 1`` fire look-ups.
+
 **Local time and daylight saving.** Each schedule's five fields are matched by croniter against the
 *wall-clock time of its zone* (naive local datetimes: croniter does calendar arithmetic only), and
 each matching wall time becomes one UTC instant by this rule — deterministic, and the same for the
@@ -44,7 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
@@ -60,8 +72,11 @@ __all__ = [
     "ScheduleError",
     "evaluate",
     "last_fire",
+    "last_start",
     "local_instant",
     "next_fire",
+    "next_start",
+    "parse_exclude_dates",
     "parse_rule_schedules",
 ]
 
@@ -85,6 +100,8 @@ class RuleSchedule:
     end: CronSchedule
     # replicas while active; >= 0
     replicas: int
+    # dates (in the start schedule's zone) on which the rule does not start; see the module docstring
+    exclude_dates: frozenset[date] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -95,7 +112,7 @@ class ScheduleError:
     index: int
     # the rule's name
     name: str
-    # "start" or "end"
+    # "start", "end" or "excludeDates[j]"
     field: str
     # what is wrong (parse_schedule's error)
     error: str
@@ -138,20 +155,42 @@ def _parse(text: str) -> CronSchedule | str:
         return str(err)
 
 
+# one rule as the parser takes it: (name, start, end, replicas) or with its excludeDates strings
+RuleText = tuple[str, str, str, int] | tuple[str, str, str, int, Sequence[str]]
+
+
+def parse_exclude_dates(values: Sequence[str]) -> tuple[frozenset[date], list[tuple[int, str]]]:
+    """The dates of ``YYYY-MM-DD`` strings, and ``(index, error)`` for each one that is not a date."""
+    dates: set[date] = set()
+    errors: list[tuple[int, str]] = []
+    for j, text in enumerate(values):
+        try:
+            if not isinstance(text, str) or len(text) != 10:
+                raise ValueError
+            dates.add(date.fromisoformat(text))
+        except ValueError:
+            errors.append((j, f"{text!r} is not a calendar date written YYYY-MM-DD"))
+    return frozenset(dates), errors
+
+
 def parse_rule_schedules(
-    rules: Sequence[tuple[str, str, str, int]],
+    rules: Sequence[RuleText],
 ) -> tuple[list[RuleSchedule], list[ScheduleError]]:
-    """Parse ``(name, start, end, replicas)`` rules: the parsed rules and every schedule error."""
+    """Parse ``(name, start, end, replicas[, excludeDates])`` rules: the parsed rules and every error
+    (a schedule that does not parse, a date that is not one)."""
     parsed: list[RuleSchedule] = []
     errors: list[ScheduleError] = []
-    for i, (name, start, end, replicas) in enumerate(rules):
+    for i, rule in enumerate(rules):
+        name, start, end, replicas = rule[0], rule[1], rule[2], rule[3]
         s, e = _parse(start), _parse(end)
         if isinstance(s, str):
             errors.append(ScheduleError(i, name, "start", s))
         if isinstance(e, str):
             errors.append(ScheduleError(i, name, "end", e))
-        if isinstance(s, CronSchedule) and isinstance(e, CronSchedule):
-            parsed.append(RuleSchedule(name, s, e, replicas))
+        excluded, bad = parse_exclude_dates(rule[4] if len(rule) > 4 else ())
+        errors.extend(ScheduleError(i, name, f"excludeDates[{j}]", why) for j, why in bad)
+        if isinstance(s, CronSchedule) and isinstance(e, CronSchedule) and not bad:
+            parsed.append(RuleSchedule(name, s, e, replicas, excluded))
     return parsed, errors
 
 
@@ -232,8 +271,41 @@ def next_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
     return None
 
 
+def _day_start(day: date, tz: ZoneInfo) -> datetime:
+    """The first instant of ``day`` in ``tz`` (its 00:00, or the change instant when 00:00 is skipped)."""
+    return local_instant(datetime(day.year, day.month, day.day), tz)
+
+
+def last_start(rule: RuleSchedule, now: datetime) -> datetime | None:
+    """The rule's latest ``start`` fire at or before ``now`` on a date it does not exclude."""
+    tz, at = rule.start.tzinfo, _utc(now)
+    for _ in range(len(rule.exclude_dates) + 1):
+        fire = last_fire(rule.start, at)
+        if fire is None:
+            return None
+        day = fire.astimezone(tz).date()
+        if day not in rule.exclude_dates:
+            return fire
+        at = _day_start(day, tz) - _SECOND  # the end of the day before the excluded one
+    return None
+
+
+def next_start(rule: RuleSchedule, now: datetime) -> datetime | None:
+    """The rule's earliest ``start`` fire strictly after ``now`` on a date it does not exclude."""
+    tz, at = rule.start.tzinfo, _utc(now)
+    for _ in range(len(rule.exclude_dates) + 1):
+        fire = next_fire(rule.start, at)
+        if fire is None:
+            return None
+        day = fire.astimezone(tz).date()
+        if day not in rule.exclude_dates:
+            return fire
+        at = _day_start(day + timedelta(days=1), tz) - _SECOND  # the last second of the excluded day
+    return None
+
+
 def _state(rule: RuleSchedule, now: datetime) -> RuleState:
-    started, ended = last_fire(rule.start, now), last_fire(rule.end, now)
+    started, ended = last_start(rule, now), last_fire(rule.end, now)
     active = started is not None and (ended is None or started > ended)
     return RuleState(rule.name, active, started, ended, rule.replicas)
 
@@ -244,7 +316,7 @@ def evaluate(rules: Sequence[RuleSchedule], default_replicas: int | None, now: d
     states = tuple(_state(r, now) for r in rules)
     active = [s for s in states if s.active]
     desired = max(s.replicas for s in active) if active else default_replicas
-    nexts = [t for r in rules for t in (next_fire(r.start, now), next_fire(r.end, now)) if t is not None]
+    nexts = [t for r in rules for t in (next_start(r, now), next_fire(r.end, now)) if t is not None]
     return Evaluation(
         desired_replicas=desired,
         active_rules=tuple(s.name for s in active),

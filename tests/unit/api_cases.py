@@ -111,8 +111,10 @@ def _pdc(**prometheus: Any) -> dict[str, Any]:
     """``spec.scaleDown`` with a podDeletionCost query (the sample's fields, changed by ``prometheus``)."""
     return {"podDeletionCost": {"prometheus": {k: v for k, v in {**_PDC_PROM, **prometheus}.items()
                                                 if v is not DELETE}}}
-
-
+_FLOOR_FROM = ("floorFrom is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm other than "
+               "HPA (a StateTrigger follows a Tidal already; the companion HPA scales on its own)")
+_EXCLUDE_DATES = ("excludeDates entries must be calendar dates written YYYY-MM-DD (e.g. 2026-12-25; years "
+                  "1000-9999, a day that exists in its month: no 2026-02-30, 02-29 only in leap years)")
 _MIN_ZERO = ("minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger, or MetricsTrigger "
              "with trigger.metricsTrigger.activation set")
 _ACTIVATION_HPA = ("activation is not allowed with scalingAlgorithm HPA (the companion HPA scales on its "
@@ -492,6 +494,37 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         (("spec.fallback", _FALLBACK),),
     ),
     Refusal(
+        "es/floorFrom-on-state-trigger",
+        _ES_S,
+        {"spec.floorFrom": {"name": "office-hours"}},
+        (("spec.floorFrom", _FLOOR_FROM),),
+    ),
+    Refusal(
+        "es/floorFrom-with-hpa",
+        _ES_M,
+        {f"{_MTR}.scalingAlgorithm": "HPA", f"{_MTR}.algorithmConfig": DELETE, f"{_M}[3]": DELETE,
+         "spec.floorFrom": {"name": "office-hours"}},
+        (("spec.floorFrom", _FLOOR_FROM),),
+    ),
+    Refusal(
+        "tidal/exclude-date-february-30",
+        _TIDAL,
+        {"spec.rules[0].excludeDates": ["2026-12-25", "2026-02-30"]},
+        (("spec.rules[0].excludeDates", _EXCLUDE_DATES),),
+    ),
+    Refusal(
+        "tidal/exclude-date-not-iso",
+        _TIDAL,
+        {"spec.rules[0].excludeDates": ["25/12/2026"]},
+        (("spec.rules[0].excludeDates", _EXCLUDE_DATES),),
+    ),
+    Refusal(
+        "tidal/exclude-date-2100-02-29",
+        _TIDAL,
+        {"spec.rules[0].excludeDates": ["2100-02-29"]},
+        (("spec.rules[0].excludeDates", _EXCLUDE_DATES),),
+    ),
+    Refusal(
         "es/fallback-with-hpa",
         _ES_M,
         {f"{_MTR}.scalingAlgorithm": "HPA", f"{_MTR}.algorithmConfig": DELETE, f"{_M}[3]": DELETE,
@@ -660,6 +693,13 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ),
     ("es/missing-targetRef", _ES_M, {"spec.targetRef": DELETE}, "spec.targetRef"),
     ("tidal/negative-replicas", _TIDAL, {"spec.rules[0].replicas": -1}, "spec.rules[0].replicas"),
+    ("tidal/too-many-exclude-dates", _TIDAL,
+     {"spec.rules[0].excludeDates": [f"2026-01-{d:02d}" for d in range(1, 32)] * 12},
+     "spec.rules[0].excludeDates"),
+    ("es/floorFrom-bad-name", _ES_M, {"spec.floorFrom": {"name": "Office_Hours"}}, "spec.floorFrom.name"),
+    ("es/floorFrom-other-kind", _ES_M, {"spec.floorFrom": {"kind": "CronJob", "name": "x"}},
+     "spec.floorFrom.kind"),
+    ("llms/floorFrom-missing-name", _LLMS, {"spec.floorFrom": {}}, "spec.floorFrom.name"),
     ("rsg/zero-per-group", _RSG, {"spec.members[0].replicasPerGroup": 0}, "spec.members[0].replicasPerGroup"),
     ("rsg/bad-strategy", _RSG, {"spec.strategy": "Cloning"}, "spec.strategy"),
     (

@@ -260,7 +260,7 @@ def test_scaler_condition_columns() -> None:
             ".status.recentDecisions[].boundBy",
             "enum",
             ["RateLimit", "Stabilize", "StepLimit", "Clamp", "Guard", "Paused", "PausedReplicas",
-             "Activation"],
+             "Activation", "Floor"],
         ),
         ("LLMScaler", ".status.recentDecisions[].boundBy", "enum", [b.value for b in BoundBy]),
         (

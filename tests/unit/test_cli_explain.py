@@ -254,4 +254,4 @@ def test_render_shows_the_activation_step(activation: dict[str, str] | None, act
     if activation is not None:
         obj["spec"]["trigger"]["metricsTrigger"]["activation"] = activation
     head = "2c. Activation (metricsTrigger.activation)" + ("" if activation is None else ": value 5")
-    assert f"\n{head}\n{line}\n3. Stabilization\n" in explain.render(obj)
+    assert f"\n{head}\n{line}\n2d. Floor (spec.floorFrom)\n" in explain.render(obj)

@@ -158,7 +158,7 @@ def _schema_paths(node: dict[str, object], path: str) -> Iterator[str]:
 _NOT_REASONS = {"READY", "SCALE_DOWN_RANKING", "SCALING_ACTIVE", "ABLE_TO_SCALE", "SCALING_LIMITED",
                 "VALIDATED", "METRICS_PIPELINE", "DECISION_AVAILABLE", "SCALING_DEFERRED", "NORMAL",
                 "WARNING", "OK", "WAITING", "FAILING", "ADVISORY_HPA_MESSAGE", "PROMETHEUS_TYPE",
-                "HPA_KIND", "HPA_ALGORITHM", "_PER_REPLICA"}
+                "HPA_KIND", "HPA_ALGORITHM", "_PER_REPLICA", "SCHEDULE_FLOOR"}
 # call → the position of its reason argument, for every way a reconciler writes a condition
 _REASON_ARG = {"set_condition": 3, "_set": 4, "CondSpec": 2, "hold": 0, "Ready": 1, "Validation": 0,
                "TargetError": 0, "TargetProblem": 0}

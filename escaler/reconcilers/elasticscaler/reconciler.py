@@ -31,6 +31,9 @@ events for either::
                (``escaler.scaling.fallback.count``), seeded once from ``status.fallback`` so a new
                leader goes on counting; the pipeline engages it at ``failureThreshold``, and the
                count is written to ``status.fallback`` (only when it changes)
+    floor      ``spec.floorFrom``: the named Tidal (this namespace, from the Tidal cache) evaluated at
+               now (``escaler.reconcilers.floor``, ``escaler.scaling.floor``); the pipeline raises the
+               recommendation to it and requeues at its next rule start or end
     decide     ``escaler.scaling.pipeline.decide``, from the state this process remembers — or, after
                a restart or a leader change, from state seeded from status
     costs      ``spec.scaleDown.podDeletionCost`` and a Deployment scale-down written now (not held):
@@ -100,6 +103,7 @@ from escaler.reconcilers.elasticscaler.targetread import (
     guard_input,
     write_replicas,
 )
+from escaler.reconcilers.floor import FloorReader
 from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import ROLE_HOP, ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
@@ -166,6 +170,8 @@ class ReconcilerDeps:
     pod_values: PodValueReader | None = None
     # patches the pod-deletion-cost annotation (the manager's fenced DynamicClient); None = cannot
     pod_patcher: PodPatcher | None = None
+    # the Tidal informer's cache, where spec.floorFrom is read; None = the kind is not served
+    tidals: ObjectStore | None = None
 
 
 class ElasticScalerReconciler:
@@ -190,6 +196,7 @@ class ElasticScalerReconciler:
             deps.pod_values, deps.pod_patcher, deps.mapper, deps.watches,
             deps.outbound if deps.outbound is not None else InlineExecutor(deps.clock), deps.clock,
             lambda sync, events: self.reporter.emit(sync, events))
+        self._floors = FloorReader(deps.tidals)
         # guards _memory (an entry is only touched by the reconcile of its own key)
         self._mu = threading.Lock()
         # scaler → what this process remembers about it
@@ -422,11 +429,14 @@ class ElasticScalerReconciler:
                                              max_replicas=spec.max_replicas,
                                              defer_timeout_seconds=spec.defer_timeout_seconds)
         state = mem.state if mem.state is not None else self._seed(sync, snap)
+        metrics = spec.trigger.type == TriggerType.METRICS  # floorFrom is a MetricsTrigger field (CEL)
+        floor = self._floors.floor(scaler.namespace, spec.floor_from if metrics else None, sync.now_dt)
         started = self._d.clock.monotonic()
         decision = decide(PipelineInput(
             now=sync.now, current_replicas=snap.spec_replicas, recommend=rr, behavior=behavior,
             target=guard_input(snap, target.pods), state=state, paused=ann.paused,
-            paused_replicas=ann.paused_replicas, advisory=spec.mode == Mode.ADVISORY, fallback=fallback))
+            paused_replicas=ann.paused_replicas, advisory=spec.mode == Mode.ADVISORY, fallback=fallback,
+            floor=floor))
         self._d.metrics.decision_latency.observe(max(0.0, self._d.clock.monotonic() - started))
         return decision
 

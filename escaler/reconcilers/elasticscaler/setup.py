@@ -17,6 +17,8 @@ What it registers:
   - ``watches_source`` the ``WatchIndex``: the targets, the StateTrigger sources, missing chain hops
     and the targets' pods, on dynamic informers — one handler per watched resource and an index
     from object to scalers, never one per scaler;
+  - ``watches`` Tidals (spec changes) mapped through the ``FLOOR_INDEX`` on the ElasticScaler
+    informer to the scalers whose ``spec.floorFrom`` names them (``escaler.reconcilers.floor``);
 * the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``, with the reconciler's
   ``poll`` shortcut (a due scaler's collection starts on the poller, so a poll costs one
   reconcile, not two), each scaler at its ``pollIntervalSeconds`` raised to ``min_poll_interval``
@@ -44,6 +46,7 @@ are built on the manager's client and REST connection, and a manager without a c
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +65,7 @@ from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_S
 from escaler.reconcilers.elasticscaler.reconciler import ElasticScalerReconciler, ReconcilerDeps
 from escaler.reconcilers.elasticscaler.signal import SIGNAL_ROUTE, SignalAPI, SignalStore
 from escaler.reconcilers.elasticscaler.statesync import watch_key
+from escaler.reconcilers.floor import FloorWatch
 from escaler.reconcilers.ports import HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import WatchIndex
@@ -185,7 +189,7 @@ def setup_elasticscaler(
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
     writer, dynamic = _client_of(mgr, client)
-    scaler_informer, hpa_informer = _informers(mgr, ns)
+    scaler_informer, hpa_informer, floors = _informers(mgr, ns)
     bindings = bindings if bindings is not None else TargetBindings()
     claims = Claims()
     bindings.add_source(ElasticScaler.KIND, scaler_informer, claims.target_of)
@@ -193,10 +197,7 @@ def setup_elasticscaler(
     metrics = scaler_metrics if scaler_metrics is not None else ScalerMetrics(mgr.metrics.registry)
     watches = WatchIndex(mgr.dynamic_informers)
     allowed = tuple(allowed_hosts)
-
-    def allowed_host(host: str) -> bool:
-        return host_allowed(host, allowed)
-
+    allowed_host = functools.partial(host_allowed, patterns=allowed)
     # outbound GETs to user-named endpoints: the SSRF address policy (--allow-endpoint-networks)
     http = HttpClient(AddressPolicy(allow_networks))
     if collector is None and mgr.rest is not None and dynamic is not None:
@@ -215,8 +216,8 @@ def setup_elasticscaler(
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
         allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns,
         outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
-        pod_values=_pod_values_of(collector), pod_patcher=_patcher_of(writer)))
-    controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
+        pod_values=_pod_values_of(collector), pod_patcher=_patcher_of(writer), tidals=floors.store))
+    controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll,
                         min_poll_interval=min_poll_interval)
@@ -260,19 +261,20 @@ def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
                          clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
 
 
-def _informers(mgr: Manager, ns: str) -> tuple[Any, Any]:
+def _informers(mgr: Manager, ns: str) -> tuple[Any, Any, FloorWatch]:
     """The ElasticScaler and HPA informers: the same keys the builder resolves, so these are the
-    controller's own (shared) informers."""
+    controller's own (shared) informers; and the spec.floorFrom wiring on the first."""
     es_map = mgr.mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
     hpa_map = mgr.mapper.mapping_for(HPA_API_VERSION, HPA_KIND)
-    return (mgr.informers.informer_for(ResourceKey(es_map.group, es_map.version, es_map.resource,
-                                                   namespace=ns if es_map.namespaced else "")),
-            mgr.informers.informer_for(ResourceKey(hpa_map.group, hpa_map.version, hpa_map.resource,
-                                                   namespace=ns)))
+    scalers = mgr.informers.informer_for(ResourceKey(es_map.group, es_map.version, es_map.resource,
+                                                     namespace=ns if es_map.namespaced else ""))
+    return (scalers, mgr.informers.informer_for(ResourceKey(hpa_map.group, hpa_map.version, hpa_map.resource,
+                                                            namespace=ns)), FloorWatch(mgr, scalers))
 
 
 def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBindings, claims: Claims,
-           watches: WatchIndex, max_concurrent_reconciles: int | None) -> Controller:
+           watches: WatchIndex, max_concurrent_reconciles: int | None,
+           floors: FloorWatch | None = None) -> Controller:
     def claimants_of_target(obj: Mapping[str, Any]) -> list[Request]:
         target = claims.target_of(obj)
         return [] if target is None else bindings.requests_of(target, ElasticScaler.KIND)
@@ -294,6 +296,8 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
                  predicates=[TargetChanged(claims.target_of)])
         .watches_source(watches)
     )
+    # spec.floorFrom: one Tidal handler over an index of the scalers naming each Tidal
+    builder = builder if floors is None else floors.add_to(builder)
     if max_concurrent_reconciles is not None:
         builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
     controller = builder.complete(reconciler)

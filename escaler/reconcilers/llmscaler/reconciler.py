@@ -21,6 +21,9 @@ turns either into status and events::
     fallback   with ``spec.fallback``: the consecutive polls (a new reading, not a reused one)
                without a usable signal, seeded once from ``status.fallback`` — the ElasticScaler's
                rule (``count_poll``); the pipeline engages it at ``failureThreshold``
+    floor      ``spec.floorFrom``: the named Tidal of this namespace at now, from the Tidal cache
+               (``escaler.reconcilers.floor``): the pipeline's floor step and its requeue at the
+               next rule start or end, as for the ElasticScaler
     decide     ``escaler.scaling.pipeline.decide`` with ``Behavior.for_llmscaler``: scale-down
                stabilization and ``maxStepReplicas``, no scale-up cap (never ScaleUpLimit), the
                clamp to [min, max] last, the deferral guards and ``deferTimeoutSeconds`` — the
@@ -64,6 +67,7 @@ from escaler.reconcilers.elasticscaler.targetread import (
     guard_input,
     write_replicas,
 )
+from escaler.reconcilers.floor import FloorReader
 from escaler.reconcilers.llmscaler.claims import provider_problems
 from escaler.reconcilers.llmscaler.recommend import LLMRecommender, ProviderReader, Reading
 from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
@@ -114,6 +118,8 @@ class LLMReconcilerDeps:
     outbound: Executor | None = None
     # --status-refresh-seconds
     status_refresh: float = 0.0
+    # the Tidal informer's cache, where spec.floorFrom is read; None = the kind is not served
+    tidals: ObjectStore | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +170,8 @@ class LLMScalerReconciler:
         # the recommend step
         self._rec = LLMRecommender(deps.reader, deps.clock, deps.metrics, deps.allowed_hosts,
                                    deps.poll_interval, deps.outbound, deps.min_poll_interval)
+        # spec.floorFrom: the floor Tidal, read from the Tidal cache
+        self._floors = FloorReader(deps.tidals)
         # guards _memory (an entry is only touched by the reconcile of its own key)
         self._mu = threading.Lock()
         # scaler → what this process remembers about it
@@ -295,7 +303,7 @@ class LLMScalerReconciler:
             now=sync.now, current_replicas=snap.spec_replicas, recommend=rr, behavior=behavior,
             target=guard_input(snap, target.pods), state=state, paused=p.annotations.paused,
             paused_replicas=p.annotations.paused_replicas, advisory=spec.mode == Mode.ADVISORY,
-            fallback=fallback))
+            fallback=fallback, floor=self._floors.floor(p.scaler.namespace, spec.floor_from, sync.now_dt)))
         self._d.metrics.decision_latency.observe(max(0.0, self._d.clock.monotonic() - started))
         return decision
 

@@ -49,6 +49,7 @@ from escaler.reconcilers.elasticscaler.setup import (
     cache_reader,
     outbound_executor,
 )
+from escaler.reconcilers.floor import FloorWatch
 from escaler.reconcilers.llmscaler.claims import llm_claims
 from escaler.reconcilers.llmscaler.provider import CustomReading, read_custom
 from escaler.reconcilers.llmscaler.recommend import ProviderReader
@@ -139,6 +140,7 @@ def setup_llmscaler(
     dynamic = manager_client(mgr)
     writer: Any = client if client is not None else dynamic
     scaler_informer, hpa_informer = _informers(mgr, ns)
+    floors = FloorWatch(mgr, scaler_informer)
     bindings = bindings if bindings is not None else TargetBindings()
     claims = llm_claims()
     bindings.add_source(LLMScaler.KIND, scaler_informer, claims.target_of)
@@ -157,8 +159,9 @@ def setup_llmscaler(
         scalers=scaler_informer.store, client=writer, mapper=mgr.mapper, handlers=handlers,
         recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings, watches=watches,
         reader=reader, allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write,
-        outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval))
-    controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles)
+        outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
+        tidals=floors.store))
+    controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, None,
                         is_polled=lambda _obj: True, interval_of=llm_poll_interval,
@@ -178,7 +181,8 @@ def _informers(mgr: Manager, ns: str) -> tuple[Any, Any]:
 
 
 def _build(mgr: Manager, reconciler: LLMScalerReconciler, bindings: TargetBindings, claims: Claims,
-           watches: WatchIndex, max_concurrent_reconciles: int | None) -> Controller:
+           watches: WatchIndex, max_concurrent_reconciles: int | None,
+           floors: FloorWatch | None = None) -> Controller:
     es_claims = Claims()
 
     def claimants_of(target_of: Callable[[Mapping[str, Any]], TargetKey | None],
@@ -205,6 +209,8 @@ def _build(mgr: Manager, reconciler: LLMScalerReconciler, bindings: TargetBindin
                  predicates=[TargetChanged(es_claims.target_of)])
         .watches_source(watches)
     )
+    # spec.floorFrom: one Tidal handler over an index of the scalers naming each Tidal
+    builder = builder if floors is None else floors.add_to(builder)
     if max_concurrent_reconciles is not None:
         builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
     controller = builder.complete(reconciler)

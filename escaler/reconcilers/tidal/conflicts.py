@@ -15,6 +15,10 @@ would compete with its own follower — it only reads the index:
     chain; the Tidal still reports its schedule);
   - the winner — the one scaler allowed to write the target — is a follower: no conflict (a losing
     claimant reports its own ``Validated=False/TargetConflict``);
+  - the winner names this Tidal in ``spec.floorFrom`` (SPEC §14, a *floor* Tidal: the scaler
+    reads its rules as a lower bound, ``escaler.scaling.floor``): no conflict — the schedule
+    does take part in the replicas, through that scaler — and the binding labels are not needed
+    (the floor scaler watches its Tidal by name; ``floor_user``);
   - the winner is anything else (a MetricsTrigger scaler, an RSG holding the workload as a member,
     the follower of another Tidal): ``Ready=False/TargetConflict`` naming it, because that
     scaler's writes, not this schedule, decide the replicas;
@@ -42,7 +46,8 @@ from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.source import Kind
 from escaler.runtime.types import Request
 
-__all__ = ["TIDAL_TARGET_INDEX", "ClaimWatch", "conflict_of", "is_follower", "tidal_target", "tidals_on"]
+__all__ = ["TIDAL_TARGET_INDEX", "ClaimWatch", "conflict_of", "floor_user", "is_floor_user", "is_follower",
+           "tidal_target", "tidals_on"]
 
 MapFunc = Callable[[Mapping[str, Any]], list[Request]]
 # indexer on the Tidal informer: TargetKey string of spec.targetRef → the Tidals naming it
@@ -90,6 +95,26 @@ def is_follower(scaler: Mapping[str, Any], namespace: str, tidal_name: str) -> b
         return False
 
 
+def is_floor_user(scaler: Mapping[str, Any], namespace: str, tidal_name: str) -> bool:
+    """True when ``scaler`` (an ElasticScaler or LLMScaler object) in ``namespace`` names Tidal
+    ``tidal_name`` in ``spec.floorFrom``."""
+    spec = scaler.get("spec")
+    floor = spec.get("floorFrom") if isinstance(spec, Mapping) else None
+    return (isinstance(floor, Mapping) and floor.get("name") == tidal_name
+            and floor.get("kind", Tidal.KIND) == Tidal.KIND
+            and str(_meta(scaler).get("namespace") or "") == namespace)
+
+
+def floor_user(bindings: TargetBindings, namespace: str, tidal_name: str, target: TargetKey) -> bool:
+    """True when the scaler that writes ``target`` (the winning claimant) uses this Tidal as its floor."""
+    claimants = bindings.claimants(target)
+    if not claimants:
+        return False
+    winner = claimants[0]
+    obj = _claimant_object(bindings, winner.kind, winner.namespace, winner.name)
+    return obj is not None and is_floor_user(obj, namespace, tidal_name)
+
+
 def _claimant_object(bindings: TargetBindings, kind: str, namespace: str,
                      name: str) -> Mapping[str, Any] | None:
     for src_kind, informer, _ in bindings.claim_sources():
@@ -109,10 +134,11 @@ def conflict_of(bindings: TargetBindings, namespace: str, tidal_name: str, targe
     if not claimants:
         return None
     winner = claimants[0]
-    if winner.kind == ElasticScaler.KIND:
-        obj = _claimant_object(bindings, winner.kind, winner.namespace, winner.name)
-        if obj is not None and is_follower(obj, namespace, tidal_name):
-            return None
+    obj = _claimant_object(bindings, winner.kind, winner.namespace, winner.name)
+    if obj is not None and is_floor_user(obj, namespace, tidal_name):
+        return None
+    if winner.kind == ElasticScaler.KIND and obj is not None and is_follower(obj, namespace, tidal_name):
+        return None
     return (f"spec.targetRef {target.describe()} is written by {winner.describe()}, which does not follow "
             f"this Tidal (one writer per workload): its decisions, not this schedule, set the replicas")
 

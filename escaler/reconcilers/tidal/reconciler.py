@@ -7,7 +7,9 @@ One reconcile, level-based:
    labels ``elasticscaler.io/name`` and ``elasticscaler.io/namespace`` (SPEC §6: without them
    ``Ready=False/MissingRequiredLabels``, but the status is still computed — no ElasticScaler hears
    of its changes, yet ``kubectl get tidal`` shows what the schedule says), and ask the binding index
-   whether another scaler decides the target (``escaler.reconcilers.tidal.conflicts``);
+   whether another scaler decides the target (``escaler.reconcilers.tidal.conflicts``). A *floor*
+   Tidal — the scaler writing its target names it in ``spec.floorFrom`` — needs no labels and is
+   no conflict (that scaler watches it by name and lifts its recommendation to it);
 3. evaluate the rules at ``clock.now()`` (``escaler.scaling.tidal.evaluate``; no stored "fired"
    flag: a restarted manager computes the same state);
 4. build the status (``escaler.reconcilers.tidal.report``) and write it through the status
@@ -37,7 +39,7 @@ from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler.state import LABEL_NAME, LABEL_NAMESPACE
 from escaler.reconcilers.elasticscaler.status import StatusClient, StatusWriter, WriteOutcome
 from escaler.reconcilers.ports import EventSink, ObjectStore
-from escaler.reconcilers.tidal.conflicts import conflict_of, tidal_target
+from escaler.reconcilers.tidal.conflicts import conflict_of, floor_user, tidal_target
 from escaler.reconcilers.tidal.report import Problems, build_status, events_for, rfc3339
 from escaler.runtime.types import Request, Result
 from escaler.scaling.tidal import Evaluation, RuleSchedule, evaluate, parse_rule_schedules
@@ -117,11 +119,13 @@ class TidalReconciler:
             invalid = f"the object does not parse as a Tidal: {why}"
             return [], None, Problems(invalid_spec=invalid, labels=labels)
         rules, errors = parse_rule_schedules(
-            [(r.name, r.start, r.end, r.replicas) for r in tidal.spec.rules])
+            [(r.name, r.start, r.end, r.replicas, r.exclude_dates) for r in tidal.spec.rules])
         target = tidal_target(obj)
         conflict = None
         if target is not None:
             conflict = conflict_of(self._d.bindings, request.namespace, request.name, target)
+            if labels is not None and floor_user(self._d.bindings, request.namespace, request.name, target):
+                labels = None  # a floor Tidal: its scaler watches it by name (conflicts.floor_user)
         return rules, tidal.spec.default_replicas, Problems(schedules=tuple(errors), labels=labels,
                                                             conflict=conflict)
 

@@ -1,0 +1,161 @@
+"""Schedule floors in the scaler reconcilers (SPEC §14): reading a scaler's floor Tidal, and waking
+the scalers that name a Tidal when it changes.
+
+* ``FloorReader.floor(namespace, floor_from, now)`` → ``FloorState`` (``escaler.scaling.floor``), or
+  None without ``spec.floorFrom``. The Tidal is read from the Tidal informer's cache (never a GET),
+  **in the scaler's namespace only**: ``floorFrom`` carries a name, not a namespace, so a namespace
+  user can never make the manager read another namespace's schedule. A Tidal that is not in the
+  cache is ``TidalNotFound``, one that does not parse ``TidalInvalid``: no floor, never a failed
+  sync. A Tidal's spec is parsed once per resourceVersion (a bounded cache).
+* ``FloorWatch(mgr, scaler_informer)`` — ``.store`` the Tidal cache a ``FloorReader`` reads,
+  ``.add_to(builder)`` — adds to a scaler controller the one Tidal watch
+  of SPEC §14's floors: an index on the *scaler* informer (``FLOOR_INDEX``: ``namespace/tidal`` →
+  the scalers naming it) and **one** handler on the Tidal informer mapping a Tidal to those scalers
+  (controller-runtime's ``EnqueueRequestsFromMapFunc`` over a field index; never a handler per
+  scaler or per Tidal), passing creates, deletes and spec changes (``metadata.generation``: the
+  floor is computed from the spec, so the Tidal controller's status writes wake nobody). The Tidal
+  informer is the manager's shared one (the Tidal controller's own cache when it runs too). Rule
+  boundaries need no event: the pipeline requeues the scaler at the floor's next change
+  (``Decision.requeue_after``). A manager whose API server does not serve the Tidal kind gets no
+  watch and no store: every floor is then ``TidalNotFound``.
+
+Thread-safe: the parse cache is guarded by a lock; the rest is read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from escaler.api.scaler import FloorFrom
+from escaler.api.tidal import Tidal, TidalSpec
+from escaler.informers.factory import ResourceKey
+from escaler.reconcilers.ports import ObjectStore
+from escaler.runtime.builder import ControllerBuilder
+from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
+from escaler.runtime.manager import Manager
+from escaler.runtime.predicates import GenerationChangedPredicate
+from escaler.runtime.types import Request
+from escaler.scaling.floor import TIDAL_INVALID, FloorState, floor_of
+
+__all__ = ["FLOOR_INDEX", "FloorReader", "FloorWatch", "floor_index", "scalers_naming", "tidal_store"]
+
+# indexer on a scaler informer: "namespace/tidal" of spec.floorFrom → the scalers naming that Tidal
+FLOOR_INDEX = "escaler.io/floor-from"
+# parsed Tidal specs kept (one per Tidal in use as a floor; the oldest goes first)
+_PARSE_CACHE_SIZE = 4096
+
+_log = logging.getLogger(__name__)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def floor_index(obj: Mapping[str, Any]) -> list[str]:
+    """``FLOOR_INDEX``: the ``namespace/name`` of the Tidal a scaler object's ``spec.floorFrom`` names."""
+    spec = obj.get("spec")
+    floor = spec.get("floorFrom") if isinstance(spec, Mapping) else None
+    name = floor.get("name") if isinstance(floor, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return []
+    return [f"{_meta(obj).get('namespace') or ''}/{name}"]
+
+
+def scalers_naming(indexer: Any) -> Callable[[Mapping[str, Any]], list[Request]]:
+    """The map function of the Tidal handler: a Tidal → the scalers (of ``indexer``) naming it."""
+
+    def scalers(tidal: Mapping[str, Any]) -> list[Request]:
+        meta = _meta(tidal)
+        key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+        return [Request(str(_meta(o).get("namespace") or ""), str(_meta(o).get("name") or ""))
+                for o in indexer.by_index(FLOOR_INDEX, key)]
+
+    return scalers
+
+
+def tidal_store(mgr: Manager) -> Any | None:
+    """The manager's shared Tidal informer (namespace scope as every controller's), or None when the
+    API server does not serve the Tidal kind."""
+    try:
+        m = mgr.mapper.mapping_for(Tidal.API_VERSION, Tidal.KIND)
+    except Exception as err:  # no Tidal CRD: floors report TidalNotFound
+        _log.info("Tidal kind not served (%s): spec.floorFrom finds no Tidal", err)
+        return None
+    ns = mgr.options.namespace if m.namespaced else ""
+    return mgr.informers.informer_for(ResourceKey(m.group, m.version, m.resource, namespace=ns))
+
+
+class FloorWatch:
+    """One scaler controller's floor wiring: the Tidal cache and the Tidal watch (module docstring)."""
+
+    def __init__(self, mgr: Manager, scaler_informer: Any) -> None:
+        # the manager's shared Tidal informer; None when the kind is not served
+        self._tidals = tidal_store(mgr)
+        # the controller's own scaler informer (FLOOR_INDEX is added to it by add_to)
+        self._scalers = scaler_informer
+
+    @property
+    def store(self) -> ObjectStore | None:
+        """The Tidal cache (``FloorReader``'s input); None when the kind is not served."""
+        return None if self._tidals is None else self._tidals.store
+
+    def add_to(self, builder: ControllerBuilder) -> ControllerBuilder:
+        """``builder`` with the floor watch; unchanged when the Tidal kind is not served."""
+        if self._tidals is None:
+            return builder
+        self._scalers.add_indexers({FLOOR_INDEX: floor_index})
+        return builder.watches(Tidal.API_VERSION, Tidal.KIND,
+                               EnqueueRequestsFromMapFunc(scalers_naming(self._scalers.indexer)),
+                               predicates=[GenerationChangedPredicate()])
+
+
+class FloorReader:
+    """See the module docstring."""
+
+    def __init__(self, tidals: ObjectStore | None) -> None:
+        # the Tidal informer's cache; None = the kind is not served (every floor: TidalNotFound)
+        self._tidals = tidals
+        # guards _parsed
+        self._mu = threading.Lock()
+        # "namespace/name" → (resourceVersion, parsed spec or the parse error); bounded, LRU
+        self._parsed: OrderedDict[str, tuple[str, TidalSpec | str]] = OrderedDict()
+
+    def floor(self, namespace: str, floor_from: FloorFrom | None, now: datetime) -> FloorState | None:
+        """The floor of a scaler in ``namespace`` with ``floor_from`` at ``now``; None without one."""
+        if floor_from is None:
+            return None
+        key = f"{namespace}/{floor_from.name}"
+        obj = None if self._tidals is None else self._tidals.get_by_key(key)
+        if obj is None:
+            return floor_of(floor_from.name, None, now)
+        spec = self._spec(key, obj)
+        if isinstance(spec, str):
+            why = f"Tidal {floor_from.name!r} (spec.floorFrom.name) does not parse: {spec}: no floor"
+            return FloorState(floor_from.name, None, problem=why, reason=TIDAL_INVALID)
+        return floor_of(floor_from.name, spec, now)
+
+    def _spec(self, key: str, obj: Mapping[str, Any]) -> TidalSpec | str:
+        rv = str(_meta(obj).get("resourceVersion") or "")
+        with self._mu:
+            hit = self._parsed.get(key)
+            if hit is not None and hit[0] == rv and rv:
+                self._parsed.move_to_end(key)
+                return hit[1]
+        try:
+            spec: TidalSpec | str = Tidal.parse(obj).spec
+        except ValidationError as err:
+            spec = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:3])
+        with self._mu:
+            self._parsed[key] = (rv, spec)
+            self._parsed.move_to_end(key)
+            while len(self._parsed) > _PARSE_CACHE_SIZE:
+                self._parsed.popitem(last=False)
+        return spec

@@ -1,0 +1,165 @@
+"""spec.floorFrom on the real control plane (issue 16, SPEC §14): a MetricsTrigger ElasticScaler on
+the fake Prometheus (ExternalServer, AverageValue 10, low load 5: one replica; 2 s poll, the QUICK
+window, an 8 s scale-down window) names a floor Tidal in its namespace (no elasticscaler.io labels,
+its targetRef the same Deployment, no StateTrigger follows it). Rule times are wall-clock UTC,
+computed when the test starts.
+
+* ``test_floor_lifts_at_the_rule_start_and_releases_at_its_end``: a rule starting at the first whole
+  minute at least a minute away and ending a minute later lifts the Deployment 1 -> 4 at its start
+  (not before; ScheduleFloor=True/FloorActive, recentDecisions boundBy Floor) and, after its end,
+  the scale-down window holds the 4 (AbleToScale=ScaleDownStabilized) before the count comes back
+  to 1; the Tidal reports Ready (a floor Tidal needs no labels and is no conflict), and ``escaler
+  explain`` shows the floor step;
+* ``test_an_excluded_date_does_not_lift``: a rule active now with today's date (UTC) in
+  ``excludeDates`` leaves the Deployment at 1 (ScheduleFloor=False/NoActiveRule) over several polls;
+  dropping the date lifts it to 4 at once (the Tidal's spec change wakes the scaler).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import Cluster, PrometheusServer, eventually
+from .es_helpers import QUICK, apply, cond, deployment, es, hold, replicas, scaler, start_manager
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+DOWN_WINDOW = 8
+POLL_SECONDS = 2
+ANNOTATIONS = {**QUICK, "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": str(DOWN_WINDOW)}
+FLOOR = 4
+
+
+def _trigger(url: str, query: str) -> dict[str, Any]:
+    return {"type": "MetricsTrigger", "metricsTrigger": {
+        "scalingAlgorithm": "apa",
+        "metrics": [{"type": "ExternalServer",
+                     "externalServer": {"endpoint": url, "query": query, "timeoutSeconds": 2,
+                                        "target": {"type": "AverageValue", "averageValue": "10"}}}]}}
+
+
+def _cron(at: datetime) -> str:
+    return f"CRON_TZ=UTC {at.minute} {at.hour} {at.day} {at.month} *"
+
+
+def _tidal(name: str, target: str, start: datetime, end: datetime,
+           exclude: list[str] | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {"name": "launch", "start": _cron(start), "end": _cron(end), "replicas": FLOOR}
+    if exclude is not None:
+        rule["excludeDates"] = exclude
+    return {"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal", "metadata": {"name": name},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                     "rules": [rule]}}
+
+
+def _setup(cluster: Cluster, namespace: str, prometheus: PrometheusServer, name: str,
+           tidal: dict[str, Any]) -> str:
+    query = f'requests{{ns="{namespace}",app="{name}"}}'
+    prometheus.set(query, 5.0)  # one replica on load alone
+    apply(cluster, namespace, deployment(name, 1))
+    apply(cluster, namespace, tidal)
+    apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, query), minr=1, maxr=8,
+                                     annotations=ANNOTATIONS, floorFrom={"name": tidal["metadata"]["name"]}))
+    return query
+
+
+def _floor(cluster: Cluster, namespace: str, name: str) -> tuple[str, str, str]:
+    return cond(es(cluster, namespace, name), "ScheduleFloor")
+
+
+def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
+        cluster: Cluster, namespace: str, prometheus: PrometheusServer, managers: list[Any],
+        tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    start = (now + timedelta(seconds=60)).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    end = start + timedelta(minutes=1)
+    _setup(cluster, namespace, prometheus, "fl", _tidal("fl-floor", "fl", start, end))
+    manager = start_manager(cluster, tmp_path, user="escaler-floor")
+    managers.append(manager)
+
+    eventually(lambda: _floor(cluster, namespace, "fl")[:2] == ("False", "NoActiveRule"), timeout=60,
+               what=f"the first decision, no floor yet; log:\n{manager.output()}")
+    assert replicas(cluster, namespace, "fl") == 1
+
+    def ready() -> bool:  # a floor Tidal: no labels needed, no conflict with the scaler it floors
+        return cond(cluster.kubectl_json("get", "tidal", "fl-floor", "-n", namespace), "Ready")[:2] == (
+            "True", "Scheduled")
+
+    eventually(ready, timeout=30, what="the floor Tidal Ready")
+
+    # held at 1 until the rule's start
+    until_start = (start - datetime.now(UTC)).total_seconds()
+    hold(lambda: replicas(cluster, namespace, "fl") == 1, max(0.0, until_start - 2), interval=1.0,
+         what="1 replica before the rule's start")
+    eventually(lambda: replicas(cluster, namespace, "fl") == FLOOR, timeout=until_start + 20, interval=0.2,
+               what=f"the lift at the rule's start; log:\n{manager.output()}")
+    lifted = datetime.now(UTC)
+    assert lifted >= start, f"lifted at {lifted}, before the rule's start {start}"
+    assert (lifted - start).total_seconds() < 5, f"lifted at {lifted}, rule start {start}"
+    obj = es(cluster, namespace, "fl")
+    status, reason, message = cond(obj, "ScheduleFloor")
+    assert (status, reason) == ("True", "FloorActive"), message
+    assert message == f"Tidal fl-floor: floor {FLOOR} replicas (rules launch)", message
+    last = obj["status"]["recentDecisions"][-1]
+    assert (last["from"], last["to"], last.get("boundBy")) == (1, FLOOR, "Floor"), last
+    assert "raised to 4 by the schedule floor" in last["reason"], last
+
+    out = subprocess.run([sys.executable, "-m", "escaler", "explain", "-n", namespace, "fl",
+                          f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    step = out.stdout.split("2d. Floor", 1)[1].split("3. Stabilization", 1)[0]
+    assert "Tidal fl-floor" in step and "IN FORCE" in step, out.stdout
+
+    # held at 4 until the end, then the scale-down window, then back to 1
+    until_end = (end - datetime.now(UTC)).total_seconds()
+    hold(lambda: replicas(cluster, namespace, "fl") == FLOOR, max(0.0, until_end - 2), interval=1.0,
+         what="the floor until the rule's end")
+    stabilized: list[float] = []
+
+    def released() -> bool:
+        obj = es(cluster, namespace, "fl")
+        at_floor = replicas(cluster, namespace, "fl") == FLOOR
+        if cond(obj, "AbleToScale")[1] == "ScaleDownStabilized" and at_floor:
+            stabilized.append(time.time())
+        return replicas(cluster, namespace, "fl") == 1
+
+    eventually(released, timeout=until_end + DOWN_WINDOW + 40, interval=0.2,
+               what=f"the release after the rule's end; log:\n{manager.output()}")
+    released_after = time.time() - end.timestamp()
+    assert stabilized, "the scale-down window never held the floor's count after the rule's end"
+    # the window counts from the last sync that saw the floor: at most one poll before the end
+    assert released_after >= DOWN_WINDOW - POLL_SECONDS - 1, f"released {released_after:.1f}s after the end"
+    assert _floor(cluster, namespace, "fl")[:2] == ("False", "NoActiveRule")
+    assert manager.alive(), manager.output()
+
+
+def test_an_excluded_date_does_not_lift(cluster: Cluster, namespace: str, prometheus: PrometheusServer,
+                                        managers: list[Any], tmp_path: Path) -> None:
+    now = datetime.now(UTC)
+    start = now.replace(second=0, microsecond=0)  # fired already, today (UTC)
+    end = start + timedelta(minutes=30)
+    today = start.date().isoformat()
+    _setup(cluster, namespace, prometheus, "fx", _tidal("fx-floor", "fx", start, end, exclude=[today]))
+    manager = start_manager(cluster, tmp_path, user="escaler-floor-excluded")
+    managers.append(manager)
+
+    eventually(lambda: _floor(cluster, namespace, "fx")[:2] == ("False", "NoActiveRule"), timeout=60,
+               what=f"the first decision; log:\n{manager.output()}")
+    hold(lambda: replicas(cluster, namespace, "fx") == 1, 3 * POLL_SECONDS, interval=0.5,
+         what="1 replica on an excluded date")
+
+    # the same rule without the exclusion is active now: the spec change wakes the scaler
+    apply(cluster, namespace, _tidal("fx-floor", "fx", start, end, exclude=[]))
+    eventually(lambda: replicas(cluster, namespace, "fx") == FLOOR, timeout=30, interval=0.2,
+               what=f"the lift once the date is no longer excluded; log:\n{manager.output()}")
+    assert _floor(cluster, namespace, "fx")[:2] == ("True", "FloorActive")
+    assert manager.alive(), manager.output()
