@@ -31,6 +31,8 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
   ``apps`` (the ReplicaSet controller is what reads the annotation) and not with ``scalingAlgorithm:
   HPA`` (escaler must be the one writing the replicas); its ``prometheus.endpoint`` follows the
   ExternalServer endpoint rules and ``podLabel`` is a Prometheus label name.
+* ``pollIntervalSeconds`` (SPEC §14, a per-scaler poll interval): only on a MetricsTrigger (the
+  only trigger that is polled; a SignalTrigger's pull has its own ``signalTrigger.pollIntervalSeconds``);
 * ``floorFrom`` (SPEC §14, a Tidal as a floor): only on a MetricsTrigger with an algorithm (not
   HPA), like ``fallback``: a StateTrigger already follows a Tidal, a SignalTrigger decides on
   activity alone, and the companion HPA scales on its own.
@@ -552,7 +554,6 @@ class MetricsTrigger(KubeModel):
         "recommendation). Collection and aggregation are tuned with elasticscaler.io/metrics.* "
         "annotations.",
     )
-    poll_interval_seconds: int | None = poll_interval_field("metric polls")
     activation: Activation | None = Field(
         default=None,
         description="Scale to and from zero on these metrics (not with scalingAlgorithm HPA; needs an "
@@ -667,6 +668,14 @@ class ElasticScalerSpec(ScalerSpec):
             reason="FieldValueForbidden",
         ),
         Rule(
+            rule="!has(self.pollIntervalSeconds) || self.trigger.type == 'MetricsTrigger'",
+            message="pollIntervalSeconds is only allowed with trigger.type MetricsTrigger (only metrics "
+            "are polled; a SignalTrigger's pull interval is trigger.signalTrigger.pollIntervalSeconds)",
+            check=lambda m: m.poll_interval_seconds is None or m.trigger.type == TriggerType.METRICS,
+            field_path=".pollIntervalSeconds",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
             rule="!has(self.floorFrom) || (self.trigger.type == 'MetricsTrigger' && "
             "has(self.trigger.metricsTrigger) && self.trigger.metricsTrigger.scalingAlgorithm != 'HPA')",
             message="floorFrom is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm "
@@ -714,6 +723,9 @@ class ElasticScalerSpec(ScalerSpec):
         "current count (ScalingActive stays False/DecisionUnavailable and its message names the "
         "fallback). Without it, a scaler whose metrics all fail holds its count.",
     )
+    poll_interval_seconds: int | None = poll_interval_field(
+        "metric polls", "MetricsTrigger only (a SignalTrigger's pull interval is "
+        "trigger.signalTrigger.pollIntervalSeconds). ")
     floor_from: FloorFrom | None = Field(
         default=None,
         description="MetricsTrigger only (not with scalingAlgorithm HPA): a Tidal in this namespace whose "

@@ -129,18 +129,18 @@ class RecentDecision(KubeModel):
     )
 
 
-# Longest per-scaler poll interval (ElasticScaler spec.trigger.metricsTrigger.pollIntervalSeconds,
-# LLMScaler spec.pollIntervalSeconds); the shortest honoured is the manager's --min-poll-interval
+# Longest per-scaler poll interval (spec.pollIntervalSeconds of ElasticScaler and LLMScaler); the
+# shortest honoured is the manager's --min-poll-interval
 MAX_POLL_INTERVAL_SECONDS = 3600
 
 
-def poll_interval_field(what: str) -> Any:
+def poll_interval_field(what: str, only: str = "") -> Any:
     """The optional per-scaler poll interval field (SPEC §14), one description for both kinds."""
     return Field(
         default=None,
         ge=1,
         le=MAX_POLL_INTERVAL_SECONDS,
-        description=f"Seconds between two {what} of this scaler (1 to {MAX_POLL_INTERVAL_SECONDS}); "
+        description=f"{only}Seconds between two {what} of this scaler (1 to {MAX_POLL_INTERVAL_SECONDS}); "
         "default: the manager's --metrics-trigger-poll-interval (30s). A value below the manager's "
         "--min-poll-interval (default 5s) is raised to it, and a Warning event PollIntervalClamped "
         "says so. Polls stay spread over the interval (a fixed phase per scaler). Ignored when the "

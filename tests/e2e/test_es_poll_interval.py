@@ -29,9 +29,9 @@ SCALERS = {"fast": 2, "slow": 6, "clamped": 1}
 FLOOR = 2
 
 
-def _trigger(url: str, query: str, every: int) -> dict[str, Any]:
+def _trigger(url: str, query: str) -> dict[str, Any]:
     return {"type": "MetricsTrigger", "metricsTrigger": {
-        "scalingAlgorithm": "apa", "pollIntervalSeconds": every,
+        "scalingAlgorithm": "apa",
         "metrics": [{"type": "ExternalServer",
                      "externalServer": {"endpoint": url, "query": query, "timeoutSeconds": 2,
                                         "target": {"type": "AverageValue", "averageValue": "10"}}}]}}
@@ -43,8 +43,8 @@ def test_scalers_are_polled_at_their_own_rates(cluster: Cluster, namespace: str,
     for name, every in SCALERS.items():
         prometheus.set(queries[name], 20.0)  # on target at 2 replicas: no scaling, just polls
         apply(cluster, namespace, deployment(name, 2))
-        apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, queries[name], every),
-                                         annotations=QUICK))
+        apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, queries[name]),
+                                         annotations=QUICK, pollIntervalSeconds=every))
     manager = start_manager(cluster, tmp_path, user=USER, poll="10s",
                             extra_args=[f"--min-poll-interval={FLOOR}s"])
     managers.append(manager)
@@ -76,6 +76,6 @@ def test_scalers_are_polled_at_their_own_rates(cluster: Cluster, namespace: str,
         return None
 
     note = eventually(clamp_event, timeout=30, what="the PollIntervalClamped event")
-    assert note == (f"spec.trigger.metricsTrigger.pollIntervalSeconds 1 is below the manager's "
+    assert note == (f"spec.pollIntervalSeconds 1 is below the manager's "
                     f"--min-poll-interval {FLOOR}s: polled every {FLOOR}s"), note
     assert manager.alive(), manager.output()

@@ -111,6 +111,10 @@ def _pdc(**prometheus: Any) -> dict[str, Any]:
     """``spec.scaleDown`` with a podDeletionCost query (the sample's fields, changed by ``prometheus``)."""
     return {"podDeletionCost": {"prometheus": {k: v for k, v in {**_PDC_PROM, **prometheus}.items()
                                                 if v is not DELETE}}}
+_POLL_INTERVAL = (
+    "pollIntervalSeconds is only allowed with trigger.type MetricsTrigger (only metrics are polled; a "
+    "SignalTrigger's pull interval is trigger.signalTrigger.pollIntervalSeconds)"
+)
 _FLOOR_FROM = ("floorFrom is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm other than "
                "HPA (a StateTrigger follows a Tidal already; the companion HPA scales on its own)")
 _EXCLUDE_DATES = ("excludeDates entries must be calendar dates written YYYY-MM-DD (e.g. 2026-12-25; years "
@@ -494,6 +498,12 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
         (("spec.fallback", _FALLBACK),),
     ),
     Refusal(
+        "es/pollIntervalSeconds-on-state-trigger",
+        _ES_S,
+        {"spec.pollIntervalSeconds": 10},
+        (("spec.pollIntervalSeconds", _POLL_INTERVAL),),
+    ),
+    Refusal(
         "es/floorFrom-on-state-trigger",
         _ES_S,
         {"spec.floorFrom": {"name": "office-hours"}},
@@ -666,6 +676,9 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("es/unknown-trigger-type", _ES_M, {"spec.trigger.type": "CronTrigger"}, "spec.trigger.type"),
     ("es/unknown-mode", _ES_M, {"spec.mode": "Passive"}, "spec.mode"),
     ("es/negative-min", _ES_SIG, {"spec.minReplicas": -1}, "spec.minReplicas"),
+    ("es/pollIntervalSeconds-zero", _ES_M, {"spec.pollIntervalSeconds": 0}, "spec.pollIntervalSeconds"),
+    ("es/pollIntervalSeconds-over-an-hour", _ES_M, {"spec.pollIntervalSeconds": 3601},
+     "spec.pollIntervalSeconds"),
     ("es/fallback-threshold-zero", _ES_M, {"spec.fallback": {"failureThreshold": 0, "replicas": 2}},
      "spec.fallback.failureThreshold"),
     ("es/fallback-negative-replicas", _ES_M, {"spec.fallback": {"failureThreshold": 3, "replicas": -1}},

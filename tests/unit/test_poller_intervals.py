@@ -13,8 +13,7 @@ import pytest
 
 from escaler.clock import FakeClock
 from escaler.reconcilers.elasticscaler.poller import MetricsPoller, clamp_note, effective_interval, phase
-from escaler.reconcilers.elasticscaler.setup import es_poll_interval
-from escaler.reconcilers.llmscaler.setup import llm_poll_interval
+from escaler.reconcilers.elasticscaler.setup import spec_poll_interval
 from escaler.runtime.types import Request
 
 NS = "team"
@@ -46,8 +45,8 @@ def test_a_spec_value_below_the_floor_is_raised_to_it() -> None:
     poller, added = _run({FAST: 1.0}, 30, floor=5.0)
     assert poller.interval_for(FAST) == 5.0
     assert len(added[FAST]) == 6
-    note = clamp_note(1.0, 30.0, 5.0, "spec.trigger.metricsTrigger.pollIntervalSeconds")
-    assert note == ("spec.trigger.metricsTrigger.pollIntervalSeconds 1 is below the manager's "
+    note = clamp_note(1.0, 30.0, 5.0, "spec.pollIntervalSeconds")
+    assert note == ("spec.pollIntervalSeconds 1 is below the manager's "
                     "--min-poll-interval 5s: polled every 5s")
 
 
@@ -93,11 +92,11 @@ def test_the_default_interval_is_validated_and_a_bad_floor_refused() -> None:
 
 
 def test_the_spec_fields_are_read_from_the_cache_objects() -> None:
-    es = {"spec": {"trigger": {"type": "MetricsTrigger", "metricsTrigger": {"pollIntervalSeconds": 7}}}}
-    assert es_poll_interval(es) == 7.0
-    assert es_poll_interval({"spec": {"trigger": {"type": "MetricsTrigger"}}}) is None
-    assert llm_poll_interval({"spec": {"pollIntervalSeconds": 9}}) == 9.0
-    assert llm_poll_interval({"spec": {"pollIntervalSeconds": True}}) is None
+    es = {"spec": {"trigger": {"type": "MetricsTrigger"}, "pollIntervalSeconds": 7}}
+    assert spec_poll_interval(es) == 7.0
+    assert spec_poll_interval({"spec": {"trigger": {"type": "MetricsTrigger"}}}) is None
+    assert spec_poll_interval({"spec": {"pollIntervalSeconds": 9}}) == 9.0
+    assert spec_poll_interval({"spec": {"pollIntervalSeconds": True}}) is None
 
 
 def test_metric_collections_follow_the_scalers_own_interval() -> None:
@@ -109,7 +108,7 @@ def test_metric_collections_follow_the_scalers_own_interval() -> None:
 
     plain = es(external("queue", average("4")))
     obj = plain.to_object()
-    obj["spec"]["trigger"]["metricsTrigger"]["pollIntervalSeconds"] = 6
+    obj["spec"]["pollIntervalSeconds"] = 6
     own = ElasticScaler.parse(obj)
     for scaler, calls in ((own, 2), (plain, 1)):
         collector = ScriptedCollector(samples=[8.0])

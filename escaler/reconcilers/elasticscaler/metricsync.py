@@ -304,9 +304,8 @@ class MetricsRecommender:
 
     def _reusable(self, scaler: ElasticScaler, last: Collection | None, tag: _Tag, mono: float) -> bool:
         """The last collection was made for this spec less than a poll (the scaler's own) ago."""
-        mt = scaler.spec.trigger.metrics_trigger
-        own = None if mt is None else mt.poll_interval_seconds
-        every = effective_interval(own, self._poll_interval, self._min_poll_interval)
+        every = effective_interval(scaler.spec.poll_interval_seconds, self._poll_interval,
+                                   self._min_poll_interval)
         return (_same_spec(last, tag) and last is not None and every > 0
                 and mono - last.at < every * REUSE_FRACTION)
 

@@ -29,8 +29,8 @@ Contract:
   to it: True means it started the poll itself (a metrics collection whose completion enqueues
   the scaler, so a poll costs one reconcile instead of two), up to one tick before the due time;
   False (or an exception) enqueues the scaler as above.
-* **Per-scaler intervals** (``spec.trigger.metricsTrigger.pollIntervalSeconds``, LLMScaler
-  ``spec.pollIntervalSeconds``; SPEC §14). ``interval_of(request)`` (read at each relist, from the
+* **Per-scaler intervals** (``spec.pollIntervalSeconds`` of an ElasticScaler or LLMScaler;
+  SPEC §14). ``interval_of(request)`` (read at each relist, from the
   same cache pass) gives a scaler's own interval, or None for the manager's; ``effective_interval``
   raises a spec value below ``min_interval`` (``--min-poll-interval``) to it — the manager's own
   ``interval`` is never raised. A scaler's phase is its hash fraction of *its* interval, so the

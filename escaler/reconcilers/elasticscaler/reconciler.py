@@ -304,10 +304,8 @@ class ElasticScalerReconciler:
                 f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(mt.scaling_algorithm)}"))
         mem = self._memory_for(sync.req, scaler.metadata.uid or "")
         mem.reported = self.reporter.annotation_problems(sync, mem.reported, parsed.annotation_problems)
-        mt = scaler.spec.trigger.metrics_trigger
-        clamped = None if mt is None else clamp_note(mt.poll_interval_seconds, self._d.poll_interval,
-                                                      self._d.min_poll_interval,
-                                                      "spec.trigger.metricsTrigger.pollIntervalSeconds")
+        clamped = clamp_note(scaler.spec.poll_interval_seconds, self._d.poll_interval,
+                             self._d.min_poll_interval, "spec.pollIntervalSeconds")
         if clamped is not None and clamped != mem.poll_clamp_reported:
             self.reporter.emit(sync, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, clamped)],
                                action="Poll")

@@ -94,9 +94,19 @@ from escaler.signals.signal_pull import SignalReading, pull_signal
 from escaler.targets.pods import select_pods
 from escaler.targets.registry import default_registry
 
-__all__ = ["CONTROLLER_NAME", "DEFAULT_POLL_INTERVAL_SECONDS", "ElasticScalerController", "TargetChanged",
-           "add_poller", "cache_reader", "es_poll_interval", "outbound_executor", "pod_lister",
-           "secret_key_reader", "setup_elasticscaler"]
+__all__ = [
+    "CONTROLLER_NAME",
+    "DEFAULT_POLL_INTERVAL_SECONDS",
+    "ElasticScalerController",
+    "TargetChanged",
+    "add_poller",
+    "cache_reader",
+    "outbound_executor",
+    "pod_lister",
+    "secret_key_reader",
+    "setup_elasticscaler",
+    "spec_poll_interval",
+]
 
 CONTROLLER_NAME = "elasticscaler"
 DEFAULT_POLL_INTERVAL_SECONDS = 30.0
@@ -306,17 +316,16 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
     return controller
 
 
-def es_poll_interval(obj: Mapping[str, Any]) -> float | None:
-    """An ElasticScaler's ``spec.trigger.metricsTrigger.pollIntervalSeconds``; None when unset."""
-    mt = ((obj.get("spec") or {}).get("trigger") or {}).get("metricsTrigger") or {}
-    value = mt.get("pollIntervalSeconds")
+def spec_poll_interval(obj: Mapping[str, Any]) -> float | None:
+    """A scaler's ``spec.pollIntervalSeconds`` (ElasticScaler and LLMScaler); None when unset."""
+    value = (obj.get("spec") or {}).get("pollIntervalSeconds")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
                poll_tick: float | None, start_poll: Callable[[Request], bool] | None,
                is_polled: Callable[[Mapping[str, Any]], bool] = _is_polled,
-               interval_of: Callable[[Mapping[str, Any]], float | None] = es_poll_interval,
+               interval_of: Callable[[Mapping[str, Any]], float | None] = spec_poll_interval,
                min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> MetricsPoller | None:
     """The ``MetricsPoller`` (leader-only) of the objects of ``store`` that ``is_polled`` selects
     (MetricsTrigger ElasticScalers by default; every LLMScaler for its controller), each at its own

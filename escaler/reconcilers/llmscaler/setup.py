@@ -48,6 +48,7 @@ from escaler.reconcilers.elasticscaler.setup import (
     add_poller,
     cache_reader,
     outbound_executor,
+    spec_poll_interval,
 )
 from escaler.reconcilers.floor import FloorWatch
 from escaler.reconcilers.llmscaler.claims import llm_claims
@@ -112,10 +113,6 @@ class HttpProviderReader:
 
 
 
-def llm_poll_interval(obj: Mapping[str, Any]) -> float | None:
-    """An LLMScaler's ``spec.pollIntervalSeconds``; None when unset."""
-    value = (obj.get("spec") or {}).get("pollIntervalSeconds")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def setup_llmscaler(
@@ -164,7 +161,7 @@ def setup_llmscaler(
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, None,
-                        is_polled=lambda _obj: True, interval_of=llm_poll_interval,
+                        is_polled=lambda _obj: True, interval_of=spec_poll_interval,
                         min_poll_interval=min_poll_interval)
     _log.info("LLMScaler controller set up (poll interval %gs)", poll_interval)
     return LLMScalerController(controller, reconciler, poller, watches, bindings)
