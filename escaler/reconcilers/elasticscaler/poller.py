@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable
 
 from escaler.clock import Clock
 from escaler.runtime.types import Request
+from escaler.scaling.conditions import EventValue
 
 __all__ = ["DEFAULT_MIN_POLL_INTERVAL_SECONDS", "DEFAULT_POLL_TICK_SECONDS", "DEFAULT_RELIST_SECONDS",
            "EVENT_POLL_INTERVAL_CLAMPED", "MetricsPoller", "clamp_note", "effective_interval", "phase"]
@@ -85,6 +86,17 @@ def clamp_note(spec_seconds: float | None, default: float, floor: float, path: s
         return None
     return (f"{path} {spec_seconds:g} is below the manager's --min-poll-interval {floor:g}s: polled every "
             f"{floor:g}s")
+
+
+def clamp_events(spec_seconds: float | None, default: float, floor: float,
+                 reported: str | None) -> tuple[str | None, list[EventValue]]:
+    """``spec.pollIntervalSeconds`` raised to ``floor``: the note to remember, and the Warning
+    event to emit (only when the note differs from the one ``reported`` last; ElasticScaler and
+    LLMScaler)."""
+    note = clamp_note(spec_seconds, default, floor, "spec.pollIntervalSeconds")
+    if note is None or note == reported:
+        return note, []
+    return note, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, note)]
 
 
 def effective_interval(spec_seconds: float | None, default: float, floor: float) -> float:

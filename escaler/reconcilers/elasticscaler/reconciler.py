@@ -86,8 +86,7 @@ from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecom
 from escaler.reconcilers.elasticscaler.parsecache import ParseCache
 from escaler.reconcilers.elasticscaler.poller import (
     DEFAULT_MIN_POLL_INTERVAL_SECONDS,
-    EVENT_POLL_INTERVAL_CLAMPED,
-    clamp_note,
+    clamp_events,
 )
 from escaler.reconcilers.elasticscaler.report import ES_REPORTED, Reporter, Synced
 from escaler.reconcilers.elasticscaler.signal import SignalStore
@@ -115,7 +114,6 @@ from escaler.scaling.conditions import (
     ALGORITHM_NOT_REGISTERED,
     INVALID_SPEC,
     TARGET_CONFLICT,
-    EventValue,
     TargetError,
     Validation,
 )
@@ -304,12 +302,11 @@ class ElasticScalerReconciler:
                 f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(mt.scaling_algorithm)}"))
         mem = self._memory_for(sync.req, scaler.metadata.uid or "")
         mem.reported = self.reporter.annotation_problems(sync, mem.reported, parsed.annotation_problems)
-        clamped = clamp_note(scaler.spec.poll_interval_seconds, self._d.poll_interval,
-                             self._d.min_poll_interval, "spec.pollIntervalSeconds")
-        if clamped is not None and clamped != mem.poll_clamp_reported:
-            self.reporter.emit(sync, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, clamped)],
-                               action="Poll")
-        mem.poll_clamp_reported = clamped
+        mem.poll_clamp_reported, clamp = clamp_events(
+            scaler.spec.poll_interval_seconds, self._d.poll_interval, self._d.min_poll_interval,
+            mem.poll_clamp_reported)
+        if clamp:
+            self.reporter.emit(sync, clamp, action="Poll")
         return scaler, parsed.annotations
 
     def _sync_workload(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations) -> Result:

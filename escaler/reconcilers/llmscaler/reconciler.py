@@ -55,8 +55,7 @@ from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
 from escaler.reconcilers.elasticscaler.context import Hold, Sync, epoch
 from escaler.reconcilers.elasticscaler.poller import (
     DEFAULT_MIN_POLL_INTERVAL_SECONDS,
-    EVENT_POLL_INTERVAL_CLAMPED,
-    clamp_note,
+    clamp_events,
 )
 from escaler.reconcilers.elasticscaler.reconciler import advance_fallback
 from escaler.reconcilers.elasticscaler.report import ReportedKind, Reporter, Synced
@@ -77,7 +76,7 @@ from escaler.runtime.executor import Executor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
 from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
-from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, EventValue, TargetError, Validation
+from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, TargetError, Validation
 from escaler.scaling.fallback import FallbackCount, FallbackState
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 
@@ -193,12 +192,11 @@ class LLMScalerReconciler:
             return self.reporter.hold(sync, loaded)
         p, mem = loaded
         scaler = p.scaler
-        clamped = clamp_note(scaler.spec.poll_interval_seconds, self._d.poll_interval,
-                             self._d.min_poll_interval, "spec.pollIntervalSeconds")
-        if clamped is not None and clamped != mem.poll_clamp_reported:
-            self.reporter.emit(sync, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, clamped)],
-                               action="Poll")
-        mem.poll_clamp_reported = clamped
+        mem.poll_clamp_reported, clamp = clamp_events(
+            scaler.spec.poll_interval_seconds, self._d.poll_interval, self._d.min_poll_interval,
+            mem.poll_clamp_reported)
+        if clamp:
+            self.reporter.emit(sync, clamp, action="Poll")
         ref = ObjectRef.of(scaler.spec.target_ref)
         held = self._claim(scaler, ref)
         if held is not None:
