@@ -187,6 +187,32 @@ def test_crds_established_and_explained(cluster: Cluster) -> None:
     )
 
 
+# issue 16: every new field is documented where a user looks (the CRD's description, kubectl explain)
+BEYOND_THE_SEEDS_FIELDS = (
+    ("elasticscaler.spec.trigger.metricsTrigger.activation", "activation"),
+    ("elasticscaler.spec.trigger.metricsTrigger.activation.value", "0"),
+    ("elasticscaler.spec.floorFrom", "Tidal"),
+    ("elasticscaler.spec.floorFrom.name", "Tidal"),
+    ("elasticscaler.spec.fallback", "failureThreshold"),
+    ("elasticscaler.spec.fallback.replicas", "stabilization"),
+    ("elasticscaler.spec.scaleDown.podDeletionCost", "pod-deletion-cost"),
+    ("elasticscaler.spec.scaleDown.podDeletionCost.prometheus.query", "pod"),
+    ("elasticscaler.spec.pollIntervalSeconds", "--min-poll-interval"),
+    ("llmscaler.spec.floorFrom", "Tidal"),
+    ("llmscaler.spec.fallback", "failureThreshold"),
+    ("llmscaler.spec.pollIntervalSeconds", "--min-poll-interval"),
+    ("tidal.spec.rules.excludeDates", "YYYY-MM-DD"),
+)
+
+
+@pytest.mark.parametrize(("path", "word"), BEYOND_THE_SEEDS_FIELDS,
+                         ids=[p for p, _ in BEYOND_THE_SEEDS_FIELDS])
+def test_beyond_the_seeds_fields_are_explained(cluster: Cluster, path: str, word: str) -> None:
+    out = cluster.kubectl("explain", path)
+    description = out.split("DESCRIPTION:", 1)[1].strip() if "DESCRIPTION:" in out else ""
+    assert len(description) > 40 and word in out, out
+
+
 def test_printer_columns(cluster: Cluster, namespace: str) -> None:
     for doc in load_samples().values():
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
