@@ -17,6 +17,8 @@ Contract:
 * ``--snapshot``: the managers and the CRDs come from ``git archive HEAD`` unpacked in a temporary
   directory (``ESCALER_E2E_SRC``), so a long run on a working tree others are editing tests one
   commit throughout (the table names it);
+* ``--merge`` (a rerun of some tests with ``-k``): only their rows of the table already in the doc
+  are replaced, marked "(rerun)", with the rerun's command, date and machine under the table;
 * exits with pytest's exit code (0 only when every chaos test passed).
 """
 
@@ -97,6 +99,35 @@ def write_doc(text: str, doc: Path = DOC) -> None:
     doc.write_text(new)
 
 
+def current_block(doc: Path = DOC) -> str:
+    """What is between the markers of ``doc`` now ("" when there is nothing)."""
+    old = doc.read_text()
+    if BEGIN not in old or END not in old:
+        return ""
+    return old[old.index(BEGIN) + len(BEGIN):old.index(END)].strip("\n")
+
+
+def merged(block: str, rows: list[Row], rerun: str) -> str:
+    """``block`` with the rows of the rerun tests replaced (marked "(rerun)"), and the rerun's own
+    heading line kept under it so the table says where each number came from."""
+    fresh = {r.test: r for r in rows}
+    lines = []
+    for line in block.splitlines():
+        test = line.split("`")[1] if line.startswith("| `") else None
+        if test in fresh:
+            row = fresh.pop(test)
+            cells = row.cells()
+            cells[0] += " (rerun)"
+            line = "| " + " | ".join(cells) + " |"
+        lines.append(line)
+    for row in fresh.values():  # a test the earlier table did not have
+        cells = row.cells()
+        cells[0] += " (rerun)"
+        lines.append("| " + " | ".join(cells) + " |")
+    heading = rerun.split("\n", 1)[0]
+    return "\n".join(lines) + f"\n\nRows marked (rerun): {heading}"
+
+
 def snapshot(dest: Path) -> str:
     """``git archive HEAD`` unpacked into ``dest``; returns the short commit id."""
     dest.mkdir(parents=True)
@@ -113,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--snapshot", action="store_true",
                     help="run the managers from `git archive HEAD` (a tree others edit meanwhile)")
     ap.add_argument("--no-docs", action="store_true", help=f"print the table only, leave {DOC.name} alone")
+    ap.add_argument("--merge", action="store_true",
+                    help="a rerun of some tests (-k): replace only their rows in the table already in "
+                    f"{DOC.name}, each marked (rerun), and say under the table when and how they were rerun")
     args = ap.parse_args(argv)
     form = "reduced" if args.reduced else "full"
     env = dict(os.environ)
@@ -137,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (f"`{shown}` ({form} form), {started}, {took / 60:.0f} min, on {host}:\n\n{table(rows)}")
     print("\n" + text)
     if not args.no_docs:
-        write_doc(text)
+        write_doc(merged(current_block(), rows, text) if args.merge else text)
         print(f"\nwritten to {DOC.relative_to(ROOT)}")
     return rc if rows else (rc or 1)
 
