@@ -23,9 +23,14 @@ Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
 * **410 Gone / Expired** (raised on open, or an ERROR event mid-stream): relist at once and
   ``sink.replace`` — the sink is what turns the difference into updates and
   ``DeletedFinalStateUnknown`` tombstones. A second 410 with no event in between backs off.
-* **Everything else** — 429, 5xx, ``ConnectionFailure``, other 4xx such as 403 (a missing RBAC
-  permission may be granted later), unexpected exceptions — is logged and retried after
-  ``Backoff`` (0.8 s x2 up to 30 s, jittered). A server's Retry-After is honoured when longer.
+* **A 429 with a Retry-After** (API Priority and Fairness, or a restarted API server whose storage
+  is "(re)initializing") is retried after exactly that delay, without growing the backoff, up to
+  ``MAX_THROTTLED_RETRIES`` in a row (client-go's REST client does the same before its reflector
+  sees the error): a backoff grown to 30 s by an outage must not delay the recovery by 30 s more.
+* **Everything else** — 429 without Retry-After (or past that limit), 5xx, ``ConnectionFailure``,
+  other 4xx such as 403 (a missing RBAC permission may be granted later), unexpected exceptions —
+  is logged and retried after ``Backoff`` (0.8 s x2 up to 30 s, jittered). A server's Retry-After
+  is honoured when longer.
   A failed list is retried as a list; a failed watch is re-opened from the last
   resourceVersion. The backoff resets once a watch delivers an event or stays open
   ``DEFAULT_BACKOFF_RESET_AFTER`` seconds.
@@ -93,6 +98,9 @@ THREAD_JOIN_TIMEOUT = 5.0
 # a watch open this long before it failed was healthy (it outlived a bookmark interval): the failure
 # restarts the backoff from its initial delay
 HEALTHY_WATCH_SECONDS = 60.0
+# how many 429s with a Retry-After in a row are retried after exactly that delay, leaving the backoff
+# as it was (client-go's REST client retries a 429 by its Retry-After up to 10 times)
+MAX_THROTTLED_RETRIES = 10
 
 
 class ReflectorSink(Protocol):
@@ -173,6 +181,8 @@ class Reflector:
         self._running = False
         # consecutive 410s with no event in between; touched only by the run() thread
         self._gone_streak = 0
+        # consecutive 429s retried by their Retry-After; touched only by the run() thread
+        self._throttled = 0
 
     @property
     def name(self) -> str:
@@ -238,9 +248,17 @@ class Reflector:
                 return
 
     def _delay_for(self, err: Exception) -> float:
+        retry_after = err.retry_after_seconds if isinstance(err, StatusError) else None
+        if (isinstance(err, StatusError) and err.code == 429 and retry_after is not None
+                and self._throttled < MAX_THROTTLED_RETRIES):
+            # the server says when (a restarting API server: "storage is (re)initializing"): a
+            # backoff grown by an outage must not add its 30 s to the recovery
+            self._throttled += 1
+            return retry_after
+        self._throttled = 0
         delay = self._backoff.next_delay()
-        if isinstance(err, StatusError) and err.retry_after_seconds is not None:
-            delay = max(delay, err.retry_after_seconds)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
         return delay
 
     def _log_failure(self, err: Exception, what: str, delay: float) -> None:

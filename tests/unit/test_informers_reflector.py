@@ -340,14 +340,43 @@ def test_backoff_resets_after_a_healthy_watch(harness: Any, scenario: str, next_
     assert h.wait_sleeping(4) == pytest.approx(next_delay)
 
 
-@pytest.mark.parametrize(("retry_after", "expected"), [(7.0, 7.0), (0.5, 0.8)],
-                         ids=["longer-wins", "backoff-wins"])
-def test_429_retry_after_is_honoured_when_longer(harness: Any, retry_after: float, expected: float) -> None:
+@pytest.mark.parametrize("retry_after", [7.0, 0.5], ids=["longer", "shorter"])
+def test_429_is_retried_after_its_retry_after(harness: Any, retry_after: float) -> None:
     h = harness(1)
     h.fake.fail_next_list(StatusError(429, "TooManyRequests", "slow down", retry_after_seconds=retry_after))
     h.start()
-    assert h.wait_sleeping(1) == pytest.approx(expected)
-    h.clock.step(expected)
+    assert h.wait_sleeping(1) == pytest.approx(retry_after)
+    h.clock.step(retry_after)
+    h.wait_watching()
+
+
+def test_a_restarted_api_servers_429s_do_not_wait_out_a_backoff_grown_by_the_outage(harness: Any) -> None:
+    """The API server was down long enough for the backoff to reach its 30 s cap; restarted, it
+    first answers 429 "storage is (re)initializing" with Retry-After 1: the reflector retries 1 s
+    later (each time), not 30 s (chaos run: targets 60 s late after an API server restart)."""
+    h = harness(1)
+    initializing = StatusError(429, "TooManyRequests", "storage is (re)initializing", retry_after_seconds=1.0)
+    h.fake.fail_next_list(*[ConnectionFailure("refused")] * 7, initializing, initializing)
+    h.start()
+    for n in range(1, 8):  # the outage: 0.8 s, 1.6 s, ... up to the 30 s cap
+        h.clock.step(h.wait_sleeping(n))
+    assert h.wait_sleeping(8) == pytest.approx(1.0)
+    h.clock.step(1.0)
+    assert h.wait_sleeping(9) == pytest.approx(1.0)
+    h.clock.step(1.0)
+    h.wait_watching()
+
+
+def test_429s_past_the_retry_limit_back_off(harness: Any) -> None:
+    h = harness(1)
+    throttled = StatusError(429, "TooManyRequests", "slow down", retry_after_seconds=0.5)
+    h.fake.fail_next_list(*[throttled] * 11)
+    h.start()
+    for n in range(1, 11):
+        assert h.wait_sleeping(n) == pytest.approx(0.5)
+        h.clock.step(0.5)
+    assert h.wait_sleeping(11) == pytest.approx(0.8)  # the 11th: the backoff's first delay
+    h.clock.step(0.8)
     h.wait_watching()
 
 
