@@ -163,7 +163,9 @@ def test_nan_delay_is_refused(make_queue: Callable[[], DelayingQueue[str]]) -> N
 def test_real_clock_releases_items() -> None:
     q: DelayingQueue[str] = DelayingQueue("", clock=RealClock())
     try:
-        q.add_after("late", 0.02)
+        # far apart: the two calls themselves can be 10 ms apart on a busy machine (seen failing with
+        # 0.02 / 0.01, the "early" item then really due after the "late" one)
+        q.add_after("late", 0.3)
         q.add_after("early", 0.01)
         got: list[str] = []
 
