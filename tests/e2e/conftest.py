@@ -187,3 +187,14 @@ def prometheus() -> Iterator[PrometheusServer]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def slo_apis() -> Iterator[list[Any]]:
+    """SLO API processes a test started (``sloapi_helpers.start_slo_api``), stopped at its end."""
+    started: list[Any] = []
+    try:
+        yield started
+    finally:
+        for api in started:
+            api.stop()

@@ -37,7 +37,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,16 +268,6 @@ def _trickled(endpoints: list[Endpoint], tally: Tally, clients: int) -> None:
         tally.judge(ep, f"{what} trickled a byte every {TRICKLE_EVERY_S} s", a,
                     lambda a: a.seconds <= bound and a.status in (0, 408, 503),
                     f"408 (or closed; 503 beyond the connection cap) within {bound:g} s")
-
-
-@pytest.fixture
-def slo_apis() -> Iterator[list[SLOApi]]:
-    started: list[SLOApi] = []
-    try:
-        yield started
-    finally:
-        for api in started:
-            api.stop()
 
 
 def _endpoints(cluster: Cluster, ns: str, api_port: int, webhook_port: int, slo: SLOApi) -> list[Endpoint]:

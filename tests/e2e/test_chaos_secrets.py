@@ -27,7 +27,7 @@ import ssl
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,16 +54,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 _UNVERIFIED = ssl.create_default_context()
 _UNVERIFIED.check_hostname = False
 _UNVERIFIED.verify_mode = ssl.CERT_NONE
-
-
-@pytest.fixture
-def slo_apis() -> Iterator[list[SLOApi]]:
-    started: list[SLOApi] = []
-    try:
-        yield started
-    finally:
-        for api in started:
-            api.stop()
 
 
 def _push(api: str, ns: str, name: str, token: str) -> int:

@@ -10,7 +10,6 @@ still ready; auth on: 401 without a token, 403 for a user without RBAC, 200 for 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,16 +32,6 @@ from .sloapi_helpers import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def slo_apis() -> Iterator[list[SLOApi]]:
-    started: list[SLOApi] = []
-    try:
-        yield started
-    finally:
-        for api in started:
-            api.stop()
 
 
 def _error(resp: object) -> tuple[int, str, str]:
