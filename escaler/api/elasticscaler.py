@@ -639,6 +639,19 @@ class Trigger(KubeModel):
     )
 
 
+# A MetricsTrigger decided by escaler's own algorithm (not the companion HPA): what fallback and
+# floorFrom need, as CEL and as its Python twin
+_ALGORITHMIC_METRICS_CEL = (
+    "(self.trigger.type == 'MetricsTrigger' && has(self.trigger.metricsTrigger) && "
+    "self.trigger.metricsTrigger.scalingAlgorithm != 'HPA')"
+)
+
+
+def _algorithmic_metrics(m: ElasticScalerSpec) -> bool:
+    mt = m.trigger.metrics_trigger
+    return m.trigger.type == TriggerType.METRICS and mt is not None and mt.scaling_algorithm != HPA_ALGORITHM
+
+
 class ElasticScalerSpec(ScalerSpec):
     """Desired behaviour of an ElasticScaler."""
 
@@ -656,14 +669,11 @@ class ElasticScalerSpec(ScalerSpec):
             field_path=".minReplicas",
         ),
         Rule(
-            rule="!has(self.fallback) || (self.trigger.type == 'MetricsTrigger' && "
-            "has(self.trigger.metricsTrigger) && self.trigger.metricsTrigger.scalingAlgorithm != 'HPA')",
+            rule=f"!has(self.fallback) || {_ALGORITHMIC_METRICS_CEL}",
             message="fallback is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm "
             "other than HPA (a State or Signal trigger has no metrics to lose; the companion HPA "
             "scales on its own)",
-            check=lambda m: m.fallback is None or (
-                m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
-                and m.trigger.metrics_trigger.scaling_algorithm != HPA_ALGORITHM),
+            check=lambda m: m.fallback is None or _algorithmic_metrics(m),
             field_path=".fallback",
             reason="FieldValueForbidden",
         ),
@@ -676,13 +686,10 @@ class ElasticScalerSpec(ScalerSpec):
             reason="FieldValueForbidden",
         ),
         Rule(
-            rule="!has(self.floorFrom) || (self.trigger.type == 'MetricsTrigger' && "
-            "has(self.trigger.metricsTrigger) && self.trigger.metricsTrigger.scalingAlgorithm != 'HPA')",
+            rule=f"!has(self.floorFrom) || {_ALGORITHMIC_METRICS_CEL}",
             message="floorFrom is only allowed with trigger.type MetricsTrigger and a scalingAlgorithm "
             "other than HPA (a StateTrigger follows a Tidal already; the companion HPA scales on its own)",
-            check=lambda m: m.floor_from is None or (
-                m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
-                and m.trigger.metrics_trigger.scaling_algorithm != HPA_ALGORITHM),
+            check=lambda m: m.floor_from is None or _algorithmic_metrics(m),
             field_path=".floorFrom",
             reason="FieldValueForbidden",
         ),
