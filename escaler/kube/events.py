@@ -10,7 +10,8 @@ Contract:
   share the regarding object (uid, apiVersion, kind, namespace, name — not its resourceVersion), the
   related object, reason, action, type, note and reporting controller. The first occurrence creates
   an Event. Further occurrences within ``series_window`` (6 min) of the previous one extend that
-  Event's ``series`` (``count``, ``lastObservedTime``) instead of creating objects. Writes per series
+  Event's ``series`` (``count``, ``lastObservedTime``) instead of creating objects; a series that
+  ended (no occurrence for a window, its count written) is forgotten. Writes per series
   are coalesced: at most one PATCH per ``heartbeat`` (30 s) carrying the latest count, so a hot loop
   costs one create plus one patch per 30 s, and the final count is written at most ``heartbeat``
   after the last occurrence. (client-go patches the second occurrence at once, then only every
@@ -20,7 +21,12 @@ Contract:
 * Spam filter, after client-go's ``EventSourceObjectSpamFilter``: a token bucket per regarding object
   (``burst`` 25, refilled at ``qps`` = 1 per 5 min) gates every occurrence that would *create* an
   Event. Repeats of a live series are not charged: they cost no extra object and their writes are
-  already bounded by the heartbeat. Filtered occurrences are counted in ``spam_filtered``.
+  already bounded by the heartbeat. Filtered occurrences are counted in ``spam_filtered``. A bucket
+  that has refilled to ``burst`` says nothing a new bucket would not, so it is dropped (swept when
+  the buckets have doubled since the last sweep): the recorder's memory follows the objects that
+  had Events in the last minutes, not every object it ever saw — a fleet whose objects are created
+  and deleted does not fill it up (both maps are also capped at ``MAX_TRACKED``, client-go's LRU
+  size).
 * The create queue is bounded (``queue_size``); when it is full, or after ``stop()``, occurrences are
   dropped and counted in ``dropped``. Failed writes are logged and counted in ``write_failures``; a
   failed create is not retried (the next occurrence creates again), a series patch that failed with
@@ -108,6 +114,8 @@ MAX_REPORTING_CHARS = 128
 # Longest object name; an Event's name is the regarding name plus "." and 16 hex digits.
 _MAX_NAME = 253
 _NAME_SUFFIX = 17
+# The spam buckets are swept for full ones when there are at least this many (see _sweep_buckets).
+_SWEEP_FLOOR = 256
 # Real seconds between flush()'s re-checks of the writer's progress.
 _FLUSH_POLL_SECONDS = 0.05
 # Seconds stop() waits for the writer by default.
@@ -307,6 +315,8 @@ class EventRecorder:
         self._inflight = 0
         # spam-filter token buckets per regarding object
         self._buckets: LRUCache[_Key, _Bucket] = LRUCache(maxsize=MAX_TRACKED)
+        # sweep the buckets for full ones once they are more than this many
+        self._sweep_at = _SWEEP_FLOOR
         # last unix-nanos stamp used in an Event name; names stay unique when the clock stands still
         self._last_stamp = 0
         # occurrences dropped because the queue was full or the recorder stopped
@@ -388,6 +398,8 @@ class EventRecorder:
     def _allow(self, obj_key: _Key, now_mono: float) -> bool:
         b = self._buckets.get(obj_key)
         if b is None:
+            if len(self._buckets) >= self._sweep_at:
+                self._sweep_buckets(now_mono)
             b = _Bucket(float(self._burst), now_mono)
             self._buckets[obj_key] = b
         b.tokens = min(float(self._burst), b.tokens + (now_mono - b.last) * self._qps)
@@ -396,6 +408,20 @@ class EventRecorder:
             return False
         b.tokens -= 1.0
         return True
+
+    def _sweep_buckets(self, now_mono: float) -> None:
+        """Drop the buckets that have refilled to ``burst`` (as good as absent); amortised O(1) per
+        new bucket, since the next sweep waits until the survivors have doubled."""
+        burst = float(self._burst)
+        for k, b in list(self._buckets.items()):
+            if b.tokens + (now_mono - b.last) * self._qps >= burst:
+                del self._buckets[k]
+        self._sweep_at = max(_SWEEP_FLOOR, 2 * len(self._buckets))
+
+    def tracked(self) -> tuple[int, int]:
+        """(series, spam buckets) held now (for tests and debugging)."""
+        with self._cond:
+            return len(self._series), len(self._buckets)
 
     def _purge(self, now_mono: float) -> None:
         while self._series:

@@ -313,3 +313,49 @@ def test_fake_recorder_records_and_validates(args: tuple[Any, ...], needle: str)
 def test_micro_time_format(clock: FakeClock) -> None:
     clock.step(1.25)
     assert micro_time(clock.now()) == "2026-01-01T00:00:01.250000Z"
+
+
+def _widget(i: int) -> dict[str, Any]:
+    return {"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": f"c{i}", "namespace": "ns1", "uid": f"uid-c{i}"}}
+
+
+def test_a_churning_fleet_does_not_fill_the_recorder(
+    api: FakeAPI, make: Callable[..., EventRecorder], clock: FakeClock
+) -> None:
+    """Objects created and deleted, one Event each, one a second for 2,000 s (issue 15's churn):
+    the recorder keeps the series of the last window and the buckets not yet refilled, not one
+    of each per object ever seen (client-go's LRU alone would keep all 2,000, up to 4,096)."""
+    rec = make()
+    most = (0, 0)
+    for i in range(2000):
+        rec.event(_widget(i), "Warning", "TargetNotFound", "Scale", "target not found")
+        clock.step(1)
+        if i % 100 == 99:
+            assert rec.flush(5)
+        most = max(most, rec.tracked())
+    assert rec.flush(5)
+    series, buckets = rec.tracked()
+    # a series lives a window (360 s) after its one occurrence; a bucket that spent one token
+    # refills in 300 s and is swept once the buckets have doubled since the last sweep
+    assert series <= 362, rec.tracked()
+    assert buckets <= 2 * 301 + 1, rec.tracked()
+    assert most[1] <= 2 * 301 + 1, most
+    assert len(creates(api)) == 2000 and rec.spam_filtered == 0
+
+
+def test_a_sweep_keeps_the_buckets_that_still_filter(
+    api: FakeAPI, make: Callable[..., EventRecorder], clock: FakeClock
+) -> None:
+    rec = make()
+    for i in range(26):  # 25 created, the 26th filtered: WIDGET's bucket is empty
+        rec.event(WIDGET, "Normal", f"Reason{i}", "Act", "n")
+    clock.step(1)
+    for i in range(600):  # new objects past the sweep floor: sweeps run, the full buckets go
+        rec.event(_widget(i), "Normal", "Made", "Act", "n")
+        if i % 100 == 99:
+            assert rec.flush(5)
+    rec.event(WIDGET, "Normal", "Reason99", "Act", "n")  # still filtered: its bucket survived
+    assert rec.flush(5)
+    assert rec.spam_filtered == 2
+    assert len(creates(api)) == 25 + 600

@@ -201,7 +201,7 @@ def setup_elasticscaler(
     writer, dynamic = _client_of(mgr, client)
     scaler_informer, hpa_informer, floors = _informers(mgr, ns)
     bindings = bindings if bindings is not None else TargetBindings()
-    claims = Claims()
+    claims = Claims(live=scaler_informer.store.list)
     bindings.add_source(ElasticScaler.KIND, scaler_informer, claims.target_of)
     bindings.set_hpa_informer(hpa_informer)
     metrics = scaler_metrics if scaler_metrics is not None else ScalerMetrics(mgr.metrics.registry)

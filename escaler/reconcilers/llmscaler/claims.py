@@ -13,7 +13,7 @@ A spec whose only failing rule is the missing provider section (``metricProvider
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -44,6 +44,7 @@ def llm_can_act(obj: Mapping[str, Any]) -> bool:
     return not other
 
 
-def llm_claims() -> Claims:
-    """The LLMScaler binding index function (``Claims.target_of``), with its validity cache."""
-    return Claims(can_act=llm_can_act)
+def llm_claims(live: Callable[[], Iterable[Mapping[str, Any]]] | None = None) -> Claims:
+    """The LLMScaler binding index function (``Claims.target_of``), with its validity memo (pruned
+    against ``live``, the LLMScaler informer's ``list``; see ``elasticscaler.claims``)."""
+    return Claims(can_act=llm_can_act, live=live)

@@ -139,7 +139,7 @@ def setup_llmscaler(
     scaler_informer, hpa_informer = _informers(mgr, ns)
     floors = FloorWatch(mgr, scaler_informer)
     bindings = bindings if bindings is not None else TargetBindings()
-    claims = llm_claims()
+    claims = llm_claims(live=scaler_informer.store.list)
     bindings.add_source(LLMScaler.KIND, scaler_informer, claims.target_of)
     bindings.set_hpa_informer(hpa_informer)
     metrics = scaler_metrics if scaler_metrics is not None else ScalerMetrics(mgr.metrics.registry)
@@ -180,7 +180,11 @@ def _informers(mgr: Manager, ns: str) -> tuple[Any, Any]:
 def _build(mgr: Manager, reconciler: LLMScalerReconciler, bindings: TargetBindings, claims: Claims,
            watches: WatchIndex, max_concurrent_reconciles: int | None,
            floors: FloorWatch | None = None) -> Controller:
-    es_claims = Claims()
+    es_map = mgr.mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
+    es_informer = mgr.informers.informer_for(ResourceKey(
+        es_map.group, es_map.version, es_map.resource,
+        namespace=mgr.options.namespace if es_map.namespaced else ""))
+    es_claims = Claims(live=es_informer.store.list)
 
     def claimants_of(target_of: Callable[[Mapping[str, Any]], TargetKey | None],
                      wake_others: bool = False) -> EnqueueRequestsFromMapFunc:
