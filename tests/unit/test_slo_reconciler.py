@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from es_fakes import NS, Harness, deployment
 from executor_fakes import ManualExecutor
+from fakeapi import wait_until
 
 from escaler.reconcilers.elasticscaler.setup import cache_reader
 from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
@@ -134,6 +135,17 @@ class Rig:
             out.add(item)
             q.done(item)
         return out
+
+    def wait_queued(self, req: Request, kind: str = LLM) -> None:
+        """Wait (real time) until ``req`` is enqueued: a watch event reaches the queue on the
+        informer's handler thread, after the cache shows it (what ``wait_synced`` waits for)."""
+        seen: set[Request] = set()
+
+        def arrived() -> bool:
+            seen.update(self.queued(kind))
+            return req in seen
+
+        wait_until(arrived, what=f"{req} enqueued")
 
 
 @pytest.fixture
@@ -290,7 +302,7 @@ def test_target_not_found_then_created_wakes_the_requirement(rig: Rig) -> None:
     rig.queued()
     rig.h.api("deployments").create(deployment("later", 2))
     rig.h.wait_synced("deployments")
-    assert Request(NS, "chat") in rig.queued()
+    rig.wait_queued(Request(NS, "chat"))
     rig.reconcile()
     assert rig.decision()["replicas"] == 3 and rig.ready()[:2] == ("True", "Sized")
 
@@ -304,7 +316,7 @@ def test_a_replica_write_on_the_target_wakes_the_requirement(rig: Rig) -> None:
         **deployment("web", 6)["metadata"],
         "resourceVersion": rig.h.api("deployments").get(f"{NS}/web")["metadata"]["resourceVersion"]}})
     rig.h.wait_synced("deployments")
-    assert Request(NS, "chat") in rig.queued()
+    rig.wait_queued(Request(NS, "chat"))
     rig.h.clock.step(5)
     rig.reconcile()  # no new read (not due): the cached readings with the new count
     assert len(rig.queries) == 2
