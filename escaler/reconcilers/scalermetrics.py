@@ -22,40 +22,77 @@ the same series:
 
 Every per-scaler series is removed when the scaler is deleted (``forget``), so the cardinality is
 bounded by the live scalers and their metrics.
+
+The three per-sync gauges are not prometheus_client ``Gauge`` children (an object, a lock and a
+label tuple per series: ~2.4 KiB per scaler, issue 10's memory per scaler): ``record_sync`` keeps
+one tuple per scaler and three ``LiveGauge`` collectors expose it at scrape time, with the same
+names, help, labels and values.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from escaler.api.scaler import MetricStatus
 
-__all__ = ["DECISION_LATENCY_BUCKETS", "MAX_METRIC_LABEL", "ScalerMetrics"]
+__all__ = ["DECISION_LATENCY_BUCKETS", "MAX_METRIC_LABEL", "LiveGauge", "ScalerMetrics"]
 
 DECISION_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # the longest ``metric`` label value (an ExternalServer query can be 1 KiB long)
 MAX_METRIC_LABEL = 128
 
 
+# (label values, value) of one sample
+Sample = tuple[tuple[str, ...], float]
+
+
+class LiveGauge(Collector):
+    """A gauge family whose samples are read at scrape time from ``samples()`` (no child objects).
+
+    ``_labelnames`` is named as prometheus_client's own collectors name it, so
+    ``escaler.cli.metricsdoc`` reads the label names the same way."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 samples: Callable[[], Iterable[Sample]], registry: CollectorRegistry) -> None:
+        # fixed
+        self._name, self._documentation = name, documentation
+        # fixed; the label names, in the order of each sample's label values
+        self._labelnames = tuple(labelnames)
+        # called on every scrape (and must be thread-safe)
+        self._samples = samples
+        registry.register(self)
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return [GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        for labels, value in self._samples():
+            family.add_metric(labels, value)
+        yield family
+
+
 class ScalerMetrics:
     """The collectors; see the module docstring. Thread-safe."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.desired_replicas = Gauge(
+        self.desired_replicas = LiveGauge(
             "escaler_desired_replicas", "Replica count decided at the last sync of a scaler",
-            ["namespace", "name"], registry=registry)
-        self.current_replicas = Gauge(
+            ["namespace", "name"], lambda: self._counts(current=False), registry)
+        self.current_replicas = LiveGauge(
             "escaler_current_replicas", "Replica count of the scaler's target at its last sync",
-            ["namespace", "name"], registry=registry)
-        self.metric_value = Gauge(
+            ["namespace", "name"], lambda: self._counts(current=True), registry)
+        self.metric_value = LiveGauge(
             "escaler_scaler_metric_value",
             "Each metric's value at the scaler's last sync, as the algorithm used it (live; the status "
             "is only rewritten on a significant move)",
-            ["namespace", "name", "index", "metric"], registry=registry)
+            ["namespace", "name", "index", "metric"], self._metric_values, registry)
         self.scale_writes = Counter(
             "escaler_scale_writes_total", "Replica writes to scale targets, by result",
             ["namespace", "name", "result"], registry=registry)
@@ -65,42 +102,35 @@ class ScalerMetrics:
         self.decision_latency = Histogram(
             "escaler_decision_latency_seconds", "Time from the start of metric collection to the decision",
             buckets=DECISION_LATENCY_BUCKETS, registry=registry)
-        # guards _series
+        # guards _live
         self._mu = threading.Lock()
-        # (namespace, name) → the (index, metric) labels of its escaler_scaler_metric_value series
-        self._series: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+        # (namespace, name) → its last sync: (current, desired, ((index, metric, value), ...) of the
+        # metrics that had a value); the three LiveGauges read it
+        self._live: dict[tuple[str, str], tuple[float, float, tuple[tuple[str, str, float], ...]]] = {}
 
     def record_sync(self, namespace: str, name: str, current: int, desired: int,
                     metrics: Sequence[MetricStatus] = ()) -> None:
         """One sync's live values: the counts and each metric's value (see the module docstring)."""
-        self.current_replicas.labels(namespace, name).set(current)
-        self.desired_replicas.labels(namespace, name).set(desired)
-        labels: dict[tuple[str, str], float] = {}
-        for i, m in enumerate(metrics):
-            if m.value is not None:
-                labels[(str(i), m.name[:MAX_METRIC_LABEL])] = m.value
+        values = tuple((str(i), m.name[:MAX_METRIC_LABEL], float(m.value))
+                       for i, m in enumerate(metrics) if m.value is not None)
         with self._mu:
-            stale = self._series.get((namespace, name), frozenset()) - labels.keys()
-            if labels:
-                self._series[(namespace, name)] = frozenset(labels)
-            else:
-                self._series.pop((namespace, name), None)
-            for (index, metric), value in labels.items():
-                self.metric_value.labels(namespace, name, index, metric).set(value)
-            for index, metric in stale:
-                with contextlib.suppress(KeyError):
-                    self.metric_value.remove(namespace, name, index, metric)
+            self._live[(namespace, name)] = (float(current), float(desired), values)
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop the per-scaler series of a deleted scaler (counters too: the scaler is gone)."""
-        for collector, extra in ((self.desired_replicas, ()), (self.current_replicas, ()),
-                                 (self.metric_errors, ()),
+        for collector, extra in ((self.metric_errors, ()),
                                  (self.scale_writes, ("success",)), (self.scale_writes, ("conflict",)),
                                  (self.scale_writes, ("error",))):
             with contextlib.suppress(KeyError):
                 collector.remove(namespace, name, *extra)
         with self._mu:
-            series = self._series.pop((namespace, name), frozenset())
-            for index, metric in series:
-                with contextlib.suppress(KeyError):
-                    self.metric_value.remove(namespace, name, index, metric)
+            self._live.pop((namespace, name), None)
+
+    def _counts(self, *, current: bool) -> list[Sample]:
+        with self._mu:
+            return [(key, live[0] if current else live[1]) for key, live in self._live.items()]
+
+    def _metric_values(self) -> list[Sample]:
+        with self._mu:
+            return [((*key, index, metric), value)
+                    for key, live in self._live.items() for index, metric, value in live[2]]

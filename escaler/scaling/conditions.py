@@ -116,6 +116,7 @@ Pure: no I/O, no clock (the caller passes ``now_iso``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
@@ -638,7 +639,26 @@ def plan(outcome: SyncOutcome) -> Plan:
 
     if outcome.decision_available and SCALING_ACTIVE in writes:
         writes[DECISION_AVAILABLE] = writes[SCALING_ACTIVE]
-    return Plan(tuple((t, *spec) for t, spec in writes.items()), frozenset(removes), tuple(events))
+    shared = tuple((t, status, reason, _shared_text(text)) for t, (status, reason, text) in writes.items())
+    return Plan(shared, _shared_types(removes), tuple(events))
+
+
+# A plan is kept by the reconciler between syncs (the status it built) and its messages end up in the
+# cached status too: equal texts and type sets are one object across a fleet (issue 10, memory per
+# scaler). Interning is invisible to a reader (equal strings stay equal); longer texts are left as
+# they are.
+_SHARED_TEXT_MAX = 256
+# every set of condition types plan() removes → one frozenset (a few constants: bounded)
+_TYPE_SETS: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _shared_text(text: str) -> str:
+    return sys.intern(text) if len(text) <= _SHARED_TEXT_MAX and type(text) is str else text
+
+
+def _shared_types(types: set[str]) -> frozenset[str]:
+    key = frozenset(types)
+    return _TYPE_SETS.setdefault(key, key)
 
 
 def conditions_for(

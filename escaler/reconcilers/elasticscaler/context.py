@@ -44,6 +44,10 @@ __all__ = ["Claim", "Hold", "Resolved", "ScalerMemory", "Sync", "epoch", "regard
            "to_condition", "to_value", "wall"]
 
 
+# a scaler that never pulled (every MetricsTrigger scaler): one shared, frozen PullMemory
+_NO_PULL = PullMemory()
+
+
 @dataclass
 class ScalerMemory:
     """What this process keeps about one scaler between syncs (see the module docstring)."""
@@ -59,7 +63,7 @@ class ScalerMemory:
     # the pollIntervalSeconds clamp last reported as a Warning event (None: not clamped)
     poll_clamp_reported: str | None = None
     # SignalTrigger: endpoint pull bookkeeping (signalsync returns the next one)
-    pull: PullMemory = field(default_factory=PullMemory)
+    pull: PullMemory = field(default_factory=lambda: _NO_PULL)
     # spec.fallback: consecutive metric polls without a usable signal (None: the last one had one);
     # seeded once from status.fallback (``fallback_seeded``), so a new leader goes on counting
     fallback: FallbackCount | None = None

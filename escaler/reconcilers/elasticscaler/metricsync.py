@@ -76,6 +76,7 @@ and keeps every input of a sync unchanged if the caller drops the outcome.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from escaler.api.compact import share_bookkeeping
 from escaler.api.elasticscaler import WAKE_METRIC_TYPES, ElasticScaler, MetricSpec, MetricsTrigger
 from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
@@ -149,6 +151,10 @@ def window_key(index: int, spec: MetricSpec) -> str:
     return f"{index}/{hashlib.sha256(canonical.encode()).hexdigest()[:_KEY_HASH_DIGITS]}"
 
 
+# the pod groups of a scaler without Resource metrics: one shared empty mapping, not one per scaler
+_NO_PODS: Mapping[str, PodCounts] = MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class Collection:
     """One metrics collection and what it recommended (reused until the next poll)."""
@@ -171,7 +177,7 @@ class MetricsMemory:
     windows: MetricWindows = field(default_factory=MetricWindows)
     # window key → the pod groups of the last read that had them (Resource metrics): the denominator
     # of the windowed total when this sync's read failed
-    pods: Mapping[str, PodCounts] = field(default_factory=lambda: MappingProxyType({}))
+    pods: Mapping[str, PodCounts] = field(default_factory=lambda: _NO_PODS)
     # past raw recommendations, oldest first, at most ALGORITHM_HISTORY (AlgorithmContext.history)
     history: tuple[Recommendation, ...] = ()
     # the last collection; None before the first
@@ -428,7 +434,7 @@ class MetricsRecommender:
         (InvalidSpec); the new samples are kept either way."""
         assert self._collector is not None
         keys = [window_key(i, spec) for i, (spec, _) in enumerate(samples)]
-        windows = memory.windows.copy(WindowPolicy.from_annotations(ann))
+        windows = memory.windows.copy(_window_policy(ann))
         windows.retain(keys)
         pods = {k: p for k, p in memory.pods.items() if k in keys}
         errors: list[str] = []
@@ -439,7 +445,7 @@ class MetricsRecommender:
                     pods[key] = sample.pods
             else:
                 errors.append(f"{metric_name(spec)}: {sample.error}")
-        kept = replace(memory, windows=windows, pods=MappingProxyType(pods))
+        kept = replace(memory, windows=windows, pods=MappingProxyType(pods) if pods else _NO_PODS)
         metrics: list[_Metric] = []
         try:
             for key, (spec, sample) in zip(keys, samples, strict=True):
@@ -572,10 +578,19 @@ def _denominator(spec: MetricSpec, pods: PodCounts | None, current: int) -> floa
 
 
 def _row(m: _Metric, used: MetricValue, recommended: int | None) -> MetricStatus:
-    return MetricStatus(name=m.name[:1024], type=str(m.spec.type), value=used.value, target=used.target_value,
-                        target_type=used.target_type, recommended_replicas=recommended,
-                        error=cap_text(m.error) if m.error is not None else None)
+    # kept with the scaler's last collection until the next poll, and read only: shared bookkeeping
+    return share_bookkeeping(MetricStatus(
+        name=m.name[:1024], type=str(m.spec.type), value=used.value, target=used.target_value,
+        target_type=used.target_type, recommended_replicas=recommended,
+        error=cap_text(m.error) if m.error is not None else None))
 
 
 def _rows(metrics: Sequence[_Metric]) -> tuple[MetricStatus, ...]:
     return tuple(_row(m, m.stable, None) for m in metrics)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_policy(ann: ScalerAnnotations) -> WindowPolicy:
+    """``WindowPolicy.from_annotations(ann)``, one shared (frozen) instance per distinct annotations:
+    built once, not on every poll, and not held once per scaler (issue 10: memory per scaler)."""
+    return WindowPolicy.from_annotations(ann)

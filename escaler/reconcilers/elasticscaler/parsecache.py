@@ -15,6 +15,11 @@ seed a restarted scaler's pipeline, ``Reporter.previous_status``), so a parsed c
 scaler's conditions, metric rows and decisions would only cost memory (issue 10: memory per
 scaler; ``python bench/run.py bench_memory``).
 One entry per scaler key; ``forget(req)`` drops it when the scaler is deleted.
+
+Kept small (issue 10's memory per scaler): the model goes through
+``escaler.api.compact.share_bookkeeping`` (pydantic's per-model fields-sets shared across the
+fleet, empty extras dropped: the model reads and dumps the same and refuses assignment), and
+annotations left at their defaults (most scalers) are the one shared ``DEFAULTS`` instance.
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from escaler.api.compact import share_bookkeeping
 from escaler.api.elasticscaler import ElasticScaler
 from escaler.api.rules import validate
 from escaler.runtime.types import Request
+from escaler.scaling.annotations import DEFAULTS as ANNOTATION_DEFAULTS
 from escaler.scaling.annotations import AnnotationProblem, ScalerAnnotations, parse_annotations
 
 __all__ = ["ParseCache", "Parsed"]
@@ -61,9 +68,10 @@ class ParseCache:
             hit = self._entries.get(req)
         if hit is not None and hit[0] == version and version[1]:
             return hit[1]
-        scaler = ElasticScaler.parse({k: v for k, v in obj.items() if k != "status"})
+        scaler = share_bookkeeping(ElasticScaler.parse({k: v for k, v in obj.items() if k != "status"}))
         # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics
         ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True)
+        ann = ANNOTATION_DEFAULTS if ann == ANNOTATION_DEFAULTS else ann  # one shared instance
         parsed = Parsed(scaler, tuple(str(e) for e in validate(scaler)), ann, tuple(ann_problems))
         if version[1]:
             with self._mu:

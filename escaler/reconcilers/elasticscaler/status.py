@@ -41,6 +41,7 @@ without bound. An evicted entry only costs one status write that might have been
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -89,8 +90,10 @@ class _Memo:
     """What the writer remembers about one object."""
 
     # resourceVersions a cache may show that predate our last write (oldest first, at most
-    # MAX_STALE_VERSIONS), and the status written; None until we write
-    written: tuple[tuple[str, ...], dict[str, Any]] | None
+    # MAX_STALE_VERSIONS), and the status written as compact JSON text (read back only while a cache
+    # shows one of those versions: a few hundred bytes instead of a tree of dicts kept per scaler,
+    # issue 10's memory per scaler); None until we write
+    written: tuple[tuple[str, ...], str] | None
     # wall time (epoch seconds, the caller's clock) of our last write — or of the first drift seen
     # when we never wrote: the refresh interval counts from it; None when no caller passed a time
     at: float | None
@@ -142,7 +145,10 @@ class StatusWriter:
         if memo is None or memo.written is None:
             return None
         stale, status = memo.written
-        return status if str(_meta(obj).get("resourceVersion") or "") in stale else None
+        if str(_meta(obj).get("resourceVersion") or "") not in stale:
+            return None
+        ours: dict[str, Any] = json.loads(status)
+        return ours
 
     def _stale_after_write(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
         """The resourceVersions older than a write based on ``obj`` (see the module docstring)."""
@@ -160,7 +166,7 @@ class StatusWriter:
         never rebuilt from a stale copy and lose an entry). It is also the status the cluster holds."""
         ours = self._ours(obj)
         if ours is not None:
-            return dict(ours)
+            return ours  # a fresh copy (decoded from the memo's text)
         old = obj.get("status")
         return thaw(old) if isinstance(old, Mapping) else {}
 
@@ -210,7 +216,7 @@ class StatusWriter:
                                            str(meta.get("namespace") or "") or None, patch_type="merge")
         with self._mu:
             self.writes += 1
-            self._last[_uid(obj)] = _Memo((stale, dict(new_status)), now, _resource_version(answer))
+            self._last[_uid(obj)] = _Memo((stale, _compact_json(new_status)), now, _resource_version(answer))
         return WriteOutcome.WRITTEN
 
     def skip(self) -> None:
@@ -226,6 +232,10 @@ class StatusWriter:
     def forget(self, obj_uid: str) -> None:
         with self._mu:
             self._last.pop(obj_uid, None)
+
+
+def _compact_json(status: Mapping[str, Any]) -> str:
+    return json.dumps(status, separators=(",", ":"), allow_nan=True)
 
 
 def _resource_version(answer: Any) -> str:
