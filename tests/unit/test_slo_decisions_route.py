@@ -115,12 +115,14 @@ def test_a_service_id_on_two_requirements_across_kinds_is_409(rig: RouteRig) -> 
 
 def test_no_decision_yet_and_invalid_spec_are_503_saying_why(rig: RouteRig) -> None:
     rig.api().create(llm_req())
+    rig.h.wait_synced("llmslorequirements")  # the route finds the requirement in the cache
     code, body = rig.get("/decisions/chat-llama")
     assert code == 503 and "has no decision yet" in body["error"]["message"]
     bad = llm_req("broken", service_id="broken")
     bad["spec"]["bounds"] = {"min": {"type": "replica", "value": 5}, "max": {"type": "replica", "value": 2}}
     rig.api().create(bad)
     rig.reconcile(LLM, "broken")
+    rig.h.wait_synced("llmslorequirements")  # the InvalidSpec condition the reconcile wrote
     code, body = rig.get("/decisions/broken")
     assert code == 503 and body["error"]["code"] == "unavailable"
     assert "InvalidSpec: spec.bounds.min.value" in body["error"]["message"]
