@@ -18,7 +18,8 @@ Contract:
   directory (``ESCALER_E2E_SRC``), so a long run on a working tree others are editing tests one
   commit throughout (the table names it);
 * ``--merge`` (a rerun of some tests with ``-k``): only their rows of the table already in the doc
-  are replaced, marked "(rerun)", with the rerun's command, date and machine under the table;
+  are replaced, marked "(rerun)", with the rerun's command, date and machine under the table (an
+  earlier rerun's line with the same command is dropped: its rows were replaced);
 * exits with pytest's exit code (0 only when every chaos test passed).
 """
 
@@ -125,7 +126,14 @@ def merged(block: str, rows: list[Row], rerun: str) -> str:
         cells[0] += " (rerun)"
         lines.append("| " + " | ".join(cells) + " |")
     heading = rerun.split("\n", 1)[0]
-    return "\n".join(lines) + f"\n\nRows marked (rerun): {heading}"
+    # an earlier rerun by the same command is superseded: its rows were just replaced
+    same = "Rows marked (rerun): " + heading.split(" (", 1)[0]
+    kept: list[str] = []
+    for line in lines:
+        if line.startswith(same + " ") or (not line.strip() and kept and not kept[-1].strip()):
+            continue
+        kept.append(line)
+    return "\n".join(kept).rstrip("\n") + f"\n\nRows marked (rerun): {heading}"
 
 
 def snapshot(dest: Path) -> str:
