@@ -42,10 +42,9 @@ key, so the next sync builds afresh; the key map is bounded like the writer's (`
 server refuses (any error but NotFound: the scaler was deleted) or never answers, and a target
 write that failed, is not raised to the work queue: it is logged, counted for the scaler, and the
 sync runs again after exactly ``write_retry_delay(n)`` (0.5 s doubling to 60 s for the n-th failure
-in a row; ``Sync.backoff``, which wins over any sooner recheck the decision asked for). The count
-ends only with a write that lands (a status patch sent, a target written) or the scaler's
-deletion — not with a sync that had nothing to write, such as one that only started a metrics
-collection. (The work queue's own per-item backoff restarts at 5 ms after any such
+in a row; ``Sync.backoff``, which wins over any sooner recheck the decision asked for). The count ends only with a write that lands (a status patch sent, a target written) or
+the scaler's deletion — not with a sync that had nothing to write, such as one that only started a
+metrics collection. (The work queue's own per-item backoff restarts at 5 ms after any such
 success, so during an API outage a scaler with a pending status retried 2-4 times a second; now
 about once per poll plus a doubling series.) A failed status write is not remembered as the status
 the cluster holds, so the next sync writes it again. A fenced write (this process is not the
