@@ -222,19 +222,3 @@ def test_a_failed_status_write_is_not_taken_for_the_status_the_cluster_holds(h: 
     h.reconcile_once("es")  # the same status: written now, not skipped as already held
     assert h.client.count("patch", "elasticscalers/status") == writes + 1
     assert _cond(h, "Validated")[0] == "True"
-
-
-def test_a_failed_write_retries_at_its_backoff_not_at_a_sooner_recheck() -> None:
-    """A sync whose write failed comes back after the write backoff, even when its decision asked
-    for a sooner recheck (a stabilization or deferral deadline): otherwise that recheck, not the
-    backoff, would pace the retries through an outage."""
-    from datetime import UTC, datetime
-
-    from escaler.reconcilers.elasticscaler.context import Sync
-
-    sync = Sync(ES, {}, 0.0, datetime.fromtimestamp(0, UTC))
-    sync.wait(0.05)
-    assert sync.result() == Result(requeue_after=0.05)
-    sync.backoff = 2.0
-    sync.wait(0.01)
-    assert sync.result() == Result(requeue_after=2.0)

@@ -123,9 +123,6 @@ class Sync:
     now_dt: datetime
     # requeue candidates (seconds)
     waits: list[float] = field(default_factory=list)
-    # a write of this sync failed: retry after exactly this many seconds (the scaler's write backoff,
-    # ``Reporter.write_failed``), whatever else asked to come back sooner
-    backoff: float | None = None
 
     @property
     def now_iso(self) -> str:
@@ -142,8 +139,6 @@ class Sync:
             self.waits.append(seconds)
 
     def result(self) -> Result:
-        if self.backoff is not None:
-            return Result(requeue_after=self.backoff)
         return Result(requeue_after=min(self.waits)) if self.waits else Result()
 
 

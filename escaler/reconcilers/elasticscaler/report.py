@@ -41,8 +41,8 @@ key, so the next sync builds afresh; the key map is bounded like the writer's (`
 **A failed write backs off per scaler, and only a write ends the backoff.** A status patch the API
 server refuses (any error but NotFound: the scaler was deleted) or never answers, and a target
 write that failed, is not raised to the work queue: it is logged, counted for the scaler, and the
-sync runs again after exactly ``write_retry_delay(n)`` (0.5 s doubling to 60 s for the n-th failure
-in a row; ``Sync.backoff``, which wins over any sooner recheck the decision asked for). The count ends only with a write that lands (a status patch sent, a target written) or
+sync asks to run again after ``write_retry_delay(n)`` (0.5 s doubling to 60 s for the n-th failure
+in a row). The count ends only with a write that lands (a status patch sent, a target written) or
 the scaler's deletion — not with a sync that had nothing to write, such as one that only started a
 metrics collection. (The work queue's own per-item backoff restarts at 5 ms after any such
 success, so during an API outage a scaler with a pending status retried 2-4 times a second; now
@@ -236,7 +236,7 @@ class Reporter(Generic[S]):
         with self._mu:
             n = self._failures[uid] = self._failures.get(uid, 0) + 1
         delay = write_retry_delay(n)
-        sync.backoff = delay if sync.backoff is None else max(sync.backoff, delay)
+        sync.wait(delay)
         _log.error("%s (%d failed writes in a row); retrying in %gs", what, n, delay)
 
     def write_landed(self, sync: Sync) -> None:
