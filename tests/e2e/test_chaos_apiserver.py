@@ -47,14 +47,11 @@ count over one window), ``peak_rss_mib`` (the manager's).
 from __future__ import annotations
 
 import json
-import math
-import re
 import sys
 import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -178,30 +175,6 @@ def _reflector_lines(manager: Manager, since: int, needle: str) -> list[str]:
         if str(d.get("logger", "")).startswith("escaler.informers") and needle in message:
             out.append(message)
     return out
-
-
-# a failed status write, logged by the work queue's error path (before issue 15's write backoff) or
-# by the reporter's backoff (after it): "<...> for|of <namespace>/<scaler>"
-_FAILED_WRITE = re.compile(r"^(?:reconciler error for|writing the status of) [^/\s]+/(\S+?):")
-
-
-def failed_write_times(manager: Manager, since: int) -> dict[str, list[float]]:
-    """Scaler name → the times (epoch s) of its failed status writes logged since ``since``."""
-    out: dict[str, list[float]] = {}
-    for d in _log_records(manager, since):
-        m = _FAILED_WRITE.match(str(d.get("message", "")))
-        if m and d.get("time"):
-            at = datetime.fromisoformat(str(d["time"]).replace("Z", "+00:00")).timestamp()
-            out.setdefault(m.group(1), []).append(at)
-    return out
-
-
-def retry_allowance(span_s: float) -> int:
-    """Failed writes one scaler may log over ``span_s`` s of outage: one per poll (each poll's sync
-    tries its pending status again) plus the doubling backoff from 0.5 s (report.write_retry_delay),
-    plus 3 for the edges. The work queue's backoff alone, restarted at 5 ms by every sync that wrote
-    nothing, logged 26 in 15 s per scaler at a 2 s poll."""
-    return int(span_s / POLL_S) + int(math.log2(max(span_s, 0.5) / 0.5)) + 3
 
 
 def storm_allowance(n: int) -> int:
@@ -413,12 +386,6 @@ def test_apiserver_killed_for_10s_loses_no_update_and_causes_no_storm(
             rnd.change_spec()  # made while the manager cannot see it
             proxy.resume()
             win = fleet.window(rnd, mark)
-            # during the outage a scaler with a pending status retries at its write backoff's pace
-            for name, times in failed_write_times(manager, log_at).items():
-                span = max(times) - min(times)
-                assert len(times) <= retry_allowance(span), (
-                    f"round {k - 1}: {name} logged {len(times)} failed writes in {span:.1f} s "
-                    f"(allowed {retry_allowance(span)})")
             assert _reflector_lines(manager, log_at, "failed"), (
                 "the informers must have seen the API server go (a failed list/watch logged):\n"
                 + manager.output())

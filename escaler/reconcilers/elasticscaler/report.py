@@ -37,18 +37,6 @@ rebuilt or serialised, nothing is sent (``StatusWriter.skip``), the plan's event
 scaler) are recorded as a full sync would, and nothing is logged. With the opt-in refresh, pending
 drift is still written when due. Any other path's status write (a hold, a claim, the HPA mirror) drops the
 key, so the next sync builds afresh; the key map is bounded like the writer's (``MAX_REMEMBERED``).
-
-**A failed write backs off per scaler, and only a write ends the backoff.** A status patch the API
-server refuses (any error but NotFound: the scaler was deleted) or never answers, and a target
-write that failed, is not raised to the work queue: it is logged, counted for the scaler, and the
-sync asks to run again after ``write_retry_delay(n)`` (0.5 s doubling to 60 s for the n-th failure
-in a row). The count ends only with a write that lands (a status patch sent, a target written) or
-the scaler's deletion — not with a sync that had nothing to write, such as one that only started a
-metrics collection. (The work queue's own per-item backoff restarts at 5 ms after any such
-success, so during an API outage a scaler with a pending status retried 2-4 times a second; now
-about once per poll plus a doubling series.) A failed status write is not remembered as the status
-the cluster holds, so the next sync writes it again. A fenced write (this process is not the
-leader) still raises: the worker stops.
 """
 
 from __future__ import annotations
@@ -66,7 +54,7 @@ from escaler.api.common import TargetRef
 from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus, FallbackStatus
 from escaler.api.llmscaler import LLMScalerStatus
 from escaler.api.scaler import MetricStatus, RecentDecision, ScalerStatus
-from escaler.errors import ConnectionFailure, StatusError, is_not_found
+from escaler.errors import StatusError, is_not_found
 from escaler.informers.frozen import thaw
 from escaler.kube.discovery import ResourceMapping
 from escaler.reconcilers.elasticscaler.context import (
@@ -108,9 +96,6 @@ __all__ = ["CLAIM_RECHECK_SECONDS", "ES_REPORTED", "EVENT_INVALID_ANNOTATION", "
 EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
 # backstop requeue after recording a claim (the binding index update normally wakes the scaler first)
 CLAIM_RECHECK_SECONDS = 2.0
-# a scaler's retry after its first failed write in a row; doubling per further failure, up to the max
-WRITE_RETRY_BASE_SECONDS = 0.5
-WRITE_RETRY_MAX_SECONDS = 60.0
 
 _log = logging.getLogger(__name__)
 
@@ -188,8 +173,6 @@ class Reporter(Generic[S]):
         self._mu = threading.Lock()
         # uid → the last status synced() built for it; dropped by any other status write
         self._seen: LRUCache[str, _Seen] = LRUCache(maxsize=MAX_REMEMBERED)
-        # scaler uid → failed writes in a row (none once a write lands); dropped with the scaler
-        self._failures: LRUCache[str, int] = LRUCache(maxsize=MAX_REMEMBERED)
 
     @property
     def writer(self) -> StatusWriter:
@@ -211,43 +194,16 @@ class Reporter(Generic[S]):
 
     def write_status(self, sync: Sync, status: S,
                      significance: float = DEFAULT_SIGNIFICANCE) -> WriteOutcome:
-        """Write ``status`` if it changed significantly, or drift when the refresh is due. A failed
-        patch is FAILED: logged, and the sync waits for the scaler's write backoff (module doc)."""
+        """Write ``status`` if it changed significantly, or drift when the refresh is due."""
         with self._mu:
             self._seen.pop(_uid(sync.obj), None)
         try:
-            done = self._writer.write(self.mapping(), sync.obj, status.to_object(), now=sync.now,
+            return self._writer.write(self.mapping(), sync.obj, status.to_object(), now=sync.now,
                                       significance=significance)
         except StatusError as err:
-            if is_not_found(err):
-                return WriteOutcome.UNCHANGED  # deleted meanwhile is fine: the delete event forgets it
-            self.write_failed(sync, f"writing the status of {sync.req}: {err}")
-            return WriteOutcome.FAILED
-        except (ConnectionFailure, OSError) as err:
-            self.write_failed(sync, f"writing the status of {sync.req}: {err}")
-            return WriteOutcome.FAILED
-        if done == WriteOutcome.WRITTEN:
-            self.write_landed(sync)
-        return done
-
-    def write_failed(self, sync: Sync, what: str) -> None:
-        """A write of this sync failed: count it for the scaler and wait out its backoff."""
-        uid = _uid(sync.obj)
-        with self._mu:
-            n = self._failures[uid] = self._failures.get(uid, 0) + 1
-        delay = write_retry_delay(n)
-        sync.wait(delay)
-        _log.error("%s (%d failed writes in a row); retrying in %gs", what, n, delay)
-
-    def write_landed(self, sync: Sync) -> None:
-        """A write of this sync landed: the scaler's write backoff starts over."""
-        with self._mu:
-            self._failures.pop(_uid(sync.obj), None)
-
-    def write_failures(self, uid: str) -> int:
-        """Failed writes in a row for the scaler ``uid`` (for tests and debugging)."""
-        with self._mu:
-            return self._failures.get(uid, 0)
+            if not is_not_found(err):
+                raise  # deleted meanwhile is fine: the delete event forgets it
+            return WriteOutcome.UNCHANGED
 
     def emit(self, sync: Sync, events: Sequence[EventValue], action: str = "Scale") -> None:
         ref = regarding(sync.obj, self._kind.api_version, self._kind.kind)
@@ -284,7 +240,6 @@ class Reporter(Generic[S]):
         self._writer.forget(uid)
         with self._mu:
             self._seen.pop(uid, None)
-            self._failures.pop(uid, None)
 
     # ------------------------------------------------------------------ the three endings
 
@@ -370,13 +325,7 @@ class Reporter(Generic[S]):
                                              reason=cap_text("Advisory mode (not written): " + d.reason),
                                              bound_by=d.bound_by))
         self.emit(sync, events)
-        if s.written:
-            self.write_landed(sync)
         done = self.write_status(sync, status, s.significance)
-        if s.error is not None and done != WriteOutcome.FAILED:
-            self.write_failed(sync, s.error.message)  # one count per sync, whichever write failed
-        if done == WriteOutcome.FAILED:
-            return _after(sync, s)  # nothing remembered: the next sync builds and writes it again
         deferred = done == WriteOutcome.DEFERRED
         if len(held) != len(status.current_metrics) or not deferred:
             held = tuple(m.value for m in status.current_metrics)
@@ -426,14 +375,10 @@ def _fallback_status(d: Decision) -> FallbackStatus | None:
     return None if c is None else FallbackStatus(failures=c.failures, since=wall(c.since))
 
 
-def write_retry_delay(failures: int) -> float:
-    """Seconds before a scaler retries after its ``failures``-th failed write in a row."""
-    return min(WRITE_RETRY_MAX_SECONDS, WRITE_RETRY_BASE_SECONDS * 2.0 ** min(max(failures, 1) - 1, 16))
-
-
 def _after(sync: Sync, s: Synced) -> Result:
-    """The requeue of a sync in which the pipeline ran (a failed write's backoff is already among
-    the sync's waits)."""
+    """The requeue of a sync in which the pipeline ran."""
+    if s.error is not None:
+        return Result(requeue=True)
     sync.wait(s.decision.requeue_after)
     if s.recheck_at is not None:
         sync.wait(s.recheck_at - sync.now)

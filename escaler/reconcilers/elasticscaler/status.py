@@ -80,9 +80,6 @@ class WriteOutcome(StrEnum):
     UNCHANGED = "unchanged"
     # the status differs only by drift and the refresh is not due: nothing sent
     DEFERRED = "deferred"
-    # the patch was sent and failed (the API server unreachable, or an error status); reported by
-    # ``Reporter.write_status``, which retries after the scaler's write backoff (never the writer)
-    FAILED = "failed"
 
 
 @dataclass(frozen=True)
