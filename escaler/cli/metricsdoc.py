@@ -119,6 +119,8 @@ EXAMPLES: dict[str, str] = {
     "escaler_outbound_jobs_queued": "max by (executor) (escaler_outbound_jobs_queued)",
     "escaler_outbound_jobs_in_flight": "sum by (executor) (escaler_outbound_jobs_in_flight)",
     "escaler_outbound_jobs_total": "sum by (executor, result) (rate(escaler_outbound_jobs_total[5m]))",
+    "escaler_outbound_jobs_borrowed_total":
+        "sum by (executor) (rate(escaler_outbound_jobs_borrowed_total[5m]))",
     "escaler_outbound_job_duration_seconds":
         _P99.format(by="executor, ", name="escaler_outbound_job_duration_seconds"),
 }

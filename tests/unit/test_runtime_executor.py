@@ -15,9 +15,11 @@ import pytest
 from fakeapi import wait_until
 from prometheus_client import CollectorRegistry
 
+from escaler.clock import FakeClock
 from escaler.runtime.executor import (
     DEFAULT_OUTBOUND_PER_GROUP,
     DEFAULT_OUTBOUND_WORKERS,
+    QUICK_JOB_SECONDS,
     InlineExecutor,
     KeyedExecutor,
     Submitted,
@@ -273,3 +275,122 @@ def _exposition(registry: CollectorRegistry) -> str:
     from prometheus_client import generate_latest
 
     return generate_latest(registry).decode()
+
+
+def test_the_default_queue_holds_one_job_per_key_however_many() -> None:
+    """No fixed bound by default: a namespace of 5,000 scalers queues 5,000 collections (the
+    informer cache bounds the keys)."""
+    ex = KeyedExecutor("x")
+    assert ex.queue_per_group is None
+    assert {ex.submit(i, "ns", "t", lambda: None, i) for i in range(5000)} == {Submitted.QUEUED}
+    assert ex.queued() == 5000
+    assert ex.submit(0, "ns", "t", lambda: None, 0) == Submitted.PENDING
+
+
+class Turnstile:
+    """Jobs that each wait for one pass the test hands out (a semaphore), and count completions."""
+
+    def __init__(self) -> None:
+        self.passes = threading.Semaphore(0)
+        self.done: dict[int, int] = {}
+        self._mu = threading.Lock()
+
+    def job(self, key: int) -> Callable[[], None]:
+        def run() -> None:
+            assert self.passes.acquire(timeout=10.0), f"job {key} got no pass"
+            with self._mu:
+                self.done[key] = self.done.get(key, 0) + 1
+
+        return run
+
+    def completed(self) -> int:
+        with self._mu:
+            return sum(self.done.values())
+
+
+def test_an_overloaded_namespace_collects_every_scaler_in_turn(registry: CollectorRegistry) -> None:
+    """Regression (issue 15, the 3,000-scaler churn: 103 live scalers never queried). More scalers
+    are due each round than the threads finish, and the poller offers them in the same (phase)
+    order every round: each scaler must still be collected, in turn, not the same ones refused for
+    ever. With a fixed 1,024-job namespace queue the scalers after the 1,024th met a full queue in
+    every round and were never collected."""
+    scalers, rounds, per_round = 1100, 14, 100
+    ex, _q = _executor(registry, workers=1, per_group=1)
+    turn = Turnstile()
+    try:
+        for r in range(rounds):
+            for key in range(scalers):  # one poll round: every scaler offered, in phase order
+                ex.take(key)
+                ex.submit(key, "ns", "t", turn.job(key), key)
+            target = (r + 1) * per_round
+            for _ in range(per_round):
+                turn.passes.release()
+            wait_until(lambda t=target: turn.completed() == t, what=f"{target} collections")  # type: ignore[misc]
+        never = [k for k in range(scalers) if k not in turn.done]
+        assert not never, f"{len(never)} scalers never collected, e.g. {never[:5]}"
+        assert 'result="full"' not in _exposition(registry)
+    finally:
+        for _ in range(scalers):
+            turn.passes.release()
+        ex.stop()
+
+
+def _quick_history(ex: KeyedExecutor, q: Queue, group: str, n: int) -> None:
+    """``n`` jobs of ``group`` that finish at once (0 s on a fake clock): the group is quick."""
+    before = len(q.snapshot())
+    for i in range(n):
+        ex.submit(f"{group}-warm-{i}", group, "t", lambda: None, "warm")
+    wait_until(lambda: len(q.snapshot()) == before + n, what=f"{n} quick {group} jobs done")
+
+
+def test_a_quick_namespace_borrows_spare_threads_and_leaves_the_reserve(
+        gate: Gate, registry: CollectorRegistry) -> None:
+    clock = FakeClock()
+    ex, q = _executor(registry, workers=8, per_group=2, clock=clock)
+    try:
+        _quick_history(ex, q, "big", 2)
+        for i in range(10):
+            ex.submit(f"big-{i}", "big", "t", gate.job(f"big-{i}"), "w")
+        wait_until(lambda: len(gate.running()) == 6, what="2 within the bound + 4 spare threads")
+        assert ex.in_flight() == 6, "2 of 8 threads stay idle for other namespaces (reserve = per_group)"
+        assert ex.submit("small", "small", "t", gate.job("small"), "w") == Submitted.QUEUED
+        wait_until(lambda: "small" in gate.running(), what="another namespace's job starts at once")
+        assert 'escaler_outbound_jobs_borrowed_total{executor="test"} 4.0' in _exposition(registry)
+    finally:
+        gate.release_all()
+        ex.stop()
+
+
+def test_a_namespace_with_a_slow_job_borrows_no_more(gate: Gate, registry: CollectorRegistry) -> None:
+    """Quick so far, then its endpoint stalls: once a running job passes QUICK_JOB_SECONDS, a
+    finished job's thread is not lent again; the namespace falls back to its bound."""
+    clock = FakeClock()
+    ex, q = _executor(registry, workers=8, per_group=2, clock=clock)
+    try:
+        _quick_history(ex, q, "big", 2)
+        for i in range(10):
+            ex.submit(f"big-{i}", "big", "t", gate.job(f"big-{i}"), "w")
+        wait_until(lambda: len(gate.running()) == 6, what="6 running (4 borrowed)")
+        clock.step(QUICK_JOB_SECONDS + 1.0)  # the running jobs are now slow
+        for name in list(gate.running()):
+            gate.release(name)
+        wait_until(lambda: len(gate.running()) == 8 and ex.in_flight() == 2,
+                   what="only the bound's 2 jobs replace the 6 that finished slowly")
+        assert sorted(gate.running())[-2:] == ["big-6", "big-7"]
+    finally:
+        gate.release_all()
+        ex.stop()
+
+
+def test_a_namespace_never_seen_does_not_borrow(gate: Gate, registry: CollectorRegistry) -> None:
+    ex, _q = _executor(registry, workers=8, per_group=2, clock=FakeClock())
+    try:
+        for i in range(5):
+            ex.submit(f"new-{i}", "new", "t", gate.job(f"new-{i}"), "w")
+        wait_until(lambda: len(gate.running()) == 2, what="its bound's 2 jobs run")
+        ex.submit("other", "other", "t", lambda: None, "w")  # a completion wakes the workers
+        wait_until(lambda: ex.in_flight() == 2 and ex.queued() == 3, what="settled")
+        assert len(gate.running()) == 2, "no speed record yet: no spare thread is lent"
+    finally:
+        gate.release_all()
+        ex.stop()
