@@ -1,7 +1,11 @@
-"""Metric-source faults for the LLMScaler (Prometheus and Custom providers) and the SLO decision
-engine (issue 15, "Metric sources"), on the real control plane.
+"""Metric-source faults for the ElasticScaler (an ExternalServer Prometheus metric), the LLMScaler
+(Prometheus and Custom providers) and the SLO decision engine (issue 15, "Metric sources"), on the
+real control plane.
 
-One manager serves three objects at once, in one namespace:
+One manager serves four objects at once, in one namespace:
+
+* an ElasticScaler (MetricsTrigger, apa, one ExternalServer metric on the fake Prometheus,
+  ``timeoutSeconds: 2``, a 4 s window), holding its target at 3;
 
 * an LLMScaler with ``metricProvider: Prometheus`` on the fake Prometheus
   (``hack/fake_metrics.PrometheusServer``), ``timeoutSeconds: 2``, holding its target at 3;
@@ -13,11 +17,12 @@ One manager serves three objects at once, in one namespace:
 Each fault is applied to both sources at once, then healed: the source is down (nothing
 listens on its port), slow past the timeout (7 s), answers NaN, +Inf, an empty vector (``{}`` from
 the custom provider), malformed JSON, or a 1 MB HTML error page (HTTP 502). During each fault:
-both targets keep their replicas and the SLO decision is held; the LLMScalers report
-``ScalingActive=False/DecisionUnavailable`` and the SLO requirement ``Ready=False/SignalsMissing``,
+the three targets keep their replicas and the SLO decision is held; the ElasticScaler and the
+LLMScalers report ``ScalingActive=False/DecisionUnavailable`` and the SLO requirement
+``Ready=False/SignalsMissing``,
 each message at most 1 KiB, naming the source and saying what was wrong, with no byte of the
 HTML page; the manager stays alive. After each heal every object is healthy again, and at the
-end a changed answer moves both targets (the loop really works again).
+end a changed answer moves the three targets (the loop really works again).
 
 Reduced (every e2e run): each fault once. Full (``ESCALER_CHAOS=full``, ``make chaos``): the
 cycle of faults three times. Reports (``record_property``, read by ``bench/chaos.py``):
@@ -58,6 +63,7 @@ class _Server(ThreadingHTTPServer):
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 
 API = "llm.escaler.io/v1alpha1"
+ES_API = "elasticscaler.io/v1alpha1"
 SLOW = 7.0  # past both timeouts: the LLMScaler's 2 s and the SLO engine's 5 s per query
 HTML = b"<html><body>" + b"upstream connect error " * 45_000 + b"</body></html>"  # ~1 MB
 FAULTS = ("down", "slow", "nan", "inf", "empty", "malformed", "html")
@@ -148,6 +154,21 @@ def llms(name: str, target: str, **spec: Any) -> dict[str, Any]:
                      "scaleDown": {"stabilizationWindowSeconds": 0}, **spec}}
 
 
+def elastic(name: str, target: str, endpoint: str, query: str) -> dict[str, Any]:
+    """An apa ElasticScaler on one ExternalServer metric (10 per replica), a 4 s window."""
+    metric = {"type": "ExternalServer", "externalServer": {
+        "endpoint": endpoint, "query": query, "timeoutSeconds": 2,
+        "target": {"type": "AverageValue", "averageValue": "10"}}}
+    return {"apiVersion": ES_API, "kind": "ElasticScaler",
+            "metadata": {"name": name, "annotations": {
+                "elasticscaler.io/metrics.windowSeconds": "4",
+                "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "0"}},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                     "minReplicas": 1, "maxReplicas": 10,
+                     "trigger": {"type": "MetricsTrigger",
+                                 "metricsTrigger": {"scalingAlgorithm": "apa", "metrics": [metric]}}}}
+
+
 def llm_slo(name: str, sid: str, target: str, ttft_q: str, otps_q: str) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "LLMSLORequirement", "metadata": {"name": name},
             "spec": {"serviceId": sid, "deployType": "aggregated",
@@ -187,7 +208,9 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
          prom: PrometheusServer, proms: list[PrometheusServer], tmp_path: Path,
          record_property: Callable[[str, object], None]) -> None:
     q, ttft, otps = f'running{{ns="{ns}"}}', f'ttft{{ns="{ns}"}}', f'otps{{ns="{ns}"}}'
+    eq = f'queue{{ns="{ns}"}}'
     prom.set(q, 24.0)  # 24 / 8 → 3
+    prom.set(eq, 30.0)  # 30 over 3 replicas at 10 each → 3
     prom.set(ttft, 1200.0)  # 1.5 x the target on 2 replicas → 3
     prom.set(otps, 25.0)
     mgr = start_manager(cluster, tmp_path, user="chaos-sources", namespace=ns,
@@ -196,6 +219,8 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
     apply(cluster, ns, deployment("p", 1))
     apply(cluster, ns, deployment("c", 1))
     apply(cluster, ns, deployment("llama", 2))
+    apply(cluster, ns, deployment("e", 3))
+    apply(cluster, ns, elastic("e", "e", prom.url, eq))
     apply(cluster, ns, llms("p", "p", metricProvider="Prometheus", prometheus={
         "endpoint": prom.url, "timeoutSeconds": 2,
         "metrics": [{"name": "running", "query": q, "targetPerReplica": 8}]}))
@@ -205,17 +230,24 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
 
     def state() -> str:
         out = []
-        for kind, name, ctype in (("llmscaler", "p", "ScalingActive"), ("llmscaler", "c", "ScalingActive"),
-                                  ("llmslo", "chat", "Ready")):
+        for kind, name, ctype in (("es", "e", "ScalingActive"), ("llmscaler", "p", "ScalingActive"),
+                                  ("llmscaler", "c", "ScalingActive"), ("llmslo", "chat", "Ready")):
             obj = get(cluster, ns, kind, name)
             out.append(f"{kind}/{name} {ctype}={cond(obj, ctype)[:2]} {cond(obj, ctype)[2][:300]!r}")
-        return "; ".join(out) + f"; replicas p={replicas(cluster, ns, 'p')} c={replicas(cluster, ns, 'c')}"
+        return "; ".join(out) + (f"; replicas e={replicas(cluster, ns, 'e')} p={replicas(cluster, ns, 'p')} "
+                                 f"c={replicas(cluster, ns, 'c')}")
 
     def healthy() -> bool:
+        e = cond(get(cluster, ns, "es", "e"), "ScalingActive")[:2]
         p = cond(get(cluster, ns, "llmscaler", "p"), "ScalingActive")[:2]
         c = cond(get(cluster, ns, "llmscaler", "c"), "ScalingActive")[:2]
         s = cond(get(cluster, ns, "llmslo", "chat"), "Ready")[:2]
-        return (p, c, s) == (("True", "MetricsAvailable"), ("True", "DecisionReceived"), ("True", "Sized"))
+        return (e, p, c, s) == (("True", "MetricsAvailable"), ("True", "MetricsAvailable"),
+                                ("True", "DecisionReceived"), ("True", "Sized"))
+
+    def held() -> bool:
+        return (replicas(cluster, ns, "e") == 3 and replicas(cluster, ns, "p") == 3
+                and replicas(cluster, ns, "c") == 4)
 
     def wait(pred: Callable[[], Any], what: str, timeout: float = 60) -> Any:
         try:
@@ -223,8 +255,7 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
         except AssertionError as e:
             raise AssertionError(f"{e}\n{state()}\nmanager log:\n{mgr.output(2500)}") from None
 
-    wait(lambda: replicas(cluster, ns, "p") == 3 and replicas(cluster, ns, "c") == 4 and healthy(),
-         "p at 3, c at 4, every object healthy")
+    wait(lambda: held() and healthy(), "e and p at 3, c at 4, every object healthy")
     wait(lambda: ((get(cluster, ns, "llmslo", "chat").get("status") or {}).get("decision") or {})
          .get("replicas") == 3, "the SLO decision at 3")
 
@@ -236,39 +267,43 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
             prom = _inject(fault, prom, proms, provider)
             t0 = time.monotonic()
 
-            def failing() -> tuple[str, str, str] | None:
+            def failing() -> tuple[str, str, str, str] | None:
+                e = cond(get(cluster, ns, "es", "e"), "ScalingActive")
                 p = cond(get(cluster, ns, "llmscaler", "p"), "ScalingActive")
                 c = cond(get(cluster, ns, "llmscaler", "c"), "ScalingActive")
                 s = cond(get(cluster, ns, "llmslo", "chat"), "Ready")
-                ok = (p[:2] == c[:2] == ("False", "DecisionUnavailable")
+                ok = (e[:2] == p[:2] == c[:2] == ("False", "DecisionUnavailable")
                       and s[:2] == ("False", "SignalsMissing"))
-                return (p[2], c[2], s[2]) if ok else None
+                return (e[2], p[2], c[2], s[2]) if ok else None
 
-            pmsg, cmsg, smsg = wait(failing, f"{fault}: every object reports the fault", timeout=90)
+            emsg, pmsg, cmsg, smsg = wait(failing, f"{fault}: every object reports the fault", timeout=90)
             sys.stderr.write(f"\n[chaos] {fault} seen in {time.monotonic() - t0:.1f}s\n"
-                             f"  prometheus: {pmsg}\n  custom: {cmsg}\n  slo: {smsg}\n")
-            named = {"llmscaler/p": (f"Prometheus {prom.url}: running: ",),
+                             f"  elasticscaler: {emsg}\n  prometheus: {pmsg}\n  custom: {cmsg}\n"
+                             f"  slo: {smsg}\n")
+            named = {"es/e": (prom.url,),
+                     "llmscaler/p": (f"Prometheus {prom.url}: running: ",),
                      "llmscaler/c": (f"custom provider returned no decision: {provider.url()}",),
                      "llmslo/chat": ("signals missing (ttftMs: ", "otps: ", prom.url)}
-            for who, msg in (("llmscaler/p", pmsg), ("llmscaler/c", cmsg), ("llmslo/chat", smsg)):
+            for who, msg in (("es/e", emsg), ("llmscaler/p", pmsg), ("llmscaler/c", cmsg),
+                             ("llmslo/chat", smsg)):
                 assert len(msg.encode()) <= 1024, (fault, who, len(msg.encode()), msg[:300])
                 assert all(n in msg for n in named[who]), (fault, who, named[who], msg)
                 assert any(s in msg.lower() for s in SAYS[fault]), (fault, who, SAYS[fault], msg)
                 assert "upstream connect error" not in msg and "<html" not in msg.lower(), (fault, who, msg)
             # held: the targets keep their replicas, the SLO decision stays (and the manager lives)
-            hold(lambda: replicas(cluster, ns, "p") == 3 and replicas(cluster, ns, "c") == 4
-                 and get(cluster, ns, "llmslo", "chat")["status"]["decision"]["replicas"] == 3,
+            hold(lambda: held() and get(cluster, ns, "llmslo", "chat")["status"]["decision"]["replicas"] == 3,
                  2, what=f"{fault}: replicas and the decision held")
             assert mgr.alive(), mgr.output()
             prom = _heal(fault, prom, proms, provider, good)
             wait(healthy, f"{fault} healed: every object healthy again")
         record_property("passed", cycle + 1)
-    # the loop works again: new answers move both targets
+    # the loop works again: new answers move the three targets
     prom.set(q, 40.0)  # → 5
+    prom.set(eq, 50.0)  # 50 over 3 at 10 each → 5
     with provider._mu:
         provider.replicas = 2
-    wait(lambda: replicas(cluster, ns, "p") == 5 and replicas(cluster, ns, "c") == 2,
-         "p to 5 and c to 2 after the faults")
+    wait(lambda: replicas(cluster, ns, "e") == 5 and replicas(cluster, ns, "p") == 5
+         and replicas(cluster, ns, "c") == 2, "e and p to 5 and c to 2 after the faults")
     assert mgr.alive(), mgr.output()
     record_property("peak_rss_mib", peak_rss_mib(mgr.proc.pid))
 
