@@ -51,7 +51,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +239,8 @@ class Window:
     converged_s: float = 0.0
     # reconciles per second over the whole span sampled (the window, or until convergence if later)
     rate: float = 0.0
+    # the reasons of the Events the manager created in the span, with their counts
+    events: dict[str, int] = field(default_factory=dict)
 
 
 def _window(cluster: Cluster, ns: str, manager: Manager, metrics_port: int, audit: AuditLog,
@@ -278,7 +280,22 @@ def _window(cluster: Cluster, ns: str, manager: Manager, metrics_port: int, audi
                   at_end["adds"] - at_back["adds"], results,
                   [m["reconciles"] - at_back["reconciles"] for _, m in samples],
                   round(converged_at - back, 1),
-                  round((last["reconciles"] - at_back["reconciles"]) / max(1.0, last_t - back), 1))
+                  round((last["reconciles"] - at_back["reconciles"]) / max(1.0, last_t - back), 1),
+                  _event_reasons(cluster, ns, writes))
+
+
+def _event_reasons(cluster: Cluster, ns: str, writes: list[dict[str, Any]]) -> dict[str, int]:
+    """Reason → count of the Events among ``writes`` (audit entries), read back from the cluster."""
+    created = {e["objectRef"].get("name") for e in writes
+               if e["objectRef"].get("resource") == "events" and e["verb"] == "create"}
+    if not created:
+        return {}
+    listed = cluster.kubectl_json("get", "events.v1.events.k8s.io", "-n", ns)
+    out: dict[str, int] = {}
+    for ev in listed.get("items", []):
+        if ev["metadata"]["name"] in created:
+            out[ev.get("reason", "")] = out.get(ev.get("reason", ""), 0) + 1
+    return out
 
 
 # --- fixtures -----------------------------------------------------------------------------------
@@ -357,7 +374,8 @@ class Fleet:
 
     def judge(self, what: str, win: Window) -> None:
         """No storm: the recovery window holds at most the control's reconciles plus one per scaler
-        per poll, and at most the control's writes plus one per scaler."""
+        per poll (and so does the rate until convergence), and at most the control's writes plus one
+        per scaler, plus a status patch and an Event per scale-up a guard deferred."""
         assert self.control is not None
         bound = self.control.reconciles + storm_allowance(self.n)
         sys.stderr.write(f"\n[chaos] {what}: {win} (control {self.control}, reconcile bound {bound})\n")
@@ -367,8 +385,14 @@ class Fleet:
         assert win.rate <= bound / WINDOW, (
             f"{what}: reconcile storm: {win.rate} reconciles/s until convergence and the window, bound "
             f"{bound / WINDOW:.1f}/s (control {self.control})")
-        assert win.writes <= self.control.writes + self.n, (
-            f"{what}: {win.writes} writes after recovery, the control made {self.control.writes}")
+        # a scale-up the capacity or rollout guard deferred is reported before it goes out: one
+        # ScalingDeferred Event and one status patch more per deferred scaler (after a restart the
+        # targets' pods and rollout status lag while kwok and the controller manager re-watch: seen
+        # in stop 24, 5 ScalingDeferred and 44 s to converge in one round)
+        deferred = win.events.get("ScalingDeferred", 0)
+        assert win.writes <= self.control.writes + self.n + 2 * deferred, (
+            f"{what}: {win.writes} writes after recovery, the control made {self.control.writes} "
+            f"({deferred} deferred scale-ups; Events {win.events})")
 
 
 def _report(record_property: Callable[[str, object], None], name: str, rounds: int, passed: int,
