@@ -343,15 +343,22 @@ def _quick_history(ex: KeyedExecutor, q: Queue, group: str, n: int) -> None:
     wait_until(lambda: len(q.snapshot()) == before + n, what=f"{n} quick {group} jobs done")
 
 
+def _busy_quick_namespace(registry: CollectorRegistry, gate: Gate, clock: FakeClock) -> KeyedExecutor:
+    """8 threads, a bound of 2: namespace "big", quick so far, with 10 gated jobs, 6 of them running
+    (2 within its bound, 4 on spare threads; 2 threads left idle)."""
+    ex, q = _executor(registry, workers=8, per_group=2, clock=clock)
+    _quick_history(ex, q, "big", 2)
+    for i in range(10):
+        ex.submit(f"big-{i}", "big", "t", gate.job(f"big-{i}"), "w")
+    wait_until(lambda: len(gate.running()) == 6, what="2 within the bound + 4 spare threads")
+    return ex
+
+
 def test_a_quick_namespace_borrows_spare_threads_and_leaves_the_reserve(
         gate: Gate, registry: CollectorRegistry) -> None:
     clock = FakeClock()
-    ex, q = _executor(registry, workers=8, per_group=2, clock=clock)
+    ex = _busy_quick_namespace(registry, gate, clock)
     try:
-        _quick_history(ex, q, "big", 2)
-        for i in range(10):
-            ex.submit(f"big-{i}", "big", "t", gate.job(f"big-{i}"), "w")
-        wait_until(lambda: len(gate.running()) == 6, what="2 within the bound + 4 spare threads")
         assert ex.in_flight() == 6, "2 of 8 threads stay idle for other namespaces (reserve = per_group)"
         assert ex.submit("small", "small", "t", gate.job("small"), "w") == Submitted.QUEUED
         wait_until(lambda: "small" in gate.running(), what="another namespace's job starts at once")
@@ -365,12 +372,8 @@ def test_a_namespace_with_a_slow_job_borrows_no_more(gate: Gate, registry: Colle
     """Quick so far, then its endpoint stalls: once a running job passes QUICK_JOB_SECONDS, a
     finished job's thread is not lent again; the namespace falls back to its bound."""
     clock = FakeClock()
-    ex, q = _executor(registry, workers=8, per_group=2, clock=clock)
+    ex = _busy_quick_namespace(registry, gate, clock)
     try:
-        _quick_history(ex, q, "big", 2)
-        for i in range(10):
-            ex.submit(f"big-{i}", "big", "t", gate.job(f"big-{i}"), "w")
-        wait_until(lambda: len(gate.running()) == 6, what="6 running (4 borrowed)")
         clock.step(QUICK_JOB_SECONDS + 1.0)  # the running jobs are now slow
         for name in list(gate.running()):
             gate.release(name)
