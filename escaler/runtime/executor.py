@@ -206,8 +206,6 @@ class _Job:
     submitted_at: float
     # True once a worker took it off its group's queue
     running: bool = False
-    # when it started running (the executor's clock)
-    started_at: float = 0.0
     # True once discard() was called while it ran: its result is dropped
     dropped: bool = False
 
@@ -229,10 +227,14 @@ class _Speed:
 class _Group:
     # keys waiting, oldest first
     queue: deque[Hashable] = field(default_factory=deque)
-    # jobs of this group running now (<= per_group, more while it borrows spare threads)
-    running: int = 0
-    # key -> start time of each running job (to see one that has run too long)
+    # key -> start time of each running job (<= per_group of them, more while the group borrows
+    # spare threads; the start times show a job that has run too long)
     started: dict[Hashable, float] = field(default_factory=dict)
+
+    @property
+    def running(self) -> int:
+        """Jobs of this group running now."""
+        return len(self.started)
     # True while the group's name is in KeyedExecutor._ready (at most once)
     ready: bool = False
 
@@ -458,9 +460,7 @@ class KeyedExecutor:
     def _begin(self, key: Hashable, g: _Group) -> _Job:
         job = self._jobs[key]
         job.running = True
-        job.started_at = self._clock.monotonic()
-        g.running += 1
-        g.started[key] = job.started_at
+        g.started[key] = self._clock.monotonic()
         self._running += 1
         return job
 
@@ -479,7 +479,6 @@ class KeyedExecutor:
             self._metrics.duration.labels(self.name).observe(max(0.0, finished - started))
         with self._cond:
             g = self._groups[job.group]
-            g.running -= 1
             g.started.pop(key, None)
             self._running -= 1
             speed = self._speed.get(job.group)
