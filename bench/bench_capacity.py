@@ -96,7 +96,10 @@ capped by `BENCH_CAPACITY_HPA_TIMEOUT` reports `>cap` and how many targets it wr
 `machine load` (newer runs) is the 1-minute load average when the surge ended: above 2 the manager
 did not have a core to itself. `surge API writes` (newer runs) is the API server's own count, from
 its audit log, of the manager's writes during the surge; `surge apiserver+etcd CPU s` what the
-control plane spent over the same span on the same two cores.
+control plane spent over the same span on the same two cores. `idle ms/query` (newer runs) is the
+manager's idle CPU per query it made (per completed poll; `idle CPU ms/poll` divides by N instead),
+`idle others cores` what the fake Prometheus, the API server and etcd used over the idle window on
+the same two cores.
 """
 
 NS_LIST = [int(x) for x in os.environ.get("BENCH_CAPACITY_N", "1000,3000,10000").split(",") if x.strip()]
@@ -556,9 +559,13 @@ class Run:
         idle_s = IDLE_CYCLES * POLL
         spy = self.profile("idle", idle_s)
         audit_off = self.cluster.audit_log.stat().st_size
-        q0, c0, w0 = load.count.value, cpu_seconds(pid), time.time()
+
+        def others() -> float:  # the rest of the machine: the fake Prometheus, the API server, etcd
+            return cpu_seconds(proc.pid) + self.server_cpu()
+
+        q0, c0, o0, w0 = load.count.value, cpu_seconds(pid), others(), time.time()
         time.sleep(idle_s)
-        q1, c1, w1 = load.count.value, cpu_seconds(pid), time.time()
+        q1, c1, o1, w1 = load.count.value, cpu_seconds(pid), others(), time.time()
         if spy:
             spy.wait(60)
         if not self.alive():
@@ -607,6 +614,8 @@ class Run:
             "first poll s": round(first_poll_s, 1),
             "idle CPU ms/poll": round((c1 - c0) / (idle_s / POLL) * 1000),
             "idle cores": round((c1 - c0) / (w1 - w0), 3),
+            "idle ms/query": round((c1 - c0) * 1000 / queries, 2),
+            "idle others cores": round((o1 - o0) / (w1 - w0), 3),
             "idle writes": sum(idle_writes.values()),
             "queries/scaler/poll": round(queries / n / (idle_s / POLL), 2),
             **surge_stats(obs, ts, n, surge_timeout),
