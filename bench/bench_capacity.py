@@ -43,7 +43,9 @@ control plane (``hack/cluster.py``, kube-controller-manager with its *default* H
 ``BENCH_ESCALER_SRC=<checkout>`` runs the manager from another source tree (a before/after
 comparison; the CRDs and this bench stay current). ``BENCH_PROFILE=1`` also records the manager
 with py-spy (idle window and surge, GIL-holding samples only; raw collapsed stacks and a top-frames
-summary in the work directory, printed at the end) and its threads by name -- docs/performance.md.
+summary in the work directory, printed at the end) and its threads by name -- docs/performance.md;
+``BENCH_PROFILE=cpu`` records the same windows with a deterministic CPU-clock profile instead
+(``bench/cpuprofile.py``, yappi: every call on every thread; ``cpu-<N>-{idle,surge}.txt``).
 Rows are also appended as JSON lines to ``<workdir>/capacity.jsonl`` as each N finishes.
 """
 
@@ -55,6 +57,7 @@ import multiprocessing as mp
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,6 +115,8 @@ HPA_TIMEOUT = float(os.environ.get("BENCH_CAPACITY_HPA_TIMEOUT", "600"))
 # another checkout whose escaler package the manager runs (e.g. the commit before a change)
 SRC = Path(os.environ.get("BENCH_ESCALER_SRC") or ROOT).resolve()
 PROFILE = os.environ.get("BENCH_PROFILE", "0") not in ("", "0")
+# BENCH_PROFILE=cpu: a deterministic CPU-clock profile (bench/cpuprofile.py, yappi) instead of py-spy
+CPU_PROFILE = os.environ.get("BENCH_PROFILE", "0") == "cpu"
 # extra flags for the manager (e.g. "--max-concurrent-reconciles=16"), split on spaces
 MANAGER_ARGS = os.environ.get("BENCH_CAPACITY_MANAGER_ARGS", "").split()
 NOTES += (
@@ -185,6 +190,22 @@ def spawn(target: Callable[..., None], *args: Any) -> tuple[mp.Process, int]:
     p = ctx.Process(target=target, args=(*args, child), daemon=True)
     p.start()
     return p, int(parent.recv())
+
+
+class CpuWindow:
+    """One window of bench/cpuprofile.py's profile of the manager: started when made, stopped (and
+    its report written) by ``wait``, like a py-spy recording's end."""
+
+    def __init__(self, pid: int, work: Path, label: str) -> None:
+        self.pid, self.out = pid, work / f"cpu-{label}.txt"
+        (work / "cpuprofile.label").write_text(label)
+        os.kill(pid, signal.SIGUSR1)
+
+    def wait(self, timeout: float) -> None:
+        os.kill(self.pid, signal.SIGUSR2)
+        deadline = time.monotonic() + timeout
+        while not self.out.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
 
 
 # --- /proc ---------------------------------------------------------------------------------------
@@ -439,9 +460,11 @@ class Run:
     def start_manager(self) -> int:
         kc = self.cluster.user_kubeconfig(USER)
         self.log = open(self.work / "manager.log", "wb")  # noqa: SIM115
+        wrap = [str(ROOT / "bench" / "cpuprofile.py"), str(self.work)] if CPU_PROFILE else []
         self.mgr = subprocess.Popen(
             [
                 sys.executable,
+                *wrap,
                 "-m",
                 "escaler",
                 "manager",
@@ -494,9 +517,12 @@ class Run:
                 self.mgr.kill()
                 self.mgr.wait(10)
 
-    def profile(self, name: str, seconds: float) -> subprocess.Popen[bytes] | None:
+    def profile(self, name: str, seconds: float) -> subprocess.Popen[bytes] | CpuWindow | None:
         if not PROFILE or self.mgr is None:
             return None
+        if CPU_PROFILE:
+            self.profiles.append(self.work / f"cpu-{self.n}-{name}.txt")
+            return CpuWindow(self.mgr.pid, self.work, f"{self.n}-{name}")
         out = self.work / f"profile-{self.n}-{name}.txt"
         self.profiles.append(out)
         spy = Path(sys.executable).parent / "py-spy"
@@ -749,7 +775,7 @@ def run() -> list[dict[str, Any]]:
                     f.write(json.dumps({"when": time.strftime("%H:%M:%S"), **row}) + "\n")
             for p in r.profiles:
                 if p.exists():
-                    print(summarize_profile(p), flush=True)
+                    print(p.read_text() if p.name.startswith("cpu-") else summarize_profile(p), flush=True)
         finally:
             r.close()
     return rows
