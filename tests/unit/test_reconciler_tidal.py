@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -251,18 +252,43 @@ def test_a_claim_on_the_target_wakes_the_tidal(rig: Rig) -> None:
         rig.tc.claims.stop()
 
 
-def test_the_running_controller_wakes_the_tidal_exactly_at_the_transition(rig: Rig) -> None:
+@pytest.mark.parametrize("worker_pause", [0.0, 0.5], ids=["prompt-worker", "worker-paused-after-write"])
+def test_the_running_controller_wakes_the_tidal_exactly_at_the_transition(rig: Rig,
+                                                                           worker_pause: float) -> None:
     """The delaying queue's timer, not a poll: the Tidal is parked on the clock until exactly the
-    transition, is not reconciled half a second before it, and is at the transition."""
+    transition, is not reconciled half a second before it, and is at the transition. With the
+    worker paused (real time) between the status write and the return, as a loaded machine or a GC
+    pause does: the test used to step the clock in that gap and wait forever (its old wait fails
+    this case)."""
+    if worker_pause:
+        reconcile = rig.tc.reconciler.reconcile
+
+        def paused(req: Request) -> Result:
+            result = reconcile(req)
+            time.sleep(worker_pause)
+            return result
+
+        rig.tc.reconciler.reconcile = paused  # type: ignore[method-assign]
     rig.h.api("tidals").create(tidal())
     rig.at(datetime(2026, 6, 3, 0, 59, 30, tzinfo=UTC))
     clock = rig.h.clock
+    # The status is visible before the reconcile that wrote it returns, and the controller
+    # schedules the requeue (add_after, relative to the clock *then*) after the return: stepping
+    # the clock in between would schedule it from the stepped time. ``done`` comes after both.
+    queue, scheduled = rig.tc.controller.queue, threading.Event()
+    original_done = queue.done
+
+    def done(item: Request) -> None:
+        original_done(item)
+        if rig.status().get("nextTransitionTime") == "2026-06-03T01:00:00Z":
+            scheduled.set()
+
+    queue.done = done  # type: ignore[method-assign]
     stop = threading.Event()
     runner = threading.Thread(target=rig.tc.controller.start, args=(stop,), daemon=True)
     runner.start()
     try:
-        wait_until(lambda: rig.status().get("nextTransitionTime") == "2026-06-03T01:00:00Z",
-                   what="the first status write")
+        wait_until(scheduled.is_set, what="the reconcile of the first status write returned")
         due = clock.monotonic() + 30.0
         # half a second before: the queue's timer is parked until exactly the transition
         clock.step(29.5)
