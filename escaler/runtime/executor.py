@@ -230,13 +230,13 @@ class _Group:
     # key -> start time of each running job (<= per_group of them, more while the group borrows
     # spare threads; the start times show a job that has run too long)
     started: dict[Hashable, float] = field(default_factory=dict)
+    # True while the group's name is in KeyedExecutor._ready (at most once)
+    ready: bool = False
 
     @property
     def running(self) -> int:
         """Jobs of this group running now."""
         return len(self.started)
-    # True while the group's name is in KeyedExecutor._ready (at most once)
-    ready: bool = False
 
 
 class KeyedExecutor:
