@@ -52,7 +52,9 @@ def _report(label: str, out: Path) -> None:
         for f in sorted(rows, key=lambda f: getattr(f, key), reverse=True)[:TOP]:
             share = 100 * getattr(f, key) / total if total else 0.0
             lines.append(f"  {share:5.1f}%  {f.ncall:>9}  {name(f)}")
-    out.write_text("\n".join(lines) + "\n")
+    partial = out.with_suffix(".partial")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.replace(out)  # a reader waiting for ``out`` never sees half a report
 
 
 def main() -> int:
@@ -64,7 +66,8 @@ def main() -> int:
 
     yappi.set_clock_type("cpu")
     state = {"label": "window"}
-    lock = threading.Lock()
+    # both handlers run on the main thread, one may interrupt the other: reentrant
+    lock = threading.RLock()
 
     def start(*_: object) -> None:
         with lock:
