@@ -5,7 +5,8 @@ kube-scheduler and kwok (fake nodes), from the binaries ``hack/build.sh`` caches
 Usable by hand and from tests:
 
     hack/cluster.py up [--dir DIR] [--nodes 2]   # start, print the kubeconfig path, stay up
-    hack/cluster.py down --dir DIR                # stop a cluster started with --detach
+    hack/cluster.py down --dir DIR                # stop a cluster started with --detach: each
+                                                  # process waited for, SIGKILL after --grace 10
     hack/cluster.py up --detach --dir DIR         # start in the background and return
 
 and from Python (tests/e2e/conftest.py): ``LocalCluster(workdir).start()`` / ``.stop()``.
@@ -385,6 +386,9 @@ class LocalCluster:
         (self.workdir / "cluster.json").write_text(json.dumps({
             "kubeconfig": str(self.kubeconfig), "server": self.server, "etcd": self.etcd_url,
             "pids": {n: p.popen.pid for n, p in self.procs.items() if p.popen},
+            # what `down` checks before it signals a PID (hack/cluster.py down: PID reuse)
+            "procs": {n: _process_record(p.popen.pid, p.args[0])
+                      for n, p in self.procs.items() if p.popen},
             "startup_seconds": round(self.startup_seconds, 2)}, indent=2))
         return self
 
@@ -612,6 +616,155 @@ class LocalCluster:
         return rev
 
 
+# --- `down`: stop a detached control plane from another process ---------------------------------
+#
+# `up --detach` returns and leaves the processes running; `down` is not their parent, so it cannot
+# wait(2) for them: it polls /proc (Linux) until each is gone, and a zombie counts as gone (an
+# orphan's zombie lingers until its new parent reaps it, and some container inits never do).
+# A PID in cluster.json may by now belong to another process, so `down` signals a PID only while
+# /proc/PID/stat's start time (and /proc/PID/cmdline's binary) still match what start() recorded.
+
+# seconds a process has after SIGTERM before its process group gets SIGKILL (`down --grace`)
+DOWN_GRACE_SECONDS = 10.0
+# seconds to wait for the process group to go after SIGKILL before giving up on it
+DOWN_KILL_WAIT_SECONDS = 5.0
+_DOWN_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class _ProcStat:
+    state: str  # R, S, D, Z (zombie), X (dead), ...
+    pgid: int
+    starttime: int  # clock ticks after boot: with the PID, names one process for good
+
+
+def _proc_stat(pid: int) -> _ProcStat | None:
+    """The state, process group and start time of ``pid`` from /proc/PID/stat; None once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # FileNotFoundError, or ESRCH while it is being torn down
+        return None
+    # "PID (COMM) STATE PPID PGRP ... STARTTIME ...": COMM may hold spaces and parentheses
+    fields = raw[raw.rindex(")") + 2:].split()
+    return _ProcStat(state=fields[0], pgid=int(fields[2]), starttime=int(fields[19]))
+
+
+def _running(st: _ProcStat | None) -> bool:
+    return st is not None and st.state not in ("Z", "X")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _process_record(pid: int, argv0: str) -> dict[str, object]:
+    """What cluster.json keeps of one started process, for ``down`` to recognise it later."""
+    st = _proc_stat(pid)
+    return {"pid": pid, "exe": argv0, "starttime": st.starttime if st else None}
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The PIDs of every running (not zombie) process in process group ``pgid``."""
+    out = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            st = _proc_stat(int(entry.name))
+            if _running(st) and st is not None and st.pgid == pgid:
+                out.append(int(entry.name))
+    return sorted(out)
+
+
+def _is_recorded(name: str, rec: dict[str, object], st: _ProcStat) -> tuple[bool, str]:
+    """Whether the running process with ``rec["pid"]`` is still the one ``up`` started; if not, why."""
+    pid = int(rec["pid"])  # type: ignore[call-overload]
+    argv = _cmdline(pid)
+    have = argv[0] if argv else "?"
+    # a cluster.json written before the binary was recorded: the binary is named like the process
+    exe = str(rec.get("exe") or name)
+    if have != exe and os.path.basename(have) != os.path.basename(exe):
+        return False, f"PID {pid} is now {' '.join(argv)[:120] or '?'!r}, not {exe}"
+    started = rec.get("starttime")
+    if started is not None and int(started) != st.starttime:  # type: ignore[call-overload]
+        return False, f"PID {pid} is a later {os.path.basename(have)} (start time {st.starttime}, " \
+                      f"recorded {started})"
+    return True, ""
+
+
+def _signal(pid: int, group: bool, sig: int) -> None:
+    if group:
+        os.killpg(pid, sig)
+    else:
+        os.kill(pid, sig)
+
+
+def _wait_gone(pid: int, group: bool, timeout: float) -> bool:
+    """Poll until ``pid`` (and, for a group leader, every process of its group) has exited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        gone = not _group_members(pid) if group else not _running(_proc_stat(pid))
+        if gone or time.monotonic() >= deadline:
+            return gone
+        time.sleep(_DOWN_POLL_SECONDS)
+
+
+def stop_recorded(name: str, rec: dict[str, object], grace: float = DOWN_GRACE_SECONDS,
+                  kill_wait: float = DOWN_KILL_WAIT_SECONDS) -> tuple[bool, str]:
+    """Stop one process ``up`` recorded: SIGTERM, wait up to ``grace`` seconds, then SIGKILL and
+    wait up to ``kill_wait`` more. Returns (stopped, what happened, for the user).
+
+    A process started by ``Proc.start`` leads its own process group (``start_new_session``); the
+    group is signalled and waited for then, so a child it left behind does not outlive it. A
+    process that is not a group leader (some other launcher) is signalled alone: its PID is not a
+    group, and its group may hold processes that are none of ours.
+    """
+    pid = int(rec["pid"])  # type: ignore[call-overload]
+    st = _proc_stat(pid)
+    if not _running(st) or st is None:
+        return True, f"{name} ({pid}) was not running"
+    ours, why = _is_recorded(name, rec, st)
+    if not ours:
+        return True, f"{name} ({pid}) was not running ({why}; left it alone)"
+    group = st.pgid == pid
+    t0 = time.monotonic()
+    try:
+        _signal(pid, group, signal.SIGTERM)
+    except ProcessLookupError:
+        return True, f"{name} ({pid}) was not running"
+    except PermissionError:
+        return False, f"could not stop {name} ({pid}): not permitted to signal it"
+    if _wait_gone(pid, group, grace):
+        return True, f"stopped {name} ({pid}) in {time.monotonic() - t0:.1f}s"
+    leader_alive = _running(_proc_stat(pid))
+    left = "still running" if leader_alive else \
+        f"exited, but its process group ({', '.join(map(str, _group_members(pid)))}) was still running"
+    with contextlib.suppress(ProcessLookupError):
+        _signal(pid, group, signal.SIGKILL)
+    if _wait_gone(pid, group, kill_wait):
+        return True, f"killed {name} ({pid}): {left} {grace:g}s after SIGTERM"
+    return False, (f"could not stop {name} ({pid}): {left} {grace:g}s after SIGTERM and still "
+                   f"running {kill_wait:g}s after SIGKILL")
+
+
+def down_cluster(workdir: Path, grace: float = DOWN_GRACE_SECONDS,
+         kill_wait: float = DOWN_KILL_WAIT_SECONDS) -> int:
+    """Stop the processes of ``workdir/cluster.json`` in reverse start order (dependents first),
+    each waited for before the next; print what happened to each. 0 when every one is gone."""
+    info = json.loads((workdir / "cluster.json").read_text())
+    # "procs" ({name: {pid, exe, starttime}}) since `down` waits; "pids" alone in older files
+    recs: dict[str, dict[str, object]] = info.get("procs") or {
+        n: {"pid": pid} for n, pid in info["pids"].items()}
+    ok = True
+    for name, rec in reversed(list(recs.items())):
+        stopped, what = stop_recorded(name, rec, grace, kill_wait)
+        print(what, flush=True)
+        ok = ok and stopped
+    return 0 if ok else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -621,14 +774,12 @@ def main() -> int:
     up.add_argument("--detach", action="store_true", help="leave it running and return")
     down = sub.add_parser("down", help="stop a detached control plane")
     down.add_argument("--dir", required=True)
+    down.add_argument("--grace", type=float, default=DOWN_GRACE_SECONDS, metavar="SECONDS",
+                      help="how long each process has to exit after SIGTERM before SIGKILL "
+                           f"(default {DOWN_GRACE_SECONDS:g})")
     args = ap.parse_args()
     if args.cmd == "down":
-        info = json.loads((Path(args.dir) / "cluster.json").read_text())
-        for name, pid in reversed(list(info["pids"].items())):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGTERM)
-                print(f"stopped {name} ({pid})")
-        return 0
+        return down_cluster(Path(args.dir), args.grace)
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="escaler-cluster-"))
     c = LocalCluster(workdir, nodes=args.nodes)
     try:
