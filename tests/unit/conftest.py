@@ -1,11 +1,47 @@
-"""Fixtures shared by unit test modules that opt in (none is autouse here)."""
+"""Fixtures shared by unit test modules that opt in, and one autouse hygiene fixture.
+
+``_release_unstarted_workqueues`` (autouse): a workqueue with metrics runs a daemon thread until
+``shutdown()`` (``escaler/workqueue/queue.py``), and a delaying queue another; a controller shuts
+its queue down when its ``start`` returns, so a manager or controller a test builds and never runs
+(the reconciler harnesses call ``reconcile`` directly; ``metricsdoc`` builds managers only to read
+their registries) keeps both threads for the rest of the session. On a ``FakeClock`` the metrics
+thread re-checks its stop event every 10 ms of real time, so the few hundred a full run used to
+leave behind woke tens of thousands of times a second and slowed every later test (most of the
+unit suite's system time). After each test, every queue created during it is shut down, as its
+contract asks; a queue a test already shut down is untouched (``shutdown`` is idempotent).
+"""
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator
 
 import pytest
+
+from escaler.workqueue.queue import Queue
+
+# every Queue (and subclass) constructed in this process, until it is garbage
+_QUEUES: weakref.WeakSet[Queue[object]] = weakref.WeakSet()
+_queue_init = Queue.__init__
+
+
+def _tracked_init(self: Queue[object], *args: object, **kwargs: object) -> None:
+    _queue_init(self, *args, **kwargs)  # type: ignore[arg-type]
+    _QUEUES.add(self)
+
+
+Queue.__init__ = _tracked_init  # type: ignore[method-assign,assignment]
+
+
+@pytest.fixture(autouse=True)
+def _release_unstarted_workqueues() -> Iterator[None]:
+    """Shut down the queues made during the test (see the module docstring)."""
+    before = set(_QUEUES)  # queues of wider-scoped fixtures set up before this one stay up
+    yield
+    for q in list(_QUEUES):
+        if q not in before:
+            q.shutdown()
 
 
 @pytest.fixture
