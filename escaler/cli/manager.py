@@ -48,6 +48,13 @@ loopback, link-local, multicast, unspecified or cloud metadata addresses, checke
 resolution (``escaler.signals.netpolicy``); ``--allow-endpoint-networks CIDR[,CIDR...]``
 re-allows networks a deployment needs (e.g. ``127.0.0.0/8`` for a Prometheus on the manager's
 own host).
+
+``--unsafe-test-clock-file PATH`` is for end-to-end tests only: the manager's one clock becomes an
+``escaler.testclock.SteppedClock`` running ahead of real time by the offset (seconds) in ``PATH``,
+which a test raises to step the manager across a schedule's minute boundary without waiting for it.
+The file must hold a valid offset at start (else exit 2); the manager logs a WARNING at start and
+on every step, refuses (and logs) a smaller offset or garbage, and nothing shipped passes the flag.
+Without it the manager runs on the real clock.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ from escaler.cli.flags import (
     positive_int,
 )
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
+from escaler.clock import Clock, RealClock
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.config import ConfigError
 from escaler.reconcilers.bindings import TargetBindings
@@ -91,6 +99,7 @@ from escaler.runtime.manager import (
 from escaler.runtime.server import parse_bind_address
 from escaler.runtime.tls import CertificateReloader
 from escaler.signals.netpolicy import IPNetwork
+from escaler.testclock import ClockFile, read_offset
 from escaler.webhook import CheckContext, WebhookServer, validators
 from escaler.webhook.server import DEFAULT_WEBHOOK_PORT
 
@@ -98,6 +107,7 @@ __all__ = [
     "DEFAULT_API_BIND_ADDRESS",
     "DEFAULT_METRICS_TRIGGER_POLL_INTERVAL",
     "EXIT_USAGE",
+    "TEST_CLOCK_FLAG",
     "WEBHOOK_OFF_BY_FLAG",
     "WEBHOOK_OFF_NO_CERT",
     "ManagerFlags",
@@ -106,6 +116,7 @@ __all__ = [
     "add_parser",
     "build_manager",
     "flags_from_args",
+    "open_test_clock",
     "register_reconcilers",
     "resolve_webhook",
     "run",
@@ -120,6 +131,8 @@ DEFAULT_LOG_LEVEL = "info"
 CERT_FILE_NAME = "tls.crt"
 KEY_FILE_NAME = "tls.key"
 EXIT_USAGE = 2
+# the one way to a test clock (escaler.testclock); named so that nobody passes it by accident
+TEST_CLOCK_FLAG = "--unsafe-test-clock-file"
 
 _log = logging.getLogger("escaler.manager")
 
@@ -181,8 +194,12 @@ class ManagerFlags:
     status_refresh_seconds: float = 0.0
     # --slo-prometheus-endpoint: base URL of the Prometheus the SLO decision engine queries; "" = none
     slo_prometheus_endpoint: str = ""
+    # --unsafe-test-clock-file: tests only; the file whose offset runs the manager's clock ahead of
+    # real time (None = the real clock); it held a valid offset when the flags were checked
+    unsafe_test_clock_file: str | None = None
 
-    def manager_options(self) -> ManagerOptions:
+    def manager_options(self, clock: Clock | None = None) -> ManagerOptions:
+        """The manager's options; ``clock`` is its one clock (None: the real one)."""
         return ManagerOptions(
             kubeconfig=self.kubeconfig,
             namespace=self.namespace,
@@ -195,6 +212,7 @@ class ManagerFlags:
             max_concurrent_reconciles=self.max_concurrent_reconciles,
             total_shards=self.total_shards,
             shard_index=self.shard_index,
+            clock=clock,
         )
 
 
@@ -303,6 +321,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
     p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
                    help=f"lowest level logged (default: {DEFAULT_LOG_LEVEL})")
+    p.add_argument(TEST_CLOCK_FLAG, metavar="PATH", default=None,
+                   help="FOR TESTS ONLY, never in production: run the manager's clock ahead of real time "
+                        "by the offset in PATH (one number of seconds >= 0, read at start and polled "
+                        "every 50 ms; a larger value steps every schedule, window and timeout forward at "
+                        "once, a smaller one or garbage is refused); logs a WARNING at start and on "
+                        "every step (default: none = the real clock)")
 
 
 @dataclass(frozen=True)
@@ -385,6 +409,11 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
     webhook = resolve_webhook(args.webhook_port, args.webhook_cert_dir, args.webhook_cert_file,
                               args.webhook_key_file)
     api_cert_file, api_key_file = _api_files(args)
+    if args.unsafe_test_clock_file is not None:
+        try:
+            read_offset(args.unsafe_test_clock_file)
+        except ValueError as exc:
+            raise UsageError(f"{TEST_CLOCK_FLAG}: {exc}") from None
     return ManagerFlags(
         kubeconfig=args.kubeconfig or None,
         namespace=args.namespace,
@@ -414,6 +443,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         shard_index=args.shard_index,
         status_refresh_seconds=args.status_refresh_seconds,
         slo_prometheus_endpoint=args.slo_prometheus_endpoint,
+        unsafe_test_clock_file=args.unsafe_test_clock_file,
     )
 
 
@@ -487,14 +517,16 @@ def build_manager(
     flags: ManagerFlags,
     manager_factory: Callable[[ManagerOptions], Manager] = Manager,
     api_authenticator: Callable[[Manager], Authenticator | None] = _kube_authenticator,
+    clock: Clock | None = None,
 ) -> Manager:
     """The manager with the webhook and API server (if enabled) and the reconcilers; not started.
 
     ``api_authenticator`` builds the API server's authenticator from the manager (default: the
     TokenReview/SubjectAccessReview ``KubeAuthenticator`` on ``mgr.rest``; ``None`` turns
-    authentication off — for tests and embedding only).
+    authentication off — for tests and embedding only). ``clock`` is the manager's one clock
+    (default: the real one; ``run`` passes the test clock of ``--unsafe-test-clock-file``).
     """
-    mgr = manager_factory(flags.manager_options())
+    mgr = manager_factory(flags.manager_options(clock))
     if parse_bind_address(flags.api_bind_address) is not None:
         mgr.add_api_server(ApiServer(
             flags.api_bind_address, cert_file=flags.api_cert_file, key_file=flags.api_key_file,
@@ -594,6 +626,25 @@ def _flag_message(message: str) -> str:
     return _OPTION_RE.sub(lambda m: _OPTION_FLAGS.get(m.group(1), m.group(0)), message)
 
 
+def open_test_clock(flags: ManagerFlags) -> ClockFile | None:
+    """``--unsafe-test-clock-file``'s clock and its (started) file watcher, announced by a WARNING;
+    None without the flag. ``UsageError`` when the file no longer holds a valid offset."""
+    if flags.unsafe_test_clock_file is None:
+        return None
+    try:
+        watcher = ClockFile.open(flags.unsafe_test_clock_file, RealClock())
+    except ValueError as exc:
+        raise UsageError(f"{TEST_CLOCK_FLAG}: {exc}") from None
+    _log.warning(
+        "UNSAFE TEST CLOCK: %s=%s is set, for tests only: this manager's clock runs %g s ahead of real "
+        "time and steps forward whenever that file's offset grows (every schedule, window, lease and "
+        "timeout follows it); never run a production manager with it",
+        TEST_CLOCK_FLAG, watcher.path, watcher.clock.offset,
+        extra={"clockFile": watcher.path, "offset": watcher.clock.offset})
+    watcher.start()
+    return watcher
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         flags = flags_from_args(args)
@@ -602,7 +653,21 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     setup_logging(flags.log_format, flags.log_level)
     try:
-        mgr = build_manager(flags)
+        test_clock = open_test_clock(flags)
+    except UsageError as exc:
+        print(f"escaler manager: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _run(args, flags, test_clock.clock if test_clock is not None else None)
+    finally:
+        if test_clock is not None:
+            test_clock.stop()
+
+
+def _run(args: argparse.Namespace, flags: ManagerFlags, clock: Clock | None) -> int:
+    try:
+        # without the test clock, exactly the call it has always been
+        mgr = build_manager(flags) if clock is None else build_manager(flags, clock=clock)
     except ConfigError as exc:
         _log.error("cannot connect to Kubernetes: %s", exc)
         return 1

@@ -117,6 +117,7 @@ def start_manager(
     groups: tuple[str, ...] = ("system:masters",),
     allow_endpoint_networks: str | None = LOOPBACK_NETWORKS,
     extra_env: Mapping[str, str] | None = None,
+    test_clock_file: Path | None = None,
 ) -> Manager:
     """Start a manager as client-certificate user ``user`` (in ``groups``, system:masters unless
     told otherwise) of the local control plane; its log goes to ``work/<user>.log``.
@@ -124,7 +125,8 @@ def start_manager(
     The fake Prometheus servers listen on 127.0.0.1, which a manager refuses to reach by default
     (SSRF guard): ``allow_endpoint_networks`` is passed as ``--allow-endpoint-networks`` (default
     ``127.0.0.0/8``; ``None`` passes nothing, the production default), and only to a source tree
-    that has the flag (``ESCALER_E2E_SRC`` may select an older one)."""
+    that has the flag (``ESCALER_E2E_SRC`` may select an older one). ``test_clock_file`` runs the
+    manager on the test clock of that offset file (``--unsafe-test-clock-file``; tests/e2e/testclock.py)."""
     local = cluster.require_local()
     kubeconfig = local.user_kubeconfig(user, groups)
     api_port = free_port() if api else 0
@@ -146,6 +148,8 @@ def start_manager(
     src = source_dir()
     if allow_endpoint_networks is not None and has_endpoint_policy(src):
         args.append(f"--allow-endpoint-networks={allow_endpoint_networks}")
+    if test_clock_file is not None:
+        args.append(f"--unsafe-test-clock-file={test_clock_file}")
     args += list(extra_args)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {}),
            "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)}

@@ -1,15 +1,18 @@
 """spec.floorFrom on the real control plane (issue 16, SPEC §14): a MetricsTrigger ElasticScaler on
 the fake Prometheus (ExternalServer, AverageValue 10, low load 5: one replica; 2 s poll, the QUICK
 window, an 8 s scale-down window) names a floor Tidal in its namespace (no elasticscaler.io labels,
-its targetRef the same Deployment, no StateTrigger follows it). Rule times are wall-clock UTC,
-computed when the test starts.
+its targetRef the same Deployment, no StateTrigger follows it). Rule times are UTC.
 
-* ``test_floor_lifts_at_the_rule_start_and_releases_at_its_end``: a rule starting at the first whole
-  minute at least a minute away and ending a minute later lifts the Deployment 1 -> 4 at its start
-  (not before; ScheduleFloor=True/FloorActive, recentDecisions boundBy Floor) and, after its end,
-  the scale-down window holds the 4 (AbleToScale=ScaleDownStabilized) before the count comes back
-  to 1; the Tidal reports Ready (a floor Tidal needs no labels and is no conflict), and ``escaler
-  explain`` shows the floor step;
+* ``test_floor_lifts_at_the_rule_start_and_releases_at_its_end``: a rule starting at a whole minute
+  and ending a minute later lifts the Deployment 1 -> 4 at its start (not before;
+  ScheduleFloor=True/FloorActive, recentDecisions boundBy Floor) and, after its end, the scale-down
+  window holds the 4 (AbleToScale=ScaleDownStabilized) before the count comes back to 1; the Tidal
+  reports Ready (a floor Tidal needs no labels and is no conflict), and ``escaler explain`` shows the
+  floor step. The manager runs on a test clock (``--unsafe-test-clock-file``,
+  ``tests/e2e/testclock.py``): the start and the end are whole minutes of *manager* time at least a
+  minute ahead, and the test steps the clock to ``LEAD_SECONDS`` before each, so neither is more
+  than seconds of real time away; "before the start", "after the end" and the window's hold are
+  measured from the real instants at which the manager's clock reaches them;
 * ``test_an_excluded_date_does_not_lift``: a rule active now with today's date (UTC) in
   ``excludeDates`` leaves the Deployment at 1 (ScheduleFloor=False/NoActiveRule) over several polls;
   dropping the date lifts it to 4 at once (the Tidal's spec change wakes the scaler).
@@ -28,6 +31,7 @@ import pytest
 
 from .conftest import Cluster, PrometheusServer, eventually
 from .es_helpers import QUICK, apply, cond, deployment, es, hold, replicas, scaler, start_manager
+from .testclock import ManagerClock
 
 pytestmark = pytest.mark.e2e
 
@@ -36,6 +40,8 @@ DOWN_WINDOW = 8
 POLL_SECONDS = 2
 ANNOTATIONS = {**QUICK, "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": str(DOWN_WINDOW)}
 FLOOR = 4
+# the test steps the manager's clock to this many seconds before the rule's start and end
+LEAD_SECONDS = 4.0
 
 
 def _trigger(url: str, query: str) -> dict[str, Any]:
@@ -78,11 +84,12 @@ def _floor(cluster: Cluster, namespace: str, name: str) -> tuple[str, str, str]:
 def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
         cluster: Cluster, namespace: str, prometheus: PrometheusServer, managers: list[Any],
         tmp_path: Path) -> None:
-    now = datetime.now(UTC)
-    start = (now + timedelta(seconds=60)).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    clock = ManagerClock(tmp_path / "clock")
+    # far enough in manager time that the start does not pass before the test steps to it
+    start = clock.next_minute(margin=60)
     end = start + timedelta(minutes=1)
     _setup(cluster, namespace, prometheus, "fl", _tidal("fl-floor", "fl", start, end))
-    manager = start_manager(cluster, tmp_path, user="escaler-floor")
+    manager = start_manager(cluster, tmp_path, user="escaler-floor", test_clock_file=clock.path)
     managers.append(manager)
 
     eventually(lambda: _floor(cluster, namespace, "fl")[:2] == ("False", "NoActiveRule"), timeout=60,
@@ -95,15 +102,17 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
 
     eventually(ready, timeout=30, what="the floor Tidal Ready")
 
-    # held at 1 until the rule's start
-    until_start = (start - datetime.now(UTC)).total_seconds()
-    hold(lambda: replicas(cluster, namespace, "fl") == 1, max(0.0, until_start - 2), interval=1.0,
+    # held at 1 until the rule's start (the real instant at which the manager's clock shows it)
+    clock.step_to(start - timedelta(seconds=LEAD_SECONDS), manager)
+    start_real = clock.real(start)
+    until_start = (start_real - datetime.now(UTC)).total_seconds()
+    hold(lambda: replicas(cluster, namespace, "fl") == 1, max(0.0, until_start - 1), interval=0.5,
          what="1 replica before the rule's start")
     eventually(lambda: replicas(cluster, namespace, "fl") == FLOOR, timeout=until_start + 20, interval=0.2,
                what=f"the lift at the rule's start; log:\n{manager.output()}")
     lifted = datetime.now(UTC)
-    assert lifted >= start, f"lifted at {lifted}, before the rule's start {start}"
-    assert (lifted - start).total_seconds() < 5, f"lifted at {lifted}, rule start {start}"
+    assert lifted >= start_real, f"lifted at {lifted}, before the rule's start {start_real} (real)"
+    assert (lifted - start_real).total_seconds() < 5, f"lifted at {lifted}, rule start {start_real} (real)"
     obj = es(cluster, namespace, "fl")
     status, reason, message = cond(obj, "ScheduleFloor")
     assert (status, reason) == ("True", "FloorActive"), message
@@ -120,8 +129,10 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
     assert "Tidal fl-floor" in step and "IN FORCE" in step, out.stdout
 
     # held at 4 until the end, then the scale-down window, then back to 1
-    until_end = (end - datetime.now(UTC)).total_seconds()
-    hold(lambda: replicas(cluster, namespace, "fl") == FLOOR, max(0.0, until_end - 2), interval=1.0,
+    clock.step_to(end - timedelta(seconds=LEAD_SECONDS), manager)
+    end_real = clock.real(end)
+    until_end = (end_real - datetime.now(UTC)).total_seconds()
+    hold(lambda: replicas(cluster, namespace, "fl") == FLOOR, max(0.0, until_end - 1), interval=0.5,
          what="the floor until the rule's end")
     stabilized: list[float] = []
 
@@ -134,7 +145,7 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
 
     eventually(released, timeout=until_end + DOWN_WINDOW + 40, interval=0.2,
                what=f"the release after the rule's end; log:\n{manager.output()}")
-    released_after = time.time() - end.timestamp()
+    released_after = time.time() - end_real.timestamp()
     assert stabilized, "the scale-down window never held the floor's count after the rule's end"
     # the window counts from the last sync that saw the floor: at most one poll before the end
     assert released_after >= DOWN_WINDOW - POLL_SECONDS - 1, f"released {released_after:.1f}s after the end"

@@ -5,11 +5,16 @@ and ``kubectl get deploy`` show:
   labels name), with the StateTrigger ElasticScaler of ``manifests/samples/elasticscaler.yaml`` that
   follows it and the Deployment they point at, reaches Ready, shows its columns, and the Deployment
   follows the schedule;
-* a Tidal whose rules start at the next minute boundary (one rule in UTC, one in Asia/Kathmandu,
-  +05:45) drives a StateTrigger ElasticScaler: the Deployment's replicas change within 1.5 s of each
+* a Tidal whose rules start at a minute boundary (one rule in UTC, one in Asia/Kathmandu, +05:45)
+  drives a StateTrigger ElasticScaler: the Deployment's replicas change within 1.5 s of each
   transition (delays printed), up, across a rule handover, and back at the last rule's end; the
   manager is restarted in the middle of the first rule and the Tidal's state never flips (same
-  status, no status write) while the new manager handles the next transitions;
+  status, no status write) while the new manager handles the next transitions. The managers run on
+  a test clock (``--unsafe-test-clock-file``, ``tests/e2e/testclock.py``) instead of the wall clock:
+  the boundaries are whole minutes of *manager* time, and before each the test steps the clock to
+  ``LEAD_SECONDS`` before it, so each is seconds of real time away (no wait for a real minute); a
+  transition's delay is measured from the real instant at which the manager's clock reaches it.
+  The restarted manager is given the same clock file, so it runs on the same time;
 * a Tidal without the binding labels reports ``Ready=False/MissingRequiredLabels`` and still
   computes ``desiredReplicas``.
 
@@ -36,6 +41,7 @@ from escaler.scaling.tidal import RuleSchedule, evaluate
 
 from .conftest import ROOT, Cluster, eventually
 from .es_helpers import Manager, apply, cond, deployment, hold, start_manager
+from .testclock import ManagerClock
 
 pytestmark = pytest.mark.e2e
 
@@ -43,6 +49,10 @@ TIDAL_API = "tidal.io/v1alpha1"
 NO_SCALE_DOWN_WINDOW = {"elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "0"}
 # SPEC/issue 11: the Deployment follows a transition within this long
 TRANSITION_BUDGET_SECONDS = 1.5
+# the test steps the manager's clock to this many seconds before a boundary: real seconds to wait
+LEAD_SECONDS = 3.0
+# how long the restarted manager's workers must leave the Tidal and its Deployment alone
+RESTART_HOLD_SECONDS = 5.0
 
 
 def tidal_obj(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
@@ -117,23 +127,14 @@ def test_shipped_sample_reaches_ready_and_drives_its_deployment(
                == max(1, min(12, desired)), timeout=30, what=f"{target} at {desired} replicas")
 
 
-def _next_boundary(margin: float) -> datetime:
-    """The first whole minute at least ``margin`` seconds from now (UTC)."""
-    now = datetime.now(UTC)
-    t = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    while (t - now).total_seconds() < margin:
-        t += timedelta(minutes=1)
-    return t
-
-
 def _cron(t: datetime, zone: str) -> str:
     local = t.astimezone(ZoneInfo(zone))
     return f"CRON_TZ={zone} {local.minute} {local.hour} {local.day} {local.month} *"
 
 
 def _wait_transition(apps: k8s.AppsV1Api, ns: str, name: str, want: int, at: datetime, what: str) -> float:
-    """Seconds from the transition instant ``at`` to the Deployment showing ``want`` replicas (polled
-    every 20 ms through one API client)."""
+    """Seconds from the transition's real instant ``at`` (when the manager's clock shows it) to the
+    Deployment showing ``want`` replicas (polled every 20 ms through one API client)."""
     deadline = time.time() + (at - datetime.now(UTC)).total_seconds() + 30
     while time.time() < deadline:
         if apps.read_namespaced_deployment(name, ns).spec.replicas == want:
@@ -149,14 +150,21 @@ def _state(cluster: Cluster, ns: str, name: str) -> tuple[Any, ...]:
     return st.get("desiredReplicas"), tuple(st.get("activeRules") or ()), st.get("nextTransitionTime")
 
 
+def _workers_started(mgr: Manager, *controllers: str) -> bool:
+    out = mgr.output(200_000)
+    return all(f"workers for controller {c}" in out for c in controllers)
+
+
 def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart(
     cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager], api_client: Any,
 ) -> None:
     apps = k8s.AppsV1Api(api_client)
-    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-a")
+    clock = ManagerClock(tmp_path / "clock")
+    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-a", test_clock_file=clock.path)
     managers.append(mgr)
     apply(cluster, namespace, deployment("web", 1))
-    t1 = _next_boundary(margin=40)
+    # far enough in manager time that no boundary passes before the test steps to it
+    t1 = clock.next_minute(margin=60)
     t2, t3 = t1 + timedelta(minutes=1), t1 + timedelta(minutes=2)
     tidal = {
         "apiVersion": TIDAL_API, "kind": "Tidal",
@@ -172,22 +180,33 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
     apply(cluster, namespace, follower("follow", "plan"))
     wait_tidal(cluster, namespace, "plan", "True", "Scheduled", mgr)
     assert _state(cluster, namespace, "plan") == (1, (), t1.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    delays = [_wait_transition(apps, namespace, "web", 3, t1, "utc rule starts")]
+    clock.step_to(t1 - timedelta(seconds=LEAD_SECONDS), mgr)
+    delays = [_wait_transition(apps, namespace, "web", 3, clock.real(t1), "utc rule starts")]
     # restart the manager in the middle of the rule: the state must not flip, nor be rewritten
     during = _state(cluster, namespace, "plan")
     assert during[:2] == (3, ("utc",))
     rv = tidal_obj(cluster, namespace, "plan")["metadata"]["resourceVersion"]
     mgr.stop()
-    mgr2 = start_manager(cluster, tmp_path, user="escaler-tidal-b")
+    mgr2 = start_manager(cluster, tmp_path, user="escaler-tidal-b", test_clock_file=clock.path)
     managers.append(mgr2)
-    hold(lambda: _state(cluster, namespace, "plan") == during
-         and apps.read_namespaced_deployment("web", namespace).spec.replicas == 3,
-         seconds=min(15.0, (t2 - datetime.now(UTC)).total_seconds() - 3), what="Tidal state across a restart")
+
+    def unchanged() -> bool:
+        return (_state(cluster, namespace, "plan") == during
+                and apps.read_namespaced_deployment("web", namespace).spec.replicas == 3)
+
+    # unchanged while the new manager starts, syncs and its workers reconcile what they were handed
+    eventually(lambda: not unchanged() or _workers_started(mgr2, "tidal", "elasticscaler"), timeout=60,
+               what=f"the restarted manager's workers; log:\n{mgr2.output(2000)}")
+    assert unchanged(), f"the Tidal's state changed across the restart: {_state(cluster, namespace, 'plan')}"
+    hold(unchanged, seconds=RESTART_HOLD_SECONDS, what="Tidal state across a restart")
+    assert clock.manager_now() < t2 - timedelta(seconds=LEAD_SECONDS)
     assert tidal_obj(cluster, namespace, "plan")["metadata"]["resourceVersion"] == rv, \
         "the restarted manager rewrote an unchanged Tidal status"
-    delays.append(_wait_transition(apps, namespace, "web", 4, t2, "utc ends, kathmandu starts"))
+    clock.step_to(t2 - timedelta(seconds=LEAD_SECONDS), mgr2)
+    delays.append(_wait_transition(apps, namespace, "web", 4, clock.real(t2), "utc ends, kathmandu starts"))
     assert _state(cluster, namespace, "plan")[:2] == (4, ("kathmandu",))
-    delays.append(_wait_transition(apps, namespace, "web", 1, t3, "kathmandu ends"))
+    clock.step_to(t3 - timedelta(seconds=LEAD_SECONDS), mgr2)
+    delays.append(_wait_transition(apps, namespace, "web", 1, clock.real(t3), "kathmandu ends"))
     assert _state(cluster, namespace, "plan")[:2] == (1, ())
     assert all(d <= TRANSITION_BUDGET_SECONDS for d in delays), (
         f"a transition took longer than {TRANSITION_BUDGET_SECONDS}s: {delays}; log:\n{mgr2.output(2000)}")

@@ -56,6 +56,7 @@ FLAGS = [
     "--allowed-endpoint-hosts",
     "--allow-endpoint-networks",
     "--log-format",
+    "--unsafe-test-clock-file",
 ]
 
 
@@ -459,3 +460,118 @@ def test_min_poll_interval_must_be_a_positive_duration(text: str, capsys: pytest
 
 def test_min_poll_interval_is_read() -> None:
     assert cli.flags_from_args(parse("--webhook-port=0", "--min-poll-interval=2s")).min_poll_interval == 2.0
+
+
+# --- --unsafe-test-clock-file (escaler.testclock): tests only, never silent ------------------------
+
+
+@pytest.fixture
+def clock_file(tmp_path: Path) -> Path:
+    path = tmp_path / "clock"
+    path.write_text("90", encoding="utf-8")
+    return path
+
+
+def test_the_test_clock_is_off_by_default() -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0"))
+    assert flags.unsafe_test_clock_file is None
+    assert flags.manager_options().clock is None
+
+
+def test_the_test_clock_flag_names_its_file_and_says_it_is_for_tests_only() -> None:
+    parser, _ = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = " ".join(sub.choices["manager"].format_help().split())
+    assert "--unsafe-test-clock-file PATH FOR TESTS ONLY, never in production" in text
+    assert "a smaller one or garbage is refused" in text
+
+
+def test_the_test_clock_file_is_read_into_the_flags(clock_file: Path) -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0", f"--unsafe-test-clock-file={clock_file}"))
+    assert flags.unsafe_test_clock_file == str(clock_file)
+
+
+BAD_CLOCK_FILES = [
+    ("missing", None, "cannot read the test clock file"),
+    ("garbage", "in a minute", "'in a minute' is not a number of seconds"),
+    ("negative", "-30", "negative"),
+    ("nan", "nan", "not a finite number"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [c[1:] for c in BAD_CLOCK_FILES],
+                         ids=[c[0] for c in BAD_CLOCK_FILES])
+def test_a_test_clock_file_without_a_valid_offset_exits_2_naming_the_flag_and_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | None, message: str) -> None:
+    path = tmp_path / "clock"
+    if text is not None:
+        path.write_text(text, encoding="utf-8")
+    err = _usage_error(["--webhook-port=0", f"--unsafe-test-clock-file={path}"], capsys)
+    assert f"--unsafe-test-clock-file: {path}: " in err and message in err
+    assert "only moves forward" in err
+
+
+def _log_lines(err: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+
+
+def test_the_test_clock_is_announced_by_a_warning_before_anything_else(
+        tmp_path: Path, clock_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The manager gets as far as connecting (a missing kubeconfig: exit 1), and the first thing it
+    logged is the WARNING naming the flag, the file and the offset."""
+    code = main(["manager", "--webhook-port=0", "--kubeconfig", str(tmp_path / "none"),
+                 f"--unsafe-test-clock-file={clock_file}"])
+    assert code == 1
+    lines = _log_lines(capsys.readouterr().err)
+    first = lines[0]
+    assert first["level"] == "warning" and first["message"].startswith("UNSAFE TEST CLOCK: ")
+    assert f"--unsafe-test-clock-file={clock_file}" in first["message"]
+    assert "90 s ahead of real time" in first["message"]
+    assert "never run a production manager" in first["message"]
+    assert (first["clockFile"], first["offset"]) == (str(clock_file), 90.0)
+
+
+def test_without_the_flag_nothing_mentions_a_test_clock(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["manager", "--webhook-port=0", "--kubeconfig", str(tmp_path / "none")]) == 1
+    assert "TEST CLOCK" not in capsys.readouterr().err
+
+
+def test_the_built_manager_runs_on_the_test_clock_and_a_file_step_moves_it(
+        clock_file: Path, caplog: pytest.LogCaptureFixture) -> None:
+    flags = cli.flags_from_args(parse("--webhook-port=0", "--api-bind-address=0",
+                                      f"--unsafe-test-clock-file={clock_file}"))
+    with caplog.at_level(logging.WARNING, logger="escaler.manager"):
+        watcher = cli.open_test_clock(flags)
+    assert watcher is not None
+    try:
+        assert "UNSAFE TEST CLOCK" in caplog.text
+
+        def factory(opts: ManagerOptions) -> Manager:
+            cluster = Cluster()
+            return Manager.for_testing(cluster.lw_factory, cluster.mapper, client=cluster.client,  # type: ignore[arg-type]
+                                       clock=opts.clock)
+
+        mgr = cli.build_manager(flags, factory, api_authenticator=lambda _m: None, clock=watcher.clock)
+        assert mgr.clock is watcher.clock and watcher.clock.offset == 90.0
+        before = mgr.clock.now()
+        tmp = clock_file.with_suffix(".tmp")
+        tmp.write_text("150", encoding="utf-8")
+        tmp.replace(clock_file)
+        deadline = time.monotonic() + 5.0  # the watcher thread polls every 50 ms (real time)
+        while watcher.clock.offset != 150.0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watcher.clock.offset == 150.0
+        assert (mgr.clock.now() - before).total_seconds() >= 60.0
+    finally:
+        watcher.stop()
+
+
+def test_a_test_clock_file_spoiled_after_the_flags_were_checked_exits_2(
+        tmp_path: Path, clock_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("--webhook-port=0", "--kubeconfig", str(tmp_path / "none"),
+                 f"--unsafe-test-clock-file={clock_file}")
+    flags = cli.flags_from_args(args)
+    clock_file.write_text("later", encoding="utf-8")
+    with pytest.raises(cli.UsageError, match=r"--unsafe-test-clock-file: .*'later' is not a number"):
+        cli.open_test_clock(flags)

@@ -15,7 +15,9 @@ checks what a platform engineer relies on:
 * every Deployment runs non-root with a read-only root filesystem, no privilege escalation, all
   capabilities dropped, the RuntimeDefault seccomp profile, requests and limits, and liveness and
   readiness probes on the ports its process serves; NetworkPolicies admit exactly those ports;
-* the chart's CRDs are byte-identical to ``manifests/crds/`` (``make crds`` refreshes both).
+* the chart's CRDs are byte-identical to ``manifests/crds/`` (``make crds`` refreshes both);
+* nothing shipped (manifests, chart, packaged data, Dockerfile) passes or names the test-only
+  ``--unsafe-test-clock-file``, and every rendered process runs on the real clock.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import yaml
 import escaler
 from escaler.cli.flags import duration_seconds
 from escaler.cli.main import build_parser
+from escaler.cli.manager import TEST_CLOCK_FLAG
 from escaler.runtime.manager import DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT
 from escaler.runtime.server import parse_bind_address
 
@@ -446,6 +449,29 @@ def test_the_manager_is_leader_elected_and_shuts_down_within_its_grace_period(wh
     grace = pod["terminationGracePeriodSeconds"]
     assert DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT < grace <= DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT + 10
     assert (args.log_format, args.log_level, args.metrics_trigger_poll_interval) == ("json", "info", 30.0)
+
+
+# what nothing shipped may say: the test clock's flag, or its argparse dest (a values key, an env name)
+TEST_CLOCK_MARKERS = (TEST_CLOCK_FLAG.lstrip("-"), TEST_CLOCK_FLAG.lstrip("-").replace("-", "_"))
+
+
+def test_nothing_shipped_mentions_the_test_clock() -> None:
+    """``--unsafe-test-clock-file`` is for end-to-end tests only: no manifest, chart file, packaged
+    data file or image definition passes (or even names) it."""
+    roots = (MANIFESTS, CHART, ROOT / "escaler" / "data")
+    files = [p for root in roots for p in root.rglob("*") if p.is_file()]
+    files.append(ROOT / "Dockerfile")
+    assert len(files) > 20, files
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace").lower()
+        for marker in TEST_CLOCK_MARKERS:
+            assert marker not in text, f"{path.relative_to(ROOT)} mentions {marker}"
+
+
+@pytest.mark.parametrize("where", list(RENDERS))
+def test_every_rendered_process_runs_on_the_real_clock(where: str) -> None:
+    for name, _, c in containers(RENDERS[where]()):
+        assert getattr(flags_of(c), "unsafe_test_clock_file", None) is None, name
 
 
 def test_the_dev_overlay_runs_one_manager_with_debug_console_logs() -> None:
