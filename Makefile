@@ -30,12 +30,29 @@ venv: $(STAMP)
 chromium:
 	@(command -v chromium && command -v chromedriver) >/dev/null || (apt-get update && apt-get install -y chromium chromium-driver)
 
-## make test: lint, unit tests, then the e2e suite on a local control plane built by hack/
+# the test tiers (docs/testing.md): their JUnit reports go here, and the 20 slowest tests are
+# printed from them at the end of `make test`
+RESULTS := .test-results
+# parallel e2e workers sharing one control plane: from the cores and the tier's measured CPU share
+# (hack/e2e_workers.py; override with E2E_WORKERS=N)
+E2E_WORKERS ?= $(shell $(PY_VERSION) hack/e2e_workers.py)
+UNIT_ARGS ?= -q -n 2
+E2E_PARALLEL = $(PY) -m pytest tests/e2e -q -n $(E2E_WORKERS) --dist loadgroup -m "not serial"
+E2E_SERIAL = $(PY) -m pytest tests/e2e -q -m serial
+
+## make test: lint, the unit tests, the e2e suite's parallel tier (one shared local control plane
+## built by hack/), then its serial tier (a control plane of its own); every tier runs, and the
+## 20 slowest tests are printed at the end
 test: $(STAMP) chromium
 	$(MAKE) lint
 	hack/build.sh
-	$(PY) -m pytest tests/unit -q
-	$(PY) -m pytest tests/e2e -q
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@status=0; \
+	$(PY) -m pytest tests/unit $(UNIT_ARGS) --junitxml=$(RESULTS)/unit.xml || status=1; \
+	$(E2E_PARALLEL) --junitxml=$(RESULTS)/e2e-parallel.xml || status=1; \
+	$(E2E_SERIAL) --junitxml=$(RESULTS)/e2e-serial.xml || status=1; \
+	$(PY) hack/slowest.py $(RESULTS)/unit.xml $(RESULTS)/e2e-parallel.xml $(RESULTS)/e2e-serial.xml; \
+	exit $$status
 
 # the packaging unit tests run the cached kubectl (kustomize) and helm
 unit: $(STAMP)
@@ -47,7 +64,7 @@ e2e: e2e-$(E2E_CLUSTER)
 
 e2e-local: $(STAMP) chromium
 	hack/build.sh
-	$(PY) -m pytest tests/e2e -q
+	@status=0; $(E2E_PARALLEL) || status=1; $(E2E_SERIAL) || status=1; exit $$status
 
 # the Docker check comes first, before the venv, chromium or any binary is built (hack/kind.py)
 e2e-kind:
@@ -88,7 +105,7 @@ build-cluster:
 	hack/build.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache $(RESULTS)
 
 ## make demo: the local control plane and the toolkit's example operator, narrated
 demo: demo-$(E2E_CLUSTER)

@@ -46,6 +46,7 @@ import argparse
 import atexit
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -339,6 +340,28 @@ class LocalCluster:
     # False runs kube-controller-manager's defaults (15 s sync, 5 workers, 5 min) -- benchmarks
     quick_hpa: bool = True
 
+    # True: started by another process (``attach``); this object cannot stop or kill its processes
+    attached: bool = False
+
+    @classmethod
+    def attach(cls, workdir: Path) -> LocalCluster:
+        """The running control plane another process started in ``workdir`` (its ``cluster.json``):
+        kubeconfigs, users, nodes and etcd work; stopping, killing or restarting its processes do
+        not (they belong to the process that started it)."""
+        info = json.loads((workdir / "cluster.json").read_text())
+        c = cls(workdir, attached=True)
+        c.bins = binaries()
+        c.apiserver_port = int(str(info["server"]).rsplit(":", 1)[1])
+        c.etcd_port = int(str(info["etcd"]).rsplit(":", 1)[1])
+        c.startup_seconds = float(info.get("startup_seconds", 0.0))
+        return c
+
+    def _owned(self, what: str) -> None:
+        if self.attached:
+            raise RuntimeError(f"cannot {what}: this control plane was started by another process "
+                               f"({self.workdir}); a test that needs it belongs in the serial tier "
+                               "(pytest.mark.serial, docs/testing.md)")
+
     @property
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.kubeconfig"
@@ -393,6 +416,8 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
+        if self.attached:
+            return
         for p in reversed(list(self.procs.values())):
             p.stop()
 
@@ -441,9 +466,11 @@ class LocalCluster:
 
     def kill_apiserver(self) -> None:
         """SIGKILL the API server (reliability tests)."""
+        self._owned("kill the API server")
         self.procs["kube-apiserver"].stop(signal.SIGKILL)
 
     def restart_apiserver(self) -> None:
+        self._owned("restart the API server")
         self._start_apiserver()
         self._wait(self._apiserver_ready, "kube-apiserver /readyz after restart")
 
@@ -525,17 +552,20 @@ class LocalCluster:
         optionally pointing at another ``server`` URL (e.g. a test proxy)."""
         subj = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
         key, csr, crt = (self.pki / f"user-{user}.{ext}" for ext in ("key", "csr", "crt"))
-        if not crt.exists():
-            _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key.name, "-out", csr.name,
-                     "-subj", subj, cwd=self.pki)
-            ext = self.pki / "client.ext"
-            ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
-            _openssl("x509", "-req", "-in", csr.name, "-CA", "ca.crt", "-CAkey", "ca.key",
-                     "-CAcreateserial", "-out", crt.name, "-days", "3650", "-extfile", ext.name,
-                     cwd=self.pki)
         name = f"user-{user}" if server is None else f"user-{user}-{abs(hash(server)) % 10**8}"
         path = self.workdir / f"{name}.kubeconfig"
-        kubeconfig(path, server or self.server, self.pki, f"user-{user}")
+        # parallel test workers share this directory (and the CA's serial file): one at a time
+        with open(self.pki / ".users.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not crt.exists():
+                _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key.name, "-out", csr.name,
+                         "-subj", subj, cwd=self.pki)
+                ext = self.pki / "client.ext"
+                ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+                _openssl("x509", "-req", "-in", csr.name, "-CA", "ca.crt", "-CAkey", "ca.key",
+                         "-CAcreateserial", "-out", crt.name, "-days", "3650", "-extfile", ext.name,
+                         cwd=self.pki)
+            kubeconfig(path, server or self.server, self.pki, f"user-{user}")
         return path
 
     # --- helpers -------------------------------------------------------------------------------

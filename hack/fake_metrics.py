@@ -17,6 +17,15 @@ pods. Benchmarks of a fleet set ``PrometheusServer.value_fn`` /
 ``MetricsAPIServer.external_fn`` (answers computed per query), ``record=False`` (count
 requests, keep none) and ``keep_alive=True`` (HTTP/1.1).
 
+Shared by parallel test workers: the APIServices can point at one server only, so when the e2e
+suite runs on several workers (pytest-xdist, docs/testing.md) the controller process serves one
+``MetricsAPIServer`` and each worker scripts it through ``MetricsAPIClient``, which has the same
+scripting methods and sends them as ``POST /_control/<method>`` (JSON arguments) on the same
+port. The control paths take only the scripting methods (``CONTROL_METHODS``) and are answered
+only to a caller presenting this server's own control token (``control_token``, handed to the
+workers in the environment), so the API server's aggregator, which forwards user requests here,
+can never reach them.
+
 Standard library only; ``python hack/fake_metrics.py --help`` runs both for the demo.
 """
 
@@ -26,6 +35,7 @@ import argparse
 import base64
 import json
 import re
+import secrets
 import ssl
 import threading
 import time
@@ -41,6 +51,13 @@ SERVICE_NAMESPACE = "escaler-metrics"
 SERVICE_NAME = "fake-metrics"
 
 PodLister = Callable[[str, str], list[dict[str, Any]]]  # (namespace, labelSelector) -> pods
+
+# what MetricsAPIClient may call on the shared server; "requests" reads the recorded paths
+CONTROL_METHODS = ("set_pod_usage", "set_custom", "set_external", "fail", "heal", "requests")
+CONTROL_PREFIX = "/_control/"
+CONTROL_TOKEN_HEADER = "X-Escaler-Control-Token"
+# a control call's arguments are a few numbers and names
+MAX_CONTROL_BODY = 64 * 1024
 
 
 def _now() -> str:
@@ -100,6 +117,8 @@ class MetricsAPIServer:
     request_count: int = 0
     # HTTP/1.1 with keep-alive (the API server's aggregator reuses connections)
     keep_alive: bool = False
+    # the secret a MetricsAPIClient presents on control calls
+    control_token: str = field(default_factory=lambda: secrets.token_hex(16))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _httpd: _Server | None = None
 
@@ -125,6 +144,20 @@ class MetricsAPIServer:
                 self.failures.clear()
             else:
                 self.failures.pop(group, None)
+
+    def control(self, method: str, args: list[Any]) -> tuple[int, Any]:
+        """One scripting call from a ``MetricsAPIClient`` (another test worker)."""
+        if method not in CONTROL_METHODS:
+            known = ", ".join(CONTROL_METHODS)
+            return 404, _status(404, f"unknown control method {method!r}; known: {known}")
+        if method == "requests":
+            with self._lock:
+                return 200, list(self.requests)
+        try:
+            getattr(self, method)(*args)
+        except TypeError as e:
+            return 400, _status(400, f"{method}: {e}")
+        return 200, {}
 
     # --- answers ------------------------------------------------------------------------------
 
@@ -244,6 +277,25 @@ class MetricsAPIServer:
                 code, body = owner.answer(urllib.parse.unquote(u.path), q)
                 _send(self, code, body)
 
+            def do_POST(self) -> None:
+                u = urllib.parse.urlsplit(self.path)
+                size = int(self.headers.get("Content-Length") or 0)
+                if (not u.path.startswith(CONTROL_PREFIX) or size > MAX_CONTROL_BODY
+                        or not secrets.compare_digest(self.headers.get(CONTROL_TOKEN_HEADER, ""),
+                                                      owner.control_token)):
+                    _send(self, 404, _status(404, "not found"))
+                    return
+                try:
+                    args = json.loads(self.rfile.read(size) or b"[]")
+                except ValueError as e:
+                    _send(self, 400, _status(400, f"control body is not JSON: {e}"))
+                    return
+                if not isinstance(args, list):
+                    _send(self, 400, _status(400, "control body must be a JSON list of arguments"))
+                    return
+                code, body = owner.control(u.path[len(CONTROL_PREFIX):], args)
+                _send(self, code, body)
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -259,6 +311,53 @@ class MetricsAPIServer:
         if self._httpd:
             self._httpd.shutdown()
             self._httpd.server_close()
+
+
+@dataclass
+class MetricsAPIClient:
+    """Scripts a ``MetricsAPIServer`` served by another process (the parallel e2e tier's shared
+    server): the same scripting methods, each one ``POST /_control/<method>``."""
+
+    port: int
+    token: str
+    ca_file: Path
+    host: str = "127.0.0.1"
+
+    def _call(self, method: str, *args: Any) -> Any:
+        import http.client
+
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ctx.check_hostname = False  # the serving certificate names the ExternalName service
+        conn = http.client.HTTPSConnection(self.host, self.port, timeout=10, context=ctx)
+        try:
+            conn.request("POST", CONTROL_PREFIX + method, body=json.dumps(list(args)),
+                         headers={CONTROL_TOKEN_HEADER: self.token, "Content-Type": "application/json"})
+            r = conn.getresponse()
+            body = json.loads(r.read() or b"null")
+        finally:
+            conn.close()
+        if r.status != 200:
+            raise RuntimeError(f"fake metrics control {method}{args}: HTTP {r.status}: {body}")
+        return body
+
+    def set_pod_usage(self, namespace: str, pod: str = "*", cpu: float = 0.0, memory: float = 0.0) -> None:
+        self._call("set_pod_usage", namespace, pod, cpu, memory)
+
+    def set_custom(self, namespace: str, metric: str, value: float) -> None:
+        self._call("set_custom", namespace, metric, value)
+
+    def set_external(self, namespace: str, metric: str, *values: float) -> None:
+        self._call("set_external", namespace, metric, *values)
+
+    def fail(self, group: str, status: int = 503, body: str = "backend unavailable") -> None:
+        self._call("fail", group, status, body)
+
+    def heal(self, group: str | None = None) -> None:
+        self._call("heal", group)
+
+    @property
+    def requests(self) -> list[str]:
+        return list(self._call("requests"))
 
 
 def apiservice_manifests(port: int, ca_bundle_pem: bytes) -> list[dict[str, Any]]:

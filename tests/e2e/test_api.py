@@ -264,6 +264,8 @@ def test_cel_and_schema_rules_enforced_by_the_api_server_alone(cluster: Cluster,
     assert refused == [], "refused without the webhook: move these to api_cases"
 
 
+# serial tier (docs/testing.md): it registers the shipped admission webhook for every namespace
+@pytest.mark.serial
 def test_invalid_objects_refused_fixed_ones_accepted(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:
@@ -375,6 +377,7 @@ def _sa_token(cluster: Cluster, ns: str, sa: str, audience: str | None) -> str:
     return cluster.kubectl("create", "token", sa, "-n", ns, *extra).strip()
 
 
+@pytest.mark.serial  # serial tier (docs/testing.md): its manager watches every namespace
 def test_http_surfaces_tls_audience_rate_limit_and_secure_metrics(
     cluster: Cluster, namespace: str, tmp_path: Path
 ) -> None:

@@ -44,7 +44,8 @@ from .es_helpers import Manager, start_manager
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
 from fake_metrics import PrometheusServer
 
-pytestmark = pytest.mark.e2e
+# serial tier (docs/testing.md): it measures a fleet's capacity on the control plane alone
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 GROUP = "capacity.escaler.io"
 PLURAL = "scalables"

@@ -72,7 +72,8 @@ from .es_helpers import (
 from .proxy import TcpProxy
 from .webhook import free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+# serial tier (docs/testing.md): it kills the API server and compacts etcd
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.serial]
 
 POLL_S = 2.0
 PER_REPLICA = 10

@@ -48,7 +48,8 @@ from .es_helpers import apply, chaos_full, chaos_runs, deployment, scaler
 from .sloapi_helpers import SLOApi, apply_in, sa_token, start_slo_api, three_routes, wait_routes
 from .webhook import free_port, manager_with_webhook
 
-pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+# serial tier (docs/testing.md): it registers the shipped admission webhook for every namespace
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.serial]
 
 # the manager's API and webhook certificates are checked elsewhere; here only the bytes matter
 _UNVERIFIED = ssl.create_default_context()

@@ -59,7 +59,8 @@ from .es_helpers import (
     wait_cond,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+# serial tier (docs/testing.md): it times leader failover, which the other workers' load would skew
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.serial]
 
 LEASE = "escaler-chaos-failover"
 SCALERS = 6

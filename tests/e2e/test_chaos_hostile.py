@@ -56,7 +56,8 @@ from .conftest import ROOT, Cluster, eventually
 from .es_helpers import apply, chaos_full, chaos_runs, deployment, scaler
 from .webhook import free_port, manager_with_webhook
 
-pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+# serial tier (docs/testing.md): it registers the shipped admission webhook for every namespace
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.serial]
 
 EXAMPLES = chaos_runs(60, 500)
 # how long accepted objects may take to get their conditions, after the last create

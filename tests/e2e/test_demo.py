@@ -117,7 +117,8 @@ def test_a_short_demo_shows_every_story_and_a_summary(tmp_path: Path) -> None:
         assert hint in summary, hint
     work = re.search(r"work directory (\S+),", out)
     assert work and not Path(work[1]).exists(), "the work directory was not removed"
-    assert took < 180, f"the short demo took {took:.0f}s"
+    # how long it took is printed above, not asserted: this runs beside the parallel tier's other
+    # workers, and a wall-clock bound on a shared machine measures the neighbours (docs/testing.md)
 
 
 def test_the_demo_runs_on_a_given_cluster(cluster: Cluster) -> None:

@@ -34,7 +34,9 @@ from escaler.api.crdgen import render_stream
 
 from .conftest import Cluster
 
-pytestmark = pytest.mark.e2e
+# one worker runs the whole file (--dist loadgroup): its module fixtures build the wheel and a clean
+# virtualenv once, which every test here reads
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("distribution")]
 
 ROOT = Path(__file__).resolve().parents[2]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")  # .dockerignore's exclusions

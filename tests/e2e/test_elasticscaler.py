@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client as k8s
 
 from . import es_helpers
-from .conftest import ROOT, Cluster, PrometheusServer, eventually
+from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
 from .es_helpers import apply, cond, es, replicas
 from .webhook import free_port
 
@@ -34,8 +34,11 @@ pytestmark = pytest.mark.e2e
 GROUP = "elasticscaler.io/v1alpha1"
 
 
-@pytest.fixture(scope="module")
-def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The manager, watching only the test's namespace (tests share the control plane with other
+    workers' tests, docs/testing.md)."""
     work = tmp_path_factory.mktemp("es-manager")
     api_port = free_port()
     log = work / "manager.log"
@@ -45,6 +48,7 @@ def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "escaler",
         "manager",
         f"--kubeconfig={cluster.kubeconfig}",
+        f"--namespace={namespace}",
         "--webhook-port=0",
         "--metrics-trigger-poll-interval=2s",
         "--metrics-bind-address=127.0.0.1:0",
@@ -63,6 +67,7 @@ def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         )
     # the API serves HTTPS by default (a self-signed certificate: no --api-cert-dir here)
     info = {"proc": proc, "log": log, "api": f"https://127.0.0.1:{api_port}"}
+    wait_synced(proc, log)
     try:
         yield info
     finally:
@@ -175,7 +180,10 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     apply(cluster, namespace, deployment("llm-a", 2))
     q = f'sum(vllm:num_requests_running{{ns="{namespace}"}})'
     prometheus.set(q, 20)  # 20 over 2 replicas = 10 per replica: at target
-    apply(cluster, namespace, scaler("a", "llm-a", prom_trigger(prometheus.url, q), annotations=FAST))
+    # a 30 s window, not FAST's 12 s: `escaler explain` below must run inside it, and a CLI process
+    # started on a loaded machine (the parallel tier) can take most of 12 s to answer
+    held = {**FAST, "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "30"}
+    apply(cluster, namespace, scaler("a", "llm-a", prom_trigger(prometheus.url, q), annotations=held))
     obj = wait_cond(cluster, namespace, "a", "ScalingActive", "True", "MetricsAvailable", manager)
     assert "evaluated 1 of 1 metrics" in cond(obj, "ScalingActive")[2]
     assert replicas(cluster, namespace, "llm-a") == 2
@@ -184,7 +192,7 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     obj = es(cluster, namespace, "a")
     assert obj["status"]["desiredReplicas"] == 6 and obj["status"]["lastScaleTime"]
     assert any(d["to"] == 6 for d in obj["status"]["recentDecisions"])
-    prometheus.set(q, 12)  # 2 per replica: wants 2, held by the 12 s window
+    prometheus.set(q, 12)  # 2 per replica: wants 2, held by the 30 s window
     wait_cond(cluster, namespace, "a", "AbleToScale", "True", "ScaleDownStabilized", manager, timeout=20)
     assert replicas(cluster, namespace, "llm-a") == 6
     # while held, `escaler explain` shows the pipeline step by step and the verdict "waiting"

@@ -46,7 +46,7 @@ def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, promethe
     apply(cluster, namespace, deployment("act", 0))
     apply(cluster, namespace, scaler("act", "act", _trigger(prometheus.url, query), minr=0, maxr=8,
                                      annotations=ANNOTATIONS))
-    manager = start_manager(cluster, tmp_path, user=USER)
+    manager = start_manager(cluster, tmp_path, user=USER, namespace=namespace)
     managers.append(manager)
 
     def below() -> bool:

@@ -146,7 +146,8 @@ def test_a_scale_only_crd_target_is_read_from_the_cache_and_written_through_scal
                  kind="Sizer", annotations=QUICK)
     obj["spec"]["targetRef"]["apiVersion"] = f"{GROUP}/v1"
     apply(cluster, namespace, obj)
-    mgr = start_manager(cluster, tmp_path, user="escaler-cached-reads", api=False)
+    mgr = start_manager(cluster, tmp_path, user="escaler-cached-reads", api=False,
+                        namespace=namespace)
     managers.append(mgr)
     audit = AuditLog.of(cluster)
     wait_cond(cluster, namespace, "es", "ScalingActive", "True", "MetricsAvailable", timeout=60)

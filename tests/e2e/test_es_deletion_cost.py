@@ -78,7 +78,7 @@ def test_the_idle_pods_get_the_lowest_deletion_cost_and_are_the_ones_removed(
     policy = {"prometheus": {"endpoint": prometheus.url, "query": per_pod, "timeoutSeconds": 2}}
     apply(cluster, namespace, scaler("dc", "dc", _trigger(prometheus.url, load), annotations=ANNOTATIONS,
                                      scaleDown={"podDeletionCost": policy}))
-    manager = start_manager(cluster, tmp_path, user=USER)
+    manager = start_manager(cluster, tmp_path, user=USER, namespace=namespace)
     managers.append(manager)
     active = ("True", "MetricsAvailable")
     eventually(lambda: cond(es(cluster, namespace, "dc"), "ScalingActive")[:2] == active, timeout=60,

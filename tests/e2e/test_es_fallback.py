@@ -49,7 +49,7 @@ def test_fallback_engages_after_n_failed_polls_and_recovers_through_the_window(
     apply(cluster, namespace, deployment("fb", START))
     apply(cluster, namespace, scaler("fb", "fb", _trigger(prometheus.url, query), annotations=ANNOTATIONS,
                                      fallback={"failureThreshold": THRESHOLD, "replicas": FALLBACK}))
-    manager = start_manager(cluster, tmp_path, user=USER)
+    manager = start_manager(cluster, tmp_path, user=USER, namespace=namespace)
     managers.append(manager)
     first = ("True", "MetricsAvailable")
     eventually(lambda: cond(es(cluster, namespace, "fb"), "ScalingActive")[:2] == first,

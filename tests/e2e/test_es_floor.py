@@ -89,7 +89,8 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
     start = clock.next_minute(margin=60)
     end = start + timedelta(minutes=1)
     _setup(cluster, namespace, prometheus, "fl", _tidal("fl-floor", "fl", start, end))
-    manager = start_manager(cluster, tmp_path, user="escaler-floor", test_clock_file=clock.path)
+    manager = start_manager(cluster, tmp_path, user="escaler-floor", namespace=namespace,
+                            test_clock_file=clock.path)
     managers.append(manager)
 
     eventually(lambda: _floor(cluster, namespace, "fl")[:2] == ("False", "NoActiveRule"), timeout=60,
@@ -160,7 +161,7 @@ def test_an_excluded_date_does_not_lift(cluster: Cluster, namespace: str, promet
     end = start + timedelta(minutes=30)
     today = start.date().isoformat()
     _setup(cluster, namespace, prometheus, "fx", _tidal("fx-floor", "fx", start, end, exclude=[today]))
-    manager = start_manager(cluster, tmp_path, user="escaler-floor-excluded")
+    manager = start_manager(cluster, tmp_path, user="escaler-floor-excluded", namespace=namespace)
     managers.append(manager)
 
     eventually(lambda: _floor(cluster, namespace, "fx")[:2] == ("False", "NoActiveRule"), timeout=60,

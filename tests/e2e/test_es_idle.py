@@ -59,7 +59,7 @@ def test_a_noisy_metric_inside_the_tolerance_writes_nothing(
         apply(cluster, namespace, deployment(name, REPLICAS))
         apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, f'load{{app="{name}"}}'),
                                          annotations=QUICK))
-    manager = start_manager(cluster, tmp_path, user=USER)
+    manager = start_manager(cluster, tmp_path, user=USER, namespace=namespace)
     managers.append(manager)
 
     def all_reported() -> bool:

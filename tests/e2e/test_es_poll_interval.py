@@ -45,7 +45,7 @@ def test_scalers_are_polled_at_their_own_rates(cluster: Cluster, namespace: str,
         apply(cluster, namespace, deployment(name, 2))
         apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, queries[name]),
                                          annotations=QUICK, pollIntervalSeconds=every))
-    manager = start_manager(cluster, tmp_path, user=USER, poll="10s",
+    manager = start_manager(cluster, tmp_path, user=USER, poll="10s", namespace=namespace,
                             extra_args=[f"--min-poll-interval={FLOOR}s"])
     managers.append(manager)
     for name in SCALERS:

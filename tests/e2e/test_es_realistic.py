@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Cluster, eventually
+from .conftest import Cluster, eventually, wait_synced
 from .es_helpers import (
     QUICK,
     AuditLog,
@@ -68,9 +68,11 @@ QUEUE = metrics_trigger(external_metric("queue", "10"))
 ADMIN_USER = "escaler-admin"
 
 
-@pytest.fixture(scope="module")
-def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
-    m = start_manager(cluster, tmp_path_factory.mktemp("es-realistic"), user="escaler-realistic")
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
+    m = start_manager(cluster, tmp_path_factory.mktemp("es-realistic"), user="escaler-realistic",
+                      namespace=namespace)
+    wait_synced(m.proc, m.log)
     try:
         yield m
     finally:

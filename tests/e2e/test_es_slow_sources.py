@@ -47,6 +47,9 @@ from .es_helpers import (
     wait_cond,
 )
 
+# serial tier (docs/testing.md): its manager serves two namespaces, so it watches every namespace
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
+
 SLOW_SCALERS = 10
 POLL_SECONDS = float(POLL.rstrip("s"))
 # the acceptance bound: one poll interval (the poller's phase) + 1 s

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Cluster, PrometheusServer, eventually
+from .conftest import Cluster, PrometheusServer, eventually, wait_synced
 from .es_helpers import (
     QUICK,
     Manager,
@@ -44,15 +44,16 @@ def ports() -> dict[str, int]:
     return {"metrics": free_port(), "probe": free_port()}
 
 
-@pytest.fixture(scope="module")
-def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory,
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory,
             ports: dict[str, int]) -> Iterator[Manager]:
     m = start_manager(
-        cluster, tmp_path_factory.mktemp("es-ssrf"), user="escaler-ssrf", poll="1s",
+        cluster, tmp_path_factory.mktemp("es-ssrf"), user="escaler-ssrf", poll="1s", namespace=namespace,
         allow_endpoint_networks="127.0.0.2/32",
         extra_args=[f"--metrics-bind-address=127.0.0.1:{ports['metrics']}",
                     f"--health-probe-bind-address=127.0.0.1:{ports['probe']}"],
     )
+    wait_synced(m.proc, m.log)
     try:
         yield m
     finally:

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from .conftest import Cluster, eventually
+from .conftest import Cluster, eventually, wait_synced
 from .es_helpers import (
     QUICK,
     Manager,
@@ -65,9 +65,11 @@ pytestmark = pytest.mark.e2e
 POLL_SECONDS = 2.0
 
 
-@pytest.fixture(scope="module")
-def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
-    m = start_manager(cluster, tmp_path_factory.mktemp("es-vs-hpa"), user="escaler-vs-hpa")
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
+    m = start_manager(cluster, tmp_path_factory.mktemp("es-vs-hpa"), user="escaler-vs-hpa",
+                      namespace=namespace)
+    wait_synced(m.proc, m.log)
     try:
         yield m
     finally:

@@ -152,6 +152,7 @@ def test_informer_lists_then_watches_real_objects(cluster: Cluster, namespace: s
     assert {o["metadata"]["name"] for o in inf.store.list()} == names
 
 
+@pytest.mark.serial  # serial tier (docs/testing.md): it compacts etcd and restarts the API server
 def test_compaction_gives_410_and_relist_loses_no_update(cluster: Cluster, namespace: str,
                                                          stop: threading.Event) -> None:
     local = cluster.require_local()
@@ -184,6 +185,7 @@ def test_compaction_gives_410_and_relist_loses_no_update(cluster: Cluster, names
         proxy.close()
 
 
+@pytest.mark.serial  # serial tier (docs/testing.md): it kills the API server
 def test_informer_recovers_from_api_server_down_for_10s(cluster: Cluster, namespace: str,
                                                         stop: threading.Event) -> None:
     local = cluster.require_local()

@@ -55,7 +55,8 @@ from .es_helpers import (
 )
 from .webhook import free_port
 
-pytestmark = pytest.mark.e2e
+# serial tier (docs/testing.md): it installs the shipped ClusterRoles, webhook and chart cluster-wide
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 NS = "escaler-system"
 MANAGER_SA = "escaler-manager"

@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, Cluster, PrometheusServer, eventually
+from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
 from .es_helpers import apply, deployment, hold, replicas, workload
 from .webhook import free_port
 
@@ -55,8 +55,11 @@ GROUP = "llm.escaler.io/v1alpha1"
 # ------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The manager, watching only the test's namespace (tests share the control plane with other
+    workers' tests, docs/testing.md)."""
     work = tmp_path_factory.mktemp("llm-manager")
     log = work / "manager.log"
     args = [
@@ -65,6 +68,7 @@ def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "escaler",
         "manager",
         f"--kubeconfig={cluster.kubeconfig}",
+        f"--namespace={namespace}",
         "--webhook-port=0",
         "--metrics-trigger-poll-interval=2s",
         "--metrics-bind-address=127.0.0.1:0",
@@ -79,6 +83,7 @@ def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
             args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
     info = {"proc": proc, "log": log}
+    wait_synced(proc, log)
     try:
         yield info
     finally:

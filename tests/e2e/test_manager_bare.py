@@ -27,7 +27,8 @@ import pytest
 from .conftest import Cluster, eventually, source_dir
 from .webhook import free_port
 
-pytestmark = pytest.mark.e2e
+# serial tier (docs/testing.md): its manager runs with no flags, so it watches every namespace
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 COMPONENTS = ["api", "probes", "metrics", "webhook", "leader-election"]
 

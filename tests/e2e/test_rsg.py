@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, Cluster, eventually
+from .conftest import ROOT, Cluster, eventually, wait_synced
 from .es_helpers import Manager, apply, deployment, replicas, start_manager
 
 pytestmark = pytest.mark.e2e
@@ -125,11 +125,18 @@ def wait_rsg(cluster: Cluster, ns: str, name: str, pred: Any, what: str, m: Mana
 
 
 @pytest.fixture(scope="module")
-def manager(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
+def lws_crd(cluster: Cluster) -> None:
     cluster.apply(LWS_CRD)
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                     "crd/leaderworkersets.leaderworkerset.x-k8s.io")
-    m = start_manager(cluster, tmp_path_factory.mktemp("rsg-manager"), user="escaler-rsg", api=False)
+
+
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str, lws_crd: None,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Manager]:
+    m = start_manager(cluster, tmp_path_factory.mktemp("rsg-manager"), user="escaler-rsg", api=False,
+                      namespace=namespace)
+    wait_synced(m.proc, m.log)
     try:
         yield m
     finally:

@@ -185,6 +185,7 @@ def test_auth_token_401_403_200(cluster: Cluster, namespace: str, tmp_path: Path
         assert token not in api.output(tail=10**7)
 
 
+@pytest.mark.serial  # serial tier (docs/testing.md): it deletes a shipped CRD
 def test_missing_job_crd_is_indexed_as_empty(cluster: Cluster, namespace: str, tmp_path: Path,
                                              slo_apis: list[SLOApi]) -> None:
     ns = namespace

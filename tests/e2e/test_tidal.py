@@ -107,7 +107,7 @@ def test_shipped_sample_reaches_ready_and_drives_its_deployment(
     tidal, es = default_ns_sample
     ns = tidal["metadata"]["labels"]["elasticscaler.io/namespace"]
     target = tidal["spec"]["targetRef"]["name"]
-    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-sample")
+    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-sample", namespace=ns)
     managers.append(mgr)
     apply(cluster, ns, deployment(target, 1))
     cluster.kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "samples" / "tidal.yaml"))
@@ -160,7 +160,8 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
 ) -> None:
     apps = k8s.AppsV1Api(api_client)
     clock = ManagerClock(tmp_path / "clock")
-    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-a", test_clock_file=clock.path)
+    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-a", namespace=namespace,
+                        test_clock_file=clock.path)
     managers.append(mgr)
     apply(cluster, namespace, deployment("web", 1))
     # far enough in manager time that no boundary passes before the test steps to it
@@ -187,7 +188,8 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
     assert during[:2] == (3, ("utc",))
     rv = tidal_obj(cluster, namespace, "plan")["metadata"]["resourceVersion"]
     mgr.stop()
-    mgr2 = start_manager(cluster, tmp_path, user="escaler-tidal-b", test_clock_file=clock.path)
+    mgr2 = start_manager(cluster, tmp_path, user="escaler-tidal-b", namespace=namespace,
+                         test_clock_file=clock.path)
     managers.append(mgr2)
 
     def unchanged() -> bool:
@@ -215,7 +217,7 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
 def test_a_tidal_without_labels_reports_missing_required_labels(
     cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager],
 ) -> None:
-    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-labels")
+    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-labels", namespace=namespace)
     managers.append(mgr)
     apply(cluster, namespace, {
         "apiVersion": TIDAL_API, "kind": "Tidal", "metadata": {"name": "bare"},
