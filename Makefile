@@ -37,7 +37,7 @@ RESULTS := .test-results
 # (hack/e2e_workers.py; override with E2E_WORKERS=N)
 E2E_WORKERS ?= $(shell $(PY_VERSION) hack/e2e_workers.py)
 UNIT_ARGS ?= -q -n 2
-E2E_PARALLEL = $(PY) -m pytest tests/e2e -q -n $(E2E_WORKERS) --dist loadgroup -m "not serial"
+E2E_PARALLEL = $(PY) -m pytest tests/e2e -q -n $(E2E_WORKERS) --dist load -m "not serial"
 E2E_SERIAL = $(PY) -m pytest tests/e2e -q -m serial
 
 ## make test: lint, the unit tests, the e2e suite's parallel tier (one shared local control plane

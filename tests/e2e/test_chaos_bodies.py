@@ -48,8 +48,7 @@ from .es_helpers import apply, chaos_full, chaos_runs, deployment, scaler
 from .sloapi_helpers import SLOApi, apply_in, sa_token, start_slo_api, three_routes, wait_routes
 from .webhook import free_port, manager_with_webhook
 
-# serial tier (docs/testing.md): it registers the shipped admission webhook for every namespace
-pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.serial]
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 
 # the manager's API and webhook certificates are checked elsewhere; here only the bytes matter
 _UNVERIFIED = ssl.create_default_context()
@@ -308,7 +307,7 @@ def test_oversized_malformed_and_trickled_bodies_are_refused_with_4xx(
     wait_routes(slo, 3)
     api_port = free_port()
     with manager_with_webhook(cluster, tmp_path, f"--api-bind-address=127.0.0.1:{api_port}",
-                              "--log-format=json") as mgr:
+                              "--log-format=json", namespace=ns) as mgr:
         apply(cluster, ns, deployment("push", 0))
         apply(cluster, ns, scaler("push", "push", {"type": "SignalTrigger", "signalTrigger": {
             "idleTimeoutSeconds": 600, "activationReplicas": 1}}, minr=0, maxr=2))

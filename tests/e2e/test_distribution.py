@@ -14,6 +14,8 @@ builds the sdist and a wheel with the same files.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -34,9 +36,7 @@ from escaler.api.crdgen import render_stream
 
 from .conftest import Cluster
 
-# one worker runs the whole file (--dist loadgroup): its module fixtures build the wheel and a clean
-# virtualenv once, which every test here reads
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("distribution")]
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")  # .dockerignore's exclusions
@@ -64,8 +64,35 @@ def _wheel_files(wheel: Path) -> set[str]:
         return {n for n in z.namelist() if ".dist-info/" not in n}
 
 
+@contextlib.contextmanager
+def _once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """A directory ``name`` shared by every worker of this run (parallel tier: the workers' temp
+    directories have one parent), held under a file lock: yields (directory, already built), so
+    the wheel and the clean virtualenv are built once per run, not once per worker that runs a
+    test of this file."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    d = shared / f"shared-{name}"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = d / ".built"
+        yield d, done.exists()
+        done.touch()
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    with _once(tmp_path_factory, "dist") as (out, built):
+        if not built:
+            _build_wheel(tmp_path_factory, out)
+    wheels = sorted(out.glob("*.whl"))
+    assert [w.name for w in wheels] == [f"escaler-{escaler.__version__}-py3-none-any.whl"]
+    return wheels[0]
+
+
+def _build_wheel(tmp_path_factory: pytest.TempPathFactory, out: Path) -> None:
     context = tmp_path_factory.mktemp("docker-context")
     for src in _builder_copies():
         path = ROOT / src
@@ -73,21 +100,19 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(path, context / src, ignore=IGNORED)
         else:
             shutil.copy2(path, context / src)
-    out = tmp_path_factory.mktemp("dist")
     _run(sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", out, context, timeout=300)
-    wheels = sorted(out.glob("*.whl"))
-    assert [w.name for w in wheels] == [f"escaler-{escaler.__version__}-py3-none-any.whl"]
-    return wheels[0]
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("clean-venv") / "venv"
-    _run(sys.executable, "-m", "venv", root)
+    with _once(tmp_path_factory, "clean-venv") as (d, built):
+        root = d / "venv"
+        if not built:
+            _run(sys.executable, "-m", "venv", root)
+            _run(root / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                 wheel, timeout=600)
     cfg = (root / "pyvenv.cfg").read_text()
     assert "include-system-site-packages = false" in cfg
-    _run(root / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheel,
-         timeout=600)
     yield root / "bin"
 
 

@@ -28,6 +28,27 @@ from .conftest import ROOT, Cluster, eventually
 WEBHOOK_CONFIG = ROOT / "manifests" / "webhook" / "validating-webhook-configuration.yaml"
 
 
+# the label the API server puts on every namespace, naming it
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _config_name(name: str, namespace: str | None) -> str:
+    return f"{name}-{namespace}" if namespace else name
+
+
+def serves_namespace(config: dict[str, Any], namespace: str) -> bool:
+    """Whether a webhook of ``config`` (a ValidatingWebhookConfiguration) can be called for an object
+    in ``namespace``: one without a namespaceSelector serves every namespace; one registered by
+    ``manager_with_webhook(namespace=...)`` serves only its own."""
+    for hook in config.get("webhooks") or []:
+        sel = hook.get("namespaceSelector") or {}
+        if not sel or sel.get("matchExpressions"):
+            return True
+        if (sel.get("matchLabels") or {}).get(NAMESPACE_NAME_LABEL, namespace) == namespace:
+            return True
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -45,7 +66,13 @@ class ManagerProcess:
 
 
 @contextmanager
-def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterator[ManagerProcess]:
+def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str,
+                         namespace: str | None = None) -> Iterator[ManagerProcess]:
+    """The manager with its webhook, registered with the shipped configuration. With ``namespace``
+    (the parallel tier, docs/testing.md) the manager watches only that namespace and the
+    configuration, renamed ``<name>-<namespace>``, serves only it (a ``namespaceSelector`` on its
+    name label), so tests running beside it never meet this webhook; without, it serves every
+    namespace (a serial test)."""
     certs = workdir / "webhook-certs"
     subprocess.run(
         ["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True, capture_output=True
@@ -63,6 +90,7 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterat
         "--metrics-bind-address=127.0.0.1:0",
         "--health-probe-bind-address=127.0.0.1:0",
         "--api-bind-address=127.0.0.1:0",
+        *([f"--namespace={namespace}"] if namespace else []),
         *extra,
     ]
     with open(log, "wb") as f:
@@ -70,14 +98,19 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterat
             args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
     mp = ManagerProcess(proc, log, port)
+    names = [_config_name(d["metadata"]["name"], namespace)
+             for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
     try:
         docs = [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
         ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
         for doc in docs:
             cfg = copy.deepcopy(doc)
+            cfg["metadata"]["name"] = _config_name(doc["metadata"]["name"], namespace)
             for hook in cfg["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]
                 hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+                if namespace:
+                    hook["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
             cluster.apply(cfg)
         eventually(
             lambda: proc.poll() is None and _serving(port),
@@ -86,11 +119,11 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str) -> Iterat
         )
         yield mp
     finally:
-        for doc in [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]:
+        for name in names:
             cluster.kubectl(
                 "delete",
                 "validatingwebhookconfiguration",
-                doc["metadata"]["name"],
+                name,
                 "--ignore-not-found",
                 check=False,
             )
