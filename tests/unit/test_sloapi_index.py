@@ -81,7 +81,10 @@ def test_not_ready_until_present_kinds_sync() -> None:
     # the first LLM list fails: the reflector backs off on the fake clock, the cache is not synced
     cluster.apis["llm"].fail_next_list(StatusError(500, "InternalError", "etcd"))
     with start_service(cluster, wait_ready=False) as r:
-        wait_until(lambda: r.index.state(LLM) is KindState.PRESENT, what="LLM probed")
+        # both kinds probed: check_once probes LLM, then the job kind; until the second probe
+        # answers, the reason is "waiting to learn whether JobSLORequirement is served"
+        wait_until(lambda: (r.index.state(LLM), r.index.state(JOB)) == (KindState.PRESENT, KindState.PRESENT),
+                   what="both kinds probed")
         resp = r.client.get("/readyz")
         assert resp.status_code == 503
         assert resp.json()["error"]["code"] == "unavailable"
