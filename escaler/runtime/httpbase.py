@@ -86,6 +86,9 @@ _LINGER_TIMEOUT_SECONDS = 0.25
 _LINGER_READS = 8
 # How long shutdown() waits for the serving thread to end.
 SHUTDOWN_JOIN_SECONDS = 5.0
+# How often the serving loop (socketserver's serve_forever) checks for shutdown(): a shutdown
+# waits up to this long for it. Read when serving starts; the unit tests lower it.
+SERVE_POLL_SECONDS = 0.1
 
 _log = logging.getLogger(__name__)
 
@@ -553,8 +556,8 @@ class ServingLifecycle:
     def _start_thread(self, server: ConnectionServer, name: str) -> None:
         """Store ``server`` and serve it from a daemon thread; call with ``_mu`` held."""
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name=name, daemon=True)
+        self._thread = threading.Thread(target=server.serve_forever,
+                                        kwargs={"poll_interval": SERVE_POLL_SECONDS}, name=name, daemon=True)
         self._thread.start()
 
     def shutdown(self) -> None:

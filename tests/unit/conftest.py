@@ -9,6 +9,10 @@ thread re-checks its stop event every 10 ms of real time, so the few hundred a f
 leave behind woke tens of thousands of times a second and slowed every later test (most of the
 unit suite's system time). After each test, every queue created during it is shut down, as its
 contract asks; a queue a test already shut down is untouched (``shutdown`` is idempotent).
+
+``httpbase.SERVE_POLL_SECONDS`` is lowered from 0.1 s to 5 ms for the session: a server's
+``shutdown()`` waits for its serving loop's next poll, and the unit tests stop escaler's HTTP
+servers (probes, metrics, webhook, API) ~100 times a run. Only how soon a stop is noticed changes.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from escaler.runtime import httpbase
 from escaler.workqueue.queue import Queue
+
+httpbase.SERVE_POLL_SECONDS = 0.005
 
 # every Queue (and subclass) constructed in this process, until it is garbage
 _QUEUES: weakref.WeakSet[Queue[object]] = weakref.WeakSet()

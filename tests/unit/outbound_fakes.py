@@ -119,7 +119,8 @@ class HttpsServer:
         httpd.daemon_threads = True
         httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
-        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        # a short poll: stop() waits for the serving loop's next one
+        threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -129,7 +129,9 @@ class FakeAPI:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+        # shutdown() waits for the serving loop's next poll: 5 ms, not 50, so closing the fake
+        # does not cost every test that uses it 50 ms of idle time (~400 of them per run)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.005},
                                        daemon=True)
         self.clients: list[ApiClient] = []
 
