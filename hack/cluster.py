@@ -49,6 +49,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -69,10 +70,26 @@ STARTUP_TIMEOUT = 120.0
 DEFAULT_NODES = 2
 
 
+# free_port() picks below the kernel's ephemeral range (Linux: 32768-60999): a port it returns is
+# bound by its user a moment later, and in between an outgoing connection of any process (a test
+# worker's, a manager's) may take an ephemeral port as its source port, so a port picked there can
+# be in use by the time it is bound (seen with parallel e2e workers: EADDRINUSE). Ports here are
+# only ever taken by an explicit bind.
+FREE_PORT_RANGE = (20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback TCP port nothing listens on now, outside the ephemeral range (see above)."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(*FREE_PORT_RANGE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {FREE_PORT_RANGE} after 200 tries")
 
 
 def binaries() -> dict[str, str]:

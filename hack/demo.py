@@ -502,6 +502,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="escaler-demo-"))
     say(f"escaler demo (work directory {work}, pid {os.getpid()})")
     signal.signal(signal.SIGTERM, _interrupt)
+    # Ctrl-C tears down at any moment, also when started by a parent that ignores SIGINT (a
+    # background job of a non-interactive shell, a test worker): an ignored SIGINT is inherited
+    # across exec, and Python then installs no KeyboardInterrupt handler of its own
+    signal.signal(signal.SIGINT, _interrupt)
     demo: Demo | None = None
     rc = 1
     try:

@@ -53,7 +53,7 @@ def source_dir() -> Path:
 
 sys.path.insert(0, str(ROOT / "hack"))
 
-from cluster import LocalCluster, binaries  # noqa: E402
+from cluster import LocalCluster, binaries, free_port  # noqa: E402, F401 (free_port: for the helpers)
 from fake_metrics import (  # noqa: E402
     MetricsAPIClient,
     MetricsAPIServer,

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from .conftest import ROOT, Cluster, eventually
+from .conftest import free_port as cluster_free_port
 
 WEBHOOK_CONFIG = ROOT / "manifests" / "webhook" / "validating-webhook-configuration.yaml"
 
@@ -50,9 +51,8 @@ def serves_namespace(config: dict[str, Any], namespace: str) -> bool:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port outside the ephemeral range (``hack/cluster.py``'s ``free_port``)."""
+    return int(cluster_free_port())
 
 
 @dataclass
