@@ -81,17 +81,18 @@ STATUS_TRICKLE = (b"", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
 def test_a_trickling_server_is_cut_at_the_deadline(head: bytes, tail: bytes) -> None:
     with RawServer(_trickle(head, tail)) as srv:
         start = time.monotonic()
-        s = query_prometheus(loopback(), srv.url, "up", 1)
+        s = query_prometheus(loopback(), srv.url, "up", 0.5)
         took = time.monotonic() - start
-    assert s.value is None and s.error is not None and "timed out after 1s" in s.error
-    # the server trickles for 10 s; the deadline is 1 s (slack for a loaded machine, far from 10)
+    assert s.value is None and s.error is not None and "timed out after 0.5s" in s.error
+    # the server trickles a byte every 0.2 s for 10 s, so no single read waits out the 0.5 s
+    # deadline; only the total deadline can end the exchange (slack for a loaded machine, far from 10)
     assert took < 4.0, f"the query took {took:.1f}s: the deadline did not bound the exchange"
 
 
 def test_a_trickling_signal_endpoint_is_cut_at_the_deadline() -> None:
     with RawServer(_trickle(*BODY_TRICKLE)) as srv:
         start = time.monotonic()
-        r = pull_signal(loopback(), srv.url + "/signal", timeout=1)
+        r = pull_signal(loopback(), srv.url + "/signal", timeout=0.5)
         took = time.monotonic() - start
     assert r.error is not None and "timed out" in r.error and took < 4.0
 
