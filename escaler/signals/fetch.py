@@ -141,12 +141,14 @@ class HttpClient:
         self.policy = policy if policy is not None else AddressPolicy()
         # host name -> addresses; the system's by default
         self._resolver: Resolver = resolver or system_resolver
-        # verifies server certificates (system CAs, SSL_CERT_FILE) and host names
-        self._ssl = ssl_context if ssl_context is not None else ssl.create_default_context()
+        # verifies server certificates (system CAs, SSL_CERT_FILE) and host names; None until the
+        # first TLS connection makes the default one (loading the system CAs costs ~40 ms of CPU,
+        # and every reconciler's setup makes a client whether or not a scaler ever uses https)
+        self._ssl: ssl.SSLContext | None = ssl_context
         # resolves names off the caller's thread, so a lookup is bounded by the deadline too;
         # made on first use (an IP literal needs none)
         self._dns: ThreadPoolExecutor | None = None
-        # guards _dns creation
+        # guards the creation of _dns and of the default _ssl
         self._mu = threading.Lock()
         # False: "Connection: close", one connection per request (the pool stays empty)
         self.keep_alive = keep_alive
@@ -185,8 +187,12 @@ class HttpClient:
             raise FetchError(f"host {host!r} resolves to no IP address")
         return addresses
 
-    def wrap_tls(self, sock: socket.socket, host: str) -> ssl.SSLSocket:
-        return self._ssl.wrap_socket(sock, server_hostname=host)
+    def tls_context(self) -> ssl.SSLContext:
+        """The context every TLS connection is wrapped with (the default one is made on first use)."""
+        with self._mu:
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            return self._ssl
 
 
 def _os_error(err: BaseException) -> str:
@@ -443,8 +449,9 @@ def _opened(client: HttpClient, exchange: _Exchange, place: ConnKey, addresses: 
     sock, address = exchange.connect(addresses, place.port, where)
     try:
         if place.scheme == "https":
+            context = client.tls_context()  # before the deadline is read: a first use loads the CAs
             sock.settimeout(exchange.left())
-            sock = client.wrap_tls(sock, place.host)
+            sock = context.wrap_socket(sock, server_hostname=place.host)
     except BaseException:
         sock.close()
         raise
