@@ -79,8 +79,13 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
 
 
+# libyaml's safe loader (the same safe YAML, parsed in C): the renders are ~270 documents a run,
+# and the pure-Python parser spent seconds of CPU on them
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _docs(text: str) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yaml.load_all(text, Loader=_SAFE_LOADER) if d]
 
 
 @cache
