@@ -133,7 +133,8 @@ def test_rendering_is_deterministic_and_parses_back() -> None:
     assert list(first) == [f"{i.plural}.{i.group}.yaml" for i in KINDS.values()]
     for name, text in first.items():
         assert text.startswith(HEADER) and "&id" not in text and "*id" not in text, name
-        assert yaml.safe_load(text) == CRDS[yaml.safe_load(text)["spec"]["names"]["kind"]]
+        parsed = yaml.safe_load(text)
+        assert parsed == CRDS[parsed["spec"]["names"]["kind"]]
 
 
 @pytest.mark.parametrize(

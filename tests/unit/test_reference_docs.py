@@ -5,6 +5,7 @@ and the generator's tables say what the models say."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from collections.abc import Iterable, Iterator
@@ -84,6 +85,7 @@ def test_a_kind_without_condition_docs_is_refused() -> None:
 # ------------------------------------------------------------------ the tables say what the models say
 
 
+@functools.cache  # two tests per kind read it; callers only read it
 def _crd(kind: str) -> dict[str, object]:
     info = KINDS[kind]
     doc = yaml.safe_load((ROOT / "manifests" / "crds" / f"{info.crd_name}.yaml").read_text(encoding="utf-8"))
