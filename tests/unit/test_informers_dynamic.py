@@ -81,15 +81,19 @@ def test_keys_are_independent(fake: FakeAPI, dyn: DynamicInformers) -> None:
 
 
 def test_release_from_inside_the_handler(fake: FakeAPI, dyn: DynamicInformers) -> None:
-    released = threading.Event()
+    released, registered = threading.Event(), threading.Event()
     holder: list[object] = []
 
     def on_add(_obj: FrozenDict, _initial: bool) -> None:
+        # the informer starts inside register() and delivers on its own thread: the first add
+        # can arrive before register() has returned the registration to release
+        assert registered.wait(5), "register() did not return"
         if not released.is_set():
             holder[0].release()  # type: ignore[attr-defined]
             released.set()
 
     holder.append(dyn.register(WEB, FuncHandler(add=on_add)))
+    registered.set()
     assert released.wait(5)
     fake.wait_for(lambda: fake.open_watches == 0)
     assert dyn.active_keys() == []
