@@ -189,8 +189,11 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     assert replicas(cluster, namespace, "llm-a") == 2
     prometheus.set(q, 60)  # 30 per replica: 6 needed (apa may take it in two steps, 2 → 4 → 6)
     eventually(lambda: replicas(cluster, namespace, "llm-a") == 6, timeout=40, what="settle at 6")
-    obj = es(cluster, namespace, "a")
-    assert obj["status"]["desiredReplicas"] == 6 and obj["status"]["lastScaleTime"]
+    # the status is written after the target: wait for it rather than read it once (on a loaded
+    # machine the Deployment showed 6 while the status still said 4)
+    obj = eventually(lambda: (o := es(cluster, namespace, "a"))["status"].get("desiredReplicas") == 6 and o,
+                     timeout=20, what="the status at 6")
+    assert obj["status"]["lastScaleTime"]
     assert any(d["to"] == 6 for d in obj["status"]["recentDecisions"])
     prometheus.set(q, 12)  # 2 per replica: wants 2, held by the 30 s window
     wait_cond(cluster, namespace, "a", "AbleToScale", "True", "ScaleDownStabilized", manager, timeout=20)

@@ -145,6 +145,14 @@ def _wait_transition(apps: k8s.AppsV1Api, ns: str, name: str, want: int, at: dat
     raise AssertionError(f"{name} never reached {want} replicas after the {what} transition at {at}")
 
 
+def _follower_settled(cluster: Cluster, ns: str, name: str) -> bool:
+    """Whether the StateTrigger scaler ``name`` has reconciled its current spec (status conditions
+    for its generation)."""
+    obj = cluster.kubectl_json("get", "es", name, "-n", ns)
+    st = obj.get("status") or {}
+    return st.get("observedGeneration") == obj["metadata"]["generation"] and bool(st.get("conditions"))
+
+
 def _state(cluster: Cluster, ns: str, name: str) -> tuple[Any, ...]:
     st = tidal_obj(cluster, ns, name).get("status") or {}
     return st.get("desiredReplicas"), tuple(st.get("activeRules") or ()), st.get("nextTransitionTime")
@@ -181,6 +189,10 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
     apply(cluster, namespace, follower("follow", "plan"))
     wait_tidal(cluster, namespace, "plan", "True", "Scheduled", mgr)
     assert _state(cluster, namespace, "plan") == (1, (), t1.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    # the budget is for a scaler that has reconciled, as it has long before a real transition;
+    # stepping at once could time the scaler's own start-up instead
+    eventually(lambda: _follower_settled(cluster, namespace, "follow"), timeout=60,
+               what=f"the follower's first reconcile; log:\n{mgr.output(2000)}")
     clock.step_to(t1 - timedelta(seconds=LEAD_SECONDS), mgr)
     delays = [_wait_transition(apps, namespace, "web", 3, clock.real(t1), "utc rule starts")]
     # restart the manager in the middle of the rule: the state must not flip, nor be rewritten
