@@ -360,8 +360,10 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     name = f"e2e-{request.node.name[:30].lower().replace('_', '-').strip('-')}-{uuid.uuid4().hex[:5]}"
     name = "".join(ch for ch in name if ch.isalnum() or ch == "-")
     cluster.kubectl("create", "namespace", name)
+    # made by kube-controller-manager, which may still be in its watch backoff after a serial test
+    # restarted the API server: a wait, not a bound on anything under test
     eventually(lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False),
-               what=f"default service account in {name}")
+               timeout=120, interval=0.5, what=f"default service account in {name}")
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
