@@ -16,7 +16,7 @@ import os
 
 # measured: see docs/testing.md ("Sizing the workers")
 CPU_SHARE = 0.30
-HEADROOM = 0.8
+HEADROOM = 0.5
 MIN_WORKERS = 2
 MAX_WORKERS = 8
 
