@@ -36,7 +36,7 @@ RESULTS := .test-results
 # parallel e2e workers sharing one control plane: from the cores and the tier's measured CPU share
 # (hack/e2e_workers.py; override with E2E_WORKERS=N)
 E2E_WORKERS ?= $(shell $(PY_VERSION) hack/e2e_workers.py)
-UNIT_ARGS ?= -q -n 2
+UNIT_ARGS ?= -q -n 2 --dist loadfile
 E2E_PARALLEL = $(PY) -m pytest tests/e2e -q -n $(E2E_WORKERS) --dist load -m "not serial"
 E2E_SERIAL = $(PY) -m pytest tests/e2e -q -m serial
 
