@@ -18,6 +18,13 @@ Contract:
 * ``ready()`` is True once every kind is known and every present kind's informer has synced —
   so ``/readyz`` is 503 only until then; an absent kind does not hold it. ``not_ready_reason()``
   says what is awaited.
+* **Read your writes.** ``record_write(kind, obj)`` keeps the object the API server answered a
+  write with (what client-go's ``MutationCache`` does) until the informer's copy is at least as
+  new (resourceVersions compared as integers, as etcd issues them; a non-integer one never
+  overrides the informer) or ``WRITE_OVERLAY_SECONDS`` of the injected clock pass. ``resolve``
+  and ``entries`` answer the newer of the two, so a listing right after a successful ``PUT``
+  shows it — without holding the request until the watch delivers it. At most
+  ``WRITE_OVERLAY_MAX`` writes are kept (the oldest dropped first).
 * ``run(stop)`` blocks until ``stop`` is set, then stops every informer; ``start(stop)`` runs it
   on a daemon thread. Thread-safe; reads never block on the network.
 """
@@ -31,6 +38,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from cachetools import TTLCache
+
 from escaler.clock import Clock, RealClock
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.informers.frozen import FrozenDict
@@ -41,6 +50,8 @@ __all__ = [
     "CRD_RECHECK_SECONDS",
     "PROBE_RETRY_SECONDS",
     "SERVICE_ID_INDEX",
+    "WRITE_OVERLAY_MAX",
+    "WRITE_OVERLAY_SECONDS",
     "Entry",
     "KindState",
     "SLOIndex",
@@ -51,6 +62,10 @@ __all__ = [
 CRD_RECHECK_SECONDS = 60.0
 # How soon a probe that failed for another reason than 404 is retried.
 PROBE_RETRY_SECONDS = 5.0
+# How long a written object overrides an informer that has not delivered it yet.
+WRITE_OVERLAY_SECONDS = 30.0
+# How many written objects are kept for that at most.
+WRITE_OVERLAY_MAX = 4096
 # The informer index from spec.serviceId to objects.
 SERVICE_ID_INDEX = "serviceId"
 
@@ -110,6 +125,20 @@ def _entry(kind: SLOKind, obj: Mapping[str, Any]) -> Entry:
     return Entry(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""), obj)
 
 
+def _version(e: Entry) -> int | None:
+    meta = e.obj.get("metadata")
+    rv = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    try:
+        return int(rv) if isinstance(rv, str) else None
+    except ValueError:
+        return None
+
+
+def _newer(written: Entry, cached: Entry) -> bool:
+    w, c = _version(written), _version(cached)
+    return w is not None and c is not None and w > c
+
+
 class SLOIndex:
     """See the module docstring."""
 
@@ -142,6 +171,10 @@ class SLOIndex:
         self._watches: dict[str, _Watch] = {}
         # set once run() has returned
         self.stopped = threading.Event()
+        # (plural, namespace, name) → the object a write returned, until the informer has it;
+        # guarded by _mu
+        self._written: TTLCache[tuple[str, str, str], Entry] = TTLCache(
+            maxsize=WRITE_OVERLAY_MAX, ttl=WRITE_OVERLAY_SECONDS, timer=self._clock.monotonic)
 
     # ---- reads ------------------------------------------------------------------------------
 
@@ -171,12 +204,38 @@ class SLOIndex:
         """Every CR whose spec.serviceId is ``route``, across both kinds (sorted by key)."""
         found = [_entry(kind, obj) for kind, inf in self._informers()
                  for obj in inf.indexer.by_index(SERVICE_ID_INDEX, route)]
-        return sorted(found, key=lambda e: e.key)
+        return sorted([e for e in self._overlay(found) if e.route == route], key=lambda e: e.key)
 
     def entries(self) -> list[Entry]:
         """Every indexed CR, by route then key."""
         found = [_entry(kind, obj) for kind, inf in self._informers() for obj in inf.store.list()]
-        return sorted(found, key=lambda e: (e.route, e.key))
+        return sorted(self._overlay(found), key=lambda e: (e.route, e.key))
+
+    # ---- read your writes -------------------------------------------------------------------
+
+    def record_write(self, kind: SLOKind, obj: Mapping[str, Any]) -> None:
+        """Answer ``obj`` (what the API server returned for a write) until the informer has it."""
+        e = _entry(kind, obj)
+        if _version(e) is None or not e.name:
+            return
+        with self._mu:
+            self._written[e.key] = e
+
+    def _overlay(self, found: list[Entry]) -> list[Entry]:
+        """``found`` with each entry replaced by a newer written copy; caught-up copies dropped."""
+        with self._mu:
+            if not self._written:
+                return found
+            out = []
+            for e in found:
+                w = self._written.get(e.key)
+                if w is not None and _newer(w, e):
+                    out.append(w)
+                    continue
+                if w is not None:
+                    del self._written[e.key]
+                out.append(e)
+            return out
 
     # ---- lifecycle --------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ is an ``SLOApiError``):
 * ``put(route, body)``: ``translate.validate_patch`` against the route's kind, then the CR merge
   patch; a patch that changes nothing is not sent. ``delete(route)``: ``translate.clear_patch``
   (nothing to clear → no write). Both answer the route's full body from what the API server
-  returned, and map the API server's failures with ``errors.from_upstream``.
+  returned, and map the API server's failures with ``errors.from_upstream``. A write is recorded
+  in the index (``SLOIndex.record_write``), so the next read shows it even before the watch does.
 """
 
 from __future__ import annotations
@@ -162,7 +163,10 @@ class SLOService:
             log("write of route %s (%s %s/%s) refused: %s", route, e.kind.kind, e.namespace, e.name, exc)
             raise err from None
         _log.info("route %s written (%s %s/%s)", route, e.kind.kind, e.namespace, e.name)
-        return translate.full(e.kind, written if isinstance(written, Mapping) else {})
+        if not isinstance(written, Mapping):
+            return translate.full(e.kind, {})
+        self.index.record_write(e.kind, written)  # a listing right after this shows the write
+        return translate.full(e.kind, written)
 
 
 def _attributes(verb: str, kind: SLOKind, namespace: str, name: str) -> ResourceAttributes:

@@ -114,6 +114,9 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
     lifted = datetime.now(UTC)
     assert lifted >= start_real, f"lifted at {lifted}, before the rule's start {start_real} (real)"
     assert (lifted - start_real).total_seconds() < 5, f"lifted at {lifted}, rule start {start_real} (real)"
+    # the status is written after the target (a reader can see the scale first)
+    eventually(lambda: _floor(cluster, namespace, "fl")[1] == "FloorActive", timeout=15,
+               what=f"the ScheduleFloor condition after the lift; log:\n{manager.output()}")
     obj = es(cluster, namespace, "fl")
     status, reason, message = cond(obj, "ScheduleFloor")
     assert (status, reason) == ("True", "FloorActive"), message
@@ -150,7 +153,8 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
     assert stabilized, "the scale-down window never held the floor's count after the rule's end"
     # the window counts from the last sync that saw the floor: at most one poll before the end
     assert released_after >= DOWN_WINDOW - POLL_SECONDS - 1, f"released {released_after:.1f}s after the end"
-    assert _floor(cluster, namespace, "fl")[:2] == ("False", "NoActiveRule")
+    eventually(lambda: _floor(cluster, namespace, "fl")[:2] == ("False", "NoActiveRule"), timeout=15,
+               what=f"the ScheduleFloor condition after the release; log:\n{manager.output()}")
     assert manager.alive(), manager.output()
 
 
@@ -173,5 +177,7 @@ def test_an_excluded_date_does_not_lift(cluster: Cluster, namespace: str, promet
     apply(cluster, namespace, _tidal("fx-floor", "fx", start, end, exclude=[]))
     eventually(lambda: replicas(cluster, namespace, "fx") == FLOOR, timeout=30, interval=0.2,
                what=f"the lift once the date is no longer excluded; log:\n{manager.output()}")
-    assert _floor(cluster, namespace, "fx")[:2] == ("True", "FloorActive")
+    eventually(lambda: _floor(cluster, namespace, "fx")[:2] == ("True", "FloorActive"), timeout=15,
+               what=f"the ScheduleFloor condition after the lift (written after the target); log:\n"
+                    f"{manager.output()}")
     assert manager.alive(), manager.output()

@@ -9,7 +9,13 @@ from __future__ import annotations
 import pytest
 
 from escaler.errors import ConnectionFailure, StatusError
-from escaler.sloapi.index import CRD_RECHECK_SECONDS, PROBE_RETRY_SECONDS, KindState, SLOIndex
+from escaler.sloapi.index import (
+    CRD_RECHECK_SECONDS,
+    PROBE_RETRY_SECONDS,
+    WRITE_OVERLAY_SECONDS,
+    KindState,
+    SLOIndex,
+)
 from escaler.sloapi.kinds import JOB, LLM
 from tests.unit.fakeapi import wait_until
 from tests.unit.sloapi_fakes import FakeSLOCluster, job_slo, llm_slo, start_service
@@ -126,3 +132,45 @@ def test_constructor_validation(kwargs: dict[str, object], message: str) -> None
     cluster = FakeSLOCluster()
     with pytest.raises(ValueError, match=message):
         SLOIndex(lambda k: cluster.informer_for(k, None), cluster.probe, **kwargs)  # type: ignore[arg-type]
+
+
+# ---- read your writes -------------------------------------------------------------------------
+
+def _max_bound(client: object, route: str) -> object:
+    routes = client.get("/config").json()["routes"]  # type: ignore[attr-defined]
+    return next(r["bounds"]["max"] for r in routes if r["route"] == route)
+
+
+def test_a_listing_right_after_a_write_shows_it_before_the_watch_does() -> None:
+    cluster = FakeSLOCluster([llm_slo("a", "chat", bounds={"min": {"type": "replica", "value": 1},
+                                                           "max": {"type": "replica", "value": 8}})])
+    with start_service(cluster) as r:
+        api = cluster.apis["llm"]
+        api.pause_watches()  # the watch has not delivered the write yet
+        resp = r.client.put("/config/chat", json={"bounds": {"max": {"type": "replica", "value": 12}}})
+        assert resp.status_code == 200, resp.text
+        assert _max_bound(r.client, "chat") == {"type": "replica", "value": 12}
+        assert r.client.get("/config/chat").json()["bounds"]["max"]["value"] == 12
+        # someone else writes after us, and the watch delivers both: the newer copy wins
+        current = api.get("team-a/a")
+        assert current is not None
+        newer = {**current, "spec": {**current["spec"], "bounds": {
+            "min": {"type": "replica", "value": 1}, "max": {"type": "replica", "value": 20}}}}
+        api.update(newer)
+        api.resume_watches()
+        wait_until(lambda: _max_bound(r.client, "chat") == {"type": "replica", "value": 20},
+                   what="the informer's newer copy")
+        assert r.index._written == {}  # caught up: the written copy was dropped
+
+
+def test_a_written_copy_expires_when_the_watch_never_delivers_it() -> None:
+    cluster = FakeSLOCluster([llm_slo("a", "chat", bounds={"min": {"type": "replica", "value": 1},
+                                                           "max": {"type": "replica", "value": 8}})])
+    with start_service(cluster) as r:
+        cluster.apis["llm"].pause_watches()
+        assert r.client.put("/config/chat", json={"bounds": {"max": {"type": "replica", "value": 12}}}
+                            ).status_code == 200
+        r.clock.step(WRITE_OVERLAY_SECONDS - 1)
+        assert _max_bound(r.client, "chat") == {"type": "replica", "value": 12}
+        r.clock.step(1)
+        assert _max_bound(r.client, "chat") == {"type": "replica", "value": 8}  # the cache, as it is
