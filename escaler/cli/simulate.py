@@ -18,6 +18,8 @@ from escaler.scaling.predict import MAX_SLOTS
 from escaler.sim.engine import SimOptions
 from escaler.sim.model import ProfileError, load_profile
 from escaler.sim.predictive import DEFAULT_SLOTS, season_for
+from escaler.sim.progress import MODES as PROGRESS_MODES
+from escaler.sim.progress import reporter
 from escaler.sim.report import SloTargets, markdown_table
 from escaler.sim.runner import (
     ALL_POLICIES,
@@ -118,7 +120,11 @@ def add_parser(
     o.add_argument("--initial-replicas", type=_count, default=1, help="warm replicas at t=0 (default: 1)")
     p.add_argument("--out", metavar="DIR", required=True, help="directory the report is written to")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                   help="progress on stderr: bar (redrawn in place), lines (a plain line every 10 %% "
+                        "and 10 s at most, for logs), off; auto = bar on a terminal, else lines "
+                        "(default: auto)")
+    p.add_argument("--no-progress", action="store_true", help="same as --progress off")
     return run
 
 
@@ -152,23 +158,9 @@ def run(args: argparse.Namespace) -> int:
         oracle_goal=args.oracle_goal, season_s=season_for(args.speedup), predict_slots=args.predict_slots,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model})
-    rows = run_experiment(exp, Path(args.out), None if args.no_progress else _bar,
+    rows = run_experiment(exp, Path(args.out), reporter("off" if args.no_progress else args.progress),
                           plot=not args.no_plots)
     print(markdown_table(rows), end="")
     print(f"report: {args.out}/summary.md", file=sys.stderr)
     return 0
 
-
-def _bar(label: str) -> Callable[[int, int], None]:
-    from tqdm import tqdm
-
-    bar = tqdm(total=0, desc=f"{label:<14}", unit="req", file=sys.stderr, leave=False, mininterval=0.5)
-
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-        if done >= total:
-            bar.close()
-
-    return update

@@ -1,9 +1,12 @@
 """The report's PNG plots (matplotlib, Agg backend: no display needed).
 
-Contract of ``write_plots(runs, exp, out)``: three files under ``out``:
+Contract of ``write_plots(runs, exp, out, references=None)``: three files under ``out``:
 
-* ``replicas.png`` — per policy (one panel each), the arrival rate (requests/s, per minute) and the
-  replica count (spec.replicas and serving) over time;
+* ``replicas.png`` — per policy (one panel each), the replica count (spec.replicas and serving) and
+  the arrival rate (requests/s, per minute, right axis) over time; every panel shares one replica
+  axis with integer ticks, so panels compare at a glance; ``references`` (optional, label ->
+  replica count, e.g. the cheapest fixed fleet or a lower bound) are drawn on every panel as
+  labelled dashed horizontal lines;
 * ``ttft.png`` — the TTFT p90 of each minute over time, every policy on one axis, with the TTFT
   objective as a line;
 * ``ttft_cdf.png`` — the TTFT CDF of every policy (log x), with the objective.
@@ -21,6 +24,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from escaler.sim.engine import Run, percentile
 
@@ -30,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["write_plots"]
 
 _META = {"Software": "escaler simulate"}
+# colours of the reference lines (cycled)
+_REF_COLORS = ("tab:red", "tab:purple", "tab:orange", "tab:brown")
 
 
 def _per_minute_rate(run: Run) -> tuple[list[float], list[float]]:
@@ -48,27 +56,49 @@ def _ttft_p90_per_minute(run: Run) -> tuple[list[float], list[float]]:
     return [float(x) for x in xs], [percentile(buckets[x], 90) or 0.0 for x in xs]
 
 
-def write_plots(runs: Mapping[str, Run], exp: Experiment, out: Path) -> None:
+def _replicas_figure(runs: Mapping[str, Run], references: Mapping[str, float] | None = None) -> Figure:
+    """One panel per policy: replicas on one y axis shared by every panel, integer ticks, arrivals
+    on the right; each reference (label -> replica count) a labelled dashed line on every panel."""
     names = list(runs)
-    fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.6 * len(names)), sharex=True, squeeze=False)
+    refs = dict(references or {})
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, 2.6 * len(names)), sharex=True, sharey=True,
+                             squeeze=False)
+    rate_axes: list[Axes] = []
     for ax, name in zip(axes[:, 0], names, strict=True):
         run = runs[name]
-        mx, rate = _per_minute_rate(run)
-        ax.plot(mx, rate, color="tab:gray", lw=1, label="arrivals/s")
-        ax.set_ylabel("req/s")
-        ax2 = ax.twinx()
         t = [s.t / 60.0 for s in run.scrapes]
-        ax2.step(t, [s.replicas for s in run.scrapes], where="post", color="tab:blue", lw=1.2,
-                 label="replicas")
-        ax2.step(t, [s.serving for s in run.scrapes], where="post", color="tab:green", lw=0.8, ls="--",
-                 label="serving")
-        ax2.set_ylabel("replicas")
+        ax.step(t, [s.replicas for s in run.scrapes], where="post", color="tab:blue", lw=1.2,
+                label="replicas")
+        ax.step(t, [s.serving for s in run.scrapes], where="post", color="tab:green", lw=0.8, ls="--",
+                label="serving")
+        for i, (label, value) in enumerate(refs.items()):
+            ax.axhline(value, color=_REF_COLORS[i % len(_REF_COLORS)], ls=(0, (6, 3)), lw=1,
+                       label=f"{label} ({value:g})")
+        ax.set_ylabel("replicas")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax2 = ax.twinx()
+        if rate_axes:
+            ax2.sharey(rate_axes[0])  # the same trace: the same arrivals scale on every panel
+        rate_axes.append(ax2)
+        mx, rate = _per_minute_rate(run)
+        ax2.plot(mx, rate, color="tab:gray", lw=1, label="arrivals/s")
+        ax2.set_ylabel("req/s")
+        ax.set_zorder(ax2.get_zorder() + 1)  # replicas drawn over the arrivals
+        ax.patch.set_visible(False)
         ax.set_title(name, loc="left", fontsize=10)
         lines = ax.get_legend_handles_labels()
         lines2 = ax2.get_legend_handles_labels()
         ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper right", fontsize=8)
+    axes[0, 0].set_ylim(bottom=0)  # after every panel's data: the shared top covers them all
     axes[-1, 0].set_xlabel("minutes")
     fig.tight_layout()
+    return fig
+
+
+def write_plots(runs: Mapping[str, Run], exp: Experiment, out: Path,
+                references: Mapping[str, float] | None = None) -> None:
+    names = list(runs)
+    fig = _replicas_figure(runs, references)
     fig.savefig(out / "replicas.png", dpi=90, metadata=_META)
     plt.close(fig)
 
