@@ -29,7 +29,7 @@ from escaler.sim.runner import (
     run_experiment,
 )
 from escaler.sim.signals import METRICS
-from escaler.sim.trace import TraceError, load_trace, shipped_trace_path
+from escaler.sim.trace import TIME_UNITS, TraceError, load_trace, shipped_trace_path
 
 __all__ = ["add_parser", "run"]
 
@@ -74,9 +74,16 @@ def add_parser(
     )
     t = p.add_argument_group("trace")
     t.add_argument("--trace", metavar="FILE", default=None,
-                   help="Azure 2023 CSV, generic CSV/JSONL (arrival_s, prompt_tokens, output_tokens) or "
-                        "a rate curve CSV (model, window_start_s, req_per_min); default: the shipped "
-                        "Azure conversation trace")
+                   help="Azure LLM inference 2023/2024 CSV, BurstGPT CSV, Mooncake JSONL (timestamp, "
+                        "input_length, output_length, hash_ids), generic CSV/JSONL (arrival_s, "
+                        "prompt_tokens, output_tokens) or a rate curve CSV (model, window_start_s, "
+                        "req_per_min); default: the shipped Azure conversation trace")
+    t.add_argument("--time-unit", choices=TIME_UNITS, default=None,
+                   help="unit of a per-request trace's arrival times (default: the format's: seconds, "
+                        "milliseconds for Mooncake; not for Azure, whose timestamps are dates). Given, it "
+                        "also accepts a trace whose span or rate looks implausible in that unit")
+    t.add_argument("--drop-failed", action="store_true",
+                   help="drop BurstGPT's failed requests (Response tokens 0) instead of refusing the trace")
     t.add_argument("--model", default=None, help="the curve of a rate-curve file that holds several")
     t.add_argument("--lengths", metavar="FILE", default=None,
                    help="per-request trace whose token lengths a rate curve's arrivals sample "
@@ -128,6 +135,10 @@ def add_parser(
     return run
 
 
+def _note(message: str) -> None:
+    print(f"escaler simulate: {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.min_replicas > args.max_replicas:
         print(f"escaler simulate: --min-replicas {args.min_replicas} > --max-replicas {args.max_replicas}",
@@ -144,7 +155,8 @@ def run(args: argparse.Namespace) -> int:
         profile = load_profile(args.profile)
         trace = args.trace or shipped_trace_path()
         arrivals = load_trace(trace, scale=args.scale, speedup=args.speedup, duration=args.duration,
-                              seed=args.seed, model=args.model, lengths=args.lengths)
+                              seed=args.seed, model=args.model, lengths=args.lengths,
+                              time_unit=args.time_unit, drop_failed=args.drop_failed, note=_note)
     except (TraceError, ProfileError, ValueError) as err:
         print(f"escaler simulate: {err}", file=sys.stderr)
         return 2
@@ -157,10 +169,10 @@ def run(args: argparse.Namespace) -> int:
         slo_concurrency=args.slo_concurrency,
         oracle_goal=args.oracle_goal, season_s=season_for(args.speedup), predict_slots=args.predict_slots,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
-                  "duration": args.duration, "seed": args.seed, "model": args.model})
+                  "duration": args.duration, "seed": args.seed, "model": args.model,
+                  "time_unit": args.time_unit, "drop_failed": args.drop_failed})
     rows = run_experiment(exp, Path(args.out), reporter("off" if args.no_progress else args.progress),
                           plot=not args.no_plots)
     print(markdown_table(rows), end="")
     print(f"report: {args.out}/summary.md", file=sys.stderr)
     return 0
-
