@@ -311,7 +311,8 @@ def _burstgpt(name: str, text: str, drop_failed: bool, note: Note | None) -> lis
     if failed and note is not None:
         more = ", ..." if len(failed) > _NOTE_LINES else ""
         shown = ", ".join(str(n) for n in failed[:_NOTE_LINES]) + more
-        note(f"{name}: dropped {len(failed)} failed requests (Response tokens 0; lines {shown}), "
+        note(f"{name}: dropped {len(failed)} failed request{'s' * (len(failed) != 1)} "
+             f"(Response tokens 0; line{'s' * (len(failed) != 1)} {shown}), "
              f"kept {len(out)}")
     return out
 
@@ -413,7 +414,7 @@ def _check_plausible(name: str, fmt: _Format, arrivals: Sequence[Arrival]) -> No
         return
     read = f"{n:,} requests over {_shape(n, span)}"
     if fmt.unit is None:  # Azure: the timestamps are dates, no unit to get wrong
-        raise TraceError(name, None, f"{read}: implausible for a per-request trace ({broken}); "
+        raise TraceError(name, None, f"read {read}: implausible for a per-request trace ({broken}); "
                                      f"check its TIMESTAMPs")
     unit = fmt.unit
     # too dense: the values are in a coarser unit than read; too sparse: a finer one. Nearest first.

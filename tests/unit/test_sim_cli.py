@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,40 @@ def test_same_trace_seed_and_policy_give_byte_identical_json(tmp_path: Path) -> 
         assert (tmp_path / "a" / png).stat().st_size > 5_000
     summary = (tmp_path / "a" / "summary.md").read_text()
     assert "| policy | SLO attainment |" in summary and "beat" in summary
+
+
+def test_time_unit_reaches_the_loader_and_the_settings(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    ms = tmp_path / "ms.jsonl"  # 400 requests 1.728 s apart, in milliseconds: 8 days read as seconds
+    ms.write_text("".join(f'{{"timestamp": {i * 1728}, "prompt_tokens": 200, "output_tokens": 20}}\n'
+                          for i in range(400)))
+    args = ["simulate", "--trace", str(ms), "--policy", "apa", "--no-plots", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "The values look like milliseconds" in err and "pass --time-unit ms" in err
+    assert main([*args, "--time-unit", "ms", "--out", str(tmp_path / "b")]) == 0
+    settings = json.loads((tmp_path / "b" / "summary.json").read_text())["settings"]
+    assert settings["time_unit"] == "ms" and settings["requests"] == 400
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--time-unit", "h", "--out", str(tmp_path / "c")])
+    assert exc.value.code == 2
+    assert "--time-unit: invalid choice: 'h'" in capsys.readouterr().err
+
+
+def test_time_unit_on_an_azure_trace_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--time-unit", "s", "--out", str(tmp_path / "o")]) == 2
+    assert "--time-unit s does not apply to an Azure LLM inference trace" in capsys.readouterr().err
+
+
+def test_drop_failed_reaches_the_loader_and_says_what_it_dropped(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    burst = tmp_path / "burst.csv"
+    burst.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                     + "".join(f"{i},ChatGPT,300,{0 if i == 7 else 25},325,Conversation log\n"
+                               for i in range(200)))
+    args = ["simulate", "--trace", str(burst), "--policy", "apa", "--no-plots", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 2
+    assert f"{burst}:9: Response tokens is 0" in capsys.readouterr().err
+    assert main([*args, "--drop-failed", "--out", str(tmp_path / "b")]) == 0
+    note = f"escaler simulate: {burst}: dropped 1 failed request (Response tokens 0; line 9), kept 199"
+    assert note in capsys.readouterr().err
