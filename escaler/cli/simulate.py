@@ -114,8 +114,10 @@ def add_parser(
                    help="the SLO engine's spec.concurrencyPerReplica for its in-flight signal "
                         "(spec.inflight); 0 sizes on TTFT alone "
                         f"(default: {DEFAULT_SLO_CONCURRENCY})")
-    s.add_argument("--oracle-goal", type=_positive, default=0.99,
-                   help="attainment the calibrated oracle must reach, 0-1 (default: 0.99)")
+    s.add_argument("--goal", "--oracle-goal", dest="goal", type=_positive, default=0.99,
+                   help="the attainment goal, 0-1: the cheapest fixed fleet and the lower bound are "
+                        "for it, the oracle is calibrated to it, the steady-state start is sized for it "
+                        "(default: 0.99; --oracle-goal is its old name)")
     o = p.add_argument_group("service")
     o.add_argument("--ttft-slo", type=_positive, default=2.0, help="TTFT objective, seconds (default: 2)")
     o.add_argument("--tpot-slo", type=_positive, default=0.1,
@@ -124,7 +126,10 @@ def add_parser(
                    help="replica profile fields overriding the defaults (docs/simulator.md)")
     o.add_argument("--min-replicas", type=_count, default=1, help="default: 1")
     o.add_argument("--max-replicas", type=_count, default=64, help="default: 64")
-    o.add_argument("--initial-replicas", type=_count, default=1, help="warm replicas at t=0 (default: 1)")
+    o.add_argument("--initial-replicas", type=_count, default=None,
+                   help="warm replicas at t=0 (default: the steady state, the cheapest fixed fleet "
+                        "meeting --goal over the first 5 minutes, as a service already running at "
+                        "that load)")
     p.add_argument("--out", metavar="DIR", required=True, help="directory the report is written to")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
@@ -148,8 +153,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"escaler simulate: --predict-slots must be in [1, {MAX_SLOTS}], got {args.predict_slots}",
               file=sys.stderr)
         return 2
-    if args.oracle_goal > 1:
-        print(f"escaler simulate: --oracle-goal must be in (0, 1], got {args.oracle_goal}", file=sys.stderr)
+    if args.goal > 1:
+        print(f"escaler simulate: --goal must be in (0, 1], got {args.goal}", file=sys.stderr)
         return 2
     try:
         profile = load_profile(args.profile)
@@ -162,12 +167,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     exp = Experiment(
         arrivals=arrivals,
-        options=SimOptions(profile=profile, initial_replicas=args.initial_replicas,
+        options=SimOptions(profile=profile,
+                           initial_replicas=(max(1, args.min_replicas) if args.initial_replicas is None
+                                             else args.initial_replicas),
                            min_replicas=args.min_replicas, max_replicas=args.max_replicas),
         slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,
         slo_concurrency=args.slo_concurrency,
-        oracle_goal=args.oracle_goal, season_s=season_for(args.speedup), predict_slots=args.predict_slots,
+        goal=args.goal, steady_start=args.initial_replicas is None, season_s=season_for(args.speedup),
+        predict_slots=args.predict_slots,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model,
                   "time_unit": args.time_unit, "drop_failed": args.drop_failed})

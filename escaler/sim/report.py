@@ -73,7 +73,8 @@ def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
 _COLUMNS = (("policy", "policy"), ("attainment", "SLO attainment"), ("ttft_attainment", "TTFT attainment"),
             ("ttft_p50_s", "TTFT p50 s"), ("ttft_p90_s", "TTFT p90 s"), ("ttft_p99_s", "TTFT p99 s"),
             ("tpot_p50_s", "TPOT p50 s"), ("tpot_p99_s", "TPOT p99 s"), ("replica_hours", "replica-hours"),
-            ("scale_events", "scale events"), ("flaps", "flaps"), ("peak_replicas", "peak replicas"),
+            ("x_bound", "x bound"), ("scale_events", "scale events"), ("flaps", "flaps"),
+            ("peak_replicas", "peak replicas"),
             ("unfinished", "unfinished"))
 
 

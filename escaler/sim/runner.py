@@ -8,14 +8,23 @@ Contract of ``run_experiment(exp, out, progress)``:
   experiment's shared settings — the metric and per-replica ``target`` the metric-driven ones
   scale on (apa, hpa; kpa on concurrency with the same target), the TTFT objective the SLO policy
   sizes for — and simulates each over the same arrivals and fleet;
-* the **oracle** is calibrated, not guessed: ``calibrate_oracle`` bisects its utilization
-  (geometrically, ``ORACLE_STEPS`` runs) for the cheapest schedule whose attainment is at least
-  ``exp.oracle_goal``, so the oracle row is the cost of meeting the SLO with perfect foresight;
+* **steady start**: unless ``exp.steady_start`` is False (a given ``--initial-replicas``), every
+  policy starts from the same warm fleet, the cheapest fixed fleet meeting ``exp.goal`` over the
+  trace's first ``INITIAL_WINDOW_S`` (``escaler.sim.fixed.steady_state_fleet``): a service already
+  running at that load; the report's settings say which (``initial_fleet``);
+* the **oracle** (a foresight heuristic, not a bound) is calibrated, not guessed:
+  ``calibrate_oracle`` bisects its utilization (geometrically, ``ORACLE_STEPS`` runs) for the
+  cheapest schedule whose attainment is at least ``exp.goal``;
+* two **reference rows** in every report (``references``): the **cheapest fixed fleet** meeting
+  ``exp.goal`` (``escaler.sim.fixed.cheapest_fixed``, a sweep) and the **lower bound**
+  (``escaler.sim.bound.lower_bound``: no policy meeting the goal costs less); when even the bound
+  cannot meet the goal the report says so and prints no ratio; each policy row carries
+  ``x_bound``, its replica-hours over the bound's (None then);
 * writes, under ``out``: ``<policy>.json`` (the summary, the scale events, the replica count and
   arrival rate per scrape) and ``<policy>.md`` (its table row with the settings), ``summary.json``
-  and ``summary.md`` (every policy, the settings, and which escaler policies beat or fail to beat
-  the HPA and KPA emulations on cost at equal or better attainment), and the plots
-  (``escaler.sim.plots``);
+  and ``summary.md`` (every policy, the references, the settings, and which escaler policies beat
+  or fail to beat the HPA and KPA emulations and the cheapest fixed fleet on cost at equal or
+  better attainment), and the plots (``escaler.sim.plots``, the references drawn on them);
 * the JSON is written with sorted keys and rounded numbers: the same trace, seed and settings give
   byte-identical files; returns the summary rows.
 """
@@ -25,11 +34,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from escaler.sim.bound import Bound, lower_bound
 from escaler.sim.engine import Policy, Run, SimOptions, simulate
+from escaler.sim.fixed import INITIAL_WINDOW_S, FixedResult, cheapest_fixed, steady_state_fleet
 from escaler.sim.hpa import HpaPolicy
 from escaler.sim.kpa import KpaPolicy
 from escaler.sim.oracle import MAX_UTILIZATION, OraclePolicy
@@ -47,7 +58,8 @@ ALL_POLICIES = (*POLICIES, "predictive")
 # the SLO policy's concurrencyPerReplica by default: the default profile's max batch (64) less
 # headroom for the TTFT objective; docs/simulator.md shows the sweep
 DEFAULT_SLO_CONCURRENCY = 28
-# issue 13's decision-quality goal for the SLO engine policy
+# the decision-quality goal for the SLO engine policy: this attainment at this multiple of the
+# lower bound's replica-hours
 GOAL_ATTAINMENT = 0.99
 GOAL_COST_RATIO = 1.2
 ESCALER_POLICIES = ("apa", "slo")
@@ -72,7 +84,10 @@ class Experiment:
     # the SLO policy's spec.concurrencyPerReplica for spec.inflight; 0 = TTFT only
     slo_concurrency: int = DEFAULT_SLO_CONCURRENCY
     poll_s: float = 30.0
-    oracle_goal: float = 0.99
+    # the attainment goal: the oracle's calibration, the references and the verdicts
+    goal: float = 0.99
+    # start every policy from the steady-state fleet (module docstring); False: options.initial_replicas
+    steady_start: bool = True
     # the predictive policy's season (simulated seconds: a day / --speedup) and its slots per season
     season_s: float = DAY_S
     predict_slots: int = DEFAULT_SLOTS
@@ -100,7 +115,7 @@ def build(name: str, exp: Experiment) -> Policy:
 
 
 def calibrate_oracle(exp: Experiment, progress: Progress | None = None) -> tuple[Run, float]:
-    """The cheapest oracle run meeting ``exp.oracle_goal`` (or the fullest-headroom one when none
+    """The cheapest oracle run meeting ``exp.goal`` (or the fullest-headroom one when none
     does), and its utilization."""
     lo, hi = 0.05, MAX_UTILIZATION
     best: tuple[Run, float] | None = None
@@ -109,7 +124,7 @@ def calibrate_oracle(exp: Experiment, progress: Progress | None = None) -> tuple
         cb = progress(f"oracle u={u:.3f}") if progress is not None else None
         oracle = OraclePolicy(exp.arrivals, exp.options.profile, utilization=u)
         run = simulate(exp.arrivals, oracle, exp.options, cb)
-        ok = (summarize(run, exp.slo)["attainment"] or 0.0) >= exp.oracle_goal
+        ok = (summarize(run, exp.slo)["attainment"] or 0.0) >= exp.goal
         if ok:
             if best is None or run.replica_seconds < best[0].replica_seconds:
                 best = (run, u)
@@ -134,8 +149,10 @@ def _timeline(run: Run) -> dict[str, list[float | int]]:
             "serving": [s.serving for s in run.scrapes], "arrivals": [s.arrivals for s in run.scrapes]}
 
 
-def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Plain sentences: each escaler policy against each baseline, on cost at attainment."""
+def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None) -> list[str]:
+    """Plain sentences: each escaler policy against each baseline and the cheapest fixed fleet, on
+    cost at attainment, and the SLO policy against the goal (``GOAL_ATTAINMENT`` at at most
+    ``GOAL_COST_RATIO`` x the lower bound)."""
     by = {r["policy"]: r for r in rows}
     out = []
     for mine in ESCALER_POLICIES:
@@ -154,12 +171,35 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
                            f"{100 * (b['attainment'] or 0):.2f} % attainment")
     if "predictive" in by and "apa" in by:
         out.append(_predictive_verdict(by["predictive"], by["apa"]))
-    if "slo" in by and "oracle" in by and by["oracle"]["replica_hours"]:
-        m, o = by["slo"], by["oracle"]
-        ratio = m["replica_hours"] / o["replica_hours"]
+    if refs is not None:
+        out.extend(_reference_verdicts(by, refs))
+    return out
+
+
+def _reference_verdicts(by: dict[str, dict[str, Any]], refs: dict[str, Any]) -> list[str]:
+    goal, fixed, bound = refs["goal"], refs["cheapest_fixed"], refs["lower_bound"]
+    out = []
+    for mine in (p for p in ESCALER_POLICIES if p in by):
+        m = by[mine]
+        att = m["attainment"] or 0.0
+        if fixed["n"] is None:
+            out.append(f"{mine} vs the cheapest fixed fleet: no fixed fleet up to max_replicas reaches "
+                       f"{100 * goal:g} %")
+            continue
+        wins = att >= goal and m["replica_hours"] <= fixed["replica_hours"]
+        verb = "beats" if wins else "does NOT beat"
+        out.append(f"{mine} {verb} the cheapest fixed fleet ({fixed['policy']}) "
+                   f"at the {100 * goal:g} % goal: {m['replica_hours']} vs {fixed['replica_hours']} "
+                   f"replica-hours at {100 * att:.2f} % vs {100 * (fixed['attainment'] or 0):.2f} %")
+    if not bound["reachable"]:
+        out.append(f"the {100 * goal:g} % goal is out of reach even for the lower bound (max_replicas "
+                   "and the cold start allow no schedule that meets it): no policy can meet it, no ratio")
+    elif "slo" in by:
+        m = by["slo"]
+        ratio = m["replica_hours"] / bound["replica_hours"] if bound["replica_hours"] else math.inf
         met = (m["attainment"] or 0) >= GOAL_ATTAINMENT and ratio <= GOAL_COST_RATIO + 1e-9
         out.append(f"slo {'meets' if met else 'does NOT meet'} the goal (>= {100 * GOAL_ATTAINMENT:g} % "
-                   f"attainment at <= {GOAL_COST_RATIO:g}x the oracle's replica-hours): "
+                   f"attainment at <= {GOAL_COST_RATIO:g}x the lower bound's replica-hours): "
                    f"{100 * (m['attainment'] or 0):.2f} % at {ratio:.2f}x")
     return out
 
@@ -173,9 +213,64 @@ def _predictive_verdict(p: dict[str, Any], r: dict[str, Any]) -> str:
             f"{r['replica_hours']} replica-hours")
 
 
+def initial_fleet(exp: Experiment) -> Experiment:
+    """``exp`` with the fleet every policy starts from (module docstring: steady start)."""
+    if not exp.steady_start:
+        return replace(exp, settings={**exp.settings, "initial_fleet": "given (--initial-replicas)"})
+    n = steady_state_fleet(exp.arrivals, exp.options, exp.slo, exp.goal)
+    n = max(exp.options.min_replicas, min(n, exp.options.max_replicas))
+    note = (f"steady state: the cheapest fixed fleet meeting {100 * exp.goal:g} % over the first "
+            f"{INITIAL_WINDOW_S:g} s, warm")
+    return replace(exp, options=replace(exp.options, initial_replicas=n),
+                   settings={**exp.settings, "initial_fleet": note})
+
+
+def references(exp: Experiment,
+               progress: Progress | None = None) -> tuple[dict[str, Any], FixedResult, Bound]:
+    """The two reference rows (module docstring) as one JSON-ready mapping, and what they came from."""
+    fixed = cheapest_fixed(exp.arrivals, exp.options, exp.slo, exp.goal, progress)
+    o = exp.options
+    bound = lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
+                        initial_replicas=o.initial_replicas, max_replicas=o.max_replicas)
+    fixed_row = {**summarize(fixed.run, exp.slo), "n": fixed.n,
+                 "tried": {str(n): a for n, a in sorted(fixed.tried.items())}}
+    bound_row = {"policy": "lower bound", "reachable": bound.reachable,
+                 "replica_hours": (None if bound.replica_hours is None
+                                   else float(f"{bound.replica_hours:.6g}")),
+                 "mean_replicas": None if bound.mean_replicas is None else round(bound.mean_replicas, 3),
+                 "may_fail": bound.may_fail, "bucket_s": bound.bucket_s}
+    return {"goal": exp.goal, "cheapest_fixed": fixed_row, "lower_bound": bound_row}, fixed, bound
+
+
+def _with_ratio(row: dict[str, Any], bound: Bound) -> dict[str, Any]:
+    rh = bound.replica_hours
+    return {**row, "x_bound": round(row["replica_hours"] / rh, 3) if rh else None}
+
+
+def _references_md(refs: dict[str, Any]) -> str:
+    fixed, bound = refs["cheapest_fixed"], refs["lower_bound"]
+    goal = f"{100 * refs['goal']:g} %"
+    lines = [f"References at the {goal} goal:", ""]
+    if fixed["n"] is None:
+        lines.append(f"- cheapest fixed fleet: none up to max_replicas reaches {goal} (at the largest: "
+                     f"{100 * (fixed['attainment'] or 0):.2f} %, {fixed['replica_hours']} replica-hours)")
+    else:
+        att = 100 * (fixed["attainment"] or 0)
+        lines.append(f"- cheapest fixed fleet: {fixed['n']} replicas, {att:.2f} % "
+                     f"at {fixed['replica_hours']} replica-hours")
+    if bound["reachable"]:
+        lines.append(f"- lower bound (no policy meeting {goal} costs less): {bound['replica_hours']} "
+                     f"replica-hours, {bound['mean_replicas']} replicas serving on average")
+    else:
+        lines.append(f"- lower bound: {goal} is out of reach for any policy with these settings (no ratio)")
+    return "\n".join(lines) + "\n"
+
+
 def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
                    plot: bool = True) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
+    exp = initial_fleet(exp)
+    refs, fixed, bound = references(exp, progress)
     rows: list[dict[str, Any]] = []
     runs: dict[str, Run] = {}
     for name in exp.policies:
@@ -189,19 +284,24 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
             row = summarize(run, exp.slo)
             if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
                 row["forecast_floor_polls"] = policy.floors
+        row = _with_ratio(row, bound)
         rows.append(row)
         runs[name] = run
         _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],
                                      "timeline": _timeline(run)})
         (out / f"{name}.md").write_text(f"# {name}\n\n{_settings_md(exp)}\n{markdown_table([row])}")
-    said = verdicts(rows)
-    _dump(out / "summary.json", {"settings": _settings(exp), "policies": rows, "verdicts": said})
+    said = verdicts(rows, refs)
+    _dump(out / "summary.json", {"settings": _settings(exp), "policies": rows, "references": refs,
+                                 "verdicts": said})
     (out / "summary.md").write_text(
         "# Simulation summary\n\n" + _settings_md(exp) + "\n" + markdown_table(rows) + "\n"
-        + "".join(f"- {v}\n" for v in said))
+        + _references_md(refs) + "\n" + "".join(f"- {v}\n" for v in said))
     if plot:
         from escaler.sim.plots import write_plots  # matplotlib is imported only when plotting
-        write_plots(runs, exp, out)
+        lines = {} if fixed.n is None else {"cheapest fixed fleet": float(fixed.n)}
+        if bound.mean_replicas is not None:
+            lines["lower bound, mean serving"] = round(bound.mean_replicas, 2)
+        write_plots(runs, exp, out, references=lines)
     return rows
 
 
@@ -210,7 +310,7 @@ def _settings(exp: Experiment) -> dict[str, Any]:
     return {**exp.settings, "requests": len(exp.arrivals), "metric": exp.metric, "target": exp.target,
             "poll_s": exp.poll_s, "ttft_slo_s": exp.slo.ttft_s, "tpot_slo_s": exp.slo.tpot_s,
             "slo_percentile": exp.slo_percentile, "slo_concurrency": exp.slo_concurrency,
-            "oracle_goal": exp.oracle_goal,
+            "goal": exp.goal,
             **({"season_s": exp.season_s, "predict_slots": exp.predict_slots}
                if "predictive" in exp.policies else {}),
             "min_replicas": o.min_replicas, "max_replicas": o.max_replicas,

@@ -112,3 +112,46 @@ def test_drop_failed_reaches_the_loader_and_says_what_it_dropped(tmp_path: Path,
     assert main([*args, "--drop-failed", "--out", str(tmp_path / "b")]) == 0
     note = f"escaler simulate: {burst}: dropped 1 failed request (Response tokens 0; line 9), kept 199"
     assert note in capsys.readouterr().err
+
+
+def test_a_report_carries_the_fixed_fleet_and_the_bound_and_starts_in_steady_state(tmp_path: Path) -> None:
+    # 8 requests/s for 100 s, each ~0.2 replica-seconds: more than one replica of work from the start
+    t = tmp_path / "busy.csv"
+    t.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                 + "".join(f"{i * 0.125:.3f},2000,{40 + i % 80}\n" for i in range(800)))
+    args = ["simulate", "--trace", str(t), "--policy", "apa,hpa", "--no-progress", "--no-plots",
+            "--target", "4", "--max-replicas", "16"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    settings, refs = summary["settings"], summary["references"]
+    assert settings["initial_fleet"].startswith("steady state") and settings["initial_replicas"] > 1
+    fixed, bound = refs["cheapest_fixed"], refs["lower_bound"]
+    assert fixed["n"] is not None and fixed["attainment"] >= 0.99 and fixed["tried"][str(fixed["n"])] >= 0.99
+    assert str(fixed["n"] - 1) in fixed["tried"] and fixed["tried"][str(fixed["n"] - 1)] < 0.99
+    assert bound["reachable"] and 0 < bound["replica_hours"] <= fixed["replica_hours"]
+    for row in summary["policies"]:
+        assert row["x_bound"] == pytest.approx(row["replica_hours"] / bound["replica_hours"], abs=2e-3)
+    assert any("the cheapest fixed fleet" in v for v in summary["verdicts"])
+    md = (tmp_path / "a" / "summary.md").read_text()
+    assert f"- cheapest fixed fleet: {fixed['n']} replicas" in md and "- lower bound (no policy" in md
+    # a given initial fleet is said so
+    assert main([*args, "--initial-replicas", "1", "--out", str(tmp_path / "b")]) == 0
+    given = json.loads((tmp_path / "b" / "summary.json").read_text())["settings"]
+    assert given["initial_fleet"] == "given (--initial-replicas)" and given["initial_replicas"] == 1
+
+
+def test_an_unreachable_goal_is_said_and_no_ratio_printed(tmp_path: Path) -> None:
+    t = tmp_path / "heavy.csv"  # 40 requests/s of 0.25 s prefill: 10 replicas of work, capped at 2
+    t.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                 + "".join(f"{i * 0.025:.3f},3000,5\n" for i in range(2400)))
+    out = tmp_path / "o"
+    assert main(["simulate", "--trace", str(t), "--policy", "apa", "--no-progress", "--no-plots",
+                 "--max-replicas", "2", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["references"]["lower_bound"] == {**summary["references"]["lower_bound"],
+                                                    "reachable": False, "replica_hours": None}
+    assert summary["references"]["cheapest_fixed"]["n"] is None
+    assert summary["policies"][0]["x_bound"] is None
+    said = summary["verdicts"]
+    assert any(v.startswith("the 99 % goal is out of reach even for the lower bound") for v in said)
+    assert "out of reach for any policy" in (out / "summary.md").read_text()
