@@ -7,17 +7,22 @@ sub-command documents.
 
 ``main(argv, prog=...)`` takes the name the help shows: ``kubectl-escaler`` (``escaler.cli.plugin``,
 the kubectl plugin) runs the same commands as ``kubectl escaler``.
+
+Sub-command modules are imported when used: ``escaler manager`` imports the manager's module
+alone, not the simulator's (scipy, matplotlib) nor the SLO API's (FastAPI). Every e2e test starts
+managers, so each second of import is paid over a hundred times; ``--help`` and an unknown
+command still build every sub-parser.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import platform
 import sys
 from collections.abc import Callable, Sequence
 
 import escaler
-from escaler.cli import crds, docs, explain, manager, samples, simulate, sloapi
 
 __all__ = ["COMMANDS", "main"]
 
@@ -34,31 +39,46 @@ def _add_version(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Ha
     return _version
 
 
-# name -> function that adds the sub-parser and returns its handler
-COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], Handler]] = {
-    "version": _add_version,
-    "crds": crds.add_parser,
-    "docs": docs.add_parser,
-    "samples": samples.add_parser,
-    "manager": manager.add_parser,
-    "explain": explain.add_parser,
-    "slo-api": sloapi.add_parser,
-    "simulate": simulate.add_parser,
+Adder = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Handler]
+
+# name -> the module whose ``add_parser`` adds the sub-parser and returns its handler ("" = this one)
+COMMANDS: dict[str, str] = {
+    "version": "",
+    "crds": "escaler.cli.crds",
+    "docs": "escaler.cli.docs",
+    "samples": "escaler.cli.samples",
+    "manager": "escaler.cli.manager",
+    "explain": "escaler.cli.explain",
+    "slo-api": "escaler.cli.sloapi",
+    "simulate": "escaler.cli.simulate",
 }
 
 
-def build_parser(prog: str = "escaler") -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
+def adder(name: str) -> Adder:
+    """The function adding sub-command ``name``'s parser (its module imported now)."""
+    module = COMMANDS[name]
+    if not module:
+        return _add_version
+    add: Adder = importlib.import_module(module).add_parser
+    return add
+
+
+def build_parser(prog: str = "escaler", only: str | None = None) -> tuple[argparse.ArgumentParser,
+                                                                          dict[str, Handler]]:
+    """The parser with every sub-command, or with ``only`` that one (a name of ``COMMANDS``)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Elastic scaling for LLM inference on Kubernetes.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    handlers = {name: add(sub) for name, add in COMMANDS.items()}
+    names = [only] if only in COMMANDS else list(COMMANDS)
+    handlers = {name: adder(name)(sub) for name in names}
     return parser, handlers
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "escaler") -> int:
-    parser, handlers = build_parser(prog)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, handlers = build_parser(prog, only=argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help(sys.stderr)
