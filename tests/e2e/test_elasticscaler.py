@@ -505,7 +505,16 @@ def test_f_rollout_holds_the_write_until_defer_timeout(
     # deferTimeoutSeconds (15) after deferredSince the held write is forced: 60 over 2 replicas at
     # 10 per replica wants 6, and apa's one-step limit doubles at most: exactly 4
     eventually(lambda: replicas(cluster, namespace, "llm-f") == 4, timeout=40, what="forced write")
-    forced_at = _rfc3339(es(cluster, namespace, "f")["status"]["lastScaleTime"])
+    # the status (lastScaleTime) is written after the target: wait for it to record the forced write
+    # (recentDecisions gets an entry per write; a held write adds none)
+
+    def recorded() -> Any:
+        o = es(cluster, namespace, "f")
+        last = (o["status"].get("recentDecisions") or [{}])[-1]
+        return (last.get("from"), last.get("to")) == (2, 4) and o
+
+    forced = eventually(recorded, timeout=15, interval=0.1, what="the forced write in status.recentDecisions")
+    forced_at = _rfc3339(forced["status"]["lastScaleTime"])
     # timestamps have 1 s resolution and the forcing sync runs on the 2 s poll
     assert 15 <= forced_at - deferred_since <= 15 + 2 + 1, (deferred_since, forced_at)
     events = cluster.kubectl_json(

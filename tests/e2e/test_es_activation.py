@@ -62,7 +62,9 @@ def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, promethe
     prometheus.set(query, 5.0)
     eventually(lambda: replicas(cluster, namespace, "act") == 1, timeout=30, interval=0.2,
                what=f"the wake; log:\n{manager.output()}")
-    obj = es(cluster, namespace, "act")
+    # the status is written after the target: wait for the decision to show in it
+    obj = eventually(lambda: (o := es(cluster, namespace, "act"))["status"].get("desiredReplicas") == 1 and o,
+                     timeout=15, interval=0.1, what="status.desiredReplicas 1 after the wake")
     woke = obj["status"]["recentDecisions"][-1]
     assert (woke["from"], woke["to"], woke.get("boundBy")) == (0, 1, "Activation"), woke
     assert "above activation" in woke["reason"], woke
@@ -88,7 +90,8 @@ def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, promethe
     down_after = time.monotonic() - dropped_at
     assert stabilized, "the scale-down window never held the count on the way to 0"
     assert down_after >= DOWN_WINDOW - 2 * 2, f"went to 0 {down_after:.1f}s after the load dropped"
-    obj = es(cluster, namespace, "act")
+    obj = eventually(lambda: (o := es(cluster, namespace, "act"))["status"].get("desiredReplicas") == 0 and o,
+                     timeout=15, interval=0.1, what="status.desiredReplicas 0 after the scale to zero")
     last = obj["status"]["recentDecisions"][-1]
     assert (last["from"], last["to"], last.get("boundBy")) == (4, 0, "Activation"), last
     assert "below activation" in last["reason"], last

@@ -73,6 +73,11 @@ def test_fallback_engages_after_n_failed_polls_and_recovers_through_the_window(
 
     eventually(engaged, timeout=60, interval=0.1, what=f"the fallback count; log:\n{manager.output()}")
     assert counted, "no intermediate count was ever observed"
+    # the Nth poll writes the target first and its status after: wait for the status (run F saw
+    # the fallback count on the Deployment while the status still said 2 failures)
+    eventually(lambda: ((es(cluster, namespace, "fb").get("status") or {}).get("fallback") or {})
+               .get("failures") == THRESHOLD, timeout=15, interval=0.1,
+               what=f"status.fallback.failures == {THRESHOLD}; log:\n{manager.output()}")
     obj = es(cluster, namespace, "fb")
     assert obj["status"]["fallback"]["failures"] == THRESHOLD
     status, reason, message = cond(obj, "ScalingActive")
