@@ -44,6 +44,16 @@ def _positive(text: str) -> float:
     return v
 
 
+def _nonneg(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want a number, got {text!r}") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
 def _count(text: str) -> int:
     try:
         v = int(text)
@@ -114,6 +124,13 @@ def add_parser(
                    help="the SLO engine's spec.concurrencyPerReplica for its in-flight signal "
                         "(spec.inflight); 0 sizes on TTFT alone "
                         f"(default: {DEFAULT_SLO_CONCURRENCY})")
+    s.add_argument("--kpa-scale-down-delay", type=_nonneg, default=0.0,
+                   help="kpa: Knative's scale-down-delay, seconds: a lower count applies once it has held "
+                        "this long (default: 0, Knative's default)")
+    s.add_argument("--tune-baselines", action="store_true",
+                   help="sweep hpa's, kpa's (and its scale-down delay) and apa's target and report each "
+                        "one's best: the cheapest run meeting --goal, else the highest attainment "
+                        "(the sweep is in <policy>.json)")
     s.add_argument("--goal", "--oracle-goal", dest="goal", type=_positive, default=0.99,
                    help="the attainment goal, 0-1: the cheapest fixed fleet and the lower bound are "
                         "for it, the oracle is calibrated to it, the steady-state start is sized for it "
@@ -174,8 +191,9 @@ def run(args: argparse.Namespace) -> int:
         slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,
         slo_concurrency=args.slo_concurrency,
-        goal=args.goal, steady_start=args.initial_replicas is None, season_s=season_for(args.speedup),
-        predict_slots=args.predict_slots,
+        goal=args.goal, steady_start=args.initial_replicas is None,
+        kpa_scale_down_delay_s=args.kpa_scale_down_delay, tune=args.tune_baselines,
+        season_s=season_for(args.speedup), predict_slots=args.predict_slots,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model,
                   "time_unit": args.time_unit, "drop_failed": args.drop_failed})

@@ -1,7 +1,9 @@
 """The Kubernetes HPA (autoscaling/v2, default behavior), written from its public documentation.
 
 A baseline for the simulator, not escaler's code. One Pods metric with an ``AverageValue``
-target, read through a metrics adapter as ``avg_over_time`` over ``metrics_window_s``:
+target, read through a metrics adapter from Prometheus (the simulator's one Prometheus pipeline,
+``escaler.sim.signals``: samples every ``prometheus_scrape_s``) as ``avg_over_time`` over
+``metrics_window_s``:
 
 * every ``sync_s`` (kube-controller-manager's ``--horizontal-pod-autoscaler-sync-period``, 15 s):
   ``ratio`` = mean per-pod value over the pods that report / target;
@@ -26,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from escaler.sim.engine import View
-from escaler.sim.signals import METRICS, per_replica
+from escaler.sim.signals import METRICS, PROMETHEUS_SCRAPE_S, per_replica
 
 __all__ = ["HpaPolicy"]
 
@@ -41,6 +43,7 @@ class HpaPolicy:
     tolerance: float = 0.1
     scale_down_window_s: float = 300.0
     metrics_window_s: float = 15.0
+    prometheus_scrape_s: float = PROMETHEUS_SCRAPE_S
     name: str = "hpa"
     _history: deque[tuple[float, int]] = field(default_factory=deque)
 
@@ -56,7 +59,8 @@ class HpaPolicy:
 
     def decide(self, view: View) -> int:
         current = view.replicas
-        values = per_replica(view.scrapes, view.now, self.metrics_window_s, self.metric)
+        values = per_replica(view.scrapes, view.now, self.metrics_window_s, self.metric,
+                             cadence=self.prometheus_scrape_s)
         rec = self._recommend(current, list(values.values()))
         self._history.append((view.now, rec))
         while self._history and self._history[0][0] <= view.now - self.scale_down_window_s:

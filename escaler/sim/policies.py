@@ -14,7 +14,9 @@ simulated fleet, never a re-implementation:
   ``Behavior.from_annotations`` — the ElasticScaler reconciler's ``metricsync`` and ``_decide``.
 * ``SloPolicy`` is an LLMSLORequirement sized by the SLO decision engine
   (``escaler.scaling.slo.size_llm`` on a TTFT objective: the ``percentile`` of the TTFTs of the
-  last ``signal_window_s``, as ``histogram_quantile`` over a rate window gives it) whose decision an
+  last ``signal_window_s`` as Prometheus answers it — ``histogram_quantile`` over vLLM's TTFT
+  buckets, up to the newest scrape it holds (``escaler.sim.signals``); ``ttft_buckets_s=()`` reads
+  the exact percentile instead) whose decision an
   LLMScaler with a Custom provider reads (``escaler.reconcilers.llmscaler.provider.custom_result``)
   and passes through its pipeline (``Behavior.for_llmscaler``: scale-down stabilization
   ``scale_down_stabilization_s``, no scale-up cap). The engine reads the target's ready replicas as
@@ -28,7 +30,7 @@ simulated fleet, never a re-implementation:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from escaler.api.llmscaler import DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS
@@ -39,23 +41,22 @@ from escaler.scaling.metricdecision import WindowedValue, decide_metrics
 from escaler.scaling.pipeline import Behavior, PipelineInput, PipelineState, decide
 from escaler.scaling.slo import Direction, Objective, ReplicaBounds, load_objective, size_llm
 from escaler.scaling.window import MetricWindows, WindowPolicy
-from escaler.sim.engine import Scrape, View, percentile, window
-from escaler.sim.signals import METRICS, value_of
+from escaler.sim.engine import View, percentile
+from escaler.sim.signals import (
+    METRICS,
+    PROMETHEUS_SCRAPE_S,
+    VLLM_TTFT_BUCKETS_S,
+    histogram_quantile,
+    prometheus_view,
+    prometheus_window,
+    value_of,
+)
 
-__all__ = ["EPOCH", "ApaPolicy", "SloPolicy", "prometheus_view"]
+__all__ = ["EPOCH", "ApaPolicy", "SloPolicy"]
 
 # simulated time 0 in the pipeline's epoch seconds (2024-01-01T00:00:00Z)
 EPOCH = 1_704_067_200.0
 _KEY = "0"
-
-
-def prometheus_view(scrapes: Sequence[Scrape], now: float, cadence: float) -> Scrape | None:
-    """The newest scrape Prometheus holds at ``now`` when it scrapes every ``cadence`` seconds."""
-    due = (now // cadence) * cadence
-    for s in reversed(scrapes):
-        if s.t <= due + 1e-9:
-            return s
-    return None
 
 
 @dataclass
@@ -69,7 +70,7 @@ class ApaPolicy:
     annotations: Mapping[str, str] = field(default_factory=dict)
     algorithm_config: Mapping[str, str] = field(default_factory=dict)
     poll_s: float = 30.0
-    prometheus_scrape_s: float = 15.0
+    prometheus_scrape_s: float = PROMETHEUS_SCRAPE_S
     name: str = "apa"
     _windows: MetricWindows = field(init=False)
     _behavior: Behavior = field(init=False)
@@ -125,7 +126,10 @@ class SloPolicy:
     scale_down_stabilization_s: float = float(DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS)
     # spec.concurrencyPerReplica of the in-flight signal; 0 = no spec.inflight (TTFT only)
     concurrency_per_replica: int = 0
-    prometheus_scrape_s: float = 15.0
+    prometheus_scrape_s: float = PROMETHEUS_SCRAPE_S
+    # the TTFT histogram's buckets (histogram_quantile, as Prometheus answers); () = the exact
+    # percentile of every observation, which no real pipeline gives
+    ttft_buckets_s: tuple[float, ...] = VLLM_TTFT_BUCKETS_S
     name: str = "slo"
     _behavior: Behavior = field(init=False)
     _state: PipelineState = field(default_factory=PipelineState)
@@ -148,8 +152,11 @@ class SloPolicy:
 
     def decide(self, view: View) -> int:
         now = EPOCH + view.now
-        ttfts = [t for s in window(view.scrapes, view.now, self.signal_window_s) for t in s.ttfts]
-        observed = percentile(ttfts, self.percentile)
+        span = prometheus_window(view.scrapes, view.now, self.signal_window_s, self.prometheus_scrape_s)
+        ttfts = [t for s in span for t in s.ttfts]
+        q = self.percentile
+        observed = (histogram_quantile(q / 100, ttfts, self.ttft_buckets_s) if self.ttft_buckets_s
+                    else percentile(ttfts, q))
         objective = Objective("ttftMs", f"TTFT p{self.percentile:g} (ms)", self.ttft_target_s * 1000.0,
                               Direction.UPPER, None if observed is None else observed * 1000.0,
                               None if observed is not None else "no first token in the window",

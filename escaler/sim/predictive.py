@@ -31,8 +31,8 @@ from escaler.scaling.predict import (
     observe,
 )
 from escaler.sim.engine import View
-from escaler.sim.policies import EPOCH, ApaPolicy, prometheus_view
-from escaler.sim.signals import value_of
+from escaler.sim.policies import EPOCH, ApaPolicy
+from escaler.sim.signals import prometheus_view, value_of
 
 __all__ = ["DAY_S", "DEFAULT_SLOTS", "PredictivePolicy", "season_for"]
 

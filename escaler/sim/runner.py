@@ -20,6 +20,12 @@ Contract of ``run_experiment(exp, out, progress)``:
   (``escaler.sim.bound.lower_bound``: no policy meeting the goal costs less); when even the bound
   cannot meet the goal the report says so and prints no ratio; each policy row carries
   ``x_bound``, its replica-hours over the bound's (None then);
+* **tuned baselines** (``exp.tune``, ``--tune-baselines``): each of ``TUNED`` (hpa, kpa, apa) is
+  run at every target of ``tune_targets`` (fractions of the profile's max batch for the request
+  metrics, utilizations for ``kv``), kpa also at every ``KPA_DELAYS_S`` scale-down delay, and the
+  row reported is the best: the cheapest run that meets ``exp.goal``, else the one with the highest
+  attainment (the cheaper on a tie); its settings are in the row (``tuned``) and every point of
+  the sweep in ``<policy>.json``;
 * writes, under ``out``: ``<policy>.json`` (the summary, the scale events, the replica count and
   arrival rate per scrape) and ``<policy>.md`` (its table row with the settings), ``summary.json``
   and ``summary.md`` (every policy, the references, the settings, and which escaler policies beat
@@ -66,6 +72,11 @@ ESCALER_POLICIES = ("apa", "slo")
 BASELINES = ("hpa", "kpa")
 # bisection steps of the oracle's utilization
 ORACLE_STEPS = 7
+# what --tune-baselines sweeps
+TUNED = ("hpa", "kpa", "apa")
+TUNE_BATCH_FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.75, 1.0)
+TUNE_KV = (0.5, 0.7, 0.85, 0.95)
+KPA_DELAYS_S = (0.0, 120.0, 300.0)
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
@@ -88,6 +99,9 @@ class Experiment:
     goal: float = 0.99
     # start every policy from the steady-state fleet (module docstring); False: options.initial_replicas
     steady_start: bool = True
+    # KPA's scale-down-delay; sweep the baselines' targets (module docstring)
+    kpa_scale_down_delay_s: float = 0.0
+    tune: bool = False
     # the predictive policy's season (simulated seconds: a day / --speedup) and its slots per season
     season_s: float = DAY_S
     predict_slots: int = DEFAULT_SLOTS
@@ -110,7 +124,7 @@ def build(name: str, exp: Experiment) -> Policy:
     if name == "hpa":
         return HpaPolicy(exp.metric, exp.target)
     if name == "kpa":
-        return KpaPolicy(exp.target)
+        return KpaPolicy(exp.target, scale_down_delay_s=exp.kpa_scale_down_delay_s)
     raise ValueError(f"policy: must be one of {', '.join(ALL_POLICIES)}, got {name!r}")
 
 
@@ -138,6 +152,48 @@ def calibrate_oracle(exp: Experiment, progress: Progress | None = None) -> tuple
                        exp.options, progress(f"oracle u={lo:.3f}") if progress is not None else None)
         best = (low, lo)
     return best
+
+
+def tune_targets(exp: Experiment) -> tuple[float, ...]:
+    """The targets a tuned baseline is swept over (module docstring)."""
+    if exp.metric == "kv":
+        return TUNE_KV
+    b = exp.options.profile.max_batch
+    return tuple(sorted({max(1.0, round(f * b)) for f in TUNE_BATCH_FRACTIONS}))
+
+
+def _better(a: dict[str, Any], b: dict[str, Any], goal: float) -> bool:
+    """Whether summary ``a`` beats ``b``: meeting the goal, then cheaper; else more attainment."""
+    am, bm = (a["attainment"] or 0) >= goal, (b["attainment"] or 0) >= goal
+    if am != bm:
+        return am
+    if am:
+        return bool(a["replica_hours"] < b["replica_hours"])
+    if a["attainment"] != b["attainment"]:
+        return bool((a["attainment"] or 0) > (b["attainment"] or 0))
+    return bool(a["replica_hours"] < b["replica_hours"])
+
+
+def tuned(name: str, exp: Experiment,
+          progress: Progress | None = None) -> tuple[Run, dict[str, Any], list[dict[str, Any]]]:
+    """The best run of baseline ``name`` over its sweep, its summary (with ``tuned``), every point."""
+    delays = KPA_DELAYS_S if name == "kpa" else (exp.kpa_scale_down_delay_s,)
+    best: tuple[Run, dict[str, Any]] | None = None
+    sweep: list[dict[str, Any]] = []
+    for target in tune_targets(exp):
+        for delay in delays:
+            point = replace(exp, target=target, kpa_scale_down_delay_s=delay)
+            label = f"{name} target={target:g}" + (f" delay={delay:g}s" if name == "kpa" else "")
+            run = simulate(exp.arrivals, build(name, point), exp.options,
+                           progress(label) if progress is not None else None)
+            row = summarize(run, exp.slo)
+            setting = {"target": target, **({"scale_down_delay_s": delay} if name == "kpa" else {})}
+            row["tuned"] = setting
+            sweep.append({**setting, "attainment": row["attainment"], "replica_hours": row["replica_hours"]})
+            if best is None or _better(row, best[1], exp.goal):
+                best = (run, row)
+    assert best is not None
+    return best[0], best[1], sweep
 
 
 def _dump(path: Path, obj: Any) -> None:
@@ -274,9 +330,12 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
     rows: list[dict[str, Any]] = []
     runs: dict[str, Run] = {}
     for name in exp.policies:
+        sweep: list[dict[str, Any]] = []
         if name == "oracle":
             run, u = calibrate_oracle(exp, progress)
             row = {**summarize(run, exp.slo), "oracle_utilization": round(u, 4)}
+        elif exp.tune and name in TUNED:
+            run, row, sweep = tuned(name, exp, progress)
         else:
             policy = build(name, exp)
             run = simulate(exp.arrivals, policy, exp.options,
@@ -288,7 +347,7 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
         rows.append(row)
         runs[name] = run
         _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],
-                                     "timeline": _timeline(run)})
+                                     "timeline": _timeline(run), **({"sweep": sweep} if sweep else {})})
         (out / f"{name}.md").write_text(f"# {name}\n\n{_settings_md(exp)}\n{markdown_table([row])}")
     said = verdicts(rows, refs)
     _dump(out / "summary.json", {"settings": _settings(exp), "policies": rows, "references": refs,
@@ -310,7 +369,8 @@ def _settings(exp: Experiment) -> dict[str, Any]:
     return {**exp.settings, "requests": len(exp.arrivals), "metric": exp.metric, "target": exp.target,
             "poll_s": exp.poll_s, "ttft_slo_s": exp.slo.ttft_s, "tpot_slo_s": exp.slo.tpot_s,
             "slo_percentile": exp.slo_percentile, "slo_concurrency": exp.slo_concurrency,
-            "goal": exp.goal,
+            "goal": exp.goal, "kpa_scale_down_delay_s": exp.kpa_scale_down_delay_s,
+            "tuned_baselines": list(TUNED) if exp.tune else [],
             **({"season_s": exp.season_s, "predict_slots": exp.predict_slots}
                if "predictive" in exp.policies else {}),
             "min_replicas": o.min_replicas, "max_replicas": o.max_replicas,

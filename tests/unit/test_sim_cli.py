@@ -155,3 +155,26 @@ def test_an_unreachable_goal_is_said_and_no_ratio_printed(tmp_path: Path) -> Non
     said = summary["verdicts"]
     assert any(v.startswith("the 99 % goal is out of reach even for the lower bound") for v in said)
     assert "out of reach for any policy" in (out / "summary.md").read_text()
+
+
+def test_tuned_baselines_report_the_best_point_of_their_sweep(tmp_path: Path) -> None:
+    t = tmp_path / "busy.csv"
+    t.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                 + "".join(f"{i * 0.125:.3f},2000,{40 + i % 80}\n" for i in range(400)))
+    out = tmp_path / "o"
+    assert main(["simulate", "--trace", str(t), "--policy", "hpa,kpa", "--tune-baselines", "--no-progress",
+                 "--no-plots", "--max-replicas", "16", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["settings"]["tuned_baselines"] == ["hpa", "kpa", "apa"]
+    for name, per_target in (("hpa", 1), ("kpa", 3)):
+        detail = json.loads((out / f"{name}.json").read_text())
+        sweep, row = detail["sweep"], detail["summary"]
+        assert len(sweep) == 6 * per_target  # six targets (fractions of the max batch 64), kpa x 3 delays
+        assert {p["target"] for p in sweep} == {8, 16, 24, 32, 48, 64}
+        met = [p for p in sweep if p["attainment"] >= 0.99]
+        best = (min(met, key=lambda p: p["replica_hours"]) if met
+                else max(sweep, key=lambda p: (p["attainment"], -p["replica_hours"])))
+        assert row["replica_hours"] == best["replica_hours"] and row["attainment"] == best["attainment"]
+        assert row["tuned"]["target"] == best["target"]
+    kpa_sweep = json.loads((out / "kpa.json").read_text())["sweep"]
+    assert {p["scale_down_delay_s"] for p in kpa_sweep} == {0, 120, 300}

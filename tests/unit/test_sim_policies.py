@@ -101,20 +101,25 @@ def test_apa_refuses_an_invalid_annotation() -> None:
 
 
 def test_slo_policy_scales_up_by_the_ttft_ratio_and_holds_without_a_signal() -> None:
-    slo = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, poll_s=30)
-    # p90 TTFT 3 s against 1 s: ceil(2 x 3) = 6
+    slo = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, poll_s=30, ttft_buckets_s=())
+    # p90 TTFT 3 s (exact) against 1 s: ceil(2 x 3) = 6
     assert slo.decide(View(30.0, 2, 2, scrapes(30, [1, 1], ttfts=(3.0,)))) == 6
     # no first token in the window: the engine holds its last decision (6)
     assert slo.decide(View(90.0, 6, 6, [])) == 6
+    # as Prometheus answers it (the default): 3 s falls in vLLM's (2.5, 5] bucket, p90 reads
+    # 2.5 + 2.5 x 0.9 = 4.75 s: ceil(2 x 4.75) = 10
+    prom = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, poll_s=30)
+    assert prom.decide(View(30.0, 2, 2, scrapes(30, [1, 1], ttfts=(3.0,)))) == 10
 
 
 def test_slo_policy_with_the_inflight_signal_keeps_a_loaded_fleet() -> None:
     # TTFT 0.2 s against 1 s on 4 replicas with 14 in flight each (56 on 4 x 16: ratio 0.875)
     view = View(30.0, 4, 4, scrapes(30, [14, 14, 14, 14], ttfts=(0.2,)))
-    alone = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, scale_down_stabilization_s=0)
+    alone = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, scale_down_stabilization_s=0,
+                      ttft_buckets_s=())
     assert alone.decide(view) == 1  # ceil(4 x 0.2 / 0.9): the latency ratio alone overshoots
     loaded = SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=20, scale_down_stabilization_s=0,
-                       concurrency_per_replica=16)
+                       concurrency_per_replica=16, ttft_buckets_s=())
     assert loaded.decide(view) == 4  # ceil(4 x 0.875 / 0.9) = 4
     with pytest.raises(ValueError, match="slo concurrency per replica: must be >= 0, got -1"):
         SloPolicy(ttft_target_s=1.0, min_replicas=1, max_replicas=2, concurrency_per_replica=-1)
