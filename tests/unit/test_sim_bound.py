@@ -6,37 +6,22 @@ down (paying cold starts), and the shipped policies."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 
 from escaler.sim.bound import lower_bound
-from escaler.sim.engine import Run, SimOptions, View, simulate
+from escaler.sim.engine import Run, SimOptions, simulate
 from escaler.sim.fixed import FixedPolicy, cheapest_fixed, steady_state_fleet
 from escaler.sim.hpa import HpaPolicy
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.report import SloTargets, summarize
 from escaler.sim.trace import Arrival
+from tests.unit.test_sim_engine import Schedule
 
 PROFILE = ReplicaProfile(max_batch=8, prefill_tokens_per_s=8_000, decode_base_s=0.01, decode_per_seq_s=0.002,
                          kv_capacity_tokens=50_000, cold_start_s=20.0)
 SLO = SloTargets(ttft_s=1.0, tpot_s=0.05)
-
-
-@dataclass
-class Steps:
-    """A replica count that changes at given times (a policy that scales up and down)."""
-
-    steps: list[tuple[float, int]]
-    name: str = "steps"
-    period_s: float = 1.0
-
-    def decide(self, view: View) -> int:
-        n = view.replicas
-        for t, k in self.steps:
-            if view.now >= t:
-                n = k
-        return n
 
 
 def bursty(seed: int, seconds: float = 180.0) -> list[Arrival]:
@@ -67,7 +52,8 @@ def bound_for(arrivals: list[Arrival], goal: float, initial: int, *, max_replica
 def runs_of(arrivals: list[Arrival], initial: int) -> list[Run]:
     opts = SimOptions(profile=PROFILE, initial_replicas=initial, max_replicas=32)
     plans = [FixedPolicy(n) for n in range(1, 9)]
-    plans += [Steps([(0, 2), (50, 5), (100, 2), (120, 6)]), Steps([(0, 1), (40, 8), (100, 3), (130, 8)])]
+    plans += [Schedule([(0, 2), (50, 5), (100, 2), (120, 6)]),
+              Schedule([(0, 1), (40, 8), (100, 3), (130, 8)])]
     runs = [simulate(arrivals, p, replace(opts, initial_replicas=p.n) if isinstance(p, FixedPolicy) else opts)
             for p in plans]
     runs.append(simulate(arrivals, HpaPolicy(metric="running", target=1.0), opts))
@@ -91,7 +77,7 @@ def test_no_run_that_meets_the_goal_costs_less_than_the_bound(seed: int) -> None
                 checked.add((run.policy, goal))
     # the check is not vacuous: scaling runs and fixed ones were compared at every goal
     assert {g for _, g in checked} == {0.5, 0.9, 0.99}
-    assert {p for p, _ in checked} >= {"steps", "hpa", "fixed-8"}
+    assert {p for p, _ in checked} >= {"schedule", "hpa", "fixed-8"}
 
 
 def test_the_bound_is_close_to_the_work_on_a_steady_load() -> None:

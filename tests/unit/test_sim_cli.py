@@ -114,11 +114,16 @@ def test_drop_failed_reaches_the_loader_and_says_what_it_dropped(tmp_path: Path,
     assert note in capsys.readouterr().err
 
 
-def test_a_report_carries_the_fixed_fleet_and_the_bound_and_starts_in_steady_state(tmp_path: Path) -> None:
-    # 8 requests/s for 100 s, each ~0.2 replica-seconds: more than one replica of work from the start
+def busy_trace(tmp_path: Path, rows: int) -> Path:
+    """8 requests/s of 2,000-token prompts: more than one replica of work from the start."""
     t = tmp_path / "busy.csv"
     t.write_text("arrival_s,prompt_tokens,output_tokens\n"
-                 + "".join(f"{i * 0.125:.3f},2000,{40 + i % 80}\n" for i in range(800)))
+                 + "".join(f"{i * 0.125:.3f},2000,{40 + i % 80}\n" for i in range(rows)))
+    return t
+
+
+def test_a_report_carries_the_fixed_fleet_and_the_bound_and_starts_in_steady_state(tmp_path: Path) -> None:
+    t = busy_trace(tmp_path, 800)
     args = ["simulate", "--trace", str(t), "--policy", "apa,hpa", "--no-progress", "--no-plots",
             "--target", "4", "--max-replicas", "16"]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
@@ -158,9 +163,7 @@ def test_an_unreachable_goal_is_said_and_no_ratio_printed(tmp_path: Path) -> Non
 
 
 def test_tuned_baselines_report_the_best_point_of_their_sweep(tmp_path: Path) -> None:
-    t = tmp_path / "busy.csv"
-    t.write_text("arrival_s,prompt_tokens,output_tokens\n"
-                 + "".join(f"{i * 0.125:.3f},2000,{40 + i % 80}\n" for i in range(400)))
+    t = busy_trace(tmp_path, 400)
     out = tmp_path / "o"
     assert main(["simulate", "--trace", str(t), "--policy", "hpa,kpa", "--tune-baselines", "--no-progress",
                  "--no-plots", "--max-replicas", "16", "--out", str(out)]) == 0
