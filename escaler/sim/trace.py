@@ -48,9 +48,13 @@ Contract:
   BurstGPT: two months at ~0.3/s; Mooncake: an hour in ms). The token-length trace of a rate
   curve is not checked: only its lengths are used.
 * ``speedup`` divides every arrival time (a day in an hour at 24); ``scale`` multiplies the request
-  rate: each request is kept ``floor(scale)`` times plus once more with probability
-  ``scale - floor(scale)`` (seeded), copies spread over the following millisecond so that they stay
-  distinct events — except for a rate curve, whose rate is multiplied (and which is drawn only up to
+  rate by superposing copies of the trace: the trace itself, and ``ceil(scale) - 1`` copies each
+  shifted as a whole by its own seeded offset of up to 5 minutes (stratified: copy ``k`` of ``n``
+  within ``(k/n, (k+1)/n)`` of the range), wrapping round the trace's span; the last copy is thinned
+  to what ``scale`` has beyond a whole number (each request kept with that probability; below 1 the
+  trace itself is). Each copy keeps the trace's own bursts and lulls, at its own times: copying
+  every request in place would replay every burst ``scale`` times at one instant, a burstiness no
+  real traffic at that rate has. A rate curve's rate is multiplied instead (it is drawn only up to
   ``duration``); ``duration`` (seconds, after ``speedup``) drops what arrives later.
 * Any malformed input raises ``TraceError`` naming the file, the line (1-based, as an editor counts)
   and what was wrong: a missing column, a value that is not a number, a negative or non-finite one,
@@ -117,8 +121,8 @@ _MOONCAKE: _Columns = ((("timestamp",), "an arrival time"), (("input_length",), 
 _AZURE_HEADER = ("timestamp", "contexttokens", "generatedtokens")
 _BURSTGPT_KEYS = ("request tokens", "response tokens")
 _RATE_KEYS = ("window_start_s", "req_per_min")
-# copies made by --scale are spread over this many seconds after the original
-_COPY_SPREAD_S = 1e-3
+# the copies --scale adds are shifted by up to this many seconds (wrapping round the trace's span)
+_COPY_SHIFT_S = 300.0
 # a note lists at most this many line numbers
 _NOTE_LINES = 10
 
@@ -449,12 +453,25 @@ def _relative(items: list[Arrival], per_s: float = 1.0) -> list[Arrival]:
 
 
 def _scale(arrivals: Sequence[Arrival], scale: float, rng: random.Random) -> list[Arrival]:
-    whole, frac = int(scale), scale - int(scale)
+    """``scale`` times the rate: the trace itself, then ``ceil(scale) - 1`` copies of it, each shifted
+    in time as a whole (module docstring); what ``scale`` has beyond a whole number is one more copy,
+    thinned (each request kept with that probability); below 1 the trace itself is thinned."""
+    t0, t1 = arrivals[0].t, arrivals[-1].t
+    span = t1 - t0
+    # the copies wrap around a period one mean gap longer than the span, so that the last request
+    # and the first do not land on one instant
+    period = span + (span / (len(arrivals) - 1) if len(arrivals) > 1 else 1.0)
+    layers = max(1, math.ceil(scale - 1e-12))
     out: list[Arrival] = []
-    for a in arrivals:
-        copies = whole + (1 if frac > 0 and rng.random() < frac else 0)
-        for k in range(copies):
-            out.append(a if k == 0 else replace(a, t=a.t + _COPY_SPREAD_S * k / max(copies, 1)))
+    for k in range(layers):
+        keep = min(1.0, scale - k)
+        # copy k is shifted by a stratified random offset within (k/layers, (k+1)/layers) of the
+        # shift range: no two copies share a shift, so no burst is replayed twice at one instant
+        shift = 0.0 if k == 0 else (k + rng.random()) / layers * min(_COPY_SHIFT_S, period)
+        for a in arrivals:
+            if keep < 1.0 and rng.random() >= keep:
+                continue
+            out.append(a if shift == 0.0 else replace(a, t=t0 + (a.t - t0 + shift) % period))
     out.sort(key=lambda a: a.t)
     return out
 

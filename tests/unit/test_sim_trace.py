@@ -76,6 +76,23 @@ def test_scale_speedup_and_duration(tmp_path: Path) -> None:
         load_trace(p, scale=0)
 
 
+def test_scale_superposes_shifted_copies_and_never_replays_a_burst_at_one_instant(tmp_path: Path) -> None:
+    # one request a second for 1,000 s and a burst of 20 at t=100
+    rows = [f"{i},100,10" for i in range(1000)] + ["100.0,500,10"] * 20
+    p = write(tmp_path, "b.csv", "arrival_s,prompt_tokens,output_tokens\n" + "\n".join(rows) + "\n")
+    x5 = load_trace(p, scale=5, seed=3)
+    assert len(x5) == 5 * 1020 and x5 == load_trace(p, scale=5, seed=3)
+    times = [a.t for a in x5]
+    assert min(times) >= 0.0 and max(times) < 1000.0 + 1.0  # copies wrap round the span
+    # the densest second holds the burst once (and a few background requests), not five times
+    densest = max(sum(1 for t in times if s <= t < s + 1.0) for s in range(0, 1000))
+    assert 20 <= densest < 30
+    # each copy keeps the burst: five seconds hold 20 or more
+    assert sum(1 for s in range(0, 1000) if sum(1 for t in times if s <= t < s + 1.0) >= 20) == 5
+    # a fraction beyond a whole number is one more copy, thinned
+    assert 2 * 1020 < len(load_trace(p, scale=2.5, seed=1)) < 3 * 1020
+
+
 def test_a_rate_curve_becomes_poisson_arrivals_with_sampled_lengths(tmp_path: Path) -> None:
     curve = write(tmp_path, "r.csv", "model,window_start_s,total_rate_rps,req_per_min,active_clients\n"
                                      "m,0,1,60,1\nm,600,0,0,1\nm,1200,2,120,1\nother,0,1,60,1\n")
