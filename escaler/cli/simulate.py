@@ -188,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
                            initial_replicas=(max(1, args.min_replicas) if args.initial_replicas is None
                                              else args.initial_replicas),
                            min_replicas=args.min_replicas, max_replicas=args.max_replicas),
-        slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo), policies=args.policy, metric=args.metric,
+        slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo,
+                       oscillation_window_s=profile.cold_start_s), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,
         slo_concurrency=args.slo_concurrency,
         goal=args.goal, steady_start=args.initial_replicas is None,

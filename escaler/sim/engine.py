@@ -8,17 +8,19 @@ Contract of ``simulate(arrivals, policy, options)``:
   sleeps and nothing reads a clock.
 * Events: a request arrives (``Fleet.arrive``); a replica starts serving; a replica ends an
   iteration; a **scrape** every ``scrape_interval_s`` (what a Prometheus scraping the servers
-  would hold: per-replica gauges and, over the last interval, the requests that arrived and the
-  TTFT of every first token produced in it; ``window`` reads them back over any span); a
-  **policy tick** every ``policy.period_s``
+  would hold: per-replica gauges and, over the last interval, the requests that arrived, the
+  TTFT of every first token produced in it, the TPOT of every request finished in it and the
+  increase of the token counters; ``window``
+  reads them back over any span); a **policy tick** every ``policy.period_s``
   (the policy sees the scrapes so far and the fleet's size, returns a replica count, clamped to
   ``[min_replicas, max_replicas]``, and the fleet is scaled to it). Time starts with
   ``initial_replicas`` serving (warm, as a running service is).
 * The run ends when every request of the trace has finished; ticks and scrapes stop then. A fleet
   that can never serve (``max_replicas`` 0) ends at ``horizon_s`` past the last arrival with the
   unserved requests counted as unfinished.
-* ``Run`` holds every request's record, every scrape, every scale event (time, from, to) and the
-  replica-seconds paid (each replica from its creation to its removal or the end).
+* ``Run`` holds every request's record, every scrape, every scale event (time, from, to), the
+  replica-seconds paid (each replica from its creation to its removal or the end) and each
+  replica's lifetime behind them.
 * ``progress(done, total)`` (optional) is called every 1 % of the requests finished.
 """
 
@@ -64,6 +66,12 @@ class Scrape:
     # over the last scrape interval: requests that arrived, and the TTFT of each first token
     arrivals: int
     ttfts: tuple[float, ...]
+    # over the last scrape interval: the increase of the fleet's token counters
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    # the mean time per output token of each request that finished in the interval (more than one
+    # token), as a per-request TPOT histogram observes it
+    tpots: tuple[float, ...] = ()
 
     @property
     def running(self) -> int:
@@ -128,6 +136,8 @@ class Run:
     scale_events: list[tuple[float, int, int]]
     replica_seconds: float
     end: float
+    # every replica's (created, removed or the end): what replica_seconds sums
+    lifetimes: list[tuple[float, float]] = field(default_factory=list)
 
 
 def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
@@ -166,6 +176,8 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     last_arrival = arrivals[-1].t
     deadline = last_arrival + options.horizon_s
     window_arrivals = 0
+    counted = (0, 0)  # the token counters at the previous scrape
+    seen_done = 0
     seen_first = 0  # fleet.finished is in finishing order; first tokens are gathered per scrape
     first_tokens: list[RequestRecord] = []
     now = 0.0
@@ -182,9 +194,9 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
         elif kind == ITERATION:
             assert isinstance(payload, Replica)
             before = len(fleet.finished)
-            newly_first = [q for q in payload.admitted]
+            prefilling = [q for q, _ in payload.chunks]
             fleet.iteration_done(payload, now)
-            first_tokens.extend(newly_first)
+            first_tokens.extend(q for q in prefilling if q.first_token == now)
             if progress is not None and len(fleet.finished) // step > before // step:
                 reported = len(fleet.finished)
                 progress(reported, total)
@@ -194,8 +206,13 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
         elif kind == _SCRAPE:
             ttfts = tuple(q.ttft for q in first_tokens[seen_first:])
             seen_first = len(first_tokens)
+            tpots = tuple(q.tpot for q in fleet.finished[seen_done:] if q.output_tokens > 1)
+            seen_done = len(fleet.finished)
             scrapes.append(Scrape(now, fleet.size(), fleet.serving_count(), tuple(fleet.gauges()),
-                                  len(fleet.pending), window_arrivals, ttfts))
+                                  len(fleet.pending), window_arrivals, ttfts,
+                                  fleet.prompt_tokens_total - counted[0],
+                                  fleet.generation_tokens_total - counted[1], tpots))
+            counted = (fleet.prompt_tokens_total, fleet.generation_tokens_total)
             window_arrivals = 0
             if not _done(fleet, total):
                 schedule(now + options.scrape_interval_s, _SCRAPE, None)
@@ -214,7 +231,8 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
         progress(len(fleet.finished), total)
     end = now
     return Run(policy.name, sorted(fleet.finished, key=lambda q: (q.arrival, q.replica or 0)),
-               total - len(fleet.finished), scrapes, events, fleet.replica_seconds(end), end)
+               total - len(fleet.finished), scrapes, events, fleet.replica_seconds(end), end,
+               [(r.created, r.removed if r.removed is not None else end) for r in fleet.replicas])
 
 
 def _done(fleet: Fleet, total: int) -> bool:

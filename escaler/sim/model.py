@@ -6,12 +6,17 @@ Contract of ``ReplicaProfile`` (every field overridable from a YAML profile, ``l
   requests (first come, first served) while it runs fewer than ``max_batch`` sequences and the KV
   cache has room for the request's prompt *and* its whole output (``prompt_tokens +
   output_tokens <= kv_capacity_tokens`` free; reserved up front, so nothing is ever preempted).
-* **Iteration time** = ``decode_step_s(batch)`` + (prompt tokens admitted in it) /
+* **Chunked prefill** (vLLM V1 always runs it): an iteration schedules every running sequence's
+  next token first, then prefill — prompts part-way through first, then newly admitted ones — in
+  what is left of ``max_batched_tokens`` (vLLM's ``max_num_batched_tokens``; each decode counts one
+  token), splitting a prompt that does not fit; a prompt's prefill may so span iterations. ``0``
+  turns the budget off (a whole prompt in one iteration, as vLLM V0 without chunking).
+* **Iteration time** = ``decode_step_s(batch)`` + (prompt tokens prefilled in it) /
   ``prefill_tokens_per_s``, where ``decode_step_s(b) = decode_base_s + decode_per_seq_s x b`` and
-  ``b`` is the number of sequences in the iteration (prefill and decode share it, as with chunked
-  prefill). At its end every sequence in it has one more token: a newly admitted request its
-  *first* token (TTFT = end of that iteration - arrival), the others their next one; a request
-  that has all its ``output_tokens`` leaves and frees its KV reservation.
+  ``b`` is the number of sequences in the iteration (decoding, or prefilling a chunk). At its end
+  every decoding sequence has one more token, and a prompt whose prefill completed its *first*
+  token (TTFT = end of that iteration - arrival); a request that has all its ``output_tokens``
+  leaves and frees its KV reservation.
 * **Cold start.** A new replica serves only ``cold_start_s`` after it is created (image pull and
   weight loading; minutes for real LLM servers); it costs from its creation.
 * ``validate()`` returns every problem as ``field: rule`` (an empty list when the profile is
@@ -53,6 +58,9 @@ class ReplicaProfile:
     kv_capacity_tokens: int = 200_000
     # seconds from creation to serving
     cold_start_s: float = 60.0
+    # tokens one iteration schedules (decodes + prefill chunks); 0 = no budget. vLLM's API server
+    # default on an H100-class GPU (>= 70 GiB): 8192 (EngineArgs.get_batch_defaults)
+    max_batched_tokens: int = 8192
 
     def decode_step_s(self, batch: int) -> float:
         return self.decode_base_s + self.decode_per_seq_s * batch
@@ -72,6 +80,10 @@ class ReplicaProfile:
         if self.decode_base_s + self.decode_per_seq_s <= 0:
             problems.append("decode_base_s: decode_base_s + decode_per_seq_s must be > 0 "
                             "(an iteration takes time)")
+        if self.max_batched_tokens < 0 or 0 < self.max_batched_tokens < self.max_batch:
+            problems.append(f"max_batched_tokens: must be 0 (no budget) or at least max_batch "
+                            f"({self.max_batch}: every decode takes one token), "
+                            f"got {self.max_batched_tokens}")
         if self.kv_capacity_tokens < 1:
             problems.append(f"kv_capacity_tokens: must be at least 1, got {self.kv_capacity_tokens}")
         return problems

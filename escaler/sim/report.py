@@ -10,6 +10,11 @@ Contract of ``summarize(run, slo)``:
 * ``replica_hours``: what the fleet paid, every replica from its creation to its removal;
 * ``scale_events``: changes of the replica count; ``flaps``: events that reverse the direction of
   the previous one within ``slo.flap_window_s`` (up then down, or down then up);
+* ``oscillations``: events that reverse the previous one within ``slo.oscillation_window_s``
+  (one cold start: a replica shed and ordered back, or ordered and shed, before a new one could
+  have served) — ``flaps`` with the cold start as its window;
+* ``event_rate``: scale events per 5 minutes per 10 replicas (the mean fleet, at least 10) over the
+  run — a platform's tolerance for churn is about 1;
 * ``peak_replicas``, ``end_s`` (simulated seconds to the last request's end).
 
 Numbers are rounded (6 significant digits) so that the JSON is byte-identical across runs on any
@@ -18,6 +23,7 @@ machine that computes the same floats.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +38,18 @@ class SloTargets:
     ttft_s: float = 2.0
     tpot_s: float = 0.1
     flap_window_s: float = 300.0
+    # one cold start: ``oscillations`` counts a turn back within it
+    oscillation_window_s: float = 60.0
 
 
 def _r(v: float | None) -> float | None:
     return None if v is None else float(f"{v:.6g}")
+
+
+def _reversals(events: Sequence[tuple[float, int, int]], window_s: float) -> int:
+    """Scale events that reverse the direction of the previous one within ``window_s``."""
+    return sum(1 for a, b in itertools.pairwise(events)
+               if (a[2] - a[1]) * (b[2] - b[1]) < 0 and b[0] - a[0] <= window_s)
 
 
 def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
@@ -45,10 +59,11 @@ def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
     tpots = [q.tpot for q in reqs if q.output_tokens > 1]
     ttft_ok = sum(1 for q in reqs if q.ttft <= slo.ttft_s)
     both_ok = sum(1 for q in reqs if q.ttft <= slo.ttft_s and (q.output_tokens <= 1 or q.tpot <= slo.tpot_s))
-    flaps = 0
-    for prev, ev in zip(run.scale_events, run.scale_events[1:], strict=False):
-        if (ev[2] - ev[1]) * (prev[2] - prev[1]) < 0 and ev[0] - prev[0] <= slo.flap_window_s:
-            flaps += 1
+    flaps = _reversals(run.scale_events, slo.flap_window_s)
+    oscillations = _reversals(run.scale_events, slo.oscillation_window_s)
+    events = run.scale_events
+    mean = run.replica_seconds / run.end if run.end > 0 else 0.0
+    rate = len(events) / (run.end / 300.0) / max(1.0, mean / 10.0) if run.end > 0 else 0.0
     peak = max([s.replicas for s in run.scrapes] + [e[2] for e in run.scale_events] or [0])
     return {
         "policy": run.policy,
@@ -65,6 +80,8 @@ def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
         "replica_hours": _r(run.replica_seconds / 3600.0),
         "scale_events": len(run.scale_events),
         "flaps": flaps,
+        "oscillations": oscillations,
+        "event_rate": _r(rate),
         "peak_replicas": peak,
         "end_s": _r(run.end),
     }
@@ -74,6 +91,7 @@ _COLUMNS = (("policy", "policy"), ("attainment", "SLO attainment"), ("ttft_attai
             ("ttft_p50_s", "TTFT p50 s"), ("ttft_p90_s", "TTFT p90 s"), ("ttft_p99_s", "TTFT p99 s"),
             ("tpot_p50_s", "TPOT p50 s"), ("tpot_p99_s", "TPOT p99 s"), ("replica_hours", "replica-hours"),
             ("x_bound", "x bound"), ("scale_events", "scale events"), ("flaps", "flaps"),
+            ("oscillations", "oscillations"), ("event_rate", "events /5 min /10 replicas"),
             ("peak_replicas", "peak replicas"),
             ("unfinished", "unfinished"))
 

@@ -18,7 +18,9 @@ given ``now`` and asks for future work through the ``schedule(t, kind, replica)`
 * Every request ends exactly once, in ``finished`` (``RequestRecord``: arrival, first token, done,
   replica).
 * ``gauges()`` is what a real server exports, per serving replica: ``num_requests_running``,
-  ``num_requests_waiting``, KV-cache utilization.
+  ``num_requests_waiting``, KV-cache utilization; ``prompt_tokens_total`` and
+  ``generation_tokens_total`` are the fleet's counters (prompt tokens prefilled, tokens generated:
+  a first token counts as generated), advanced at the end of each iteration.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class RequestRecord:
     replica: int | None = None
     # tokens generated so far
     generated: int = 0
+    # prompt tokens prefilled so far (chunked prefill spreads a prompt over iterations)
+    prefilled: int = 0
 
     @property
     def ttft(self) -> float:
@@ -74,8 +78,10 @@ class Replica:
     removed: float | None = None
     waiting: deque[RequestRecord] = field(default_factory=deque)
     running: list[RequestRecord] = field(default_factory=list)
-    # admitted in the iteration under way (their first token comes at its end)
+    # admitted, prompt not fully prefilled yet (first come, first served)
     admitted: list[RequestRecord] = field(default_factory=list)
+    # the iteration under way: the prefill chunk of each prompt in it
+    chunks: list[tuple[RequestRecord, int]] = field(default_factory=list)
     busy: bool = False
     kv_used: int = 0
 
@@ -104,6 +110,10 @@ class Fleet:
         self.pending: deque[RequestRecord] = deque()
         self.finished: list[RequestRecord] = []
         self._next_id = 0
+        # counters a real server exports (vLLM's prompt_tokens_total and generation_tokens_total):
+        # prompt tokens prefilled and tokens generated, counted at the end of their iteration
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
 
     # ------------------------------------------------------------------ scaling
 
@@ -161,40 +171,74 @@ class Fleet:
             self._start(best, now)
 
     def _start(self, r: Replica, now: float) -> None:
-        """Admit what fits and schedule the end of the next iteration (when there is work)."""
+        """Plan the next iteration (``escaler.sim.model``: decodes first, then prefill chunks within
+        the token budget) and schedule its end, when there is work."""
         p = self.profile
-        prefill = 0
-        while r.waiting and len(r.running) + len(r.admitted) < p.max_batch:
+        budget = p.max_batched_tokens - len(r.running) if p.max_batched_tokens else None
+        chunks: list[tuple[RequestRecord, int]] = []
+        for req in r.admitted:  # prompts part-way through their prefill go first
+            if budget is not None and budget <= 0:
+                break
+            left = req.prompt_tokens - req.prefilled
+            chunk = left if budget is None else min(left, budget)
+            chunks.append((req, chunk))
+            budget = None if budget is None else budget - chunk
+        while (r.waiting and len(r.running) + len(r.admitted) < p.max_batch
+               and (budget is None or budget > 0)):
             head = r.waiting[0]
             need = head.prompt_tokens + head.output_tokens
             if r.kv_used + need > p.kv_capacity_tokens and (r.running or r.admitted):
                 break  # no room until something finishes (an oversized request runs alone)
             r.waiting.popleft()
             r.kv_used += need
-            prefill += head.prompt_tokens
             r.admitted.append(head)
-        batch = len(r.running) + len(r.admitted)
+            chunk = head.prompt_tokens if budget is None else min(head.prompt_tokens, budget)
+            chunks.append((head, chunk))
+            budget = None if budget is None else budget - chunk
+        batch = len(r.running) + len(chunks)
+        r.chunks = chunks
         if batch == 0:
             r.busy = False
             return
         r.busy = True
+        prefill = sum(c for _, c in chunks)
         self._schedule(now + p.decode_step_s(batch) + prefill / p.prefill_tokens_per_s, ITERATION, r)
 
     def iteration_done(self, r: Replica, now: float) -> None:
+        """End ``r``'s iteration: every running sequence gets a token, every chunk is prefilled and
+        a prompt whose prefill completes gets its first token; then plan the next iteration."""
+        self.generation_tokens_total += len(r.running)
         still: list[RequestRecord] = []
-        for req in r.running + r.admitted:
-            if req.first_token is None:
-                req.first_token = now
+        for req in r.running:
             req.generated += 1
-            if req.generated >= req.output_tokens:
-                req.done = now
-                r.kv_used -= req.prompt_tokens + req.output_tokens
-                self.finished.append(req)
-            else:
+            if not self._finish(r, req, now):
                 still.append(req)
-        r.running, r.admitted = still, []
+        prefilling: list[RequestRecord] = []
+        chunked = {id(req) for req, _ in r.chunks}
+        for req, chunk in r.chunks:
+            req.prefilled += chunk
+            self.prompt_tokens_total += chunk
+            if req.prefilled < req.prompt_tokens:
+                prefilling.append(req)
+                continue
+            req.first_token = now
+            req.generated = 1
+            self.generation_tokens_total += 1
+            if not self._finish(r, req, now):
+                still.append(req)
+        # admitted prompts that got no chunk this iteration (the budget ran out) keep their place
+        r.admitted = prefilling + [q for q in r.admitted if id(q) not in chunked]
+        r.running, r.chunks = still, []
         self._start(r, now)
         self._maybe_gone(r, now)
+
+    def _finish(self, r: Replica, req: RequestRecord, now: float) -> bool:
+        if req.generated < req.output_tokens:
+            return False
+        req.done = now
+        r.kv_used -= req.prompt_tokens + req.output_tokens
+        self.finished.append(req)
+        return True
 
     def _maybe_gone(self, r: Replica, now: float) -> None:
         if r.draining and r.removed is None and r.in_flight == 0:

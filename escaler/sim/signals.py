@@ -30,6 +30,10 @@ seconds (``PROMETHEUS_SCRAPE_S``, 15 s by default, ``--prometheus-scrape``):
   ``VLLM_TTFT_BUCKETS_S`` are vLLM's ``time_to_first_token_seconds`` buckets (also TensorRT-LLM's):
   around a 2 s objective the buckets are 1.0 and 2.5 s, so a p90 of 1.6 s reads as anything
   between.
+* ``VLLM_TPOT_BUCKETS_S`` are vLLM's ``time_per_output_token_seconds`` buckets, over which the
+  simulator observes each finished request's mean TPOT.
+* ``histogram_share_above(threshold, values, buckets)`` — the share of observations certainly
+  above ``threshold`` from the same buckets: above the smallest bucket bound at or above it.
 """
 
 from __future__ import annotations
@@ -40,13 +44,18 @@ from collections.abc import Sequence
 from escaler.sim.engine import Scrape, window
 from escaler.sim.serving import Gauge
 
-__all__ = ["METRICS", "PROMETHEUS_SCRAPE_S", "VLLM_TTFT_BUCKETS_S", "fleet_concurrency", "histogram_quantile",
+__all__ = ["METRICS", "PROMETHEUS_SCRAPE_S", "VLLM_TPOT_BUCKETS_S", "VLLM_TTFT_BUCKETS_S",
+           "fleet_concurrency", "histogram_quantile",
+           "histogram_share_above",
            "per_replica", "prometheus_view", "prometheus_window", "value_of"]
 
 METRICS = ("running", "waiting", "inflight", "kv")
 PROMETHEUS_SCRAPE_S = 15.0
 VLLM_TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
                        10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+
+VLLM_TPOT_BUCKETS_S = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+                       10.0, 20.0, 40.0, 80.0)
 
 
 def _due(now: float, cadence: float) -> float:
@@ -115,6 +124,20 @@ def histogram_quantile(q: float, values: Sequence[float], buckets: Sequence[floa
             return lower + (float(buckets[i]) - lower) * (rank - cum) / c
         cum += c
     return float(buckets[-1])
+
+
+def histogram_share_above(threshold: float, values: Sequence[float],
+                          buckets: Sequence[float]) -> float | None:
+    """The share of ``values`` certainly above ``threshold`` as the histogram's buckets tell it:
+    ``1 - bucket(le=b) / count`` with ``b`` the smallest bucket bound at or above ``threshold``
+    (no interpolation: an objective between two bounds would count a share of every observation
+    in that bucket as a miss); the largest bound when ``threshold`` is above them all. None if
+    empty."""
+    if not values:
+        return None
+    i = bisect.bisect_left(buckets, threshold)
+    bound = float(buckets[min(i, len(buckets) - 1)])
+    return sum(1 for v in values if v > bound) / len(values)
 
 
 def value_of(g: Gauge, metric: str) -> float:

@@ -13,8 +13,10 @@ from escaler.sim.hpa import HpaPolicy
 from escaler.sim.kpa import KpaPolicy
 from escaler.sim.serving import Gauge
 from escaler.sim.signals import (
+    VLLM_TPOT_BUCKETS_S,
     VLLM_TTFT_BUCKETS_S,
     histogram_quantile,
+    histogram_share_above,
     per_replica,
     prometheus_view,
     prometheus_window,
@@ -85,3 +87,15 @@ def test_kpa_scale_down_delay_holds_the_highest_count_of_the_delay() -> None:
     assert delayed.decide(View(221.0, 4, 4, at(221, 5, 4))) == 2
     with pytest.raises(ValueError, match="scale-down-delay: must be >= 0"):
         KpaPolicy(target=10, scale_down_delay_s=-1)
+
+
+def test_the_share_above_an_objective_counts_only_what_a_bucket_bound_makes_certain() -> None:
+    # a 2 s objective between the 1.0 and 2.5 s buckets: 1.5 s and 2.2 s are not certainly misses,
+    # 3 s is
+    assert histogram_share_above(2.0, [0.5, 1.5, 2.2, 3.0], VLLM_TTFT_BUCKETS_S) == 0.25
+    # on a bound: what is above it
+    assert histogram_share_above(2.5, [2.5, 2.6], VLLM_TTFT_BUCKETS_S) == 0.5
+    assert histogram_share_above(0.1, [0.05, 0.1, 0.2, 0.3], VLLM_TPOT_BUCKETS_S) == 0.5
+    assert histogram_share_above(2.0, [], VLLM_TTFT_BUCKETS_S) is None
+    # above every bound: the largest
+    assert histogram_share_above(1e6, [1e4], VLLM_TTFT_BUCKETS_S) == 1.0
