@@ -25,11 +25,24 @@ simulated fleet, never a re-implementation:
   ``concurrency_per_replica`` set the requirement also has ``spec.inflight`` (the sum of the
   serving replicas' running + waiting, as Prometheus holds it at its ``prometheus_scrape_s``
   cadence) judged by ``escaler.scaling.slo.load_objective``; 0 leaves it out (TTFT only).
+* ``FlowPolicy`` is flow sizing (``escaler.scaling.flow.decide_flow``) fed as a deployment feeds
+  it from Prometheus: ``rate(prompt_tokens_total[1m])`` and ``rate(generation_tokens_total[1m])``
+  summed over the fleet, the prompts prefilled per second over the same range (the TTFT
+  histogram's count), ``sum(num_requests_waiting)`` plus the requests no replica holds yet, and
+  the queueing delay (the TTFT percentile by ``histogram_quantile``, less the mean prompt's
+  prefill time), each up to the newest sample Prometheus holds at the poll. Its capacity is the
+  profile's (``flow_capacity``): prefill at ``prefill_tokens_per_s``, decode at a full batch.
+  Besides those rates it reads the miss shares (the share of first tokens above the TTFT bucket
+  at or over the objective, and of finished requests above the TPOT one: the larger, over the
+  rate range and over ``miss_window_s``) and the burst rates (``burst_quantile`` of the token
+  rates between consecutive Prometheus samples over ``burst_lookback_s``). Every decision is kept
+  in ``trail`` with its steps in words (``<name>-decisions.jsonl`` in the report).
 * Pipeline time is ``EPOCH + simulated seconds`` (the pipeline works in epoch seconds).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -37,22 +50,26 @@ from escaler.api.llmscaler import DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS
 from escaler.reconcilers.llmscaler.provider import CustomReading, custom_result
 from escaler.scaling.algorithm import TARGET_VALUE, MetricValue, Recommendation
 from escaler.scaling.annotations import parse_annotations
+from escaler.scaling.flow import FlowCapacity, FlowConfig, FlowReading, FlowState, decide_flow
 from escaler.scaling.metricdecision import WindowedValue, decide_metrics
 from escaler.scaling.pipeline import Behavior, PipelineInput, PipelineState, decide
 from escaler.scaling.slo import Direction, Objective, ReplicaBounds, load_objective, size_llm
 from escaler.scaling.window import MetricWindows, WindowPolicy
 from escaler.sim.engine import View, percentile
+from escaler.sim.model import ReplicaProfile
 from escaler.sim.signals import (
     METRICS,
     PROMETHEUS_SCRAPE_S,
+    VLLM_TPOT_BUCKETS_S,
     VLLM_TTFT_BUCKETS_S,
     histogram_quantile,
+    histogram_share_above,
     prometheus_view,
     prometheus_window,
     value_of,
 )
 
-__all__ = ["EPOCH", "ApaPolicy", "SloPolicy"]
+__all__ = ["EPOCH", "ApaPolicy", "FlowPolicy", "SloPolicy", "flow_capacity"]
 
 # simulated time 0 in the pipeline's epoch seconds (2024-01-01T00:00:00Z)
 EPOCH = 1_704_067_200.0
@@ -177,3 +194,102 @@ class SloPolicy:
                                  behavior=self._behavior, state=self._state))
         self._state = d.state
         return d.desired
+
+
+def flow_capacity(profile: ReplicaProfile) -> FlowCapacity:
+    """One replica's throughput under ``profile``: prefill rate, decode rate at a full batch."""
+    b = profile.max_batch
+    return FlowCapacity(profile.prefill_tokens_per_s, b / profile.decode_step_s(b))
+
+
+@dataclass
+class FlowPolicy:
+    """See the module docstring."""
+
+    config: FlowConfig
+    ttft_target_s: float = 2.0
+    ttft_percentile: float = 90.0
+    rate_window_s: float = 60.0
+    poll_s: float = 30.0
+    prometheus_scrape_s: float = PROMETHEUS_SCRAPE_S
+    ttft_buckets_s: tuple[float, ...] = VLLM_TTFT_BUCKETS_S
+    tpot_target_s: float = 0.1
+    # the long range the miss share is also read over (noise in a short one alone would only ratchet
+    # the headroom up)
+    miss_window_s: float = 900.0
+    # the lookback of the burst floor; 0 = none
+    burst_lookback_s: float = 1800.0
+    # the percentile (0-100) of the short-range rates the floor takes (quantile_over_time)
+    burst_quantile: float = 100.0
+    name: str = "flow"
+    # the last decision's steps in words, and every decision (time, from, to, signals, steps)
+    last_steps: tuple[str, ...] = ()
+    trail: list[dict[str, object]] = field(default_factory=list)
+    _state: FlowState = field(default_factory=FlowState)
+
+    def _burst(self, view: View) -> tuple[float | None, float | None]:
+        """The largest token rates between two consecutive Prometheus samples over the burst
+        lookback (``max_over_time(rate(..[<scrape>])[<lookback>:])``); (None, None) with none."""
+        if not self.burst_lookback_s:
+            return None, None
+        cadence = self.prometheus_scrape_s
+        span = prometheus_window(view.scrapes, view.now, self.burst_lookback_s, cadence)
+        sums: dict[int, list[int]] = {}
+        for s in span:
+            k = sums.setdefault(math.ceil(s.t / cadence - 1e-9), [0, 0])
+            k[0] += s.prompt_tokens
+            k[1] += s.generation_tokens
+        if not sums:
+            return None, None
+        q = self.burst_quantile
+        prompt = percentile([p / cadence for p, _ in sums.values()], q)
+        generation = percentile([g / cadence for _, g in sums.values()], q)
+        return prompt, generation
+
+    def _miss_share(self, view: View, seconds: float) -> float | None:
+        """The larger share over its objective over ``seconds``: first tokens' TTFT, finished
+        requests' TPOT."""
+        span = prometheus_window(view.scrapes, view.now, seconds, self.prometheus_scrape_s)
+        ttft = histogram_share_above(self.ttft_target_s, [t for s in span for t in s.ttfts],
+                                     self.ttft_buckets_s)
+        tpot = histogram_share_above(self.tpot_target_s, [t for s in span for t in s.tpots],
+                                     VLLM_TPOT_BUCKETS_S)
+        shares = [x for x in (ttft, tpot) if x is not None]
+        return max(shares) if shares else None
+
+    @property
+    def period_s(self) -> float:
+        return self.poll_s
+
+    def decide(self, view: View) -> int:
+        span = prometheus_window(view.scrapes, view.now, self.rate_window_s, self.prometheus_scrape_s)
+        scrape = prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
+        if not span or scrape is None or view.now < self.rate_window_s:
+            # no full rate range yet (a deployment's Prometheus has the history; the run's start
+            # has none): the token rates are missing and the decision holds
+            reading = FlowReading(view.now, view.replicas, None, None)
+        else:
+            # a range reaching back before the run's start covers only the time since (rate()
+            # extrapolates over the samples it has the same way)
+            w = min(self.rate_window_s, span[-1].t)
+            ttfts = [t for s in span for t in s.ttfts]
+            prompt = sum(s.prompt_tokens for s in span) / w
+            rps = len(ttfts) / w
+            delay = None
+            observed = histogram_quantile(self.ttft_percentile / 100, ttfts, self.ttft_buckets_s)
+            if observed is not None and rps > 0:
+                delay = max(0.0, observed - prompt / rps / self.config.capacity.prefill_tokens_per_s)
+            burst_prompt, burst_generation = self._burst(view)
+            reading = FlowReading(
+                view.now, view.replicas, prompt_tokens_per_s=prompt,
+                generation_tokens_per_s=sum(s.generation_tokens for s in span) / w, requests_per_s=rps,
+                waiting=float(scrape.waiting), queue_delay_s=delay,
+                burst_prompt_tokens_per_s=burst_prompt, burst_generation_tokens_per_s=burst_generation,
+                miss_share=self._miss_share(view, self.rate_window_s),
+                long_miss_share=self._miss_share(view, self.miss_window_s))
+        d = decide_flow(reading, self.config, self._state)
+        self.last_steps = d.steps
+        self.trail.append({"t": view.now, "from": view.replicas, "to": d.replicas, "held": d.held,
+                           "signals": d.signals, "steps": list(d.steps)})
+        self._state = d.state
+        return d.replicas

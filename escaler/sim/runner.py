@@ -2,12 +2,16 @@
 
 Contract of ``run_experiment(exp, out, progress)``:
 
-* builds each policy named in ``exp.policies`` (``POLICIES``: ``apa``, ``slo``, ``hpa``, ``kpa``,
-  ``oracle``, the default set; ``predictive``, opt-in: apa plus the seasonal forecast floor of
+* builds each policy named in ``exp.policies`` (``POLICIES``: ``apa``, ``slo``, ``flow``, ``hpa``,
+  ``kpa``, ``oracle``, the default set; ``predictive``, opt-in: apa plus the seasonal forecast floor of
   ``escaler.sim.predictive``, its season ``exp.season_s`` in simulated seconds) from the
   experiment's shared settings — the metric and per-replica ``target`` the metric-driven ones
   scale on (apa, hpa; kpa on concurrency with the same target), the TTFT objective the SLO policy
-  sizes for — and simulates each over the same arrivals and fleet;
+  sizes for, the profile's capacity and the TTFT/TPOT objectives flow sizes on (``escaler.scaling.
+  flow``: its forecast horizon the cold start plus a poll, its down delay two cold starts and at
+  least 300 s, its miss budget ``1 - exp.goal`` up to 1 %, its queueing-delay budget half the TTFT
+  objective) — and simulates each over the same
+  arrivals and fleet;
 * **steady start**: unless ``exp.steady_start`` is False (a given ``--initial-replicas``), every
   policy starts from the same warm fleet, the cheapest fixed fleet meeting ``exp.goal`` over the
   trace's first ``INITIAL_WINDOW_S`` (``escaler.sim.fixed.steady_state_fleet``): a service already
@@ -30,7 +34,8 @@ Contract of ``run_experiment(exp, out, progress)``:
   arrival rate per scrape) and ``<policy>.md`` (its table row with the settings), ``summary.json``
   and ``summary.md`` (every policy, the references, the settings, and which escaler policies beat
   or fail to beat the HPA and KPA emulations and the cheapest fixed fleet on cost at equal or
-  better attainment), and the plots (``escaler.sim.plots``, the references drawn on them);
+  better attainment), ``flow-decisions.jsonl`` (every flow decision with its steps in words), and
+  the plots (``escaler.sim.plots``, the references drawn on them);
 * the JSON is written with sorted keys and rounded numbers: the same trace, seed and settings give
   byte-identical files; returns the summary rows.
 """
@@ -39,18 +44,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from escaler.scaling.flow import FlowConfig
 from escaler.sim.bound import Bound, lower_bound
 from escaler.sim.engine import Policy, Run, SimOptions, simulate
 from escaler.sim.fixed import INITIAL_WINDOW_S, FixedResult, cheapest_fixed, steady_state_fleet
 from escaler.sim.hpa import HpaPolicy
+from escaler.sim.intervals import Comparison, Interval, blocks, compare
 from escaler.sim.kpa import KpaPolicy
 from escaler.sim.oracle import MAX_UTILIZATION, OraclePolicy
-from escaler.sim.policies import ApaPolicy, SloPolicy
+from escaler.sim.policies import ApaPolicy, FlowPolicy, SloPolicy, flow_capacity
 from escaler.sim.predictive import DAY_S, DEFAULT_SLOTS, PredictivePolicy
 from escaler.sim.report import SloTargets, markdown_table, summarize
 from escaler.sim.trace import Arrival
@@ -58,7 +65,7 @@ from escaler.sim.trace import Arrival
 __all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle", "run_experiment"]
 
 # the default set
-POLICIES = ("apa", "slo", "hpa", "kpa", "oracle")
+POLICIES = ("apa", "slo", "flow", "hpa", "kpa", "oracle")
 # every name --policy takes: the default set and the opt-in ones
 ALL_POLICIES = (*POLICIES, "predictive")
 # the SLO policy's concurrencyPerReplica by default: the default profile's max batch (64) less
@@ -68,7 +75,7 @@ DEFAULT_SLO_CONCURRENCY = 28
 # lower bound's replica-hours
 GOAL_ATTAINMENT = 0.99
 GOAL_COST_RATIO = 1.2
-ESCALER_POLICIES = ("apa", "slo")
+ESCALER_POLICIES = ("apa", "slo", "flow")
 BASELINES = ("hpa", "kpa")
 # bisection steps of the oracle's utilization
 ORACLE_STEPS = 7
@@ -117,6 +124,13 @@ def build(name: str, exp: Experiment) -> Policy:
         return SloPolicy(exp.slo.ttft_s, o.min_replicas, o.max_replicas, percentile=exp.slo_percentile,
                          concurrency_per_replica=exp.slo_concurrency,
                          poll_s=exp.poll_s)
+    if name == "flow":
+        cold = o.profile.cold_start_s
+        return FlowPolicy(FlowConfig(flow_capacity(o.profile), o.min_replicas, o.max_replicas,
+                                     horizon_s=cold + exp.poll_s, down_delay_s=max(2 * cold, 300.0),
+                                     miss_budget=min(0.01, 1.0 - exp.goal) or 0.01,
+                                     queue_delay_budget_s=exp.slo.ttft_s / 2),
+                          ttft_target_s=exp.slo.ttft_s, tpot_target_s=exp.slo.tpot_s, poll_s=exp.poll_s)
     if name == "predictive":
         return PredictivePolicy(
             ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s),
@@ -205,10 +219,13 @@ def _timeline(run: Run) -> dict[str, list[float | int]]:
             "serving": [s.serving for s in run.scrapes], "arrivals": [s.arrivals for s in run.scrapes]}
 
 
-def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None) -> list[str]:
+def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None,
+             comparisons: Mapping[tuple[str, str], Comparison] | None = None) -> list[str]:
     """Plain sentences: each escaler policy against each baseline and the cheapest fixed fleet, on
     cost at attainment, and the SLO policy against the goal (``GOAL_ATTAINMENT`` at at most
-    ``GOAL_COST_RATIO`` x the lower bound)."""
+    ``GOAL_COST_RATIO`` x the lower bound). With ``comparisons`` (``escaler.sim.intervals``, keyed
+    ``(mine, other)``, the fixed fleet as ``"fixed"``) a verdict is said only where the paired
+    interval of the replica-hours difference excludes 0, and both intervals are quoted."""
     by = {r["policy"]: r for r in rows}
     out = []
     for mine in ESCALER_POLICIES:
@@ -216,6 +233,10 @@ def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None)
             if mine not in by or base not in by:
                 continue
             m, b = by[mine], by[base]
+            c = (comparisons or {}).get((mine, base))
+            if c is not None:
+                out.append(_interval_verdict(mine, base, m, b, c))
+                continue
             cheaper = m["replica_hours"] <= b["replica_hours"]
             better = (m["attainment"] or 0) >= (b["attainment"] or 0)
             if cheaper and better:
@@ -228,11 +249,25 @@ def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None)
     if "predictive" in by and "apa" in by:
         out.append(_predictive_verdict(by["predictive"], by["apa"]))
     if refs is not None:
-        out.extend(_reference_verdicts(by, refs))
+        out.extend(_reference_verdicts(by, refs, comparisons or {}))
     return out
 
 
-def _reference_verdicts(by: dict[str, dict[str, Any]], refs: dict[str, Any]) -> list[str]:
+def _interval_verdict(mine: str, other: str, m: dict[str, Any], o: dict[str, Any], c: Comparison) -> str:
+    figures = (f"{m['replica_hours']} vs {o['replica_hours']} replica-hours (difference {c.cost}) at "
+               f"{100 * (m['attainment'] or 0):.2f} % vs {100 * (o['attainment'] or 0):.2f} % attainment "
+               f"(difference {_pp(c.attainment)} pp; 95 % paired block bootstrap)")
+    if not c.separated:
+        return f"no verdict on {mine} vs {other}, the cost interval straddles 0: {figures}"
+    return f"{mine} {'beats' if c.beats else 'does NOT beat'} {other}: {figures}"
+
+
+def _pp(i: Interval) -> str:
+    return f"[{100 * i.lo:.2f}, {100 * i.hi:.2f}]"
+
+
+def _reference_verdicts(by: dict[str, dict[str, Any]], refs: dict[str, Any],
+                        comparisons: Mapping[tuple[str, str], Comparison]) -> list[str]:
     goal, fixed, bound = refs["goal"], refs["cheapest_fixed"], refs["lower_bound"]
     out = []
     for mine in (p for p in ESCALER_POLICIES if p in by):
@@ -241,6 +276,13 @@ def _reference_verdicts(by: dict[str, dict[str, Any]], refs: dict[str, Any]) -> 
         if fixed["n"] is None:
             out.append(f"{mine} vs the cheapest fixed fleet: no fixed fleet up to max_replicas reaches "
                        f"{100 * goal:g} %")
+            continue
+        c = comparisons.get((mine, "fixed"))
+        if c is not None:
+            said = _interval_verdict(mine, f"the cheapest fixed fleet ({fixed['policy']})", m, fixed, c)
+            if att < goal and not said.startswith("no verdict"):
+                said = said.replace(" beats ", " does NOT beat ", 1)
+            out.append(f"{said}; the goal is {100 * goal:g} %")
             continue
         wins = att >= goal and m["replica_hours"] <= fixed["replica_hours"]
         verb = "beats" if wins else "does NOT beat"
@@ -343,15 +385,19 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
             row = summarize(run, exp.slo)
             if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
                 row["forecast_floor_polls"] = policy.floors
+            if isinstance(policy, FlowPolicy):  # every decision in words, as explain would give it
+                (out / f"{name}-decisions.jsonl").write_text(
+                    "".join(json.dumps(d, sort_keys=True) + "\n" for d in policy.trail))
         row = _with_ratio(row, bound)
         rows.append(row)
         runs[name] = run
         _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],
                                      "timeline": _timeline(run), **({"sweep": sweep} if sweep else {})})
         (out / f"{name}.md").write_text(f"# {name}\n\n{_settings_md(exp)}\n{markdown_table([row])}")
-    said = verdicts(rows, refs)
+    comparisons = compare_runs(runs, fixed.run if fixed.n is not None else None, exp.slo)
+    said = verdicts(rows, refs, comparisons)
     _dump(out / "summary.json", {"settings": _settings(exp), "policies": rows, "references": refs,
-                                 "verdicts": said})
+                                 "verdicts": said, "intervals": _intervals_json(comparisons)})
     (out / "summary.md").write_text(
         "# Simulation summary\n\n" + _settings_md(exp) + "\n" + markdown_table(rows) + "\n"
         + _references_md(refs) + "\n" + "".join(f"- {v}\n" for v in said))
@@ -362,6 +408,26 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
             lines["lower bound, mean serving"] = round(bound.mean_replicas, 2)
         write_plots(runs, exp, out, references=lines)
     return rows
+
+
+def _intervals_json(comparisons: Mapping[tuple[str, str], Comparison]) -> list[dict[str, Any]]:
+    def r(i: Interval) -> list[float]:
+        return [float(f"{i.lo:.6g}"), float(f"{i.hi:.6g}")]
+    return [{"policy": a, "against": b, "replica_hours_difference": r(c.cost),
+             "attainment_difference": r(c.attainment), "separated": c.separated, "beats": c.beats}
+            for (a, b), c in sorted(comparisons.items())]
+
+
+def compare_runs(runs: Mapping[str, Run], fixed: Run | None,
+                 slo: SloTargets) -> dict[tuple[str, str], Comparison]:
+    """Each escaler policy run against each baseline run and the cheapest fixed fleet's run: the
+    paired block-bootstrap intervals of ``escaler.sim.intervals``."""
+    cut = {name: blocks(run, slo) for name, run in runs.items()}
+    others = {b: cut[b] for b in BASELINES if b in cut}
+    if fixed is not None:
+        others["fixed"] = blocks(fixed, slo)
+    return {(mine, other): compare(cut[mine], theirs)
+            for mine in ESCALER_POLICIES if mine in cut for other, theirs in others.items()}
 
 
 def _settings(exp: Experiment) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from escaler.cli.main import build_parser, main
+from escaler.sim.runner import POLICIES
 
 
 def _simulate_parser() -> argparse.ArgumentParser:
@@ -60,7 +61,8 @@ def test_a_bad_flag_value_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
         main(["simulate", "--policy", "apa,nope", "--out", str(tmp_path)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "--policy: want a comma list of apa, slo, hpa, kpa, oracle, predictive, got 'apa,nope'" in err
+    assert ("--policy: want a comma list of apa, slo, flow, hpa, kpa, oracle, predictive, "
+            "got 'apa,nope'") in err
 
 
 def test_same_trace_seed_and_policy_give_byte_identical_json(tmp_path: Path) -> None:
@@ -74,7 +76,9 @@ def test_same_trace_seed_and_policy_give_byte_identical_json(tmp_path: Path) -> 
     for png in ("replicas.png", "ttft.png", "ttft_cdf.png"):
         assert (tmp_path / "a" / png).stat().st_size > 5_000
     summary = (tmp_path / "a" / "summary.md").read_text()
-    assert "| policy | SLO attainment |" in summary and "beat" in summary
+    assert "| policy | SLO attainment |" in summary
+    heads = ("apa beats", "apa does NOT beat", "no verdict on apa vs")
+    assert any(f"{head} hpa" in summary for head in heads)
 
 
 def test_time_unit_reaches_the_loader_and_the_settings(tmp_path: Path,
@@ -181,3 +185,23 @@ def test_tuned_baselines_report_the_best_point_of_their_sweep(tmp_path: Path) ->
         assert row["tuned"]["target"] == best["target"]
     kpa_sweep = json.loads((out / "kpa.json").read_text())["sweep"]
     assert {p["scale_down_delay_s"] for p in kpa_sweep} == {0, 120, 300}
+
+
+def test_flow_runs_in_the_default_set_and_writes_every_decision_in_words(tmp_path: Path) -> None:
+    t = busy_trace(tmp_path, 2400)  # 300 s at 8 requests/s
+    args = ["simulate", "--trace", str(t), "--policy", "flow,hpa", "--no-progress", "--no-plots",
+            "--target", "4", "--max-replicas", "16", "--out", str(tmp_path / "a")]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    flow = next(r for r in summary["policies"] if r["policy"] == "flow")
+    assert flow["unfinished"] == 0 and flow["oscillations"] == 0
+    assert any(v.startswith("flow ") and "hpa" in v for v in summary["verdicts"])
+    lines = (tmp_path / "a" / "flow-decisions.jsonl").read_text().splitlines()
+    decisions = [json.loads(x) for x in lines]
+    assert [d["t"] for d in decisions][:3] == [30.0, 60.0, 90.0]
+    # the first poll holds (no full minute of rates yet); then every step is said
+    assert decisions[0]["held"] and "token rates missing" in decisions[0]["steps"][0]
+    later = decisions[-1]
+    assert later["steps"][0].startswith("work: ") and any(s.startswith("need: ") for s in later["steps"])
+    assert set(later["signals"]) >= {"work", "backlog", "planned", "utilization", "headroom", "need"}
+    assert "flow" in POLICIES

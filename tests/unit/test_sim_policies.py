@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from escaler.scaling.flow import FlowConfig
 from escaler.sim.engine import Scrape, SimOptions, View
 from escaler.sim.hpa import HpaPolicy
 from escaler.sim.kpa import KpaPolicy
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.oracle import OraclePolicy, bucket_replicas
-from escaler.sim.policies import ApaPolicy, SloPolicy
+from escaler.sim.policies import ApaPolicy, FlowPolicy, SloPolicy, flow_capacity
 from escaler.sim.report import SloTargets, summarize
 from escaler.sim.runner import Experiment, calibrate_oracle
 from escaler.sim.serving import Gauge
@@ -26,6 +27,13 @@ def scrapes(t_end: float, per_replica: list[int], every: float = 1.0,
         out.append(Scrape(t, len(per_replica), len(per_replica), gauges, 0, 0, ttfts))
         t += every
     return out
+
+
+def token_scrapes(t_end: float, prompt_per_s: int, generation_per_s: int, serving: int,
+                  ttfts: tuple[float, ...] = (), tpots: tuple[float, ...] = ()) -> list[Scrape]:
+    gauges = tuple(Gauge(i, 1, 0, 0.0) for i in range(serving))
+    return [Scrape(float(t), serving, serving, gauges, 0, 1, ttfts, prompt_per_s, generation_per_s, tpots)
+            for t in range(1, int(t_end) + 1)]
 
 
 # ------------------------------------------------------------------ HPA
@@ -204,3 +212,52 @@ def test_the_verdicts_say_plainly_who_beats_whom_and_whether_the_slo_goal_is_met
                        "slo vs the cheapest fixed fleet: no fixed fleet up to max_replicas reaches 99 %"]
     assert out[2].startswith("the 99 % goal is out of reach even for the lower bound")
     assert not any("x the lower bound" in v for v in out)
+
+
+# ------------------------------------------------------------------ flow
+
+
+FLOW_PROFILE = ReplicaProfile(max_batch=64, prefill_tokens_per_s=10_000, decode_base_s=0.012,
+                              decode_per_seq_s=0.0003)
+
+
+def flow(**kw: object) -> FlowPolicy:
+    cfg = FlowConfig(flow_capacity(FLOW_PROFILE), 1, 64, utilization=0.8, min_utilization=0.5,
+                     max_utilization=0.9, seed_headroom=False)
+    return FlowPolicy(cfg, **kw)  # type: ignore[arg-type]
+
+
+def test_flow_capacity_is_the_profiles_prefill_and_full_batch_decode() -> None:
+    cap = flow_capacity(FLOW_PROFILE)
+    assert cap.prefill_tokens_per_s == 10_000
+    assert cap.decode_tokens_per_s == pytest.approx(64 / (0.012 + 0.0003 * 64))
+
+
+def test_flow_policy_reads_prometheus_rates_and_holds_until_a_full_range() -> None:
+    p = flow(burst_lookback_s=0.0)
+    # 20,000 prompt tokens/s = 2.0 replicas at 100 %; / 0.8 -> 3
+    sc = token_scrapes(120, 20_000, 0, serving=2)
+    assert p.decide(View(30.0, 2, 2, sc[:30])) == 2  # 30 s of a 60 s range: hold
+    assert "token rates missing" in p.last_steps[0]
+    assert p.decide(View(90.0, 2, 2, sc[:90])) == 3
+    # Prometheus holds the sample of 90 s (a multiple of 15): the range is (30, 90]
+    assert p.last_steps[0].startswith("work: 20000 prompt tok/s / 10000")
+
+
+def test_flow_policy_burst_floor_takes_the_short_range_percentile() -> None:
+    p = flow(burst_lookback_s=1800.0, burst_quantile=100.0)
+    sc = token_scrapes(600, 5_000, 0, serving=2)
+    # one 15 s sample with 4 s at 225,000 prompt tokens/s and 11 s at 5,000: 63,667 tokens/s
+    for i in range(300, 304):
+        s = sc[i]
+        sc[i] = Scrape(s.t, s.replicas, s.serving, s.gauges, 0, 1, (), 225_000, 0, ())
+    assert p.decide(View(600.0, 2, 2, sc)) == 7  # ceil(63,667 / 10,000)
+    assert any(x.startswith("burst floor:") for x in p.last_steps)
+
+
+def test_flow_policy_miss_share_counts_ttft_and_tpot_above_their_bucket() -> None:
+    p = flow(burst_lookback_s=0.0, miss_window_s=900.0)
+    # every first token at 3 s (above the 2.5 s bucket over a 2 s objective), TPOTs fine
+    sc = token_scrapes(120, 10_000, 0, serving=2, ttfts=(3.0,), tpots=(0.05,))
+    p.decide(View(90.0, 2, 2, sc[:90]))
+    assert any("burst headroom: 100 % of requests" in x for x in p.last_steps)

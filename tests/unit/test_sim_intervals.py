@@ -1,0 +1,72 @@
+"""Paired block-bootstrap intervals (escaler.sim.intervals) and the verdicts that need them."""
+
+from __future__ import annotations
+
+import pytest
+
+from escaler.sim.engine import SimOptions, simulate
+from escaler.sim.intervals import Block, attainment, blocks, compare, paired_interval, replica_hours
+from escaler.sim.model import ReplicaProfile
+from escaler.sim.report import SloTargets, summarize
+from escaler.sim.runner import verdicts
+from escaler.sim.trace import Arrival
+from tests.unit.test_sim_engine import Fixed, Schedule
+
+PROFILE = ReplicaProfile(cold_start_s=10.0)
+
+
+def light(seconds: int) -> list[Arrival]:
+    return [Arrival(i * 0.5, 300 + 37 * i % 500, 5 + 11 * i % 40) for i in range(seconds * 2)]
+
+
+def test_blocks_add_up_to_the_runs_attainment_and_cost() -> None:
+    run = simulate(light(1500), Schedule([(300.0, 3), (700.0, 1), (1100.0, 2)]),
+                   SimOptions(profile=PROFILE, initial_replicas=2))
+    slo = SloTargets(ttft_s=0.05, tpot_s=0.1)
+    bs = blocks(run, slo, block_s=300.0)
+    assert len(bs) == 5 and run.end < 1500  # the last request arrives at 1,499.5 s
+    row = summarize(run, slo)
+    assert attainment(bs) == pytest.approx(row["attainment"], abs=1e-6)
+    assert replica_hours(bs) == pytest.approx(run.replica_seconds / 3600.0)
+    assert sum(b.requests for b in bs) == 3000
+
+
+def test_identical_runs_give_a_zero_interval_and_no_verdict() -> None:
+    run = simulate(light(900), Fixed(2), SimOptions(profile=PROFILE, initial_replicas=2))
+    bs = blocks(run, SloTargets())
+    c = compare(bs, bs)
+    assert (c.cost.lo, c.cost.hi) == (0.0, 0.0)
+    assert not c.separated and not c.beats
+
+
+def test_a_fleet_cheaper_in_every_block_at_the_same_attainment_beats_with_separated_intervals() -> None:
+    slo = SloTargets()
+    two = blocks(simulate(light(1800), Fixed(2), SimOptions(profile=PROFILE, initial_replicas=2)), slo)
+    three = blocks(simulate(light(1800), Fixed(3), SimOptions(profile=PROFILE, initial_replicas=3)), slo)
+    assert attainment(two) == attainment(three) == 1.0
+    c = compare(two, three)
+    assert c.separated and c.beats and c.cost.hi < 0
+    assert c.cost.lo == pytest.approx(-1800 / 3600, rel=0.02)  # one replica less for the whole run
+
+
+def test_the_interval_is_a_pure_function_of_its_inputs_and_seed() -> None:
+    a = [Block(100, 99 - i % 3, 300.0 + 10 * i) for i in range(12)]
+    b = [Block(100, 98 + i % 2, 310.0 + 7 * (i % 4)) for i in range(12)]
+    assert paired_interval(a, b, replica_hours, seed=3) == paired_interval(a, b, replica_hours, seed=3)
+    assert paired_interval(a, b, attainment, seed=1) != paired_interval(a, b, attainment, seed=2)
+
+
+def test_a_noisy_difference_gets_no_verdict_and_the_text_says_why() -> None:
+    # a is cheaper in half the blocks and dearer in the other half: the interval straddles 0
+    a = [Block(100, 100, 300.0 + (60 if i % 2 else -70)) for i in range(12)]
+    b = [Block(100, 100, 300.0) for _ in range(12)]
+    c = compare(a, b)
+    assert not c.separated
+    rows = [{"policy": "flow", "attainment": 1.0, "replica_hours": 0.99},
+            {"policy": "hpa", "attainment": 1.0, "replica_hours": 1.0}]
+    said = verdicts(rows, comparisons={("flow", "hpa"): c})
+    assert said[0].startswith("no verdict on flow vs hpa, the cost interval straddles 0: 0.99 vs 1.0 ")
+    assert "95 % paired block bootstrap" in said[0]
+    beaten = compare([Block(100, 100, 200.0)] * 12, b)
+    said = verdicts(rows, comparisons={("flow", "hpa"): beaten})
+    assert said[0].startswith("flow beats hpa: 0.99 vs 1.0 replica-hours (difference [-0.333, -0.333])")
