@@ -15,11 +15,13 @@ where the bursts fell. Contract:
   in a block, so pairing removes the traffic's own variation); the interval is the ``(1 - level)
   / 2`` and ``(1 + level) / 2`` percentiles of those differences. Blocks of 5 minutes keep a
   burst and the cold starts it causes within one block, as a block bootstrap needs.
-* ``compare(a, b, ...)`` gives the two intervals a verdict needs: replica-hours of ``a`` minus
-  ``b`` and attainment of ``a`` minus ``b``; ``Comparison.beats`` is True when ``a`` is cheaper
-  with the whole cost interval below 0 and its attainment is not worse (the attainment interval
-  reaches 0 or above); ``Comparison.separated`` is False when the cost interval straddles 0 (no
-  verdict either way).
+* ``compare(a, b, ...)`` gives what a verdict needs: the intervals of replica-hours of ``a`` minus
+  ``b`` and of attainment of ``a`` minus ``b``, and the two differences over the whole runs.
+  ``Comparison.verdict`` is ``"cheaper"`` when the whole cost interval is below 0 and ``a``'s
+  attainment is at least ``b``'s; ``"better"`` when the cost interval straddles 0 (the runs cost
+  the same as far as the traffic can tell) and the whole attainment interval is above 0;
+  ``"worse"`` when the cost interval excludes 0 the other way or the attainment is worse at a
+  separated lower cost; ``None`` (no verdict) when neither interval separates.
 * ``Interval.__str__`` is ``[lo, hi]`` with 3 significant digits.
 """
 
@@ -108,20 +110,31 @@ def paired_interval(a: Sequence[Block], b: Sequence[Block], statistic: Callable[
 
 @dataclass(frozen=True)
 class Comparison:
-    # replica-hours of a minus b, attainment of a minus b (fractions)
+    # the intervals of replica-hours of a minus b and of attainment of a minus b (fractions)
     cost: Interval
     attainment: Interval
+    # the same differences over the whole runs
+    cost_difference: float = 0.0
+    attainment_difference: float = 0.0
 
     @property
-    def separated(self) -> bool:
-        return self.cost.hi < 0 or self.cost.lo > 0
+    def verdict(self) -> str | None:
+        """See the module docstring."""
+        if self.cost.hi < 0:
+            return "cheaper" if self.attainment_difference >= 0 else "worse"
+        if self.cost.lo > 0:
+            return "worse"
+        if self.attainment.lo > 0:
+            return "better"
+        return None
 
     @property
     def beats(self) -> bool:
-        return self.cost.hi < 0 and self.attainment.hi >= 0
+        return self.verdict in ("cheaper", "better")
 
 
 def compare(a: Sequence[Block], b: Sequence[Block], resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
     """See the module docstring."""
     return Comparison(paired_interval(a, b, replica_hours, resamples, seed=seed),
-                      paired_interval(a, b, attainment, resamples, seed=seed))
+                      paired_interval(a, b, attainment, resamples, seed=seed),
+                      replica_hours(a) - replica_hours(b), attainment(a) - attainment(b))

@@ -257,9 +257,15 @@ def _interval_verdict(mine: str, other: str, m: dict[str, Any], o: dict[str, Any
     figures = (f"{m['replica_hours']} vs {o['replica_hours']} replica-hours (difference {c.cost}) at "
                f"{100 * (m['attainment'] or 0):.2f} % vs {100 * (o['attainment'] or 0):.2f} % attainment "
                f"(difference {_pp(c.attainment)} pp; 95 % paired block bootstrap)")
-    if not c.separated:
-        return f"no verdict on {mine} vs {other}, the cost interval straddles 0: {figures}"
-    return f"{mine} {'beats' if c.beats else 'does NOT beat'} {other}: {figures}"
+    v = c.verdict
+    if v is None:
+        return f"no verdict on {mine} vs {other}, both intervals straddle 0: {figures}"
+    if v == "cheaper":
+        return f"{mine} beats {other}, cheaper at equal or better attainment: {figures}"
+    if v == "better":
+        return (f"{mine} beats {other}, better attainment at a cost the intervals cannot tell apart: "
+                f"{figures}")
+    return f"{mine} does NOT beat {other}: {figures}"
 
 
 def _pp(i: Interval) -> str:
@@ -279,9 +285,10 @@ def _reference_verdicts(by: dict[str, dict[str, Any]], refs: dict[str, Any],
             continue
         c = comparisons.get((mine, "fixed"))
         if c is not None:
-            said = _interval_verdict(mine, f"the cheapest fixed fleet ({fixed['policy']})", m, fixed, c)
-            if att < goal and not said.startswith("no verdict"):
-                said = said.replace(" beats ", " does NOT beat ", 1)
+            name = f"the cheapest fixed fleet ({fixed['policy']})"
+            said = _interval_verdict(mine, name, m, fixed, c)
+            if att < goal and c.beats:  # cheaper, but short of the goal the fixed fleet meets
+                said = f"{mine} does NOT beat {name}, it misses the goal: " + said.split(": ", 1)[1]
             out.append(f"{said}; the goal is {100 * goal:g} %")
             continue
         wins = att >= goal and m["replica_hours"] <= fixed["replica_hours"]
@@ -414,7 +421,7 @@ def _intervals_json(comparisons: Mapping[tuple[str, str], Comparison]) -> list[d
     def r(i: Interval) -> list[float]:
         return [float(f"{i.lo:.6g}"), float(f"{i.hi:.6g}")]
     return [{"policy": a, "against": b, "replica_hours_difference": r(c.cost),
-             "attainment_difference": r(c.attainment), "separated": c.separated, "beats": c.beats}
+             "attainment_difference": r(c.attainment), "verdict": c.verdict}
             for (a, b), c in sorted(comparisons.items())]
 
 

@@ -36,7 +36,7 @@ def test_identical_runs_give_a_zero_interval_and_no_verdict() -> None:
     bs = blocks(run, SloTargets())
     c = compare(bs, bs)
     assert (c.cost.lo, c.cost.hi) == (0.0, 0.0)
-    assert not c.separated and not c.beats
+    assert c.verdict is None and not c.beats
 
 
 def test_a_fleet_cheaper_in_every_block_at_the_same_attainment_beats_with_separated_intervals() -> None:
@@ -45,7 +45,7 @@ def test_a_fleet_cheaper_in_every_block_at_the_same_attainment_beats_with_separa
     three = blocks(simulate(light(1800), Fixed(3), SimOptions(profile=PROFILE, initial_replicas=3)), slo)
     assert attainment(two) == attainment(three) == 1.0
     c = compare(two, three)
-    assert c.separated and c.beats and c.cost.hi < 0
+    assert c.verdict == "cheaper" and c.beats and c.cost.hi < 0
     assert c.cost.lo == pytest.approx(-1800 / 3600, rel=0.02)  # one replica less for the whole run
 
 
@@ -61,12 +61,28 @@ def test_a_noisy_difference_gets_no_verdict_and_the_text_says_why() -> None:
     a = [Block(100, 100, 300.0 + (60 if i % 2 else -70)) for i in range(12)]
     b = [Block(100, 100, 300.0) for _ in range(12)]
     c = compare(a, b)
-    assert not c.separated
+    assert c.verdict is None
     rows = [{"policy": "flow", "attainment": 1.0, "replica_hours": 0.99},
             {"policy": "hpa", "attainment": 1.0, "replica_hours": 1.0}]
     said = verdicts(rows, comparisons={("flow", "hpa"): c})
-    assert said[0].startswith("no verdict on flow vs hpa, the cost interval straddles 0: 0.99 vs 1.0 ")
+    assert said[0].startswith("no verdict on flow vs hpa, both intervals straddle 0: 0.99 vs 1.0 ")
     assert "95 % paired block bootstrap" in said[0]
     beaten = compare([Block(100, 100, 200.0)] * 12, b)
     said = verdicts(rows, comparisons={("flow", "hpa"): beaten})
-    assert said[0].startswith("flow beats hpa: 0.99 vs 1.0 replica-hours (difference [-0.333, -0.333])")
+    assert said[0].startswith("flow beats hpa, cheaper at equal or better attainment: 0.99 vs 1.0 "
+                              "replica-hours (difference [-0.333, -0.333])")
+
+
+def test_cheaper_at_worse_attainment_does_not_beat_and_better_at_equal_cost_does() -> None:
+    # cheaper in every block, but a third fewer requests met: not a win (apa vs hpa on the code trace)
+    cheap = [Block(100, 60, 200.0)] * 12
+    full = [Block(100, 90, 300.0)] * 12
+    assert compare(cheap, full).verdict == "worse"
+    # the same cost, noisily, and more requests met in every block: better
+    noisy = [Block(100, 99, 300.0 + (60 if i % 2 else -70)) for i in range(12)]
+    c = compare(noisy, full)
+    assert c.verdict == "better" and c.beats
+    rows = [{"policy": "flow", "attainment": 0.99, "replica_hours": 0.99},
+            {"policy": "hpa", "attainment": 0.9, "replica_hours": 1.0}]
+    said = verdicts(rows, comparisons={("flow", "hpa"): c})
+    assert said[0].startswith("flow beats hpa, better attainment at a cost the intervals cannot tell apart")
