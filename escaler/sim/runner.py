@@ -224,9 +224,11 @@ def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None,
     """Plain sentences: each escaler policy against each baseline and the cheapest fixed fleet, on
     cost at attainment, and the SLO policy against the goal (``GOAL_ATTAINMENT`` at at most
     ``GOAL_COST_RATIO`` x the lower bound). With ``comparisons`` (``escaler.sim.intervals``, keyed
-    ``(mine, other)``, the fixed fleet as ``"fixed"``) a verdict is said only where the paired
-    interval of the replica-hours difference excludes 0, and both intervals are quoted."""
+    ``(mine, other)``, the fixed fleet as ``"fixed"``) a verdict is said only where a paired
+    interval separates, and both intervals are quoted; a policy cheaper by its interval while both
+    meet the goal (``refs``' goal) beats, whatever the surplus attainment of the dearer one."""
     by = {r["policy"]: r for r in rows}
+    goal = refs["goal"] if refs is not None else None
     out = []
     for mine in ESCALER_POLICIES:
         for base in BASELINES:
@@ -235,7 +237,7 @@ def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None,
             m, b = by[mine], by[base]
             c = (comparisons or {}).get((mine, base))
             if c is not None:
-                out.append(_interval_verdict(mine, base, m, b, c))
+                out.append(_interval_verdict(mine, base, m, b, c, goal))
                 continue
             cheaper = m["replica_hours"] <= b["replica_hours"]
             better = (m["attainment"] or 0) >= (b["attainment"] or 0)
@@ -253,7 +255,8 @@ def verdicts(rows: Sequence[dict[str, Any]], refs: dict[str, Any] | None = None,
     return out
 
 
-def _interval_verdict(mine: str, other: str, m: dict[str, Any], o: dict[str, Any], c: Comparison) -> str:
+def _interval_verdict(mine: str, other: str, m: dict[str, Any], o: dict[str, Any], c: Comparison,
+                      goal: float | None = None) -> str:
     figures = (f"{m['replica_hours']} vs {o['replica_hours']} replica-hours (difference {c.cost}) at "
                f"{100 * (m['attainment'] or 0):.2f} % vs {100 * (o['attainment'] or 0):.2f} % attainment "
                f"(difference {_pp(c.attainment)} pp; 95 % paired block bootstrap)")
@@ -262,6 +265,10 @@ def _interval_verdict(mine: str, other: str, m: dict[str, Any], o: dict[str, Any
         return f"no verdict on {mine} vs {other}, both intervals straddle 0: {figures}"
     if v == "cheaper":
         return f"{mine} beats {other}, cheaper at equal or better attainment: {figures}"
+    both_meet = goal is not None and min(m["attainment"] or 0, o["attainment"] or 0) >= goal
+    if v == "worse" and c.cost.hi < 0 and both_meet:
+        return (f"{mine} beats {other}, cheaper with both at or above the {100 * (goal or 0):g} % goal: "
+                f"{figures}")
     if v == "better":
         return (f"{mine} beats {other}, better attainment at a cost the intervals cannot tell apart: "
                 f"{figures}")
@@ -286,7 +293,7 @@ def _reference_verdicts(by: dict[str, dict[str, Any]], refs: dict[str, Any],
         c = comparisons.get((mine, "fixed"))
         if c is not None:
             name = f"the cheapest fixed fleet ({fixed['policy']})"
-            said = _interval_verdict(mine, name, m, fixed, c)
+            said = _interval_verdict(mine, name, m, fixed, c, goal)
             if att < goal and c.beats:  # cheaper, but short of the goal the fixed fleet meets
                 said = f"{mine} does NOT beat {name}, it misses the goal: " + said.split(": ", 1)[1]
             out.append(f"{said}; the goal is {100 * goal:g} %")

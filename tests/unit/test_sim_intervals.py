@@ -86,3 +86,21 @@ def test_cheaper_at_worse_attainment_does_not_beat_and_better_at_equal_cost_does
             {"policy": "hpa", "attainment": 0.9, "replica_hours": 1.0}]
     said = verdicts(rows, comparisons={("flow", "hpa"): c})
     assert said[0].startswith("flow beats hpa, better attainment at a cost the intervals cannot tell apart")
+
+
+def test_cheaper_with_both_at_the_goal_beats_whatever_the_surplus() -> None:
+    # flow vs the HPA on conversation x5: 29 % cheaper at 99.91 % vs 100 %, the goal 99 %
+    cheap = [Block(1000, 999, 200.0)] * 12
+    full = [Block(1000, 1000, 300.0)] * 12
+    c = compare(cheap, full)
+    assert c.verdict == "worse"
+    rows = [{"policy": "flow", "attainment": 0.999, "replica_hours": 0.667},
+            {"policy": "hpa", "attainment": 1.0, "replica_hours": 1.0}]
+    refs = {"goal": 0.99, "cheapest_fixed": {"n": None},
+            "lower_bound": {"reachable": True, "replica_hours": 0.5}}
+    said = verdicts(rows, refs, comparisons={("flow", "hpa"): c})
+    assert said[0].startswith("flow beats hpa, cheaper with both at or above the 99 % goal")
+    # short of the goal it does not
+    rows[0]["attainment"] = 0.98
+    said = verdicts(rows, refs, comparisons={("flow", "hpa"): c})
+    assert said[0].startswith("flow does NOT beat hpa")
