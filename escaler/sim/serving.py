@@ -25,6 +25,8 @@ given ``now`` and asks for future work through the ``schedule(t, kind, replica)`
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,7 +79,11 @@ class Replica:
     draining: bool = False
     removed: float | None = None
     waiting: deque[RequestRecord] = field(default_factory=deque)
-    running: list[RequestRecord] = field(default_factory=list)
+    # decoding sequences as a heap of (the iteration that gives the last token, admission order,
+    # request): an iteration pops only the ones it finishes, not every sequence of the batch
+    running: list[tuple[int, int, RequestRecord]] = field(default_factory=list)
+    # iterations completed
+    step: int = 0
     # admitted, prompt not fully prefilled yet (first come, first served)
     admitted: list[RequestRecord] = field(default_factory=list)
     # the iteration under way: the prefill chunk of each prompt in it
@@ -107,9 +113,11 @@ class Fleet:
         self.profile = profile
         self._schedule = schedule
         self.replicas: list[Replica] = []  # every replica ever made, by id
+        self._active: list[Replica] = []  # not removed, not draining, by id
         self.pending: deque[RequestRecord] = deque()
         self.finished: list[RequestRecord] = []
         self._next_id = 0
+        self._order = itertools.count()  # admission order into decoding, the heap's tie-break
         # counters a real server exports (vLLM's prompt_tokens_total and generation_tokens_total):
         # prompt tokens prefilled and tokens generated, counted at the end of their iteration
         self.prompt_tokens_total = 0
@@ -119,24 +127,27 @@ class Fleet:
 
     @property
     def active(self) -> list[Replica]:
-        """Replicas counted in ``spec.replicas``: not removed, not draining."""
-        return [r for r in self.replicas if r.removed is None and not r.draining]
+        """Replicas counted in ``spec.replicas``: not removed, not draining (by id)."""
+        return self._active
 
     def size(self) -> int:
-        return len(self.active)
+        return len(self._active)
 
     def serving_count(self) -> int:
-        return sum(1 for r in self.active if r.serving)
+        return sum(1 for r in self._active if r.serving)
 
     def scale_to(self, n: int, now: float) -> None:
-        active = self.active
+        active = self._active
         for _ in range(n - len(active)):
             r = Replica(self._next_id, created=now, ready_at=now + self.profile.cold_start_s)
             self._next_id += 1
             self.replicas.append(r)
+            active.append(r)
             self._schedule(r.ready_at, READY, r)
         if n < len(active):
             victims = sorted(active, key=lambda r: (r.serving, r.in_flight, -r.id))[: len(active) - n]
+            gone = {r.id for r in victims}
+            self._active = [r for r in active if r.id not in gone]
             for r in victims:
                 if not r.serving:
                     r.removed = now
@@ -158,9 +169,8 @@ class Fleet:
 
     def _route(self, req: RequestRecord, now: float) -> None:
         best: Replica | None = None
-        for r in self.replicas:
-            if r.serving and not r.draining and r.removed is None and (
-                    best is None or r.in_flight < best.in_flight):
+        for r in self._active:
+            if r.serving and (best is None or r.in_flight < best.in_flight):
                 best = r
         if best is None:
             self.pending.append(req)
@@ -208,11 +218,9 @@ class Fleet:
         """End ``r``'s iteration: every running sequence gets a token, every chunk is prefilled and
         a prompt whose prefill completes gets its first token; then plan the next iteration."""
         self.generation_tokens_total += len(r.running)
-        still: list[RequestRecord] = []
-        for req in r.running:
-            req.generated += 1
-            if not self._finish(r, req, now):
-                still.append(req)
+        r.step += 1
+        while r.running and r.running[0][0] <= r.step:
+            self._finish(r, heapq.heappop(r.running)[2], now)
         prefilling: list[RequestRecord] = []
         chunked = {id(req) for req, _ in r.chunks}
         for req, chunk in r.chunks:
@@ -224,21 +232,21 @@ class Fleet:
             req.first_token = now
             req.generated = 1
             self.generation_tokens_total += 1
-            if not self._finish(r, req, now):
-                still.append(req)
+            if req.output_tokens <= 1:
+                self._finish(r, req, now)
+            else:  # one token per iteration from here: the last one output_tokens - 1 iterations on
+                heapq.heappush(r.running, (r.step + req.output_tokens - 1, next(self._order), req))
         # admitted prompts that got no chunk this iteration (the budget ran out) keep their place
         r.admitted = prefilling + [q for q in r.admitted if id(q) not in chunked]
-        r.running, r.chunks = still, []
+        r.chunks = []
         self._start(r, now)
         self._maybe_gone(r, now)
 
-    def _finish(self, r: Replica, req: RequestRecord, now: float) -> bool:
-        if req.generated < req.output_tokens:
-            return False
+    def _finish(self, r: Replica, req: RequestRecord, now: float) -> None:
+        req.generated = req.output_tokens
         req.done = now
         r.kv_used -= req.prompt_tokens + req.output_tokens
         self.finished.append(req)
-        return True
 
     def _maybe_gone(self, r: Replica, now: float) -> None:
         if r.draining and r.removed is None and r.in_flight == 0:
@@ -249,7 +257,7 @@ class Fleet:
     def gauges(self) -> list[Gauge]:
         cap = self.profile.kv_capacity_tokens
         return [Gauge(r.id, len(r.running) + len(r.admitted), len(r.waiting), r.kv_used / cap)
-                for r in self.replicas if r.serving and not r.draining and r.removed is None]
+                for r in self._active if r.serving]
 
     def replica_seconds(self, until: float) -> float:
         return sum((r.removed if r.removed is not None else until) - r.created for r in self.replicas)

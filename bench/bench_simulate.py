@@ -1,0 +1,68 @@
+"""The policy simulator's speed: one hour of traffic under every policy (issue 26, item 6).
+
+Runs ``escaler.sim.engine.simulate`` in this process over the shipped conversation trace (one hour,
+19,366 requests, about one replica of work) and the same at 5 times its rate (``--scale 5``, about
+five replicas of work), once per policy of the default set at its default settings, from the
+steady-state fleet ``escaler simulate`` starts from; the oracle is timed with its calibration (the
+up to ``ORACLE_STEPS`` runs ``escaler simulate`` makes). Each row is the CPU seconds of the runs
+(``time.process_time``), the wall seconds, and the simulated requests per CPU second.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from escaler.sim.engine import simulate  # noqa: E402
+from escaler.sim.runner import (  # noqa: E402
+    POLICIES,
+    Experiment,
+    build,
+    calibrate_oracle,
+    initial_fleet,
+)
+from escaler.sim.trace import load_trace, shipped_trace_path  # noqa: E402
+
+TITLE = "Policy simulator: one hour of traffic under every policy (CPU seconds)"
+NOTES = """
+`python bench/run.py bench_simulate`: the shipped conversation trace (one hour) at its rate and at
+5 times it, each default policy once at its default settings (the oracle with its calibration
+runs), in one process. Goal (issue 26): one hour x every policy <= 30 s; the `all` row is the sum.
+"""
+
+
+def _time(name: str, exp: Experiment) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    if name == "oracle":
+        calibrate_oracle(exp)
+    else:
+        simulate(exp.arrivals, build(name, exp), exp.options)
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def run() -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for scale in (1.0, 5.0):
+        arrivals = load_trace(shipped_trace_path(), scale=scale)
+        exp = initial_fleet(Experiment(arrivals=arrivals))
+        total_cpu = total_wall = 0.0
+        for name in POLICIES:
+            cpu, wall = _time(name, exp)
+            total_cpu, total_wall = total_cpu + cpu, total_wall + wall
+            # the oracle's calibration makes up to ORACLE_STEPS runs: no per-run rate
+            rate = "" if name == "oracle" else round(len(arrivals) / cpu)
+            rows.append({"trace": f"conversation x{scale:g}", "policy": name, "cpu_s": round(cpu, 2),
+                         "wall_s": round(wall, 2), "requests_per_cpu_s": rate})
+        rows.append({"trace": f"conversation x{scale:g}", "policy": "all", "cpu_s": round(total_cpu, 2),
+                     "wall_s": round(total_wall, 2), "requests_per_cpu_s": ""})
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row)
