@@ -26,11 +26,15 @@ same steps in words, for ``escaler explain`` and status):
    ``trend_window_s`` projected ``horizon_s`` ahead (the cold start plus a poll: the time a replica
    ordered now takes to serve), less the residuals' standard deviation (a rise inside the noise of
    the rate projects nothing). ``planned = max(work, projected)``; a falling trend never lowers it.
-4. **Utilisation target**: ``need = ceil(planned / utilization + backlog)``. The target is trimmed
+4. **Utilisation target**: ``base = ceil(planned / utilization + backlog)``. The target is trimmed
    slowly by latency, never multiplied by it: with ``queue_delay_s`` (the TTFT percentile less the
    prompt's own prefill time) above ``queue_delay_budget_s`` the target drops by ``trim_step``
    (down to ``min_utilization``); below a quarter of the budget it rises by a quarter step (up to
    ``max_utilization``). Without a latency reading it stays.
+4b. **Burst floor**: with the burst rates read (``burst_prompt_tokens_per_s`` and
+   ``burst_generation_tokens_per_s``: the largest, or a high percentile, of the token rates between
+   consecutive scrapes over a lookback), ``base`` is at least ``ceil(burst work /
+   burst_utilization)``.
 5. **Burst headroom** (learned from misses, slowly forgotten): bursts shorter than a cold start
    cannot be met by ordering replicas; only capacity already serving meets them. The misses are
    the share of requests over their latency objective (TTFT or TPOT) in the rate window
@@ -39,7 +43,9 @@ same steps in words, for ``escaler explain`` and status):
    ``ceil(miss_share / miss_budget)`` replicas, at most a quarter of the fleet (and at least 1),
    at most once per ``headroom_interval_s`` (the window the share is read over: its misses count
    once). When the long share is under half the budget and ``headroom_decay_s`` passed since the
-   headroom last changed, it shrinks by one. ``need += headroom``.
+   headroom last changed, it shrinks by one. The first decision over a running fleet
+   (``seed_headroom``) takes what the fleet has beyond ``base`` as headroom: its size is taken as
+   right, as a stabilization window is seeded with the current count. ``need = base + headroom``.
 6. **Asymmetry**: up at once to ``need`` (starting replicas are already in ``current``: they count
    as capacity on the way, so a cold start is not ordered twice). Down only to the largest need of
    the last ``down_delay_s`` (at least one cold start; the history is seeded with ``current`` the
@@ -48,7 +54,8 @@ same steps in words, for ``escaler explain`` and status):
 7. Clamp to ``[min_replicas, max_replicas]``.
 
 ``FlowState`` carries what the next decision needs (the trimmed target, the work and need
-histories, the last change); ``FlowState()`` is the start.
+histories, the headroom, the last change); ``FlowState()`` is the start. ``FlowDecision.signals``
+holds the figures of the steps (work, backlog, planned, utilization, headroom, need).
 """
 
 from __future__ import annotations
