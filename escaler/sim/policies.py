@@ -261,33 +261,36 @@ class FlowPolicy:
     def period_s(self) -> float:
         return self.poll_s
 
-    def decide(self, view: View) -> int:
-        span = prometheus_window(view.scrapes, view.now, self.rate_window_s, self.prometheus_scrape_s)
+    def _reading(self, view: View) -> FlowReading:
+        """What the queries answer at the poll (the module docstring)."""
+        w = self.rate_window_s
+        span = prometheus_window(view.scrapes, view.now, w, self.prometheus_scrape_s)
         scrape = prometheus_view(view.scrapes, view.now, self.prometheus_scrape_s)
-        if not span or scrape is None or view.now < self.rate_window_s:
+        if not span or scrape is None or view.now < w:
             # no full rate range yet (a deployment's Prometheus has the history; the run's start
             # has none): the token rates are missing and the decision holds
-            reading = FlowReading(view.now, view.replicas, None, None)
-        else:
-            # a range reaching back before the run's start covers only the time since (rate()
-            # extrapolates over the samples it has the same way)
-            w = min(self.rate_window_s, span[-1].t)
-            ttfts = [t for s in span for t in s.ttfts]
-            prompt = sum(s.prompt_tokens for s in span) / w
-            rps = len(ttfts) / w
-            delay = None
-            observed = histogram_quantile(self.ttft_percentile / 100, ttfts, self.ttft_buckets_s)
-            if observed is not None and rps > 0:
-                delay = max(0.0, observed - prompt / rps / self.config.capacity.prefill_tokens_per_s)
-            burst_prompt, burst_generation = self._burst(view)
-            reading = FlowReading(
-                view.now, view.replicas, prompt_tokens_per_s=prompt,
-                generation_tokens_per_s=sum(s.generation_tokens for s in span) / w, requests_per_s=rps,
-                waiting=float(scrape.waiting), queue_delay_s=delay,
-                burst_prompt_tokens_per_s=burst_prompt, burst_generation_tokens_per_s=burst_generation,
-                miss_share=self._miss_share(view, self.rate_window_s),
-                long_miss_share=self._miss_share(view, self.miss_window_s))
-        d = decide_flow(reading, self.config, self._state)
+            return FlowReading(view.now, view.replicas, None, None)
+        # the newest scrape (due at a multiple of the cadence) may not be taken yet at the poll: the
+        # first range covers only the scrapes since the start
+        w = min(w, span[-1].t)
+        ttfts = [t for s in span for t in s.ttfts]
+        prompt = sum(s.prompt_tokens for s in span) / w
+        rps = len(ttfts) / w
+        delay = None
+        observed = histogram_quantile(self.ttft_percentile / 100, ttfts, self.ttft_buckets_s)
+        if observed is not None and rps > 0:
+            delay = max(0.0, observed - prompt / rps / self.config.capacity.prefill_tokens_per_s)
+        burst_prompt, burst_generation = self._burst(view)
+        return FlowReading(
+            view.now, view.replicas, prompt_tokens_per_s=prompt,
+            generation_tokens_per_s=sum(s.generation_tokens for s in span) / w, requests_per_s=rps,
+            waiting=float(scrape.waiting), queue_delay_s=delay,
+            burst_prompt_tokens_per_s=burst_prompt, burst_generation_tokens_per_s=burst_generation,
+            miss_share=self._miss_share(view, self.rate_window_s),
+            long_miss_share=self._miss_share(view, self.miss_window_s))
+
+    def decide(self, view: View) -> int:
+        d = decide_flow(self._reading(view), self.config, self._state)
         self.last_steps = d.steps
         self.trail.append({"t": view.now, "from": view.replicas, "to": d.replicas, "held": d.held,
                            "signals": d.signals, "steps": list(d.steps)})
