@@ -113,8 +113,14 @@ def test_a_short_demo_shows_every_story_and_a_summary(tmp_path: Path) -> None:
     assert set(LABELS) <= set(rows), summary[:2000]
     assert int(rows["es/model-server"]["hi"]) == max(ms) and int(rows["es/model-server"]["events"]) >= 3
     for hint in ("kubectl get es,tidal,rsg,llmscaler -A", "python -m escaler explain -n demo model-server",
-                 "export KUBECONFIG=", "Health: ok"):
+                 "export KUBECONFIG="):
         assert hint in summary, hint
+    # the explain at the end carries the health verdict. The trace's load falls at the end, so the
+    # model server may still be inside its scale-down window when explain reads it ("waiting",
+    # naming the window): a truthful state, not a failure; a failing scaler is what must not show
+    verdict = re.search(r"^Health: (\w+) \((.*)\)$", summary, re.M)
+    assert verdict is not None, summary[-3000:]
+    assert verdict[1] == "ok" or (verdict[1] == "waiting" and "ScaleDownStabilized" in verdict[2]), verdict[0]
     work = re.search(r"work directory (\S+),", out)
     assert work and not Path(work[1]).exists(), "the work directory was not removed"
     # how long it took is printed above, not asserted: this runs beside the parallel tier's other
