@@ -128,7 +128,10 @@ def test_kwok_pod_is_running_not_ready_until_its_ready_after_delay(cluster: Clus
     # Ready at startTime + delay: the transition is stamped in whole seconds, so delay or delay+1
     became_ready = _wall(pod_cond(ready, "Ready")["lastTransitionTime"]) - started
     assert became_ready in (delay, delay + 1), became_ready
-    assert workload(cluster, namespace, "slow")["status"]["readyReplicas"] == 1
+    # the Deployment counts the pod Ready once the ReplicaSet and Deployment controllers have seen
+    # it: a moment after the pod's own condition, so waited for, not read once
+    eventually(lambda: (workload(cluster, namespace, "slow").get("status") or {}).get("readyReplicas") == 1,
+               timeout=30, what="the Deployment's readyReplicas 1")
 
 
 def test_kwok_gpu_request_stays_pending_unschedulable(
