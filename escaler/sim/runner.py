@@ -10,8 +10,7 @@ Contract of ``run_experiment(exp, out, progress)``:
   sizes for, the profile's capacity and the TTFT/TPOT objectives flow sizes on (``escaler.scaling.
   flow``: its forecast horizon the cold start plus a poll, its down delay two cold starts and at
   least 300 s, its miss budget ``1 - exp.goal`` up to 1 %, its queueing-delay budget half the TTFT
-  objective) — and simulates each over the same
-  arrivals and fleet;
+  objective) — and simulates each over the same arrivals and fleet;
 * **steady start**: unless ``exp.steady_start`` is False (a given ``--initial-replicas``), every
   policy starts from the same warm fleet, the cheapest fixed fleet meeting ``exp.goal`` over the
   trace's first ``INITIAL_WINDOW_S`` (``escaler.sim.fixed.steady_state_fleet``): a service already
