@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from escaler.sim.engine import Run, percentile
-from escaler.sim.report import SloTargets
+from escaler.sim.report import SloTargets, meets
 
 __all__ = ["BLOCK_S", "RESAMPLES", "Block", "Comparison", "Interval", "attainment", "blocks", "compare",
            "paired_interval", "replica_hours"]
@@ -68,7 +68,7 @@ def blocks(run: Run, slo: SloTargets, block_s: float = BLOCK_S) -> list[Block]:
     for q in run.requests:
         i = min(n - 1, int(q.arrival // block_s))
         requests[i] += 1
-        if q.ttft <= slo.ttft_s and (q.output_tokens <= 1 or q.tpot <= slo.tpot_s):
+        if meets(q, slo):
             met[i] += 1
     requests[-1] += run.unfinished
     for start, stop in run.lifetimes:

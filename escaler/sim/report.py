@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from escaler.sim.engine import Run, percentile
+from escaler.sim.serving import RequestRecord
 
-__all__ = ["SloTargets", "markdown_table", "summarize"]
+__all__ = ["SloTargets", "markdown_table", "meets", "summarize"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ def _r(v: float | None) -> float | None:
     return None if v is None else float(f"{v:.6g}")
 
 
+def meets(q: RequestRecord, slo: SloTargets) -> bool:
+    """Whether a served request met both objectives (a one-token answer meets TPOT)."""
+    return q.ttft <= slo.ttft_s and (q.output_tokens <= 1 or q.tpot <= slo.tpot_s)
+
+
 def _reversals(events: Sequence[tuple[float, int, int]], window_s: float) -> int:
     """Scale events that reverse the direction of the previous one within ``window_s``."""
     return sum(1 for a, b in itertools.pairwise(events)
@@ -58,7 +64,7 @@ def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
     ttfts = [q.ttft for q in reqs]
     tpots = [q.tpot for q in reqs if q.output_tokens > 1]
     ttft_ok = sum(1 for q in reqs if q.ttft <= slo.ttft_s)
-    both_ok = sum(1 for q in reqs if q.ttft <= slo.ttft_s and (q.output_tokens <= 1 or q.tpot <= slo.tpot_s))
+    both_ok = sum(1 for q in reqs if meets(q, slo))
     flaps = _reversals(run.scale_events, slo.flap_window_s)
     oscillations = _reversals(run.scale_events, slo.oscillation_window_s)
     events = run.scale_events
