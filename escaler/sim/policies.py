@@ -217,8 +217,9 @@ class FlowPolicy:
     # the long range the miss share is also read over (noise in a short one alone would only ratchet
     # the headroom up)
     miss_window_s: float = 900.0
-    # the lookback of the burst floor; 0 = none
-    burst_lookback_s: float = 1800.0
+    # the lookback of the burst floor (the runner sets the down delay: a burst is remembered as
+    # long as a replica is kept after its need); 0 = none
+    burst_lookback_s: float = 300.0
     # the percentile (0-100) of the short-range rates the floor takes (quantile_over_time)
     burst_quantile: float = 100.0
     name: str = "flow"

@@ -125,11 +125,15 @@ def build(name: str, exp: Experiment) -> Policy:
                          poll_s=exp.poll_s)
     if name == "flow":
         cold = o.profile.cold_start_s
+        down_delay = max(2 * cold, 300.0)
+        # the burst floor remembers a burst as long as a replica is kept after its need: a longer
+        # memory holds the peak's fleet after the load falls (docs/simulator.md, flow)
         return FlowPolicy(FlowConfig(flow_capacity(o.profile), o.min_replicas, o.max_replicas,
-                                     horizon_s=cold + exp.poll_s, down_delay_s=max(2 * cold, 300.0),
+                                     horizon_s=cold + exp.poll_s, down_delay_s=down_delay,
                                      miss_budget=min(0.01, 1.0 - exp.goal) or 0.01,
                                      queue_delay_budget_s=exp.slo.ttft_s / 2),
-                          ttft_target_s=exp.slo.ttft_s, tpot_target_s=exp.slo.tpot_s, poll_s=exp.poll_s)
+                          ttft_target_s=exp.slo.ttft_s, tpot_target_s=exp.slo.tpot_s, poll_s=exp.poll_s,
+                          burst_lookback_s=down_delay)
     if name == "predictive":
         return PredictivePolicy(
             ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s),

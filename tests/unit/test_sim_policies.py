@@ -13,7 +13,7 @@ from escaler.sim.model import ReplicaProfile
 from escaler.sim.oracle import OraclePolicy, bucket_replicas
 from escaler.sim.policies import ApaPolicy, FlowPolicy, SloPolicy, flow_capacity
 from escaler.sim.report import SloTargets, summarize
-from escaler.sim.runner import Experiment, calibrate_oracle
+from escaler.sim.runner import Experiment, build, calibrate_oracle
 from escaler.sim.serving import Gauge
 from escaler.sim.trace import Arrival
 
@@ -253,6 +253,21 @@ def test_flow_policy_burst_floor_takes_the_short_range_percentile() -> None:
         sc[i] = Scrape(s.t, s.replicas, s.serving, s.gauges, 0, 1, (), 225_000, 0, ())
     assert p.decide(View(600.0, 2, 2, sc)) == 7  # ceil(63,667 / 10,000)
     assert any(x.startswith("burst floor:") for x in p.last_steps)
+
+
+def test_flow_policy_burst_floor_forgets_a_burst_after_the_down_delay() -> None:
+    """The runner's flow remembers a burst for its down delay, not longer: a burst 10 minutes
+    old no longer holds the fleet (with 30 minutes of memory it held the peak after the load fell)."""
+    arrivals = [Arrival(float(t), 100, 10) for t in range(60)]
+    p = build("flow", Experiment(arrivals=arrivals, options=SimOptions(profile=FLOW_PROFILE)))
+    assert isinstance(p, FlowPolicy)
+    assert p.burst_lookback_s == p.config.down_delay_s == 300.0
+    sc = token_scrapes(1200, 5_000, 0, serving=2)
+    for i in range(300, 304):  # the burst of the test above, 900 s before the decision
+        s = sc[i]
+        sc[i] = Scrape(s.t, s.replicas, s.serving, s.gauges, 0, 1, (), 225_000, 0, ())
+    p.decide(View(1200.0, 2, 2, sc))
+    assert not any(x.startswith("burst floor:") for x in p.last_steps)
 
 
 def test_flow_policy_miss_share_counts_ttft_and_tpot_above_their_bucket() -> None:
