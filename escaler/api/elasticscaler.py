@@ -537,7 +537,9 @@ class MetricsTrigger(KubeModel):
         "the scaling; it takes min/max and metrics from this spec and its behavior (stabilization "
         "windows, maxPodsPerStep) from the elasticscaler.io/behavior.* annotations only, so "
         "algorithmConfig, ExternalServer metrics and elasticscaler.io/metrics.* annotations are "
-        "refused there. Any other value names an algorithm registered in the manager "
+        "refused there. flow (built in too): stateless flow sizing, ceil(work / utilization + backlog) "
+        "from metrics named promptTokensRate and generationTokensRate (waiting and requestsRate "
+        "optional). Any other value names an algorithm registered in the manager "
         "(Validated=False/AlgorithmNotRegistered otherwise).",
     )
     algorithm_config: dict[str, _ConfigValue] | None = Field(
@@ -545,7 +547,9 @@ class MetricsTrigger(KubeModel):
         max_length=MAX_ALGORITHM_CONFIG_ENTRIES,
         description='Parameters of the algorithm, as strings. apa reads tolerance (default "0.1", '
         'a decimal number >= 0 and < 1), scaleUpRate ("2.0": at most x2 per step) and scaleDownRate '
-        '("2.0": at most /2 per step), both > 1, and nothing else. Not allowed with HPA.',
+        '("2.0": at most /2 per step), both > 1, and nothing else. flow reads prefillTokensPerSecond and '
+        "decodeTokensPerSecond (one replica's capacity, required), utilization (\"0.85\") and drainSeconds "
+        '("60"). Not allowed with HPA.',
     )
     metrics: list[MetricSpec] = Field(
         min_length=1,

@@ -1,15 +1,17 @@
 """LLMScaler (``llm.escaler.io/v1alpha1``): the LLM-specific scaler, SPEC §8.
 
 Decides from Prometheus queries (``desired = ceil(value / targetPerReplica)``, the max over the
-usable metrics) or from a custom decision provider (GET ``customProvider.url`` →
-``{"replicas": n}``, e.g. the SLO decision engine). Status is the shared scaler status (SPEC §3)
+usable metrics), from a custom decision provider (GET ``customProvider.url`` →
+``{"replicas": n}``, e.g. the SLO decision engine), or by flow sizing (``metricProvider: Flow``,
+``spec.flow``: ``escaler.api.llmflow``). Status is the shared scaler status (SPEC §3)
 plus the deprecated ``DecisionAvailable`` condition mirroring ScalingActive.
 
 Rules (CEL and ``validate``): ``metricProvider: Custom`` requires ``customProvider``,
-``Prometheus`` requires ``prometheus`` (both may be configured, so switching the provider is a
-one-field edit); ``minReplicas <= maxReplicas``; ``prometheus.endpoint`` and ``customProvider.url``
-name a host, without credentials, with a port in 1..65535. ``minReplicas: 0`` is allowed: a custom
-provider may decide zero (SLO bounds of 0 scale to zero).
+``Prometheus`` requires ``prometheus``, ``Flow`` requires ``flow`` (several may be configured, so
+switching the provider is a one-field edit; ``spec.flow``'s own rules are in ``llmflow``);
+``minReplicas <= maxReplicas``; ``prometheus.endpoint``, ``flow.endpoint`` and
+``customProvider.url`` name a host, without credentials, with a port in 1..65535.
+``minReplicas: 0`` is allowed: a custom provider may decide zero (SLO bounds of 0 scale to zero).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from escaler.api.common import URL_PATTERN, KubeModel, url_rule
+from escaler.api.llmflow import DEFAULT_PROVIDER_TIMEOUT_SECONDS, FlowProvider
 from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 from escaler.api.scaler import (
@@ -44,7 +47,6 @@ __all__ = [
     "PrometheusProvider",
 ]
 
-DEFAULT_PROVIDER_TIMEOUT_SECONDS = 5
 DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS = 300
 MAX_PROMETHEUS_METRICS = 16
 
@@ -52,6 +54,7 @@ MAX_PROMETHEUS_METRICS = 16
 class MetricProvider(StrEnum):
     PROMETHEUS = "Prometheus"
     CUSTOM = "Custom"
+    FLOW = "Flow"
 
 
 class PrometheusMetric(KubeModel):
@@ -145,13 +148,21 @@ class LLMScalerSpec(ScalerSpec):
             field_path=".prometheus",
             reason="FieldValueRequired",
         ),
+        Rule(
+            rule="self.metricProvider != 'Flow' || has(self.flow)",
+            message="flow is required when metricProvider is Flow",
+            check=lambda m: m.metric_provider != MetricProvider.FLOW or m.flow is not None,
+            field_path=".flow",
+            reason="FieldValueRequired",
+        ),
         MIN_MAX_RULE,
     )
 
     metric_provider: MetricProvider = Field(
         default=MetricProvider.PROMETHEUS,
         description="Prometheus (default): decide from spec.prometheus. Custom: read the decision from "
-        "spec.customProvider. Switching overwrites the conditions at once.",
+        "spec.customProvider. Flow: size the fleet on its token flow (spec.flow). Switching overwrites "
+        "the conditions at once.",
     )
     prometheus: PrometheusProvider | None = Field(
         default=None, description="Queries used when metricProvider is Prometheus (required then)."
@@ -159,18 +170,26 @@ class LLMScalerSpec(ScalerSpec):
     custom_provider: CustomProvider | None = Field(
         default=None, description="Decision source used when metricProvider is Custom (required then)."
     )
+    flow: FlowProvider | None = Field(
+        default=None,
+        description="Flow sizing used when metricProvider is Flow (required then): the replicas the "
+        "prompt and generated tokens per second need at one replica's capacity and a utilisation "
+        "target, the waiting backlog drained, a forecast one cold start ahead that only raises, and "
+        "burst headroom from latency misses (docs/llmscaler.md).",
+    )
     scale_down: LLMScaleDown = Field(
         default_factory=lambda: LLMScaleDown(),
         json_schema_extra={"default": {}},
         description="Scale-down stabilization and step limit.",
     )
-    poll_interval_seconds: int | None = poll_interval_field("reads (Prometheus queries or provider GETs)")
+    poll_interval_seconds: int | None = poll_interval_field(
+        "reads (Prometheus queries, provider GETs or the flow's queries)")
     fallback: Fallback | None = Field(
         default=None,
         description="After failureThreshold consecutive polls without a usable signal (every Prometheus "
-        "metric failed, or the custom provider gave no decision), scale to replicas instead of holding "
-        "the current count (ScalingActive stays False/DecisionUnavailable and its message names the "
-        "fallback). Without it, the count is held.",
+        "metric failed, the custom provider gave no decision, or a flow signal failed), scale to replicas "
+        "instead of holding the current count (ScalingActive stays False/DecisionUnavailable and its "
+        "message names the fallback). Without it, the count is held.",
     )
     floor_from: FloorFrom | None = Field(
         default=None,
@@ -191,7 +210,8 @@ class LLMScalerStatus(ScalerStatus):
 
 
 class LLMScaler(KubeObject):
-    """Scales an LLM serving workload from Prometheus queries or a custom decision provider."""
+    """Scales an LLM serving workload from Prometheus queries, a custom decision provider or its token
+    flow."""
 
     API_VERSION = "llm.escaler.io/v1alpha1"
     KIND = "LLMScaler"

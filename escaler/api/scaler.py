@@ -56,14 +56,15 @@ class MetricStatus(KubeModel):
 
     name: str = Field(
         max_length=1024,
-        description="The metric: a resource name (cpu), a metric name, an ExternalServer query, or "
-        "an LLMScaler Prometheus metric's name.",
+        description="The metric: a resource name (cpu), a metric name, an ExternalServer query, "
+        "an LLMScaler Prometheus metric's name, or a Flow signal or figure.",
     )
     type: str | None = Field(
         default=None,
         max_length=63,
-        description="Source type: Resource, Custom, External, ExternalServer (ElasticScaler) or "
-        "Prometheus (LLMScaler).",
+        description="Source type: Resource, Custom, External, ExternalServer (ElasticScaler), "
+        "Prometheus, Flow (a signal flow sizing read) or FlowDecision (a figure of the flow's "
+        "decision: work, backlog, planned, utilization, headroom, need) (LLMScaler).",
     )
     value: float | None = Field(
         default=None,

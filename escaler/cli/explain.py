@@ -13,6 +13,10 @@ and prints:
    ``--status-refresh-seconds``), so explain says so and names the live series on the manager's
    ``/metrics``
    (``escaler_scaler_metric_value{namespace,name}``, see ``escaler.reconcilers.scalermetrics``);
+1b. **Flow sizing** (LLMScaler ``metricProvider: Flow``) — the figures of the flow's last decision,
+   in the order of its steps (``status.currentMetrics`` rows of type ``FlowDecision``: work,
+   backlog, planned, utilization, headroom, need), what each means, and where its steps in words
+   are (the last decision's reason, step 8);
 2. **Recommendation** — ``ScalingActive`` (what was evaluated, what it recommends before any cap);
 2b. **Fallback** (LLMScaler, ElasticScaler MetricsTrigger) — ``spec.fallback`` and
    ``status.fallback``: not set, not engaged, counting (k of failureThreshold polls without a
@@ -235,6 +239,39 @@ def _deletion_cost_lines(policy: Any, events: Sequence[Mapping[str, Any]]) -> li
     return [head, f"   {last.get('reason')}: {last.get('note', '')}"]
 
 
+# the flow's figures (status.currentMetrics rows of type FlowDecision, escaler.reconcilers.llmscaler.flow)
+# in the order of its steps, with what each means
+_FLOW_FIGURES = (
+    ("work", "replicas at 100 % busy: prompt tok/s / prefill capacity + generated tok/s / decode capacity"),
+    ("backlog", "extra replicas draining the waiting requests"),
+    ("planned", "the work planned for: the trend one cold start ahead when it rises, else the work"),
+    ("utilization", "the utilisation target after the queueing-delay trim"),
+    ("headroom", "burst headroom replicas, learned from latency misses (seeded from the running fleet)"),
+    ("need", "ceil(planned / utilization + backlog), the burst floor, + headroom"),
+)
+_FLOW_TYPE, _FLOW_DECISION_TYPE = "Flow", "FlowDecision"
+
+
+def _flow_lines(flow: Any, metrics: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Step 1b: the flow's figures, from its FlowDecision rows."""
+    flow = flow if isinstance(flow, Mapping) else {}
+    cap = flow.get("capacity") or {}
+    head = (f"1b. Flow sizing (spec.flow: engine {flow.get('engine', '-')}, one replica "
+            f"{_fmt(cap.get('prefillTokensPerSecond'))} prompt tok/s prefilled, "
+            f"{_fmt(cap.get('decodeTokensPerSecond'))} tok/s decoded)")
+    figures = {str(m.get("name")): m for m in metrics if m.get("type") == _FLOW_DECISION_TYPE}
+    if not figures:
+        return [head, "   no flow decision yet (every configured signal must be read: see 1. Inputs)"]
+    lines = [head]
+    for name, meaning in _FLOW_FIGURES:
+        m = figures.get(name)
+        if m is not None:
+            lines.append(f"   {name} {_fmt(m.get('value'))}: {meaning}")
+    lines.append("   the flow's steps in words: the last decision's reason (8. Write); then the pipeline "
+                 "below (stabilization, step limit, clamp, guards)")
+    return lines
+
+
 def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> str:
     """The explanation of one scaler (see the module docstring)."""
     meta = obj.get("metadata") or {}
@@ -277,14 +314,22 @@ def render(obj: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> 
     if metrics:
         lines.extend(_inputs_head(obj))
     for m in metrics:
+        if m.get("type") == _FLOW_DECISION_TYPE:
+            continue  # the flow's figures: 1b
         head = f"   - {m.get('type', '')} {m.get('name')}: "
         if m.get("error"):
             add(head + f"ERROR {m['error']}")
+        elif m.get("type") == _FLOW_TYPE:
+            per = " per replica" if m.get("targetType") == "AverageValue" else ""
+            vs = f" (vs {_fmt(m.get('target'))}{per})" if m.get("target") is not None else ""
+            add(head + f"value {_fmt(m.get('value'))}{vs}")
         else:
             add(head + f"value {_fmt(m.get('value'))} vs target {_fmt(m.get('target'))} "
                 f"({m.get('targetType', '-')}) -> recommends {_fmt(m.get('recommendedReplicas'))}")
     if "MetricsPipeline" in conds:
         add(f"   {_cond_line(conds, 'MetricsPipeline')}")
+    if kind != SCALER_REF[1] and spec.get("metricProvider") == "Flow":
+        lines.extend(_flow_lines(spec.get("flow"), metrics))
     add("2. Recommendation")
     add(f"   {_cond_line(conds, 'ScalingActive')}")
     if kind != SCALER_REF[1] or (trig.get("type") == "MetricsTrigger" and not status.get("hpaName")):

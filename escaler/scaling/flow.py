@@ -63,7 +63,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-__all__ = ["FlowCapacity", "FlowConfig", "FlowDecision", "FlowReading", "FlowState", "decide_flow"]
+__all__ = ["MIN_DOWN_DELAY_S", "FlowCapacity", "FlowConfig", "FlowDecision", "FlowReading", "FlowState",
+           "decide_flow", "down_delay", "service_config"]
+
+# the down delay is two cold starts and at least this: a replica kept after its need long enough
+# that a burst's return finds it (a fast cold start would otherwise shed one after every burst)
+MIN_DOWN_DELAY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,31 @@ class FlowConfig:
                              f"got {self.headroom_decay_s!r}")
         if not (math.isfinite(self.drain_s) and self.drain_s > 0):
             raise ValueError(f"flow drain_s: must be a finite number > 0, got {self.drain_s!r}")
+
+
+def down_delay(cold_start_s: float) -> float:
+    """The down delay of a service whose replicas take ``cold_start_s`` to serve: two cold starts,
+    at least ``MIN_DOWN_DELAY_S``. The burst floor's lookback is the same span (a burst is
+    remembered as long as a replica is kept after its need, no longer)."""
+    return max(2.0 * cold_start_s, MIN_DOWN_DELAY_S)
+
+
+def service_config(capacity: FlowCapacity, *, cold_start_s: float, poll_s: float, min_replicas: int,
+                   max_replicas: int, ttft_s: float | None = None, utilization: float = 0.85,
+                   miss_budget: float = 0.01, rate_window_s: float = 60.0) -> FlowConfig:
+    """The ``FlowConfig`` of a service, the one definition the simulator's ``flow`` and the
+    LLMScaler's ``metricProvider: Flow`` share: the forecast horizon is a cold start plus a poll
+    (when a replica ordered now serves), the down delay ``down_delay(cold_start_s)``, the
+    queueing-delay budget half the TTFT objective, the headroom grows at most once per rate window
+    (its misses count once), and the utilisation trim's range (0.5-0.92) is widened to include
+    ``utilization``."""
+    return FlowConfig(
+        capacity=capacity, min_replicas=min_replicas, max_replicas=max_replicas, utilization=utilization,
+        min_utilization=min(FlowConfig.min_utilization, utilization),
+        max_utilization=max(FlowConfig.max_utilization, utilization),
+        queue_delay_budget_s=ttft_s / 2 if ttft_s is not None else FlowConfig.queue_delay_budget_s,
+        horizon_s=cold_start_s + max(0.0, poll_s), down_delay_s=down_delay(cold_start_s),
+        miss_budget=miss_budget, headroom_interval_s=rate_window_s)
 
 
 @dataclass(frozen=True)

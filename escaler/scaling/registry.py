@@ -12,7 +12,9 @@ Contract:
   (SPEC §5.1), so it can be neither registered nor looked up; ``is_known_algorithm("HPA")`` is
   True. The reservation is case-insensitive (``hpa`` is refused too) so that no plug-in can be
   mistaken for it.
-* ``apa`` (``escaler.scaling.apa``, which returns an ``AlgorithmResult``) is registered at import.
+* ``apa`` (``escaler.scaling.apa``, which returns an ``AlgorithmResult``) and ``flow``
+  (``escaler.scaling.flowalgorithm``: stateless flow sizing on token-rate metrics) are registered
+  at import.
 * ``get_algorithm(name)`` raises ``AlgorithmNotRegistered`` (a ``KeyError``) whose message names
   the algorithm and lists the registered ones.
 * The registry is process-wide and thread-safe. The admission webhook and the reconcilers run in
@@ -27,6 +29,7 @@ import threading
 
 from escaler.scaling.algorithm import Algorithm
 from escaler.scaling.apa import APA, apa
+from escaler.scaling.flowalgorithm import FLOW, flow
 
 __all__ = [
     "DEFAULT_ALGORITHM",
@@ -64,7 +67,7 @@ class AlgorithmNotRegistered(KeyError):
 # guards _algorithms
 _mu = threading.Lock()
 # name → function; names are valid DNS labels, never HPA
-_algorithms: dict[str, Algorithm] = {APA: apa}
+_algorithms: dict[str, Algorithm] = {APA: apa, FLOW: flow}
 
 
 def validate_algorithm_name(name: str) -> None:

@@ -36,7 +36,8 @@ simulated fleet, never a re-implementation:
   at or over the objective, and of finished requests above the TPOT one: the larger, over the
   rate range and over ``miss_window_s``) and the burst rates (``burst_quantile`` of the token
   rates between consecutive Prometheus samples over ``burst_lookback_s``). Every decision is kept
-  in ``trail`` with its steps in words (``<name>-decisions.jsonl`` in the report).
+  in ``trail`` with the reading it decided on and its steps in words (``<name>-decisions.jsonl`` in
+  the report; the e2e replay test serves the same readings to the manager).
 * Pipeline time is ``EPOCH + simulated seconds`` (the pipeline works in epoch seconds).
 """
 
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from escaler.api.llmscaler import DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS
 from escaler.reconcilers.llmscaler.provider import CustomReading, custom_result
@@ -291,9 +292,11 @@ class FlowPolicy:
             long_miss_share=self._miss_share(view, self.miss_window_s))
 
     def decide(self, view: View) -> int:
-        d = decide_flow(self._reading(view), self.config, self._state)
+        reading = self._reading(view)
+        d = decide_flow(reading, self.config, self._state)
         self.last_steps = d.steps
+        # the reading too: what the queries answered, so a replay can serve the same answers
         self.trail.append({"t": view.now, "from": view.replicas, "to": d.replicas, "held": d.held,
-                           "signals": d.signals, "steps": list(d.steps)})
+                           "reading": asdict(reading), "signals": d.signals, "steps": list(d.steps)})
         self._state = d.state
         return d.replicas

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from escaler.scaling.flow import FlowConfig
+from escaler.scaling.flow import service_config
 from escaler.sim.bound import Bound, lower_bound
 from escaler.sim.engine import Policy, Run, SimOptions, simulate
 from escaler.sim.fixed import INITIAL_WINDOW_S, FixedResult, cheapest_fixed, steady_state_fleet
@@ -124,16 +124,13 @@ def build(name: str, exp: Experiment) -> Policy:
                          concurrency_per_replica=exp.slo_concurrency,
                          poll_s=exp.poll_s)
     if name == "flow":
-        cold = o.profile.cold_start_s
-        down_delay = max(2 * cold, 300.0)
+        config = service_config(flow_capacity(o.profile), cold_start_s=o.profile.cold_start_s,
+                                poll_s=exp.poll_s, min_replicas=o.min_replicas, max_replicas=o.max_replicas,
+                                ttft_s=exp.slo.ttft_s, miss_budget=min(0.01, 1.0 - exp.goal) or 0.01)
         # the burst floor remembers a burst as long as a replica is kept after its need: a longer
         # memory holds the peak's fleet after the load falls (docs/simulator.md, flow)
-        return FlowPolicy(FlowConfig(flow_capacity(o.profile), o.min_replicas, o.max_replicas,
-                                     horizon_s=cold + exp.poll_s, down_delay_s=down_delay,
-                                     miss_budget=min(0.01, 1.0 - exp.goal) or 0.01,
-                                     queue_delay_budget_s=exp.slo.ttft_s / 2),
-                          ttft_target_s=exp.slo.ttft_s, tpot_target_s=exp.slo.tpot_s, poll_s=exp.poll_s,
-                          burst_lookback_s=down_delay)
+        return FlowPolicy(config, ttft_target_s=exp.slo.ttft_s, tpot_target_s=exp.slo.tpot_s,
+                          poll_s=exp.poll_s, burst_lookback_s=config.down_delay_s)
     if name == "predictive":
         return PredictivePolicy(
             ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s),

@@ -149,6 +149,7 @@ def check_llmscaler(obj: Mapping[str, Any], checks: Checks) -> None:
     _annotations(obj, checks, policies=False)
     spec = _map(obj.get("spec"))
     checks.endpoint("spec.prometheus.endpoint", _map(spec.get("prometheus")).get("endpoint"))
+    checks.endpoint("spec.flow.endpoint", _map(spec.get("flow")).get("endpoint"))
     checks.endpoint("spec.customProvider.url", _map(spec.get("customProvider")).get("url"))
 
 

@@ -83,6 +83,39 @@ class Refusal:
 _ES_M, _ES_S, _ES_SIG = "ElasticScaler/llama-decode", "ElasticScaler/llama-es", "ElasticScaler/llama-batch"
 _LLMS, _LLMSLO, _JOB = "LLMScaler/chat-llama", "LLMSLORequirement/chat-llama", "JobSLORequirement/batch-embed"
 _RSG, _TIDAL = "ResourceScalingGroup/llama-pd", "Tidal/llama-office-hours"
+_FLOW, _FS = "LLMScaler/chat-llama-flow", "spec.flow.selector"
+_SELECTOR_REQUIRED = (
+    "selector is required with a preset engine (vllm, sglang, tgi): without it the presets would sum every "
+    "server Prometheus holds"
+)
+_SELECTOR_GENERIC = "selector is not used with engine generic (its queries are given whole): remove it"
+_SELECTOR_GRAMMAR = (
+    'selector must be a PromQL label-matcher list: name op "value" pairs separated by commas, op one of = '
+    '!= =~ !~, values without ", \\, {, }, commas or control characters, and no label names starting with '
+    "__ or named le"
+)
+_GENERIC = {"promptTokensRate": "sum(rate(p[1m]))", "generationTokensRate": "sum(rate(g[1m]))",
+            "ttftMissShare": "t", "tpotMissShare": "o"}
+# selectors the grammar refuses: injections (closing the braces or the string, a second selector, a
+# function, a comment), an escape, a reserved or bucket label, a missing quote or operator, a comma inside
+FLOW_BAD_SELECTORS = (
+    'model_name="x"}) or vector(100',
+    'model_name="x"} or up{a="b"',
+    'model_name="x\\"} or vector(1) #"',
+    'model_name="x" # comment',
+    '__name__="up"',
+    '__name__=~".+"',
+    'le="+Inf"',
+    "model_name=x",
+    "model_name='x'",
+    'model_name~"x"',
+    'model_name="a,b"',
+    'model_name="x",',
+    'model_name="{x}"',
+    "",
+    'model_name="x"\n',
+    'model-name="x"',
+)
 _MT = "metricsTrigger is required when type is MetricsTrigger, and not allowed otherwise"
 _MIN_MAX = "minReplicas must be less than or equal to maxReplicas"
 _MTR = "spec.trigger.metricsTrigger"
@@ -678,10 +711,56 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
             ),
         ),
     ),
+    # ---- LLMScaler metricProvider: Flow (escaler.api.llmflow)
+    Refusal("llms/flow-without-flow", _FLOW, {"spec.flow": DELETE},
+            (("spec.flow", "flow is required when metricProvider is Flow"),)),
+    Refusal("llms/flow-endpoint-credentials", _FLOW, {"spec.flow.endpoint": "http://u:p@prometheus:9090"},
+            (("spec.flow.endpoint", _url("endpoint")),)),
+    Refusal("llms/flow-preset-without-selector", _FLOW, {"spec.flow.selector": DELETE},
+            ((_FS, _SELECTOR_REQUIRED),)),
+    Refusal("llms/flow-generic-with-selector", _FLOW,
+            {"spec.flow.engine": "generic", "spec.flow.queries": _GENERIC}, ((_FS, _SELECTOR_GENERIC),)),
+    *(Refusal(f"llms/flow-selector-{i}", _FLOW, {"spec.flow.selector": bad}, ((_FS, _SELECTOR_GRAMMAR),))
+      for i, bad in enumerate(FLOW_BAD_SELECTORS)),
+    Refusal(
+        "llms/flow-generic-without-token-queries",
+        _FLOW,
+        {"spec.flow.engine": "generic", "spec.flow.selector": DELETE,
+         "spec.flow.queries": {"ttftMissShare": "x", "tpotMissShare": "y"}},
+        (("spec.flow.queries.promptTokensRate",
+          "queries.promptTokensRate is required with engine generic (no preset writes it)"),
+         ("spec.flow.queries.generationTokensRate",
+          "queries.generationTokensRate is required with engine generic (no preset writes it)")),
+    ),
+    *(Refusal(f"llms/flow-{signal}-without-{objective}", _FLOW,
+              {f"spec.flow.{objective}": DELETE, "spec.flow.queries": {signal: "sum(x)"}},
+              ((f"spec.flow.queries.{signal}",
+                f"queries.{signal} needs {objective}: the latency signals are read only with their "
+                "objective"),))
+      for objective, signal in (("ttftSeconds", "ttftP90"), ("ttftSeconds", "ttftMissShare"),
+                                ("ttftSeconds", "ttftMissShareLong"), ("tpotSeconds", "tpotMissShare"),
+                                ("tpotSeconds", "tpotMissShareLong"))),
+    Refusal(
+        "llms/flow-tgi-objectives-without-shares",
+        _FLOW,
+        {"spec.flow.engine": "tgi"},
+        (("spec.flow.queries.ttftMissShare", "ttftSeconds needs queries.ttftMissShare with engine tgi or "
+          "generic (no preset reads it: tgi has no TTFT histogram)"),
+         ("spec.flow.queries.tpotMissShare", "tpotSeconds needs queries.tpotMissShare with engine tgi or "
+          "generic (no preset reads it: tgi's TPOT buckets are not round numbers)")),
+    ),
 )
 
 # (id, sample, changes, field path the API server names)
 REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
+    ("llms/flow-unknown-engine", _FLOW, {"spec.flow.engine": "triton"}, "spec.flow.engine"),
+    ("llms/flow-zero-prefill", _FLOW, {"spec.flow.capacity.prefillTokensPerSecond": 0},
+     "spec.flow.capacity.prefillTokensPerSecond"),
+    ("llms/flow-no-capacity", _FLOW, {"spec.flow.capacity": DELETE}, "spec.flow.capacity"),
+    ("llms/flow-utilization-above-1", _FLOW, {"spec.flow.utilization": 1.5}, "spec.flow.utilization"),
+    ("llms/flow-selector-too-long", _FLOW, {"spec.flow.selector": 'a="' + "x" * 600 + '"'},
+     "spec.flow.selector"),
+    ("llms/unknown-provider", _FLOW, {"spec.metricProvider": "Flows"}, "spec.metricProvider"),
     ("es/unknown-trigger-type", _ES_M, {"spec.trigger.type": "CronTrigger"}, "spec.trigger.type"),
     ("es/unknown-mode", _ES_M, {"spec.mode": "Passive"}, "spec.mode"),
     ("es/negative-min", _ES_SIG, {"spec.minReplicas": -1}, "spec.minReplicas"),

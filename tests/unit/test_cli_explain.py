@@ -255,3 +255,51 @@ def test_render_shows_the_activation_step(activation: dict[str, str] | None, act
         obj["spec"]["trigger"]["metricsTrigger"]["activation"] = activation
     head = "2c. Activation (metricsTrigger.activation)" + ("" if activation is None else ": value 5")
     assert f"\n{head}\n{line}\n2d. Floor (spec.floorFrom)\n" in explain.render(obj)
+
+
+def test_render_an_llmscaler_flow_step_by_step() -> None:
+    """metricProvider Flow: the signals read under 1, the flow's figures in the order of its steps
+    under 1b, and its steps in words from the last decision's reason under 8."""
+    reason = ("evaluated 4 of 4 metrics; recommends 5 replicas (work: 16000 prompt tok/s / 8000 + 3000 "
+              "generated tok/s / 1500 = 4.000 replicas at 100 %; utilisation target 0.80 (no latency "
+              "reading: unchanged); flow need: ceil(4.000 / 0.80 + 0.000) = 5; need: 5 + 0 headroom = 5; "
+              "up at once: 2 -> 5 (starting replicas count as capacity))")
+    figures = {"work": 4.0, "backlog": 0.0, "planned": 4.0, "utilization": 0.8, "headroom": 0.0, "need": 5.0}
+    obj = scaler(
+        cond("ScalingActive", "True", "MetricsAvailable", "evaluated 4 of 4 metrics; recommends 5 replicas"),
+        cond("AbleToScale", "True", "Synced", "ok"),
+        currentReplicas=5,
+        desiredReplicas=5,
+        currentMetrics=[
+            {"name": "promptTokensRate", "type": "Flow", "value": 16000.0},
+            {"name": "waiting", "type": "Flow", "error": "HTTP 503, 12 bytes"},
+            *({"name": k, "type": "FlowDecision", "value": v} for k, v in figures.items()),
+        ],
+        recentDecisions=[{"time": "2026-01-01T00:00:00Z", "from": 2, "to": 5, "reason": reason}],
+    )
+    obj["apiVersion"], obj["kind"] = "llm.escaler.io/v1alpha1", "LLMScaler"
+    obj["spec"] = {**obj["spec"], "metricProvider": "Flow",
+                   "flow": {"engine": "vllm", "capacity": {"prefillTokensPerSecond": 8000,
+                                                           "decodeTokensPerSecond": 1500}}}
+    del obj["spec"]["trigger"]
+    text = explain.render(obj)
+    assert "provider Flow" in text
+    assert "   - Flow promptTokensRate: value 16000\n   - Flow waiting: ERROR HTTP 503, 12 bytes\n" in text
+    assert ("1b. Flow sizing (spec.flow: engine vllm, one replica 8000 prompt tok/s prefilled, 1500 tok/s "
+            "decoded)") in text
+    block = text[text.index("1b. Flow sizing"):text.index("2. Recommendation")]
+    assert [line.split()[0] for line in block.splitlines()[1:7]] == list(figures)
+    assert "   need 5: ceil(planned / utilization + backlog)" in block
+    assert "FlowDecision" not in text
+    for step in ("work: 16000 prompt tok/s", "flow need: ceil(4.000 / 0.80 + 0.000) = 5",
+                 "need: 5 + 0 headroom = 5"):
+        assert f"\n     {step}" in text or f"({step}" in text
+
+
+def test_render_an_llmscaler_flow_before_its_first_decision() -> None:
+    obj = scaler(cond("ScalingActive", "False", "DecisionUnavailable", "Flow http://p:9090: waiting: x"),
+                 currentMetrics=[{"name": "waiting", "type": "Flow", "error": "x"}])
+    obj["kind"] = "LLMScaler"
+    obj["spec"] = {**obj["spec"], "metricProvider": "Flow", "flow": {"engine": "sglang"}}
+    text = explain.render(obj)
+    assert "   no flow decision yet (every configured signal must be read: see 1. Inputs)" in text

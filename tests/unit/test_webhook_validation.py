@@ -688,3 +688,19 @@ def test_routes_match_kinds_registry() -> None:
         "/validate-llm-escaler-io-v1alpha1-llmslorequirement",
         "/validate-llm-escaler-io-v1alpha1-jobslorequirement",
     ]
+
+
+@pytest.mark.parametrize(("url", "error"), [
+    ("http://prometheus:9090", None),
+    ("http://evil.example:9090", "--allowed-endpoint-hosts"),
+    ("http://prometheus:9090?x=1", None),  # the Prometheus provider's rule: a URL, not a base one
+    ("http://:9090", "invalid endpoint URL"),
+], ids=["allowed", "host-not-allowed", "query-as-prometheus", "no-host"])
+def test_a_flow_endpoint_is_checked_as_the_prometheus_providers(url: str, error: str | None) -> None:
+    flow = {"engine": "vllm", "selector": 'model_name="llama"', "endpoint": url,
+            "capacity": {"prefillTokensPerSecond": 8000, "decodeTokensPerSecond": 1500}}
+    obj = sample("llmscaler", {"spec.metricProvider": "Flow", "spec.flow": flow,
+                               "spec.customProvider": DELETE})
+    outcome = validate_object("LLMScaler", obj, CheckContext(parse_host_patterns("prometheus")))
+    errors = [e for e in outcome.errors if e.path == "spec.flow.endpoint"]
+    assert [error in e.message for e in errors] == ([] if error is None else [True])

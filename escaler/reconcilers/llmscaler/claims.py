@@ -5,7 +5,7 @@ TargetConflict, and the older wins (the same claim rules as ``escaler.reconciler
 claims``): nothing when it is Advisory (it never writes), when the object does not parse, or when
 a spec rule fails that stops it from acting (``minReplicas > maxReplicas``, a URL without a host).
 A spec whose only failing rule is the missing provider section (``metricProvider: Custom`` without
-``customProvider``, an object older than the CEL rule) still claims: it reports
+``customProvider``, ``Flow`` without ``flow``: an object older than the CEL rule) still claims: it reports
 ``ScalingActive=False/InvalidSpec`` and holds its target's count inside the bounds, which is a write.
 
 ``llm_claims()`` is the index function with its (uid, generation) validity cache.
@@ -25,12 +25,13 @@ from escaler.reconcilers.elasticscaler.claims import Claims
 __all__ = ["PROVIDER_PATHS", "llm_can_act", "llm_claims", "provider_problems"]
 
 # spec rules about the selected provider's section: the pipeline still runs (InvalidSpec, held)
-PROVIDER_PATHS = ("spec.customProvider", "spec.prometheus")
+PROVIDER_PATHS = ("spec.customProvider", "spec.prometheus", "spec.flow")
 
 
 def provider_problems(problems: list[str]) -> tuple[list[str], list[str]]:
-    """``(provider, other)``: the findings of ``validate`` split by ``PROVIDER_PATHS``."""
-    provider = [p for p in problems if p.startswith(PROVIDER_PATHS) and "required" in p]
+    """``(provider, other)``: the findings of ``validate`` split by ``PROVIDER_PATHS`` (the section
+    itself missing; a rule inside a section, such as ``spec.flow.selector``'s, is another problem)."""
+    provider = [p for p in problems if p.partition(": ")[0] in PROVIDER_PATHS and "required" in p]
     return provider, [p for p in problems if p not in provider]
 
 

@@ -1,14 +1,23 @@
 """The LLMScaler's recommend step: read the provider when due, off the reconcile worker.
 
-``LLMRecommender.recommend(scaler, memory)`` returns an ``Outcome``: the pipeline's
-``RecommendResult``, the ``status.currentMetrics`` rows (Prometheus; empty for Custom), and the
-``Reading`` to remember. It writes nothing; the reconciler keeps the memory it returns.
+``LLMRecommender.recommend(scaler, memory, current)`` returns an ``Outcome``: the pipeline's
+``RecommendResult``, the ``status.currentMetrics`` rows (Prometheus and Flow; empty for Custom),
+and the ``Reading`` to remember. It writes nothing; the reconciler keeps the memory it returns.
+``current`` is the target's ``spec.replicas``: only flow sizing reads it (the reconciler always
+passes it; the default 0 serves the other providers' callers).
 
 * **Preflight**, before any request: the provider the spec selects must be configured
   (``metricProvider: Custom`` without ``customProvider`` — possible only for objects older than
   the CEL rule — is ``ScalingActive=False/InvalidSpec`` and the count is held, apart from the
   min/max bounds), and its URL must name a host in ``--allowed-endpoint-hosts``
-  (``InvalidSpec`` naming the field). No reader configured → ``DecisionUnavailable``.
+  (``InvalidSpec`` naming the field); a Flow provider's queries must resolve
+  (``presets.flow_queries``: the selector's grammar, a generic engine's queries). No reader
+  configured → ``DecisionUnavailable``.
+* **Flow** (``flow``): the queries of ``presets.flow_queries`` are read like Prometheus metrics
+  (one instant query each, same deadline and body cap); a fresh reading is decided once by
+  ``flow.flow_result`` from the ``FlowMemo`` carried in the ``Reading`` (every path that replaces
+  the reading carries it on: a failed or refused read leaves the flow state as it was), and a sync
+  that reuses the reading reuses its decision.
 * **Cadence** (as an ElasticScaler MetricsTrigger): a provider is read at most once per
   ``--metrics-trigger-poll-interval``; a sync in between (a target event, our own write's echo)
   reuses the last reading, against the target as it is now. A spec change (generation) or a new
@@ -36,6 +45,8 @@ from escaler.api.llmscaler import LLMScaler, MetricProvider
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
 from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, effective_interval
+from escaler.reconcilers.llmscaler.flow import FlowMemo, flow_config, flow_result, flow_source, signal_targets
+from escaler.reconcilers.llmscaler.presets import flow_queries
 from escaler.reconcilers.llmscaler.provider import (
     CUSTOM_SOURCE,
     CustomReading,
@@ -81,6 +92,9 @@ class Reading:
     tag: _Tag
     recommend: RecommendResult
     rows: tuple[MetricStatus, ...]
+    # metricProvider Flow: flow sizing's state and what it was computed under; None before the first
+    # flow decision (or for another provider)
+    flow: FlowMemo | None = None
 
 
 @dataclass(frozen=True)
@@ -123,19 +137,20 @@ class LLMRecommender:
         """The scaler is gone: drop its queued read, and the result of a running one."""
         self._executor.discard(read_key(namespace, name))
 
-    def recommend(self, scaler: LLMScaler, memory: Reading | None) -> Outcome:
+    def recommend(self, scaler: LLMScaler, memory: Reading | None, current: int = 0) -> Outcome:
         mono = self._clock.monotonic()
         tag: _Tag = (scaler.metadata.uid or "", scaler.metadata.generation or 0)
+        carried = memory.flow if memory is not None else None
         early = self._preflight(scaler)
         if early is not None:
-            return Outcome(early, (), Reading(mono, tag, early, ()))
+            return Outcome(early, (), Reading(mono, tag, early, (), carried))
         key = read_key(scaler.namespace, scaler.name)
-        fin = self._executor.take(key)
-        if fin is not None and fin.tag == tag:
-            return self._consume(scaler, fin, tag)
-        same = memory is not None and memory.tag == tag
         every = effective_interval(scaler.spec.poll_interval_seconds, self._poll_interval,
                                    self._min_poll_interval)
+        fin = self._executor.take(key)
+        if fin is not None and fin.tag == tag:
+            return self._consume(scaler, fin, tag, carried, current, every)
+        same = memory is not None and memory.tag == tag
         if same and memory is not None and every > 0 and mono - memory.at < every * REUSE_FRACTION:
             return Outcome(memory.recommend, memory.rows, memory)
         if self._executor.pending(key):
@@ -147,10 +162,10 @@ class LLMRecommender:
         if submitted == Submitted.FULL:
             rr = _unavailable(scaler, f"too many provider reads are queued in namespace {scaler.namespace}; "
                                       "retrying at the next poll")
-            return Outcome(rr, (), Reading(mono, tag, rr, ()))
+            return Outcome(rr, (), Reading(mono, tag, rr, (), carried))
         fin = self._executor.take(key)  # an inline executor has finished already
         if fin is not None and fin.tag == tag:
-            return self._consume(scaler, fin, tag)
+            return self._consume(scaler, fin, tag, carried, current, every)
         return _pending(scaler, memory)
 
     # ------------------------------------------------------------------ steps
@@ -162,6 +177,14 @@ class LLMRecommender:
                 return RecommendResult.invalid(
                     "spec.customProvider: required when metricProvider is Custom", kind=FROM_DECISION)
             refused = self._refused("spec.customProvider.url", spec.custom_provider.url, FROM_DECISION)
+        elif spec.metric_provider == MetricProvider.FLOW:
+            if spec.flow is None:
+                return RecommendResult.invalid("spec.flow: required when metricProvider is Flow")
+            try:
+                total = len(flow_queries(spec.flow))
+            except ValueError as err:
+                return RecommendResult.invalid(str(err))
+            refused = self._refused("spec.flow.endpoint", spec.flow.endpoint, FROM_METRICS, total=total)
         else:
             if spec.prometheus is None:
                 return RecommendResult.invalid(
@@ -194,15 +217,24 @@ class LLMRecommender:
             assert cp is not None
             url, timeout = cp.url, float(cp.timeout_seconds)
             return lambda: reader.custom(url, timeout)
+        if spec.metric_provider == MetricProvider.FLOW:
+            flow = spec.flow
+            assert flow is not None
+            endpoint, timeout = flow.endpoint, float(flow.timeout_seconds)
+            flow_q = [q for _, q in flow_queries(flow)]
+            return lambda: tuple(reader.prometheus(endpoint, q, timeout) for q in flow_q)
         prom = spec.prometheus
         assert prom is not None
         endpoint, timeout = prom.endpoint, float(prom.timeout_seconds)
         queries = [m.query for m in prom.metrics]
         return lambda: tuple(reader.prometheus(endpoint, q, timeout) for q in queries)
 
-    def _consume(self, scaler: LLMScaler, fin: Finished, tag: _Tag) -> Outcome:
+    def _consume(self, scaler: LLMScaler, fin: Finished, tag: _Tag, carried: FlowMemo | None, current: int,
+                 every: float) -> Outcome:
         spec = scaler.spec
         rows: tuple[MetricStatus, ...] = ()
+        if spec.metric_provider == MetricProvider.FLOW:
+            return self._consume_flow(scaler, fin, tag, carried, current, every)
         if spec.metric_provider == MetricProvider.CUSTOM:
             assert spec.custom_provider is not None
             reading = fin.value if isinstance(fin.value, CustomReading) else \
@@ -220,7 +252,23 @@ class LLMRecommender:
                 if s.error is not None:
                     self._count_error(scaler)
             rr, rows = prometheus_result(prom.endpoint, prom.metrics, samples)
-        return Outcome(rr, rows, Reading(fin.submitted_at, tag, rr, rows))
+        return Outcome(rr, rows, Reading(fin.submitted_at, tag, rr, rows, carried))
+
+    def _consume_flow(self, scaler: LLMScaler, fin: Finished, tag: _Tag, carried: FlowMemo | None,
+                      current: int, every: float) -> Outcome:
+        """A fresh flow reading, decided once (``flow.flow_result``; the time is the read's start)."""
+        flow = scaler.spec.flow
+        assert flow is not None
+        queries = flow_queries(flow)
+        samples = fin.value if isinstance(fin.value, tuple) and len(fin.value) == len(queries) else \
+            tuple(Sample.fail(f"the query failed: {fin.error or 'nothing was returned'}") for _ in queries)
+        for s in samples:
+            if s.error is not None:
+                self._count_error(scaler)
+        config = flow_config(scaler.spec, every)
+        rr, rows, memo = flow_result(flow.endpoint, queries, samples, config, carried, now=fin.submitted_at,
+                                     current=current, targets=signal_targets(flow, config))
+        return Outcome(rr, rows, Reading(fin.submitted_at, tag, rr, rows, memo))
 
     def _count_error(self, scaler: LLMScaler) -> None:
         self._metrics.metric_errors.labels(scaler.namespace, scaler.name).inc()
@@ -230,6 +278,9 @@ def _unavailable(scaler: LLMScaler, why: str) -> RecommendResult:
     spec = scaler.spec
     if spec.metric_provider == MetricProvider.CUSTOM:
         return RecommendResult.no_decision(CUSTOM_SOURCE, why, kind=FROM_DECISION)
+    if spec.metric_provider == MetricProvider.FLOW and spec.flow is not None:
+        return RecommendResult.no_decision(flow_source(spec.flow.endpoint), why,
+                                           total=len(flow_queries(spec.flow)))
     total = len(spec.prometheus.metrics) if spec.prometheus is not None else 0
     endpoint = spec.prometheus.endpoint if spec.prometheus is not None else "(none)"
     return RecommendResult.no_decision(f"Prometheus {endpoint}", why, total=total)

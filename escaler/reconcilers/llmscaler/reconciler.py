@@ -16,7 +16,8 @@ turns either into status and events::
                for InsufficientCapacity) → AbleToScale=False/TargetNotFound / TargetUnreadable /
                InvalidSpec on failure (only AbleToScale and observedGeneration are written)
     recommend  ``recommend.LLMRecommender``: Prometheus (max of ceil(value / targetPerReplica) over
-               the usable metrics) or the custom provider, off the reconcile worker on the outbound
+               the usable metrics), the custom provider, or flow sizing (``flow``: its state kept
+               in this memory, per scaler object), off the reconcile worker on the outbound
                executor (the sync that starts a read writes nothing; its completion wakes us)
     fallback   with ``spec.fallback``: the consecutive polls (a new reading, not a reused one)
                without a usable signal, seeded once from ``status.fallback`` — the ElasticScaler's
@@ -141,7 +142,8 @@ class _Memory:
     uid: str
     # the pipeline state (stabilization history, deferral); None until the first decision
     state: PipelineState | None = None
-    # the last provider reading (reused until the next poll); None before the first
+    # the last provider reading (reused until the next poll), with flow sizing's state (Flow); None
+    # before the first
     reading: Reading | None = None
     # (resourceVersion, parse) of the last object version loaded
     parsed: tuple[str, _Parsed] | None = field(default=None, repr=False)
@@ -205,7 +207,7 @@ class LLMScalerReconciler:
         target = self._targets.read(sync, scaler.namespace, ref)
         if isinstance(target, Hold):
             return self.reporter.hold(sync, target)
-        out = self._rec.recommend(scaler, mem.reading)
+        out = self._rec.recommend(scaler, mem.reading, target.snapshot.spec_replicas)
         fresh = out.memory is not mem.reading  # a reused reading is the same object
         mem.reading = out.memory
         if out.pending:

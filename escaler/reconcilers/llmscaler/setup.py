@@ -18,8 +18,8 @@ What it registers (the ElasticScaler's pieces, for another kind):
 * the poller (leader-only, sharded like the ElasticScaler's) enqueuing every LLMScaler once per
   ``poll_interval`` (``--metrics-trigger-poll-interval``; 0 = events only);
 * the production ``ProviderReader``: Prometheus instant queries
-  (``escaler.signals.prometheus.query_prometheus``) and custom-provider GETs
-  (``provider.read_custom``), both on one ``HttpClient`` with the SSRF address policy
+  (``escaler.signals.prometheus.query_prometheus``; the Flow provider's queries too) and
+  custom-provider GETs (``provider.read_custom``), both on one ``HttpClient`` with the SSRF address policy
   (``--allow-endpoint-networks``) and the ``--allowed-endpoint-hosts`` hook.
 
 ``bindings`` and ``scaler_metrics`` are shared across kinds (``escaler.cli.manager`` passes the

@@ -1,0 +1,183 @@
+"""LLMScaler ``metricProvider: Flow`` on the real control plane (SPEC §8, §15), asserted on what a user
+sees: the Deployment at the flow's count, the status conditions and rows
+(``kubectl get llms -o yaml``), and ``python -m escaler explain --kind LLMScaler`` naming the flow's
+steps.
+
+One ``python -m escaler manager`` watching the test's namespace (poll interval 2 s), a fake Prometheus
+(``hack/fake_metrics.PrometheusServer``) answering the vLLM preset's queries — the exact PromQL the
+manager builds from ``spec.flow`` (``escaler.reconcilers.llmscaler.presets``) — and a kwok
+Deployment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from escaler.api.llmflow import FlowProvider
+from escaler.reconcilers.llmscaler.presets import flow_queries
+
+from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
+from .es_helpers import apply, deployment, replicas
+from .webhook import free_port
+
+pytestmark = pytest.mark.e2e
+
+GROUP = "llm.escaler.io/v1alpha1"
+# one replica: 8000 prompt tokens/s prefilled, 1500 tokens/s decoded
+CAPACITY = {"prefillTokensPerSecond": 8000, "decodeTokensPerSecond": 1500}
+
+
+@pytest.fixture
+def manager(cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The manager, watching only the test's namespace; yields its log."""
+    log = tmp_path_factory.mktemp("llm-flow-manager") / "manager.log"
+    args = [
+        sys.executable, "-m", "escaler", "manager",
+        f"--kubeconfig={cluster.kubeconfig}",
+        f"--namespace={namespace}",
+        "--webhook-port=0",
+        "--metrics-trigger-poll-interval=2s",
+        "--metrics-bind-address=127.0.0.1:0",
+        "--health-probe-bind-address=127.0.0.1:0",
+        f"--api-bind-address=127.0.0.1:{free_port()}",
+        "--log-format=json",
+        # the fake Prometheus listens on loopback, refused by default (SSRF guard)
+        "--allow-endpoint-networks=127.0.0.0/8",
+    ]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    wait_synced(proc, log)
+    try:
+        yield log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def flow(endpoint: str) -> dict[str, Any]:
+    return {"engine": "vllm", "selector": 'model_name="llama-3-8b"', "endpoint": endpoint,
+            "timeoutSeconds": 2, "capacity": CAPACITY, "ttftSeconds": 2, "coldStartSeconds": 30}
+
+
+def scaler(name: str, target: str, endpoint: str) -> dict[str, Any]:
+    return {"apiVersion": GROUP, "kind": "LLMScaler", "metadata": {"name": name}, "spec": {
+        "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+        "minReplicas": 1, "maxReplicas": 12, "metricProvider": "Flow", "flow": flow(endpoint),
+        "scaleDown": {"stabilizationWindowSeconds": 0}}}
+
+
+def answer(prometheus: PrometheusServer, values: dict[str, float | None]) -> None:
+    """The fake Prometheus answers each preset query of ``flow`` with ``values[signal]`` (None: no series)."""
+    for signal, query in flow_queries(FlowProvider.model_validate(flow(prometheus.url))):
+        value = values.get(signal, 0.0)
+        if value is None:
+            with prometheus._lock:
+                prometheus.answers.pop(query, None)
+        else:
+            prometheus.set(query, value)
+
+
+def load(prompt: float, generated: float, requests: float) -> dict[str, float | None]:
+    """A steady load: no queue, a TTFT p90 of 0.5 s, no request over the objective, no burst above it."""
+    return {"promptTokensRate": prompt, "generationTokensRate": generated, "waiting": 0.0,
+            "requestsRate": requests, "ttftP90": 0.5, "ttftMissShare": 0.0, "ttftMissShareLong": 0.0,
+            "burstPromptTokensRate": prompt, "burstGenerationTokensRate": generated}
+
+
+def get(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
+    return dict(cluster.kubectl_json("get", "llmscaler", name, "-n", ns))
+
+
+def conds(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def wait_for(cluster: Cluster, ns: str, name: str, what: str, check: Any, log: Path,
+             timeout: float = 60) -> dict[str, Any]:
+    last: dict[str, Any] = {}
+
+    def probe() -> dict[str, Any] | None:
+        nonlocal last
+        last = get(cluster, ns, name)
+        return last if check(last) else None
+
+    try:
+        return dict(eventually(probe, timeout=timeout, what=what))
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nstatus: {last.get('status')}\nmanager log:\n"
+                             f"{log.read_text(errors='replace')[-3000:]}") from None
+
+
+def explain(cluster: Cluster, ns: str, name: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "escaler", "explain", "--kind", "LLMScaler", "-n", ns, name,
+                          f"--kubeconfig={cluster.kubeconfig}"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_flow_sizes_the_deployment_and_explain_names_the_steps(
+    cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: Path
+) -> None:
+    # 16000 prompt tok/s / 8000 + 3000 generated tok/s / 1500 = 4 replicas at 100 %; / 0.85 → 5. The
+    # TTFT p90 of 0.5 s less the mean prompt's 0.2 s prefill (16000 / 10 req/s / 8000) is 0.3 s of
+    # queueing: within the 1 s budget (half the objective), the utilisation target stays
+    answer(prometheus, load(16000, 3000, 10))
+    apply(cluster, namespace, deployment("llama", 1))
+    apply(cluster, namespace, scaler("llama", "llama", prometheus.url))
+    eventually(lambda: replicas(cluster, namespace, "llama") == 5, timeout=60, what="llama at 5")
+    obj = wait_for(cluster, namespace, "llama", "AbleToScale=True/Synced at 5",
+                   lambda o: (conds(o).get("AbleToScale") or {}).get("reason") == "Synced"
+                   and (o.get("status") or {}).get("currentReplicas") == 5, manager)
+    cs, st = conds(obj), obj["status"]
+    assert (cs["ScalingActive"]["status"], cs["ScalingActive"]["reason"]) == ("True", "MetricsAvailable")
+    assert cs["ScalingActive"]["message"] == "evaluated 9 of 9 metrics; recommends 5 replicas"
+    assert {**cs["ScalingActive"], "type": "DecisionAvailable"} == cs["DecisionAvailable"]
+    assert (cs["MetricsPipeline"]["status"], cs["Validated"]["status"]) == ("True", "True")
+    assert (cs["ScalingLimited"]["status"], cs["ScalingLimited"]["reason"]) == ("False", "DesiredWithinRange")
+    rows = {m["name"]: m for m in st["currentMetrics"]}
+    assert [m["type"] for m in st["currentMetrics"]] == ["Flow"] * 9 + ["FlowDecision"] * 6
+    assert (rows["promptTokensRate"]["value"], rows["promptTokensRate"]["target"]) == (16000, 8000)
+    assert (rows["work"]["value"], rows["need"]["value"], rows["need"]["recommendedReplicas"]) == (4, 5, 5)
+    last = st["recentDecisions"][-1]
+    assert (last["from"], last["to"]) == (1, 5)
+    work = "work: 16000 prompt tok/s / 8000 + 3000 generated tok/s / 1500 = 4.000 replicas at 100 %"
+    assert work in last["reason"]
+
+    text = explain(cluster, namespace, "llama")
+    assert "provider Flow" in text
+    assert "   - Flow promptTokensRate: value 16000 (vs 8000 per replica)" in text
+    block = text[text.index("1b. Flow sizing"):text.index("2. Recommendation")]
+    for figure in ("work 4:", "backlog 0:", "planned 4:", "utilization 0.85:", "headroom 0:", "need 5:"):
+        assert f"\n   {figure}" in block, block
+    for step in (work, "queueing delay 0.3 s within budget: utilisation target 0.85",
+                 "flow need: ceil(4.000 / 0.85 + 0.000) = 5", "need: 5 + 0 headroom = 5",
+                 "up at once: 1 -> 5"):
+        assert step in text, text
+    assert "Health: ok" in text
+
+    # the load doubles: up at once to ceil(8 / 0.85) = 10
+    answer(prometheus, load(32000, 6000, 20))
+    eventually(lambda: replicas(cluster, namespace, "llama") == 10, timeout=60, what="llama at 10")
+
+    # a signal the flow reads stops answering: DecisionUnavailable naming it, the count held
+    answer(prometheus, {**load(32000, 6000, 20), "waiting": None})
+    obj = wait_for(cluster, namespace, "llama", "ScalingActive=False/DecisionUnavailable",
+                   lambda o: (conds(o).get("ScalingActive") or {}).get("reason") == "DecisionUnavailable",
+                   manager)
+    message = conds(obj)["ScalingActive"]["message"]
+    assert message.startswith(f"Flow {prometheus.url}: waiting: "), message
+    assert "no series" in message
+    assert (conds(obj)["MetricsPipeline"]["reason"]) == "PartialMetrics"
+    assert replicas(cluster, namespace, "llama") == 10
