@@ -16,7 +16,7 @@ from pathlib import Path
 
 from escaler.scaling.predict import MAX_SLOTS
 from escaler.sim.engine import SimOptions
-from escaler.sim.model import ProfileError, load_profile
+from escaler.sim.model import DEFAULT_PROFILE, PROFILES, ProfileError, load_profile
 from escaler.sim.predictive import DEFAULT_SLOTS, season_for
 from escaler.sim.progress import MODES as PROGRESS_MODES
 from escaler.sim.progress import reporter
@@ -103,7 +103,8 @@ def add_parser(
                    help="divide every arrival time: 24 replays a day in an hour (default: 1)")
     t.add_argument("--duration", type=_positive, default=None,
                    help="keep the first N seconds (after --speedup; default: all)")
-    t.add_argument("--seed", type=int, default=0, help="seed of every random draw (default: 0)")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of every random draw: the trace's, the replicas' cold starts (default: 0)")
     s = p.add_argument_group("policies")
     s.add_argument("--policy", type=_policies, default=list(POLICIES),
                    help=f"comma list of {', '.join(ALL_POLICIES)} (default: {','.join(POLICIES)}; "
@@ -139,8 +140,9 @@ def add_parser(
     o.add_argument("--ttft-slo", type=_positive, default=2.0, help="TTFT objective, seconds (default: 2)")
     o.add_argument("--tpot-slo", type=_positive, default=0.1,
                    help="time-per-output-token objective, seconds (default: 0.1)")
-    o.add_argument("--profile", metavar="YAML", default=None,
-                   help="replica profile fields overriding the defaults (docs/simulator.md)")
+    o.add_argument("--profile", metavar="NAME|YAML", default=None,
+                   help=f"replica profile: a shipped one ({', '.join(PROFILES)}) or a YAML file of fields "
+                        f"overriding the defaults (default: {DEFAULT_PROFILE}; docs/simulator.md)")
     o.add_argument("--min-replicas", type=_count, default=1, help="default: 1")
     o.add_argument("--max-replicas", type=_count, default=64, help="default: 64")
     o.add_argument("--initial-replicas", type=_count, default=None,
@@ -187,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
         options=SimOptions(profile=profile,
                            initial_replicas=(max(1, args.min_replicas) if args.initial_replicas is None
                                              else args.initial_replicas),
-                           min_replicas=args.min_replicas, max_replicas=args.max_replicas),
+                           min_replicas=args.min_replicas, max_replicas=args.max_replicas,
+                           seed=args.seed),
         slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo,
                        oscillation_window_s=profile.cold_start_s), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,

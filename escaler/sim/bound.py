@@ -2,9 +2,15 @@
 
 Contract of ``lower_bound(arrivals, profile, slo, goal, initial_replicas, ...)`` → ``Bound``:
 
-* **Work.** A request costs a replica at least ``prompt / prefill_tokens_per_s`` seconds of
-  prefill and ``output x decode_step_s(B) / B`` seconds of decode, ``B = max_batch`` (its share of
-  full-batch iterations: no iteration serves a token more cheaply, ``work``). A request that meets
+* **Work.** A request costs a replica at least ``prefill_s(prompt - cached, cached)`` seconds of
+  prefill and ``output x (decode_base_s / B + decode_per_seq_s) + decode_per_kv_token_s x`` (the
+  context its ``output - 1`` decode steps read: ``(output - 1) x prompt + output x (output - 1) /
+  2``) seconds of decode, ``B = max_batch`` (its share of full-batch iterations: no iteration
+  serves a token more cheaply, ``work``). ``cached`` is the most a prefix cache can serve it
+  (``reusable``): its blocks whose hash an earlier arrival of the trace carries, in any position
+  (every replica sharing one unbounded cache), at most ``prompt - 1`` tokens; a block shared by
+  several requests is so charged once, to the first to arrive, and that request needs it by its
+  own deadline whoever computes it. A request that meets
   the SLO has its prefill done by ``arrival + ttft_s`` and its decode by ``arrival + ttft_s +
   (output - 1) x tpot_s``.
 * **Capacity.** Time is cut into buckets of ``bucket_s``; ``c[k]`` is the mean number of serving
@@ -19,14 +25,16 @@ Contract of ``lower_bound(arrivals, profile, slo, goal, initial_replicas, ...)``
   (``_doomed``: a request runs on one replica, so no fleet helps it) fails in every schedule: it
   spends the budget first and carries no work. Every schedule that meets the goal satisfies every
   such constraint.
-* **Cold starts.** A replica started costs ``cold_start_s`` before it serves (the engine charges
-  from creation): the bound adds ``cold_start_s x max(0, c[k] - c[k-1])`` for every rise, from
-  the ``initial_replicas`` serving at 0 (averaging a schedule over buckets never adds rises); and
-  before ``cold_start_s`` has passed only the initial replicas can serve (``c[k] <=
-  initial_replicas``). ``c[k] <= max_replicas``.
-* The bound is the linear program's minimum of ``bucket_s x sum(c) + cold_start_s x
+* **Cold starts.** A replica started costs at least ``min_startup_s`` before it serves (the
+  engine charges from creation; the least start-up the profile can draw: the cold start's floor,
+  plus the node delay when every new replica needs a node): the bound adds ``min_startup_s x
+  max(0, c[k] - c[k-1])`` for every rise, from the ``initial_replicas`` serving at 0 (averaging a
+  schedule over buckets never adds rises); and before ``min_startup_s`` has passed only the
+  initial replicas can serve (``c[k] <= initial_replicas``). ``c[k] <= max_replicas``.
+* The bound is the linear program's minimum of ``bucket_s x sum(c) + min_startup_s x
   sum(rises)`` (scipy's HiGHS), in replica-hours. It relaxes integrality, batching below ``B``,
-  the KV cache and the order of service, so a real policy pays more: **no policy beats it**. When
+  the KV cache, the order of service, the cold starts' spread and the prefix caches' size and
+  placement, so a real policy pays more: **no policy beats it**. When
   the program is infeasible no policy can meet the goal with these bounds: ``reachable`` is False
   and ``replica_hours`` is None (a report prints no ratio then).
 * Pure and deterministic: the same inputs give the same ``Bound``.
@@ -45,7 +53,7 @@ from scipy.sparse import coo_matrix
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.trace import Arrival
 
-__all__ = ["DEFAULT_BUCKET_S", "WINDOWS", "Bound", "lower_bound", "work"]
+__all__ = ["DEFAULT_BUCKET_S", "WINDOWS", "Bound", "lower_bound", "reusable", "work"]
 
 # the time resolution of the capacity variables
 DEFAULT_BUCKET_S = 10.0
@@ -67,20 +75,38 @@ class Bound:
     mean_replicas: float | None
 
 
-def work(a: Arrival, profile: ReplicaProfile) -> tuple[float, float]:
-    """The least replica-seconds of prefill and of decode ``a`` costs (module docstring)."""
-    b = profile.max_batch
-    return a.prompt_tokens / profile.prefill_tokens_per_s, a.output_tokens * profile.decode_step_s(b) / b
+def work(a: Arrival, profile: ReplicaProfile, cached: int = 0) -> tuple[float, float]:
+    """The least replica-seconds of prefill and of decode ``a`` costs with ``cached`` of its prompt
+    tokens served by a prefix cache (module docstring)."""
+    p, o = a.prompt_tokens, a.output_tokens
+    per_token = profile.decode_base_s / profile.max_batch + profile.decode_per_seq_s
+    context = (o - 1) * p + o * (o - 1) / 2  # the KV tokens its decode steps read
+    return profile.prefill_s(p - cached, cached), o * per_token + profile.decode_per_kv_token_s * context
 
 
-def _buckets(arrivals: Sequence[Arrival], profile: ReplicaProfile, ttft_s: float, tpot_s: float,
-             bucket_s: float) -> list[list[tuple[float, float, float]]]:
+def reusable(arrivals: Sequence[Arrival], profile: ReplicaProfile) -> list[int]:
+    """For each arrival, the most prompt tokens any prefix cache can serve it (module docstring):
+    O(blocks) per arrival."""
+    block = profile.prefix_block_tokens
+    if not block:
+        return [0] * len(arrivals)
+    seen: set[int] = set()
+    out = []
+    for a in arrivals:
+        hits = sum(1 for h in a.hash_ids if h in seen)
+        out.append(min(hits * block, a.prompt_tokens - 1) if hits else 0)
+        seen.update(a.hash_ids)
+    return out
+
+
+def _buckets(arrivals: Sequence[Arrival], cached: Sequence[int], profile: ReplicaProfile, ttft_s: float,
+             tpot_s: float, bucket_s: float) -> list[list[tuple[float, float, float]]]:
     """Per bucket of arrival: each request's (total work, prefill due, decode due), prefill work
     carried by its first item only through ``_due_by``."""
     n = max(1, math.ceil(max(a.t for a in arrivals) / bucket_s + 1e-12))
     out: list[list[tuple[float, float, float]]] = [[] for _ in range(n)]
-    for a in arrivals:
-        pre, dec = work(a, profile)
+    for a, c in zip(arrivals, cached, strict=True):
+        pre, dec = work(a, profile, c)
         k = min(n - 1, int(a.t // bucket_s))
         out[k].append((pre, a.t + ttft_s, dec))
         out[k].append((0.0, a.t + ttft_s + max(a.output_tokens - 1, 0) * tpot_s, 0.0))
@@ -103,15 +129,15 @@ def _due_by(items: list[tuple[float, float, float]], ends: np.ndarray) -> np.nda
     return total
 
 
-def _doomed(a: Arrival, profile: ReplicaProfile, ttft_s: float, tpot_s: float) -> bool:
-    """Whether ``a`` misses its SLO even alone on an idle replica: its first iteration (the decode
-    step of a batch of one plus its whole prompt) is longer than ``ttft_s``, or, with more than one
-    output token, a batch of one steps slower than ``tpot_s``. A request is served by one replica,
-    so no fleet size helps it."""
-    step = profile.decode_step_s(1)
-    if step + a.prompt_tokens / profile.prefill_tokens_per_s > ttft_s * (1 + 1e-12):
+def _doomed(a: Arrival, cached: int, profile: ReplicaProfile, ttft_s: float, tpot_s: float) -> bool:
+    """Whether ``a`` misses its SLO even alone on an idle replica with the most its prefix can hit:
+    its first iteration (the decode step of a batch of one plus its prompt less ``cached``) is longer
+    than ``ttft_s``, or, with more than one output token, a batch of one reading its prompt steps
+    slower than ``tpot_s``. A request is served by one replica, so no fleet size helps it."""
+    if (profile.decode_step_s(1, 0) + profile.prefill_s(a.prompt_tokens - cached, cached)
+            > ttft_s * (1 + 1e-12)):
         return True
-    return a.output_tokens > 1 and step > tpot_s * (1 + 1e-12)
+    return a.output_tokens > 1 and profile.decode_step_s(1, a.prompt_tokens) > tpot_s * (1 + 1e-12)
 
 
 def _fail_lines(items: list[tuple[float, float, float]]) -> list[tuple[float, float]]:
@@ -141,14 +167,16 @@ def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s:
     if not bucket_s > 0:
         raise ValueError(f"lower_bound: bucket_s must be > 0, got {bucket_s}")
     may_fail = math.floor((1 - goal) * len(arrivals) + 1e-9)
-    doomed = sum(1 for a in arrivals if _doomed(a, profile, ttft_s, tpot_s))
+    cached = reusable(arrivals, profile)
+    fate = [_doomed(a, c, profile, ttft_s, tpot_s) for a, c in zip(arrivals, cached, strict=True)]
+    doomed = sum(fate)
     if doomed > may_fail:
         return Bound(False, None, goal, bucket_s, may_fail, None)
-    possible = [a for a in arrivals if not _doomed(a, profile, ttft_s, tpot_s)]
+    possible = [(a, c) for a, c, lost in zip(arrivals, cached, fate, strict=True) if not lost]
     if not possible:
         return Bound(True, 0.0, goal, bucket_s, may_fail, 0.0)
     budget = may_fail - doomed
-    buckets = _buckets(possible, profile, ttft_s, tpot_s, bucket_s)
+    buckets = _buckets([a for a, _ in possible], [c for _, c in possible], profile, ttft_s, tpot_s, bucket_s)
     last_due = max(d for b in buckets for _, d, _ in b)
     n = max(len(buckets), math.ceil(last_due / bucket_s))
     nb = len(buckets)
@@ -188,8 +216,9 @@ def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s:
             row([(G + k, slope), (F + k, -1.0)], -a)  # a + slope*g <= f
     row([(F + k, 1.0) for k in range(nb)], float(budget))
     a_ub = coo_matrix((vals, (rows, cols)), shape=(len(rhs), nvar)).tocsr()
-    cost = np.concatenate([np.full(n, bucket_s), np.full(n, profile.cold_start_s), np.zeros(2 * nb)])
-    warm_only = int(profile.cold_start_s // bucket_s)  # buckets that end before a started replica serves
+    startup = profile.min_startup_s
+    cost = np.concatenate([np.full(n, bucket_s), np.full(n, startup), np.zeros(2 * nb)])
+    warm_only = int(startup // bucket_s)  # buckets that end before a started replica serves
     cap = float(max_replicas)
     bounds = ([(0.0, min(float(initial_replicas), cap) if j < warm_only else cap) for j in range(n)]
               + [(0.0, None)] * n

@@ -4,8 +4,10 @@ Contract of ``simulate(arrivals, policy, options)``:
 
 * Simulated time only: a heap of ``(time, sequence, kind, payload)`` events, popped in order
   (the sequence number breaks ties in the order events were scheduled, so a run is a pure
-  function of its inputs: same trace, profile, policy and options → the same ``Run``). Nothing
-  sleeps and nothing reads a clock.
+  function of its inputs: same trace, profile, policy and options → the same ``Run``; the one
+  random draw, each new replica's start-up, comes from ``random.Random(options.seed)``, so the
+  n-th replica a run creates draws the same start-up under every policy). Nothing sleeps and
+  nothing reads a clock.
 * Events: a request arrives (``Fleet.arrive``); a replica starts serving; a replica ends an
   iteration; a **scrape** every ``scrape_interval_s`` (what a Prometheus scraping the servers
   would hold: per-replica gauges and, over the last interval, the requests that arrived, the
@@ -124,6 +126,8 @@ class SimOptions:
     scrape_interval_s: float = 1.0
     # how long past the last arrival an unserviceable run may go on
     horizon_s: float = 3600.0
+    # seed of the replicas' start-up draws (escaler.sim.model: cold start, node delay)
+    seed: int = 0
 
 
 @dataclass
@@ -156,7 +160,7 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     def schedule(t: float, kind: str, payload: object) -> None:
         heapq.heappush(heap, (t, next(seq), kind, payload))
 
-    fleet = Fleet(options.profile, schedule)
+    fleet = Fleet(options.profile, schedule, options.seed)
     start = min(max(options.initial_replicas, options.min_replicas), options.max_replicas)
     fleet.scale_to(start, 0.0)
     for r in fleet.replicas:  # a running service starts warm

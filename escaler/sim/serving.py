@@ -4,7 +4,8 @@ Contract of ``Fleet`` (driven by ``escaler.sim.engine``; it never reads a clock,
 given ``now`` and asks for future work through the ``schedule(t, kind, replica)`` callback):
 
 * ``scale_to(n, now)`` makes the fleet ``n`` replicas, as a Deployment's ``spec.replicas`` would:
-  new replicas start now and serve after the profile's ``cold_start_s`` (they cost from now);
+  new replicas start now and serve after the profile's ``startup_s``, drawn per replica from the
+  fleet's ``random.Random(seed)`` in creation order (they cost from now);
   removed ones are chosen like a ReplicaSet does — replicas not serving yet first (newest first),
   then serving ones with the fewest requests in flight (newest first on a tie). A removed serving
   replica is taken out of routing at once and finishes what it holds (its queue and its batch)
@@ -13,21 +14,25 @@ given ``now`` and asks for future work through the ``schedule(t, kind, replica)`
   requests (waiting + running; join-shortest-queue), lowest id on a tie. With no such replica the
   request waits in the fleet's own queue, handed out (JSQ, first come first served) when a
   replica starts serving.
-* A replica batches as ``escaler.sim.model.ReplicaProfile`` says. ``iteration_done(replica, now)``
-  ends its current iteration and starts the next one when it has work.
+* A replica batches as ``escaler.sim.model.ReplicaProfile`` says, with its own prefix cache (an LRU
+  of block hashes). ``iteration_done(replica, now)`` ends its current iteration and starts the next
+  one when it has work. Planning an iteration costs O(its prefill chunks + the requests it admits),
+  not O(its batch): the decoding batch's context is kept as a running sum.
 * Every request ends exactly once, in ``finished`` (``RequestRecord``: arrival, first token, done,
   replica).
 * ``gauges()`` is what a real server exports, per serving replica: ``num_requests_running``,
   ``num_requests_waiting``, KV-cache utilization; ``prompt_tokens_total`` and
-  ``generation_tokens_total`` are the fleet's counters (prompt tokens prefilled, tokens generated:
-  a first token counts as generated), advanced at the end of each iteration.
+  ``generation_tokens_total`` are the fleet's counters (prompt tokens prefilled — not those a prefix
+  cache hit served —, tokens generated: a first token counts as generated), advanced at the end of
+  each iteration.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections import deque
+import random
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,8 +60,13 @@ class RequestRecord:
     replica: int | None = None
     # tokens generated so far
     generated: int = 0
-    # prompt tokens prefilled so far (chunked prefill spreads a prompt over iterations)
+    # prompt tokens prefilled so far, a prefix cache hit included (chunked prefill spreads a prompt
+    # over iterations)
     prefilled: int = 0
+    # the trace's hashes of the prompt's blocks (escaler.sim.model: prefix cache), and the prompt
+    # tokens a prefix cache hit served (never prefilled)
+    hash_ids: tuple[int, ...] = ()
+    cached: int = 0
 
     @property
     def ttft(self) -> float:
@@ -90,6 +100,11 @@ class Replica:
     chunks: list[tuple[RequestRecord, int]] = field(default_factory=list)
     busy: bool = False
     kv_used: int = 0
+    # the decoding sequences' context: at step s they read kv_context + len(running) x s KV tokens
+    # (a sequence ending at step e adds prompt + output - e when it starts decoding)
+    kv_context: int = 0
+    # the prefix cache: block hashes, least recently used first (at most the profile's blocks)
+    prefix: OrderedDict[int, None] = field(default_factory=OrderedDict)
 
     @property
     def in_flight(self) -> int:
@@ -109,9 +124,14 @@ class Gauge:
 class Fleet:
     """See the module docstring."""
 
-    def __init__(self, profile: ReplicaProfile, schedule: Schedule) -> None:
+    def __init__(self, profile: ReplicaProfile, schedule: Schedule, seed: int = 0) -> None:
         self.profile = profile
         self._schedule = schedule
+        self._rng = random.Random(seed)  # each new replica's start-up draw, in creation order
+        self._prefix_blocks = profile.prefix_cache_blocks
+        # 1 / the context scale (0: no context term), the prefill rate: read every iteration
+        self._inv_scale = 1.0 / profile.prefill_context_scale if profile.prefill_context_scale else 0.0
+        self._prefill_rate = profile.prefill_tokens_per_s
         self.replicas: list[Replica] = []  # every replica ever made, by id
         self._active: list[Replica] = []  # not removed, not draining, by id
         self.pending: deque[RequestRecord] = deque()
@@ -139,7 +159,7 @@ class Fleet:
     def scale_to(self, n: int, now: float) -> None:
         active = self._active
         for _ in range(n - len(active)):
-            r = Replica(self._next_id, created=now, ready_at=now + self.profile.cold_start_s)
+            r = Replica(self._next_id, created=now, ready_at=now + self.profile.startup_s(self._rng))
             self._next_id += 1
             self.replicas.append(r)
             active.append(r)
@@ -165,7 +185,7 @@ class Fleet:
     # ------------------------------------------------------------------ requests
 
     def arrive(self, a: Arrival, now: float) -> None:
-        self._route(RequestRecord(a.t, a.prompt_tokens, a.output_tokens), now)
+        self._route(RequestRecord(a.t, a.prompt_tokens, a.output_tokens, hash_ids=a.hash_ids), now)
 
     def _route(self, req: RequestRecord, now: float) -> None:
         best: Replica | None = None
@@ -186,12 +206,16 @@ class Fleet:
         p = self.profile
         budget = p.max_batched_tokens - len(r.running) if p.max_batched_tokens else None
         chunks: list[tuple[RequestRecord, int]] = []
+        # the iteration's prefill: tokens, and sum of tokens x the context each attends to on average
+        prefill, attended = 0, 0.0
         for req in r.admitted:  # prompts part-way through their prefill go first
             if budget is not None and budget <= 0:
                 break
             left = req.prompt_tokens - req.prefilled
             chunk = left if budget is None else min(left, budget)
             chunks.append((req, chunk))
+            prefill += chunk
+            attended += chunk * (req.prefilled + chunk * 0.5)
             budget = None if budget is None else budget - chunk
         while (r.waiting and len(r.running) + len(r.admitted) < p.max_batch
                and (budget is None or budget > 0)):
@@ -202,8 +226,13 @@ class Fleet:
             r.waiting.popleft()
             r.kv_used += need
             r.admitted.append(head)
-            chunk = head.prompt_tokens if budget is None else min(head.prompt_tokens, budget)
+            if head.hash_ids and self._prefix_blocks:
+                head.cached = head.prefilled = self._prefix_hit(r, head)
+            left = head.prompt_tokens - head.prefilled
+            chunk = left if budget is None else min(left, budget)
             chunks.append((head, chunk))
+            prefill += chunk
+            attended += chunk * (head.prefilled + chunk * 0.5)
             budget = None if budget is None else budget - chunk
         batch = len(r.running) + len(chunks)
         r.chunks = chunks
@@ -211,8 +240,30 @@ class Fleet:
             r.busy = False
             return
         r.busy = True
-        prefill = sum(c for _, c in chunks)
-        self._schedule(now + p.decode_step_s(batch) + prefill / p.prefill_tokens_per_s, ITERATION, r)
+        kv = r.kv_context + len(r.running) * r.step
+        self._schedule(now + p.decode_step_s(batch, kv)
+                       + (prefill + attended * self._inv_scale) / self._prefill_rate, ITERATION, r)
+
+    def _prefix_hit(self, r: Replica, req: RequestRecord) -> int:
+        """The prompt tokens ``r``'s prefix cache serves ``req``: its leading blocks found (each
+        touched, most recent now), at most all but the prompt's last token."""
+        lru = r.prefix
+        hits = 0
+        for h in req.hash_ids:
+            if h not in lru:
+                break
+            lru.move_to_end(h)
+            hits += 1
+        return min(hits * self.profile.prefix_block_tokens, req.prompt_tokens - 1)
+
+    def _prefix_store(self, r: Replica, req: RequestRecord) -> None:
+        """Enter ``req``'s blocks, prefilled now, in ``r``'s prefix cache; evict the least recent."""
+        lru = r.prefix
+        for h in req.hash_ids:
+            lru[h] = None
+            lru.move_to_end(h)
+        while len(lru) > self._prefix_blocks:
+            lru.popitem(last=False)
 
     def iteration_done(self, r: Replica, now: float) -> None:
         """End ``r``'s iteration: every running sequence gets a token, every chunk is prefilled and
@@ -220,7 +271,9 @@ class Fleet:
         self.generation_tokens_total += len(r.running)
         r.step += 1
         while r.running and r.running[0][0] <= r.step:
-            self._finish(r, heapq.heappop(r.running)[2], now)
+            end, _, done = heapq.heappop(r.running)
+            r.kv_context -= done.prompt_tokens + done.output_tokens - end
+            self._finish(r, done, now)
         prefilling: list[RequestRecord] = []
         chunked = {id(req) for req, _ in r.chunks}
         for req, chunk in r.chunks:
@@ -232,10 +285,14 @@ class Fleet:
             req.first_token = now
             req.generated = 1
             self.generation_tokens_total += 1
+            if req.hash_ids and self._prefix_blocks:
+                self._prefix_store(r, req)
             if req.output_tokens <= 1:
                 self._finish(r, req, now)
             else:  # one token per iteration from here: the last one output_tokens - 1 iterations on
-                heapq.heappush(r.running, (r.step + req.output_tokens - 1, next(self._order), req))
+                end = r.step + req.output_tokens - 1
+                r.kv_context += req.prompt_tokens + req.output_tokens - end
+                heapq.heappush(r.running, (end, next(self._order), req))
         # admitted prompts that got no chunk this iteration (the budget ran out) keep their place
         r.admitted = prefilling + [q for q in r.admitted if id(q) not in chunked]
         r.chunks = []

@@ -67,7 +67,8 @@ def test_the_drift_check_names_the_differing_files(tmp_path: Path) -> None:
 def test_package_data_globs_cover_every_data_file() -> None:
     globs = PYPROJECT["tool"]["setuptools"]["package-data"]["escaler"]
     data = [p.relative_to(PACKAGE).as_posix() for p in sorted((PACKAGE / "data").rglob("*")) if p.is_file()]
-    data += [p.relative_to(PACKAGE).as_posix() for p in sorted((PACKAGE / "sim" / "data").glob("*"))]
+    data += [p.relative_to(PACKAGE).as_posix() for p in sorted((PACKAGE / "sim" / "data").rglob("*"))
+             if p.is_file()]
     uncovered = [f for f in data if not any(fnmatch.fnmatch(f, g) for g in globs)]
     assert data and not uncovered, f"package data not shipped in the wheel: {uncovered}"
 

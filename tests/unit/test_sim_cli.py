@@ -119,10 +119,11 @@ def test_drop_failed_reaches_the_loader_and_says_what_it_dropped(tmp_path: Path,
 
 
 def busy_trace(tmp_path: Path, rows: int) -> Path:
-    """8 requests/s of 2,000-token prompts: more than one replica of work from the start."""
+    """8 requests/s of 6,000-token prompts: more than one replica of work from the start (the default
+    profile prefills 25,000 tokens/s)."""
     t = tmp_path / "busy.csv"
     t.write_text("arrival_s,prompt_tokens,output_tokens\n"
-                 + "".join(f"{i * 0.125:.3f},2000,{40 + i % 80}\n" for i in range(rows)))
+                 + "".join(f"{i * 0.125:.3f},6000,{40 + i % 80}\n" for i in range(rows)))
     return t
 
 
@@ -176,8 +177,8 @@ def test_tuned_baselines_report_the_best_point_of_their_sweep(tmp_path: Path) ->
     for name, per_target in (("hpa", 1), ("kpa", 3)):
         detail = json.loads((out / f"{name}.json").read_text())
         sweep, row = detail["sweep"], detail["summary"]
-        assert len(sweep) == 6 * per_target  # six targets (fractions of the max batch 64), kpa x 3 delays
-        assert {p["target"] for p in sweep} == {8, 16, 24, 32, 48, 64}
+        assert len(sweep) == 6 * per_target  # six targets (fractions of the max batch 256), kpa x 3 delays
+        assert {p["target"] for p in sweep} == {32, 64, 96, 128, 192, 256}
         met = [p for p in sweep if p["attainment"] >= 0.99]
         best = (min(met, key=lambda p: p["replica_hours"]) if met
                 else max(sweep, key=lambda p: (p["attainment"], -p["replica_hours"])))

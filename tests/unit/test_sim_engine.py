@@ -12,9 +12,12 @@ from escaler.sim.model import ReplicaProfile
 from escaler.sim.report import SloTargets, summarize
 from escaler.sim.trace import Arrival
 
+# the closed-form cases: no context terms (escaler.sim.model), a constant cold start
+FLAT = {"prefill_context_scale": 0.0, "decode_per_kv_token_s": 0.0}
+
 # one sequence per iteration, no batching gain: a replica is a D/D/1 server
 SERIAL = ReplicaProfile(max_batch=1, prefill_tokens_per_s=10_000, decode_base_s=0.01, decode_per_seq_s=0.0,
-                        kv_capacity_tokens=100_000, cold_start_s=30.0)
+                        kv_capacity_tokens=100_000, cold_start_s=30.0, cold_start_p90_s=30.0, **FLAT)
 
 
 @dataclass
@@ -80,7 +83,7 @@ def test_join_shortest_queue_spreads_a_burst_over_the_replicas() -> None:
 def test_continuous_batching_shares_iterations() -> None:
     prof = ReplicaProfile(max_batch=8, prefill_tokens_per_s=10_000, decode_base_s=0.01,
                           decode_per_seq_s=0.001,
-                          kv_capacity_tokens=100_000, cold_start_s=0.0)
+                          kv_capacity_tokens=100_000, cold_start_s=0.0, cold_start_p90_s=0.0, **FLAT)
     burst = [Arrival(0.0, 100, 5) for _ in range(4)]
     run = simulate(burst, Fixed(1), SimOptions(profile=prof))
     first, *rest = run.requests
@@ -151,7 +154,8 @@ def test_invalid_options_are_refused() -> None:
 
 # chunked prefill: 10,000 prompt tokens/s, a 0.01 s decode step, a budget of 4,096 tokens
 CHUNKED = ReplicaProfile(max_batch=8, prefill_tokens_per_s=10_000, decode_base_s=0.01, decode_per_seq_s=0.0,
-                         kv_capacity_tokens=100_000, cold_start_s=0.0, max_batched_tokens=4096)
+                         kv_capacity_tokens=100_000, cold_start_s=0.0, cold_start_p90_s=0.0,
+                         max_batched_tokens=4096, **FLAT)
 
 
 def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget() -> None:

@@ -138,7 +138,7 @@ def test_slo_policy_with_the_inflight_signal_keeps_a_loaded_fleet() -> None:
 
 PROFILE = ReplicaProfile(max_batch=16, prefill_tokens_per_s=20_000, decode_base_s=0.01,
                          decode_per_seq_s=0.001,
-                         kv_capacity_tokens=200_000, cold_start_s=20.0)
+                         kv_capacity_tokens=200_000, cold_start_s=20.0, cold_start_p90_s=20.0)
 
 
 def ramp() -> list[Arrival]:
@@ -218,7 +218,7 @@ def test_the_verdicts_say_plainly_who_beats_whom_and_whether_the_slo_goal_is_met
 
 
 FLOW_PROFILE = ReplicaProfile(max_batch=64, prefill_tokens_per_s=10_000, decode_base_s=0.012,
-                              decode_per_seq_s=0.0003)
+                              decode_per_seq_s=0.0003, decode_per_kv_token_s=0.0)
 
 
 def flow(**kw: object) -> FlowPolicy:
