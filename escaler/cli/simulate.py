@@ -23,7 +23,6 @@ from escaler.sim.progress import reporter
 from escaler.sim.report import SloTargets, markdown_table
 from escaler.sim.runner import (
     ALL_POLICIES,
-    DEFAULT_SLO_CONCURRENCY,
     POLICIES,
     Experiment,
     run_experiment,
@@ -115,16 +114,17 @@ def add_parser(
                         f"(default: {DEFAULT_SLOTS})")
     s.add_argument("--metric", choices=METRICS, default="inflight",
                    help="per-replica metric apa and hpa scale on (default: inflight = running + waiting)")
-    s.add_argument("--target", type=_positive, default=32.0,
-                   help="per-replica target of --metric; kpa's concurrency target (default: 32)")
+    s.add_argument("--target", type=_positive, default=None,
+                   help="per-replica target of --metric; kpa's concurrency target (default: half the "
+                        "profile's max batch; 0.7 for kv)")
     s.add_argument("--poll-interval", type=_positive, default=30.0,
                    help="apa and slo poll interval, seconds (the manager's default: 30)")
     s.add_argument("--slo-percentile", type=_positive, default=90.0,
                    help="the TTFT percentile the SLO engine sizes on (default: 90)")
-    s.add_argument("--slo-concurrency", type=_count, default=DEFAULT_SLO_CONCURRENCY,
+    s.add_argument("--slo-concurrency", type=_count, default=None,
                    help="the SLO engine's spec.concurrencyPerReplica for its in-flight signal "
-                        "(spec.inflight); 0 sizes on TTFT alone "
-                        f"(default: {DEFAULT_SLO_CONCURRENCY})")
+                        "(spec.inflight); 0 sizes on TTFT alone (default: 28/64 of the profile's max "
+                        "batch)")
     s.add_argument("--kpa-scale-down-delay", type=_nonneg, default=0.0,
                    help="kpa: Knative's scale-down-delay, seconds: a lower count applies once it has held "
                         "this long (default: 0, Knative's default)")

@@ -55,21 +55,28 @@ from escaler.sim.fixed import INITIAL_WINDOW_S, FixedResult, cheapest_fixed, ste
 from escaler.sim.hpa import HpaPolicy
 from escaler.sim.intervals import Comparison, Interval, blocks, compare
 from escaler.sim.kpa import KpaPolicy
+from escaler.sim.model import ReplicaProfile
 from escaler.sim.oracle import MAX_UTILIZATION, OraclePolicy
 from escaler.sim.policies import ApaPolicy, FlowPolicy, SloPolicy, flow_capacity
 from escaler.sim.predictive import DAY_S, DEFAULT_SLOTS, PredictivePolicy
 from escaler.sim.report import SloTargets, markdown_table, summarize
 from escaler.sim.trace import Arrival
 
-__all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle", "run_experiment"]
+__all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle",
+           "default_slo_concurrency", "default_target", "run_experiment"]
 
 # the default set
 POLICIES = ("apa", "slo", "flow", "hpa", "kpa", "oracle")
 # every name --policy takes: the default set and the opt-in ones
 ALL_POLICIES = (*POLICIES, "predictive")
-# the SLO policy's concurrencyPerReplica by default: the default profile's max batch (64) less
-# headroom for the TTFT objective; docs/simulator.md shows the sweep
-DEFAULT_SLO_CONCURRENCY = 28
+# the SLO policy's concurrencyPerReplica by default, as a share of the profile's max batch: 28 of a
+# batch of 64, the batch less headroom for the TTFT objective (docs/simulator.md shows the sweep)
+SLO_CONCURRENCY_SHARE = 28 / 64
+# apa's, the HPA's and the KPA's per-replica in-flight target by default, as a share of the max
+# batch (32 of 64); --tune-baselines sweeps TUNE_BATCH_FRACTIONS of it instead
+TARGET_SHARE = 0.5
+# a kv target (a utilization) is not a count
+DEFAULT_KV_TARGET = 0.7
 # the decision-quality goal for the SLO engine policy: this attainment at this multiple of the
 # lower bound's replica-hours
 GOAL_ATTAINMENT = 0.99
@@ -93,13 +100,15 @@ class Experiment:
     options: SimOptions = field(default_factory=SimOptions)
     slo: SloTargets = field(default_factory=SloTargets)
     policies: Sequence[str] = POLICIES
-    # what apa and the HPA scale on, and the per-replica target (kpa: concurrency per replica)
+    # what apa and the HPA scale on, and the per-replica target (kpa: concurrency per replica);
+    # None: default_target of the profile (metric_target())
     metric: str = "inflight"
-    target: float = 32.0
+    target: float | None = None
     # the SLO engine's TTFT percentile
     slo_percentile: float = 90.0
-    # the SLO policy's spec.concurrencyPerReplica for spec.inflight; 0 = TTFT only
-    slo_concurrency: int = DEFAULT_SLO_CONCURRENCY
+    # the SLO policy's spec.concurrencyPerReplica for spec.inflight; 0 = TTFT only; None:
+    # default_slo_concurrency of the profile (concurrency())
+    slo_concurrency: int | None = None
     poll_s: float = 30.0
     # the attainment goal: the oracle's calibration, the references and the verdicts
     goal: float = 0.99
@@ -114,14 +123,24 @@ class Experiment:
     # recorded in the report
     settings: dict[str, Any] = field(default_factory=dict)
 
+    def metric_target(self) -> float:
+        """The per-replica target of ``metric``: the given one, or the profile's default."""
+        return self.target if self.target is not None else default_target(self.metric, self.options.profile)
+
+    def concurrency(self) -> int:
+        """The SLO policy's concurrencyPerReplica: the given one, or the profile's default."""
+        if self.slo_concurrency is not None:
+            return self.slo_concurrency
+        return default_slo_concurrency(self.options.profile)
+
 
 def build(name: str, exp: Experiment) -> Policy:
     o = exp.options
     if name == "apa":
-        return ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s)
+        return ApaPolicy(exp.metric, exp.metric_target(), o.min_replicas, o.max_replicas, poll_s=exp.poll_s)
     if name == "slo":
         return SloPolicy(exp.slo.ttft_s, o.min_replicas, o.max_replicas, percentile=exp.slo_percentile,
-                         concurrency_per_replica=exp.slo_concurrency,
+                         concurrency_per_replica=exp.concurrency(),
                          poll_s=exp.poll_s)
     if name == "flow":
         config = service_config(flow_capacity(o.profile), cold_start_s=o.profile.cold_start_s,
@@ -133,12 +152,12 @@ def build(name: str, exp: Experiment) -> Policy:
                           poll_s=exp.poll_s, burst_lookback_s=config.down_delay_s)
     if name == "predictive":
         return PredictivePolicy(
-            ApaPolicy(exp.metric, exp.target, o.min_replicas, o.max_replicas, poll_s=exp.poll_s),
+            ApaPolicy(exp.metric, exp.metric_target(), o.min_replicas, o.max_replicas, poll_s=exp.poll_s),
             exp.season_s, exp.predict_slots, horizon_s=o.profile.cold_start_s + exp.poll_s)
     if name == "hpa":
-        return HpaPolicy(exp.metric, exp.target)
+        return HpaPolicy(exp.metric, exp.metric_target())
     if name == "kpa":
-        return KpaPolicy(exp.target, scale_down_delay_s=exp.kpa_scale_down_delay_s)
+        return KpaPolicy(exp.metric_target(), scale_down_delay_s=exp.kpa_scale_down_delay_s)
     raise ValueError(f"policy: must be one of {', '.join(ALL_POLICIES)}, got {name!r}")
 
 
@@ -166,6 +185,20 @@ def calibrate_oracle(exp: Experiment, progress: Progress | None = None) -> tuple
                        exp.options, progress(f"oracle u={lo:.3f}") if progress is not None else None)
         best = (low, lo)
     return best
+
+
+def default_slo_concurrency(profile: ReplicaProfile) -> int:
+    """The SLO policy's ``concurrencyPerReplica`` when none is given: ``SLO_CONCURRENCY_SHARE`` of the
+    profile's max batch (at least 1)."""
+    return max(1, round(SLO_CONCURRENCY_SHARE * profile.max_batch))
+
+
+def default_target(metric: str, profile: ReplicaProfile) -> float:
+    """The baselines' per-replica target of ``metric`` when none is given: ``TARGET_SHARE`` of the
+    profile's max batch for a count of requests, ``DEFAULT_KV_TARGET`` for ``kv``."""
+    if metric == "kv":
+        return DEFAULT_KV_TARGET
+    return float(max(1, round(TARGET_SHARE * profile.max_batch)))
 
 
 def tune_targets(exp: Experiment) -> tuple[float, ...]:
@@ -446,9 +479,10 @@ def compare_runs(runs: Mapping[str, Run], fixed: Run | None,
 
 def _settings(exp: Experiment) -> dict[str, Any]:
     o = exp.options
-    return {**exp.settings, "requests": len(exp.arrivals), "metric": exp.metric, "target": exp.target,
-            "poll_s": exp.poll_s, "ttft_slo_s": exp.slo.ttft_s, "tpot_slo_s": exp.slo.tpot_s,
-            "slo_percentile": exp.slo_percentile, "slo_concurrency": exp.slo_concurrency,
+    return {**exp.settings, "requests": len(exp.arrivals), "metric": exp.metric,
+            "target": exp.metric_target(), "poll_s": exp.poll_s, "ttft_slo_s": exp.slo.ttft_s,
+            "tpot_slo_s": exp.slo.tpot_s,
+            "slo_percentile": exp.slo_percentile, "slo_concurrency": exp.concurrency(),
             "goal": exp.goal, "kpa_scale_down_delay_s": exp.kpa_scale_down_delay_s,
             "tuned_baselines": list(TUNED) if exp.tune else [],
             **({"season_s": exp.season_s, "predict_slots": exp.predict_slots}

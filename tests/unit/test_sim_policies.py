@@ -276,3 +276,17 @@ def test_flow_policy_miss_share_counts_ttft_and_tpot_above_their_bucket() -> Non
     sc = token_scrapes(120, 10_000, 0, serving=2, ttfts=(3.0,), tpots=(0.05,))
     p.decide(View(90.0, 2, 2, sc[:90]))
     assert any("burst headroom: 100 % of requests" in x for x in p.last_steps)
+
+
+def test_the_baselines_default_targets_follow_the_profiles_batch() -> None:
+    """A target tuned for a batch of 64 would over-provision a replica that runs 256 (the default
+    profile since the profiles have sources): the defaults are shares of the profile's max batch."""
+    arrivals = [Arrival(0.0, 100, 10)]
+    small = Experiment(arrivals=arrivals, options=SimOptions(profile=ReplicaProfile(max_batch=64)))
+    assert (small.metric_target(), small.concurrency()) == (32.0, 28)
+    default = Experiment(arrivals=arrivals)
+    assert default.options.profile.max_batch == 256
+    assert (default.metric_target(), default.concurrency()) == (128.0, 112)
+    assert Experiment(arrivals=arrivals, metric="kv").metric_target() == 0.7
+    given = Experiment(arrivals=arrivals, target=9.0, slo_concurrency=0)
+    assert (given.metric_target(), given.concurrency()) == (9.0, 0)
