@@ -53,6 +53,10 @@ same steps in words, for ``escaler explain`` and status):
    start never sheds a replica that would be needed back before a new one could serve.
 7. Clamp to ``[min_replicas, max_replicas]``.
 
+Every interval and window above is compared with ``JITTER_S`` of slack (an interval that has all
+but passed counts as passed, a point that has all but left a window as left): polls a second off
+their period decide as polls on it.
+
 ``FlowState`` carries what the next decision needs (the trimmed target, the work and need
 histories, the headroom, the last change); ``FlowState()`` is the start. ``FlowDecision.signals``
 holds the figures of the steps (work, backlog, planned, utilization, headroom, need).
@@ -63,9 +67,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-__all__ = ["MIN_DOWN_DELAY_S", "FlowCapacity", "FlowConfig", "FlowDecision", "FlowReading", "FlowState",
-           "decide_flow", "down_delay", "service_config"]
+__all__ = ["JITTER_S", "MIN_DOWN_DELAY_S", "FlowCapacity", "FlowConfig", "FlowDecision", "FlowReading",
+           "FlowState", "decide_flow", "down_delay", "service_config"]
 
+# a time this close to one of the decision's boundaries (an interval since the last change, a window's
+# edge) counts as at it: a real manager's polls land milliseconds to a second off their period, and
+# two polls one interval apart must not flip a decision on that (the simulator's, exactly on the
+# period, decide the same)
+JITTER_S = 1.0
 # the down delay is two cold starts and at least this: a replica kept after its need long enough
 # that a burst's return finds it (a fast cold start would otherwise shed one after every burst)
 MIN_DOWN_DELAY_S = 300.0
@@ -244,7 +253,7 @@ def _headroom(state: FlowState, r: FlowReading, now: float,
               c: FlowConfig) -> tuple[int, float | None, str | None]:
     h, since = state.headroom, state.headroom_since
     miss, long = r.miss_share, r.long_miss_share
-    grown_recently = since is not None and now - since < c.headroom_interval_s
+    grown_recently = since is not None and now - since < c.headroom_interval_s - JITTER_S
     if (miss is not None and long is not None and miss > c.miss_budget and long > c.miss_budget
             and not grown_recently):
         step = min(math.ceil(miss / c.miss_budget), max(1, math.ceil(r.current / 4)))
@@ -252,7 +261,7 @@ def _headroom(state: FlowState, r: FlowReading, now: float,
                                f"(long window {100 * long:.3g} %) > {100 * c.miss_budget:g} %: "
                                f"{h} -> {h + step}")
     calm = long is None or long < c.miss_budget / 2
-    if h > 0 and calm and (since is None or now - since >= c.headroom_decay_s):
+    if h > 0 and calm and (since is None or now - since >= c.headroom_decay_s - JITTER_S):
         return h - 1, now, (f"burst headroom: misses under half the budget for "
                             f"{c.headroom_decay_s:g} s: {h} -> {h - 1}")
     return h, since, (f"burst headroom: {h}" if h else None)
@@ -305,7 +314,7 @@ def _direction(need: int, needs: tuple[tuple[float, int], ...], r: FlowReading, 
         return need, f"up at once: {cur} -> {need} (starting replicas count as capacity)"
     if need == cur:
         return cur, None
-    if state.last_change is not None and now - state.last_change < c.down_delay_s:
+    if state.last_change is not None and now - state.last_change < c.down_delay_s - JITTER_S:
         return cur, f"down held: last change {now - state.last_change:.0f} s ago < {c.down_delay_s:g} s"
     held = min(cur, max(n for _, n in needs))
     return held, f"down to the largest need of the last {c.down_delay_s:g} s: {held}"
@@ -330,7 +339,7 @@ def decide_flow(reading: FlowReading, config: FlowConfig, state: FlowState) -> F
         f"{work:.3f} replicas at 100 %"]
     backlog, per_req, why = _backlog(r, work, state, c)
     steps.append(why)
-    history = (*(p for p in state.work if p[0] > now - c.trend_window_s), (now, work))
+    history = (*(p for p in state.work if p[0] > now - c.trend_window_s + JITTER_S), (now, work))
     planned, why = _planned(work, history, now, c)
     steps.append(why)
     u, why = _trim(state.utilization if state.utilization is not None else c.utilization, r.queue_delay_s, c)
@@ -351,7 +360,8 @@ def decide_flow(reading: FlowReading, config: FlowConfig, state: FlowState) -> F
     steps.append(why)
     need = base + headroom
     steps.append(f"need: {base} + {headroom} headroom = {need}")
-    needs = (*(p for p in (state.needs or ((now, cur),)) if p[0] > now - c.down_delay_s), (now, need))
+    needs = (*(p for p in (state.needs or ((now, cur),)) if p[0] > now - c.down_delay_s + JITTER_S),
+             (now, need))
     desired, why = _direction(need, needs, r, state, c)
     steps.append(why)
     final = _clamp(desired, c)

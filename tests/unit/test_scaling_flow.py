@@ -139,11 +139,29 @@ def test_burst_headroom_grows_on_misses_once_per_interval_and_decays_slowly() ->
     d = decide_flow(reading(120, 12, 10_000, 0, miss_share=0.5, long_miss_share=0.009), c, d.state)
     assert d.signals["headroom"] == 5
     # calm (long share under half the budget): one less per decay period
-    d = decide_flow(reading(659, 12, 10_000, 0, miss_share=0.0, long_miss_share=0.001), c, d.state)
+    d = decide_flow(reading(658, 12, 10_000, 0, miss_share=0.0, long_miss_share=0.001), c, d.state)
     assert d.signals["headroom"] == 5
-    d = decide_flow(reading(660, 12, 10_000, 0, miss_share=0.0, long_miss_share=0.001), c, d.state)
+    # 600 s after the last change, less a poll's jitter
+    d = decide_flow(reading(659.5, 12, 10_000, 0, miss_share=0.0, long_miss_share=0.001), c, d.state)
     assert d.signals["headroom"] == 4
     assert d.signals["need"] == 2 + 4  # ceil(1.0 / 0.8) + headroom
+
+
+def test_a_poll_a_few_milliseconds_early_decides_as_one_on_its_period() -> None:
+    """A real manager's polls land a little off their period; the simulator's land on it. Both must
+    decide alike: before the slack, a poll 60 s less 3 ms after the headroom grew did not grow it
+    again (the e2e replay caught the manager two replicas under the simulator in a burst)."""
+    c = config(miss_budget=0.01, headroom_interval_s=60.0, down_delay_s=300.0)
+    miss = {"miss_share": 0.02, "long_miss_share": 0.02}
+    on = decide_flow(reading(0, 12, 10_000, 0, **miss), c, FlowState())
+    early = decide_flow(reading(59.997, 12, 10_000, 0, **miss), c, on.state)
+    exact = decide_flow(reading(60, 12, 10_000, 0, **miss), c, on.state)
+    assert early.signals["headroom"] == exact.signals["headroom"] == 4
+    # the down delay too: a change 300 s less 4 ms ago no longer holds the count
+    up = decide_flow(reading(0, 2, 40_000, 0), config(down_delay_s=300.0, seed_headroom=False), FlowState())
+    c2 = config(down_delay_s=300.0, seed_headroom=False)
+    downs = [decide_flow(reading(t, up.replicas, 1_000, 0), c2, up.state).replicas for t in (299.996, 300.0)]
+    assert downs[0] == downs[1] < up.replicas
 
 
 def test_the_burst_floor_sizes_on_the_short_range_peak() -> None:
