@@ -1,13 +1,14 @@
-"""LLMScaler ``metricProvider: Flow`` (SPEC §8, §15): the ``spec.flow`` section.
+"""Flow sizing's inputs (SPEC §8, §15, §9): ``FlowSizing``, and the LLMScaler's ``spec.flow``
+(``metricProvider: Flow``), ``FlowProvider``.
 
 Flow sizing (``escaler.scaling.flow``) sizes a fleet on the work flowing through it: prompt
 tokens/s over one replica's prefill rate plus generated tokens/s over its decode rate, a waiting
 backlog drained over a set time, a trend that only raises, a utilisation target trimmed by
-queueing delay and burst headroom learned from latency misses. ``spec.flow`` names where its
-signals come from and what one replica can do:
+queueing delay and burst headroom learned from latency misses. ``FlowSizing`` names its signals and
+what one replica can do — everything but where the signals are read:
 
 * ``engine`` — ``vllm``, ``sglang`` or ``tgi``: a preset writes the PromQL of every signal
-  (``escaler.reconcilers.llmscaler.presets``), scoped to the target's pods by ``selector``;
+  (``escaler.reconcilers.flowpresets``), scoped to the target's pods by ``selector``;
   ``generic``: every signal is given in ``queries``. A preset's query is overridden per signal
   by the same ``queries`` field.
 * ``selector`` — a PromQL label-matcher list (``model_name="llama-3-8b"``,
@@ -23,22 +24,31 @@ signals come from and what one replica can do:
   objective for the burst headroom); without them there is no latency trim and no headroom
   growth.
 * ``utilization`` (0.85), ``coldStartSeconds`` (120: the forecast horizon with one poll, and
-  the down delay, twice it), ``rateWindowSeconds`` (60: the range of every ``rate()``),
-  ``endpoint`` and ``timeoutSeconds`` as ``prometheus`` has them (the same URL rule, and the
-  manager's ``--allowed-endpoint-hosts`` and address policy at read time).
+  the down delay, twice it), ``rateWindowSeconds`` (60: the range of every ``rate()``).
 
-Rules (CEL and ``validate``, each naming its field): a preset engine requires ``selector``, and
-``generic`` refuses it (it would be ignored); ``generic`` requires ``queries.promptTokensRate``
-and ``queries.generationTokensRate``; the selector's grammar as above; a latency query override
-needs its objective (``queries.ttft*`` needs ``ttftSeconds``, ``queries.tpot*`` ``tpotSeconds``);
-an objective on an engine without that preset (``tgi`` has no TTFT histogram and its TPOT
-buckets are not round numbers; ``generic`` has none) needs ``queries.<ttft|tpot>MissShare``.
+Where the signals are read is the embedding's: ``FlowProvider`` (the LLMScaler's ``spec.flow``) adds
+``endpoint`` and ``timeoutSeconds`` as ``prometheus`` has them (the same URL rule, and the manager's
+``--allowed-endpoint-hosts`` and address policy at read time); an ``LLMSLORequirement``'s ``spec.flow``
+is a ``FlowSizing``, read through the SLO decision engine's Prometheus as its other signals.
+
+Rules (CEL and ``validate``, each naming its field). On ``FlowSizing``: a preset engine requires
+``selector``, and ``generic`` refuses it (it would be ignored); ``generic`` requires
+``queries.promptTokensRate`` and ``queries.generationTokensRate``; the selector's grammar as above.
+The latency rules (``objective_rules``) are declared by the model that holds the objectives — the flow
+itself for ``FlowProvider``, the requirement's spec for an ``LLMSLORequirement``, whose ``ttft`` and
+``otps`` set them too: a latency query override needs its objective (``queries.ttft*`` needs
+``ttftSeconds``, ``queries.tpot*`` ``tpotSeconds``); an objective on an engine without that preset
+(``tgi`` has no TTFT histogram and its TPOT buckets are not round numbers; ``generic`` has none) needs
+``queries.<ttft|tpot>MissShare``. ``FlowProvider``'s rules, in order: ``endpoint``'s URL rule, the
+``FlowSizing`` rules, the latency rules.
 
 This module imports only pydantic, the standard library and ``escaler.api``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -61,7 +71,9 @@ __all__ = [
     "FlowEngine",
     "FlowProvider",
     "FlowQueries",
+    "FlowSizing",
     "ReplicaCapacity",
+    "objective_rules",
     "selector_ok",
 ]
 
@@ -163,7 +175,7 @@ class ReplicaCapacity(KubeModel):
         gt=0, le=1e9, description="Tokens one replica decodes per second at its full batch.")
 
 
-def _has_query(m: FlowProvider, signal: str) -> bool:
+def _has_query(m: FlowSizing, signal: str) -> bool:
     return m.queries is not None and getattr(m.queries, _attr(signal)) is not None
 
 
@@ -175,6 +187,9 @@ _PRESETS_CEL = "['" + "', '".join(str(e) for e in PRESET_ENGINES) + "']"
 # objective → the engines that preset its miss share
 _SHARE_PRESETS = {"ttftSeconds": (FlowEngine.VLLM, FlowEngine.SGLANG),
                   "tpotSeconds": (FlowEngine.VLLM, FlowEngine.SGLANG)}
+# objective → why tgi and generic need its miss share given
+_SHARE_WHY = {"ttftSeconds": "tgi has no TTFT histogram",
+              "tpotSeconds": "tgi's TPOT buckets are not round numbers"}
 
 
 def _required_query(signal: str) -> Rule:
@@ -187,36 +202,96 @@ def _required_query(signal: str) -> Rule:
     )
 
 
-def _needs_objective(objective: str, signal: str) -> Rule:
-    attr = _attr(objective)
+@dataclass(frozen=True)
+class _Where:
+    """Where the flow is, seen from the model a latency rule is declared on (``self``), and which of that
+    model's fields also set an objective (see ``objective_rules``)."""
+
+    # "" (``self`` is the flow) or the name of the field holding it (``self.<at>``)
+    at: str
+    # objective (``ttftSeconds``, ``tpotSeconds``) → the field of ``self`` that also sets it
+    alternates: Mapping[str, str]
+
+    @property
+    def guard(self) -> str:
+        return f"!has(self.{self.at}) || " if self.at else ""
+
+    def cel(self, path: str) -> str:
+        return f"self.{self.at}.{path}" if self.at else f"self.{path}"
+
+    def name(self, path: str) -> str:
+        return f"{self.at}.{path}" if self.at else path
+
+    def objective_cel(self, objective: str) -> str:
+        alt = self.alternates.get(objective)
+        own = f"has({self.cel(objective)})"
+        return f"{own} || has(self.{alt})" if alt else own
+
+    def objective_words(self, objective: str) -> str:
+        alt = self.alternates.get(objective)
+        return f"a {objective[:4].upper()} objective ({self.name(objective)} or {alt})" if alt else objective
+
+    def flow(self, m: Any) -> Any:
+        return getattr(m, self.at) if self.at else m
+
+    def objective_set(self, m: Any, objective: str) -> bool:
+        alt = self.alternates.get(objective)
+        return getattr(self.flow(m), _attr(objective)) is not None or (
+            alt is not None and getattr(m, _attr(alt)) is not None)
+
+
+def _needs_objective(w: _Where, objective: str, signal: str) -> Rule:
+    query = w.name(f"queries.{signal}")
     return Rule(
-        rule=f"!has(self.queries) || !has(self.queries.{signal}) || has(self.{objective})",
-        message=f"queries.{signal} needs {objective}: the latency signals are read only with their "
-        "objective",
-        check=lambda m: not _has_query(m, signal) or getattr(m, attr) is not None,
-        field_path=f".queries.{signal}",
+        rule=f"{w.guard}!has({w.cel('queries')}) || !has({w.cel(f'queries.{signal}')}) || "
+        f"{w.objective_cel(objective)}",
+        message=f"{query} needs {w.objective_words(objective)}: the latency signals are read only with "
+        "their objective",
+        check=lambda m: (w.flow(m) is None or not _has_query(w.flow(m), signal)
+                         or w.objective_set(m, objective)),
+        field_path=f".{query}",
     )
 
 
-def _share_for_objective(objective: str, why: str) -> Rule:
-    share = f"{objective[:4]}MissShare"
+def _share_for_objective(w: _Where, objective: str) -> Rule:
+    signal = f"{objective[:4]}MissShare"
+    share = w.name(f"queries.{signal}")
     engines = _SHARE_PRESETS[objective]
     cel_engines = "['" + "', '".join(str(e) for e in engines) + "']"
+    objective_cel = w.objective_cel(objective)
+    unset = f"!({objective_cel})" if objective in w.alternates else f"!{objective_cel}"
     return Rule(
-        rule=f"!has(self.{objective}) || self.engine in {cel_engines} || "
-        f"(has(self.queries) && has(self.queries.{share}))",
-        message=f"{objective} needs queries.{share} with engine tgi or generic (no preset reads it: {why})",
-        check=lambda m: getattr(m, _attr(objective)) is None or m.engine in engines or _has_query(m, share),
-        field_path=f".queries.{share}",
+        rule=f"{w.guard}{unset} || {w.cel('engine')} in {cel_engines} || "
+        f"(has({w.cel('queries')}) && has({w.cel(f'queries.{signal}')}))",
+        message=f"{w.objective_words(objective)} needs {share} with engine tgi or generic (no preset reads "
+        f"it: {_SHARE_WHY[objective]})",
+        check=lambda m: (w.flow(m) is None or not w.objective_set(m, objective)
+                         or w.flow(m).engine in engines or _has_query(w.flow(m), signal)),
+        field_path=f".{share}",
         reason="FieldValueRequired",
     )
 
 
-class FlowProvider(KubeModel):
-    """Flow sizing's inputs: the engine's signals, one replica's capacity, the objectives."""
+def objective_rules(at: str = "", alternates: Mapping[str, str] | None = None) -> tuple[Rule, ...]:
+    """The latency rules of a flow (see the module docstring), declared on the model that holds the
+    objectives: the flow itself (``at=""``: ``FlowProvider``), or the model whose field ``at`` is the
+    flow (``LLMSLORequirementSpec``, ``at="flow"``), where ``alternates`` names, per objective, a field of
+    that model that sets it too (``{"ttftSeconds": "ttft"}``). A query override of a latency signal
+    needs its objective; an objective with ``tgi`` or ``generic`` needs its miss share given."""
+    w = _Where(at, dict(alternates or {}))
+    return (
+        *(_needs_objective(w, o, s) for o, signals in LATENCY_SIGNALS.items() for s in signals),
+        *(_share_for_objective(w, o) for o in LATENCY_SIGNALS),
+    )
 
+
+class FlowSizing(KubeModel):
+    """Flow sizing's inputs: the engine's signals, one replica's capacity, the objectives (where the
+    signals are read from is the embedding's: ``FlowProvider`` adds an endpoint)."""
+
+    # the rules on the signals; the latency rules (objective_rules) are declared by the model holding
+    # the objectives
     RULES = (
-        url_rule("endpoint", "endpoint"),
         Rule(
             rule=f"!(self.engine in {_PRESETS_CEL}) || has(self.selector)",
             message="selector is required with a preset engine (vllm, sglang, tgi): without it the "
@@ -242,9 +317,6 @@ class FlowProvider(KubeModel):
             field_path=".selector",
         ),
         *(_required_query(s) for s in REQUIRED_SIGNALS),
-        *(_needs_objective(o, s) for o, signals in LATENCY_SIGNALS.items() for s in signals),
-        _share_for_objective("ttftSeconds", "tgi has no TTFT histogram"),
-        _share_for_objective("tpotSeconds", "tgi's TPOT buckets are not round numbers"),
     )
 
     engine: FlowEngine = Field(
@@ -301,6 +373,13 @@ class FlowProvider(KubeModel):
         le=3600,
         description="The range of the presets' rate() (at least twice the scrape interval).",
     )
+
+
+class FlowProvider(FlowSizing):
+    """Flow sizing's inputs: the engine's signals, one replica's capacity, the objectives."""
+
+    RULES = (url_rule("endpoint", "endpoint"), *FlowSizing.RULES, *objective_rules())
+
     endpoint: str = Field(
         max_length=2048,
         pattern=URL_PATTERN,

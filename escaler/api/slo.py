@@ -11,6 +11,13 @@ Bound rules (CEL on the CRD and ``validate``), SPEC §9.1:
 * Job: max is ``replica``; min is ``replica`` or ``concurrency``; min <= max when both are
   ``replica``.
 * Values are >= 0 for both (schema minimum; 0 is scale to zero).
+
+``spec.flow`` (LLM, optional: flow sizing for the route, ``escaler.api.llmflow.FlowSizing``, read
+through the engine's Prometheus). With it the decision is flow sizing's; ``ttft`` and ``otps`` only
+set the flow's objectives (``ttftSeconds = ttft.targetMs / 1000``, ``tpotSeconds = 1 / otps.target``:
+one objective per requirement). Its rules: refused with ``deployType: pd`` and with ``inflight``;
+``flow.ttftSeconds`` refused with ``ttft``, ``flow.tpotSeconds`` with ``otps``; the flow's latency
+rules (``objective_rules``) with ``ttft``/``otps`` counting as the objectives they set.
 """
 
 from __future__ import annotations
@@ -22,10 +29,12 @@ from pydantic import Field
 
 from escaler.api.common import KubeModel, TargetRef, Time
 from escaler.api.conditions import Condition, conditions_field
+from escaler.api.llmflow import FlowSizing, objective_rules
 from escaler.api.meta import KubeObject
 from escaler.api.rules import Rule
 
 __all__ = [
+    "FLOW_OBJECTIVES_FROM",
     "Bound",
     "BoundType",
     "DeployType",
@@ -45,6 +54,8 @@ __all__ = [
 SERVICE_ID_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 DEFAULT_TTFT_PERCENTILE = 90.0
 DEFAULT_CONCURRENCY_PER_REPLICA = 1
+# flow objective → the LLMSLORequirementSpec field that sets it (when the flow does not)
+FLOW_OBJECTIVES_FROM = {"ttftSeconds": "ttft", "tpotSeconds": "otps"}
 
 
 class DeployType(StrEnum):
@@ -200,6 +211,39 @@ class LLMSLORequirementSpec(KubeModel):
             ),
             field_path=".bounds",
         ),
+        Rule(
+            rule="!has(self.flow) || self.deployType != 'pd'",
+            message="flow is not supported with deployType pd: flow sizing adds a replica's prefill and "
+            "decode time on one GPU, which the members of a PD engine group do not share",
+            check=lambda m: m.flow is None or m.deploy_type != DeployType.PD,
+            field_path=".flow",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            rule="!has(self.flow) || !has(self.inflight)",
+            message="inflight is not used with flow (flow sizing reads its own load: the token rates and "
+            "the waiting backlog): remove one",
+            check=lambda m: m.flow is None or m.inflight is None,
+            field_path=".inflight",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            rule="!has(self.flow) || !has(self.ttft) || !has(self.flow.ttftSeconds)",
+            message="flow.ttftSeconds is not used with ttft: the flow's TTFT objective is ttft.targetMs "
+            "(one objective per requirement): remove flow.ttftSeconds",
+            check=lambda m: m.flow is None or m.ttft is None or m.flow.ttft_seconds is None,
+            field_path=".flow.ttftSeconds",
+            reason="FieldValueForbidden",
+        ),
+        Rule(
+            rule="!has(self.flow) || !has(self.otps) || !has(self.flow.tpotSeconds)",
+            message="flow.tpotSeconds is not used with otps: the flow's TPOT objective is 1 / otps.target "
+            "(one objective per requirement): remove flow.tpotSeconds",
+            check=lambda m: m.flow is None or m.otps is None or m.flow.tpot_seconds is None,
+            field_path=".flow.tpotSeconds",
+            reason="FieldValueForbidden",
+        ),
+        *objective_rules("flow", FLOW_OBJECTIVES_FROM),
     )
 
     service_id: str = Field(
@@ -226,6 +270,14 @@ class LLMSLORequirementSpec(KubeModel):
     )
     bounds: LLMBounds | None = Field(
         default=None, description="Bounds of the decision; unbounded when absent."
+    )
+    flow: FlowSizing | None = Field(
+        default=None,
+        description="Flow sizing for this route (SPEC §15): the decision is the count flow sizing gives "
+        "from the engine's token rates, backlog and latency, read through the decision engine's "
+        "Prometheus, clamped to bounds (never below 1 unless bounds.max is 0); ttft and otps then only "
+        "set its objectives (flow.ttftSeconds = ttft.targetMs / 1000, flow.tpotSeconds = 1 / "
+        "otps.target) and their promql is not read. Refused with inflight and with deployType pd.",
     )
 
 

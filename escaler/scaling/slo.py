@@ -75,6 +75,7 @@ __all__ = [
     "Objective",
     "ReplicaBounds",
     "bound_replicas",
+    "hold",
     "load_objective",
     "replica_bounds",
     "size_job",
@@ -224,8 +225,10 @@ def _with_bound(n: int, why: str, bounds: ReplicaBounds) -> tuple[int, str]:
     return clamped, f"{why}; {note}" if note else why
 
 
-def _hold(last: int | None, current: int, bounds: ReplicaBounds, missing: Sequence[str],
-          signals: Mapping[str, float | int]) -> Decision:
+def hold(last: int | None, current: int, bounds: ReplicaBounds, missing: Sequence[str],
+         signals: Mapping[str, float | int]) -> Decision:
+    """The decision of a sync with ``missing`` signals (``"<name>: <why>"`` each): the last one (the
+    current count when there is none), within the bounds, held and saying why (the module docstring)."""
     base = last if last is not None else current
     what = (f"holding the last decision ({base} replicas)" if last is not None
             else f"no decision yet: holding the current count ({base} replicas)")
@@ -258,7 +261,7 @@ def size_llm(objectives: Sequence[Objective], *, current: int, bounds: ReplicaBo
         return Decision(n, why, signals)
     missing = [f"{o.name}: {p}" for o in objectives if (p := o.problem()) is not None]
     if missing:
-        return _hold(last, current, bounds, missing, signals)
+        return hold(last, current, bounds, missing, signals)
     driver = max(objectives, key=lambda o: o.ratio())
     worst = driver.ratio()
     assert driver.observed is not None
@@ -301,7 +304,7 @@ def size_job(depth: Objective, *, current: int, bounds: ReplicaBounds, last: int
                                        depth.target_name or f"{depth.name}Target": depth.target}
     problem = depth.problem()
     if problem is not None:
-        return _hold(last, current, bounds, [f"{depth.name}: {problem}"], signals)
+        return hold(last, current, bounds, [f"{depth.name}: {problem}"], signals)
     assert depth.observed is not None
     signals[depth.name] = depth.observed
     base = current if current > 0 else 1

@@ -5,7 +5,7 @@ steps.
 
 One ``python -m escaler manager`` watching the test's namespace (poll interval 2 s), a fake Prometheus
 (``hack/fake_metrics.PrometheusServer``) answering the vLLM preset's queries — the exact PromQL the
-manager builds from ``spec.flow`` (``escaler.reconcilers.llmscaler.presets``) — and a kwok
+manager builds from ``spec.flow`` (``escaler.reconcilers.flowpresets``) — and a kwok
 Deployment.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from escaler.api.llmflow import FlowProvider
-from escaler.reconcilers.llmscaler.presets import flow_queries
+from escaler.reconcilers.flowpresets import flow_queries
 
 from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
 from .es_helpers import apply, deployment, replicas
@@ -167,9 +167,20 @@ def test_flow_sizes_the_deployment_and_explain_names_the_steps(
         assert step in text, text
     assert "Health: ok" in text
 
-    # the load doubles: up at once to ceil(8 / 0.85) = 10
+    # the load doubles: up at once to ceil(8 / 0.85) = 10 — or more: the least-squares trend of the
+    # few polls so far (4, 4, ..., 8) projects the rise on over the cold start, and a forecast only
+    # raises (it is what the decision says, and the Deployment follows the decision)
     answer(prometheus, load(32000, 6000, 20))
-    eventually(lambda: replicas(cluster, namespace, "llama") == 10, timeout=60, what="llama at 10")
+    eventually(lambda: replicas(cluster, namespace, "llama") >= 10, timeout=60, what="llama at 10 or more")
+    def decided(o: dict[str, Any]) -> bool:
+        st = o.get("status") or {}
+        last = (st.get("recentDecisions") or [{}])[-1]
+        return bool(last.get("to", 0) >= 10 and st.get("currentReplicas") == last["to"])
+
+    last = wait_for(cluster, namespace, "llama", "the decision written", decided,
+                    manager)["status"]["recentDecisions"][-1]
+    assert "= 8.000 replicas at 100 %" in last["reason"], last  # work: 32000 / 8000 + 6000 / 1500
+    assert last["to"] == 10 or "forecast: trend" in last["reason"], last
 
     # a signal the flow reads stops answering: DecisionUnavailable naming it, the count held
     answer(prometheus, {**load(32000, 6000, 20), "waiting": None})
@@ -180,4 +191,4 @@ def test_flow_sizes_the_deployment_and_explain_names_the_steps(
     assert message.startswith(f"Flow {prometheus.url}: waiting: "), message
     assert "no series" in message
     assert (conds(obj)["MetricsPipeline"]["reason"]) == "PartialMetrics"
-    assert replicas(cluster, namespace, "llama") == 10
+    assert replicas(cluster, namespace, "llama") == obj["status"]["currentReplicas"] >= 10

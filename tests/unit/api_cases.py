@@ -84,6 +84,7 @@ _ES_M, _ES_S, _ES_SIG = "ElasticScaler/llama-decode", "ElasticScaler/llama-es", 
 _LLMS, _LLMSLO, _JOB = "LLMScaler/chat-llama", "LLMSLORequirement/chat-llama", "JobSLORequirement/batch-embed"
 _RSG, _TIDAL = "ResourceScalingGroup/llama-pd", "Tidal/llama-office-hours"
 _FLOW, _FS = "LLMScaler/chat-llama-flow", "spec.flow.selector"
+_SLOFLOW = "LLMSLORequirement/chat-llama-flow"
 _SELECTOR_REQUIRED = (
     "selector is required with a preset engine (vllm, sglang, tgi): without it the presets would sum every "
     "server Prometheus holds"
@@ -749,6 +750,44 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
          ("spec.flow.queries.tpotMissShare", "tpotSeconds needs queries.tpotMissShare with engine tgi or "
           "generic (no preset reads it: tgi's TPOT buckets are not round numbers)")),
     ),
+    # ---- LLMSLORequirement spec.flow (escaler.api.slo, escaler.api.llmflow.objective_rules)
+    Refusal("llmslo/flow-with-pd", _SLOFLOW, {"spec.deployType": "pd"},
+            (("spec.flow", "flow is not supported with deployType pd: flow sizing adds a replica's prefill "
+              "and decode time on one GPU, which the members of a PD engine group do not share"),)),
+    Refusal("llmslo/flow-with-inflight", _SLOFLOW, {"spec.inflight": {"promql": "sum(x)"}},
+            (("spec.inflight", "inflight is not used with flow (flow sizing reads its own load: the token "
+              "rates and the waiting backlog): remove one"),)),
+    Refusal("llmslo/flow-ttftSeconds-with-ttft", _SLOFLOW, {"spec.flow.ttftSeconds": 2.5},
+            (("spec.flow.ttftSeconds", "flow.ttftSeconds is not used with ttft: the flow's TTFT objective is "
+              "ttft.targetMs (one objective per requirement): remove flow.ttftSeconds"),)),
+    Refusal("llmslo/flow-tpotSeconds-with-otps", _SLOFLOW, {"spec.otps": {"target": 10, "promql": "sum(o)"}},
+            (("spec.flow.tpotSeconds", "flow.tpotSeconds is not used with otps: the flow's TPOT objective is "
+              "1 / otps.target (one objective per requirement): remove flow.tpotSeconds"),)),
+    Refusal("llmslo/flow-selector-grammar", _SLOFLOW, {"spec.flow.selector": FLOW_BAD_SELECTORS[0]},
+            ((_FS, _SELECTOR_GRAMMAR),)),
+    Refusal("llmslo/flow-generic-with-selector", _SLOFLOW,
+            {"spec.flow.engine": "generic", "spec.flow.queries": _GENERIC}, ((_FS, _SELECTOR_GENERIC),)),
+    *(Refusal(f"llmslo/flow-{signal}-without-{objective}", _SLOFLOW,
+              {"spec.ttft": DELETE, "spec.flow.tpotSeconds": DELETE, "spec.flow.queries": {signal: "sum(x)"}},
+              ((f"spec.flow.queries.{signal}",
+                f"flow.queries.{signal} needs a {objective[:4].upper()} objective (flow.{objective} or "
+                f"{slo}): the latency signals are read only with their objective"),))
+      for objective, slo, signal in (("ttftSeconds", "ttft", "ttftP90"),
+                                     ("ttftSeconds", "ttft", "ttftMissShare"),
+                                     ("ttftSeconds", "ttft", "ttftMissShareLong"),
+                                     ("tpotSeconds", "otps", "tpotMissShare"),
+                                     ("tpotSeconds", "otps", "tpotMissShareLong"))),
+    Refusal(
+        "llmslo/flow-tgi-objectives-without-shares",
+        _SLOFLOW,
+        {"spec.flow.engine": "tgi"},
+        (("spec.flow.queries.ttftMissShare", "a TTFT objective (flow.ttftSeconds or ttft) needs "
+          "flow.queries.ttftMissShare with engine tgi or generic (no preset reads it: tgi has no TTFT "
+          "histogram)"),
+         ("spec.flow.queries.tpotMissShare", "a TPOT objective (flow.tpotSeconds or otps) needs "
+          "flow.queries.tpotMissShare with engine tgi or generic (no preset reads it: tgi's TPOT buckets are "
+          "not round numbers)")),
+    ),
 )
 
 # (id, sample, changes, field path the API server names)
@@ -761,6 +800,9 @@ REFUSED_BY_SCHEMA: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("llms/flow-selector-too-long", _FLOW, {"spec.flow.selector": 'a="' + "x" * 600 + '"'},
      "spec.flow.selector"),
     ("llms/unknown-provider", _FLOW, {"spec.metricProvider": "Flows"}, "spec.metricProvider"),
+    ("llmslo/flow-zero-decode", _SLOFLOW, {"spec.flow.capacity.decodeTokensPerSecond": 0},
+     "spec.flow.capacity.decodeTokensPerSecond"),
+    ("llmslo/flow-unknown-engine", _SLOFLOW, {"spec.flow.engine": "triton"}, "spec.flow.engine"),
     ("es/unknown-trigger-type", _ES_M, {"spec.trigger.type": "CronTrigger"}, "spec.trigger.type"),
     ("es/unknown-mode", _ES_M, {"spec.mode": "Passive"}, "spec.mode"),
     ("es/negative-min", _ES_SIG, {"spec.minReplicas": -1}, "spec.minReplicas"),

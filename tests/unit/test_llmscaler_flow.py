@@ -1,8 +1,9 @@
 """LLMScaler ``metricProvider: Flow``: a reading → flow sizing's decision → the LLMScaler pipeline.
 
-Pure (``escaler.reconcilers.llmscaler.flow``): the ``FlowConfig`` a spec gives, the reading built from
-the signals (queueing delay, miss shares), the recommendation, rows and memo of one reading, a failed
-signal named and the state left alone. Through the reconciler (the ElasticScaler unit harness with
+Pure (``escaler.reconcilers.llmscaler.flow``, and ``escaler.reconcilers.flowsizing`` shared with the SLO
+engine): the ``FlowConfig`` a spec gives, the reading built from the signals (queueing delay, miss
+shares), the recommendation, rows and memo of one reading, a failed signal named and the state left
+alone. Through the reconciler (the ElasticScaler unit harness with
 the LLMScaler controller and a scripted reader, as ``test_llmscaler_reconciler``): the target written
 to the flow's count with the usual conditions, the steps in ``recentDecisions``, the flow's state
 kept per scaler object across polls and a spec change that leaves the flow alone, reset by one that
@@ -19,17 +20,16 @@ from test_llmscaler_reconciler import LLM
 
 from escaler.api.llmflow import FlowProvider
 from escaler.api.llmscaler import LLMScalerSpec
+from escaler.reconcilers.flowpresets import flow_queries
+from escaler.reconcilers.flowsizing import FlowMemo, flow_reading
 from escaler.reconcilers.llmscaler.flow import (
     FIGURES,
     FLOW_DECISION_TYPE,
     FLOW_MAX_REPLICAS,
     FLOW_TYPE,
-    FlowMemo,
     flow_config,
-    flow_reading,
     flow_result,
 )
-from escaler.reconcilers.llmscaler.presets import flow_queries
 from escaler.runtime import Request, Result
 from escaler.scaling.flow import FlowState
 from escaler.signals.sample import Sample

@@ -5,9 +5,9 @@
 * ``reconciler`` — ``LLMScalerReconciler``: load, claim, read, recommend, decide, write, report;
 * ``recommend`` — ``LLMRecommender``: the provider read's cadence, off the reconcile workers;
 * ``provider`` — the Prometheus and custom-provider rules (what an answer recommends, or why not);
-* ``presets`` — the PromQL of flow sizing's signals per serving engine (``metricProvider: Flow``);
 * ``flow`` — a Flow reading → ``escaler.scaling.flow.decide_flow`` → the recommendation, the status
-  rows and the flow state kept per scaler;
+  rows and the flow state kept per scaler (the engines' PromQL, ``escaler.reconcilers.flowpresets``,
+  and the reading and state, ``escaler.reconcilers.flowsizing``, are shared with the SLO engine);
 * ``claims`` — what an LLMScaler claims in the shared binding index.
 
 What is not LLMScaler-specific is the ElasticScaler's, reused: the ``Reporter`` (status written

@@ -12,22 +12,16 @@ nothing but the values read, and keeps the ``FlowMemo`` it returns.
   spec's (a need under it would make the flow's down history flap against the pipeline's clamp);
   ``max_replicas`` is ``FLOW_MAX_REPLICAS``, so a need above ``maxReplicas`` reaches the pipeline,
   whose clamp says so (``ScalingLimited=True/TooManyReplicas``) as it does for the other providers.
-* **Reading** (``flow_reading``): the token rates, ``waiting``, ``requestsRate``; the queueing delay
-  = ``ttftP90`` less the mean prompt's prefill time (``promptTokensRate / requestsRate / prefill``;
-  none without requests); the burst floor's rates (``burst*TokensRate``, both or no floor); the miss
-  shares = the larger of the TTFT and TPOT shares (clamped to [0, 1]), over the rate window and the
-  long one.
+* **Reading and state** (``escaler.reconcilers.flowsizing``: ``flow_reading``, ``flow_decide``, shared
+  with the SLO decision engine): the signals' values → a ``FlowReading`` → ``decide_flow``, from the
+  ``FlowState`` of the ``FlowMemo`` when its key is this reading's.
 * **Every configured signal must be read**: one that fails is ``ScalingActive=False/
   DecisionUnavailable`` (``Flow <endpoint>: <signal>: <error>; ...``: the usual hold, or
   ``spec.fallback``) and the flow state is left as it was — a partial reading is not acted on.
-* **State** (``FlowMemo``): the ``FlowState`` of the last decision and the key it was computed under
-  (the ``FlowConfig``, the endpoint and the queries). A reading under another key starts from
-  ``FlowState()``: a spec change of the flow's config resets it, any other spec change keeps it. The
-  memo lives in the reconciler's memory of the scaler (one per existing scaler, dropped with it,
-  and a recreated scaler — a new uid — starts afresh). After a manager restart the state starts
-  fresh too, by design: ``decide_flow`` seeds its burst headroom and its down history from the
-  current count (the running fleet is taken as right, as a stabilization window is seeded), so a
-  restart never sheds replicas the history would have kept.
+* **State** (``FlowMemo``): the key is the ``FlowConfig``, the endpoint and the queries. A spec change of
+  the flow's config resets it, any other spec change keeps it. The memo lives in the reconciler's
+  memory of the scaler (one per existing scaler, dropped with it, and a recreated scaler — a new uid —
+  starts afresh). After a manager restart the state starts fresh too, by design (``flowsizing``).
 * **Result**: ``RecommendResult.from_metrics(replicas, evaluated=M, total=M, detail=<the flow's steps
   joined by "; ">)`` — ``ScalingActive=True/MetricsAvailable``, and the steps in words in
   ``recentDecisions[].reason`` and the ``SuccessfulRescale`` event; then the LLMScaler pipeline
@@ -42,13 +36,13 @@ nothing but the values read, and keeps the ``FlowMemo`` it returns.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 from escaler.api.llmflow import FlowProvider
 from escaler.api.llmscaler import LLMScalerSpec
 from escaler.api.scaler import MetricStatus
-from escaler.scaling.flow import FlowCapacity, FlowConfig, FlowReading, FlowState, decide_flow, service_config
+from escaler.reconcilers.flowsizing import FLOW_MAX_REPLICAS, FlowMemo, flow_decide
+from escaler.scaling.flow import FlowCapacity, FlowConfig, service_config
 from escaler.scaling.pipeline import RecommendResult
 from escaler.scaling.text import cap_text
 from escaler.signals.fetch import redact_url
@@ -59,9 +53,7 @@ __all__ = [
     "FLOW_DECISION_TYPE",
     "FLOW_MAX_REPLICAS",
     "FLOW_TYPE",
-    "FlowMemo",
     "flow_config",
-    "flow_reading",
     "flow_result",
     "flow_source",
     "signal_targets",
@@ -72,21 +64,9 @@ FLOW_TYPE = "Flow"
 FLOW_DECISION_TYPE = "FlowDecision"
 # the figures of FlowDecision.signals shown as rows, in the order of the steps
 FIGURES = ("work", "backlog", "planned", "utilization", "headroom", "need")
-# the flow's own upper bound: the pipeline's clamp to maxReplicas is the one that binds (and says so)
-FLOW_MAX_REPLICAS = 1_000_000
 # currentMetrics targetType of a per-replica target (a token rate against one replica's capacity), and
 # of a target the value is compared with as is
 _PER_REPLICA, _VALUE = "AverageValue", "Value"
-
-
-@dataclass(frozen=True)
-class FlowMemo:
-    """Flow sizing's state of one scaler, and what it was computed under."""
-
-    # (FlowConfig, endpoint, ((signal, query), ...)): a reading under another key starts afresh
-    key: Hashable
-    # the state the last decision left
-    state: FlowState
 
 
 def flow_source(endpoint: str) -> str:
@@ -106,29 +86,6 @@ def flow_config(spec: LLMScalerSpec, poll_interval: float) -> FlowConfig:
         cold_start_s=float(flow.cold_start_seconds), poll_s=poll_interval, min_replicas=spec.min_replicas,
         max_replicas=max(FLOW_MAX_REPLICAS, spec.min_replicas), ttft_s=flow.ttft_seconds,
         utilization=flow.utilization, rate_window_s=float(flow.rate_window_seconds))
-
-
-def _share(*values: float | None) -> float | None:
-    shares = [min(1.0, max(0.0, v)) for v in values if v is not None]
-    return max(shares) if shares else None
-
-
-def flow_reading(now: float, current: int, values: Mapping[str, float],
-                 prefill_tokens_per_s: float) -> FlowReading:
-    """The ``FlowReading`` of the signals' values (see the module docstring)."""
-    prompt = values.get("promptTokensRate")
-    rps = values.get("requestsRate")
-    p90 = values.get("ttftP90")
-    delay = None
-    if p90 is not None and prompt is not None and rps is not None and rps > 0:
-        delay = max(0.0, p90 - max(0.0, prompt) / rps / prefill_tokens_per_s)
-    return FlowReading(
-        now, current, prompt, values.get("generationTokensRate"), requests_per_s=rps,
-        waiting=values.get("waiting"), queue_delay_s=delay,
-        burst_prompt_tokens_per_s=values.get("burstPromptTokensRate"),
-        burst_generation_tokens_per_s=values.get("burstGenerationTokensRate"),
-        miss_share=_share(values.get("ttftMissShare"), values.get("tpotMissShare")),
-        long_miss_share=_share(values.get("ttftMissShareLong"), values.get("tpotMissShareLong")))
 
 
 def signal_targets(flow: FlowProvider, config: FlowConfig) -> dict[str, tuple[float, str]]:
@@ -182,11 +139,9 @@ def flow_result(endpoint: str, queries: Sequence[tuple[str, str]], samples: Sequ
         rr = RecommendResult.no_decision(flow_source(endpoint), "; ".join(errors),
                                          evaluated=total - len(errors), total=total, metric_errors=errors)
         return rr, tuple(rows), memo
-    key = (config, endpoint, tuple(queries))
-    state = memo.state if memo is not None and memo.key == key else FlowState()
     values = {signal: float(s.value) for (signal, _), s in zip(queries, samples, strict=True)
               if s.value is not None}
-    d = decide_flow(flow_reading(now, current, values, config.capacity.prefill_tokens_per_s), config, state)
+    d, kept = flow_decide((config, endpoint, tuple(queries)), values, config, memo, now=now, current=current)
     rows.extend(_figure_rows(d.signals, config))
     rr = RecommendResult.from_metrics(d.replicas, evaluated=total, total=total, detail="; ".join(d.steps))
-    return rr, tuple(rows), FlowMemo(key, d.state)
+    return rr, tuple(rows), kept

@@ -11,9 +11,9 @@ passes it; the default 0 serves the other providers' callers).
   the CEL rule — is ``ScalingActive=False/InvalidSpec`` and the count is held, apart from the
   min/max bounds), and its URL must name a host in ``--allowed-endpoint-hosts``
   (``InvalidSpec`` naming the field); a Flow provider's queries must resolve
-  (``presets.flow_queries``: the selector's grammar, a generic engine's queries). No reader
-  configured → ``DecisionUnavailable``.
-* **Flow** (``flow``): the queries of ``presets.flow_queries`` are read like Prometheus metrics
+  (``escaler.reconcilers.flowpresets.flow_queries``: the selector's grammar, a generic engine's
+  queries). No reader configured → ``DecisionUnavailable``.
+* **Flow** (``flow``): the queries of ``flowpresets.flow_queries`` are read like Prometheus metrics
   (one instant query each, same deadline and body cap); a fresh reading is decided once by
   ``flow.flow_result`` from the ``FlowMemo`` carried in the ``Reading`` (every path that replaces
   the reading carries it on: a failed or refused read leaves the flow state as it was), and a sync
@@ -45,8 +45,9 @@ from escaler.api.llmscaler import LLMScaler, MetricProvider
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
 from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, effective_interval
-from escaler.reconcilers.llmscaler.flow import FlowMemo, flow_config, flow_result, flow_source, signal_targets
-from escaler.reconcilers.llmscaler.presets import flow_queries
+from escaler.reconcilers.flowpresets import flow_queries
+from escaler.reconcilers.flowsizing import FlowMemo
+from escaler.reconcilers.llmscaler.flow import flow_config, flow_result, flow_source, signal_targets
 from escaler.reconcilers.llmscaler.provider import (
     CUSTOM_SOURCE,
     CustomReading,

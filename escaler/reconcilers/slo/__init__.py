@@ -7,13 +7,17 @@ one concept per module:
   write status only when it changed beyond drift, requeue at the next poll;
 * ``kinds`` — the two kinds: parse, validate (field-named errors), the queries, the sizing rule bound
   to the spec;
+* ``flow`` — an LLM requirement's ``spec.flow``: flow sizing's plan, decision and the state kept per
+  requirement;
 * ``readings`` — the PromQL reads, off the reconcile workers, once per poll interval;
 * ``target`` — the target's current replicas from the caches (0 GETs);
 * ``report`` — the status (``decision``, ``Ready``) and the drift rule;
 * ``decisions`` — decisions by serviceId and the route (404 / 409 / 503 / 200).
 
-The sizing itself is pure: ``escaler.scaling.slo``. The engine never writes a workload: an LLMScaler
-with ``metricProvider: Custom`` pointed at ``/decisions/{serviceId}`` does.
+The sizing itself is pure: ``escaler.scaling.slo``, and ``escaler.scaling.flow`` through the flow
+modules shared with the LLMScaler (``escaler.reconcilers.flowpresets``,
+``escaler.reconcilers.flowsizing``). The engine never writes a workload: an LLMScaler with
+``metricProvider: Custom`` pointed at ``/decisions/{serviceId}`` does.
 """
 
 from escaler.reconcilers.slo.decisions import DECISIONS_ROUTE, DecisionBook, DecisionsAPI

@@ -13,8 +13,12 @@ into the list of errors that stop it (``Invalid``), each naming the field and th
 
 A ``Plan`` carries the ``serviceId``, the target whose current replicas are an input (always for
 an LLM requirement; optional for a job), the PromQL queries of this poll (``name → promql``, in a
-fixed order) and ``size(readings, current, last)``, the pure rule of ``escaler.scaling.slo`` bound
-to the spec's objectives and bounds.
+fixed order) and how it is sized: ``size(readings, current, last, ready)``, the pure rule of
+``escaler.scaling.slo`` bound to the spec's objectives and bounds — or, for an LLM requirement with
+``spec.flow``, ``flow`` (``escaler.reconcilers.slo.flow.FlowPlan``: the flow's queries are the plan's,
+``ttft``/``otps`` only set its objectives and are not read, and the reconciler sizes it with the flow
+state it keeps per requirement). A flow whose queries do not resolve (a selector outside the grammar,
+stored before the rule existed) is ``Invalid`` naming ``spec.flow.selector``.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from escaler.api.rules import validate
-from escaler.api.slo import JobSLORequirement, LLMSLORequirement
+from escaler.api.slo import JobSLORequirement, LLMSLORequirement, LLMSLORequirementSpec
 from escaler.reconcilers.ports import ObjectRef
+from escaler.reconcilers.slo.flow import FlowPlan, flow_plan
+from escaler.reconcilers.slo.readings import signal_value
 from escaler.scaling.slo import (
     Decision,
     Direction,
@@ -47,8 +53,6 @@ TTFT = "ttftMs"
 OTPS = "otps"
 INFLIGHT = "inflight"
 QUEUE_DEPTH = "queueDepth"
-# the key of a failure that took every signal of a read (the read itself failed)
-ALL_SIGNALS = "*"
 # how many validation errors one message lists
 _MAX_ERRORS = 5
 
@@ -67,8 +71,11 @@ class Plan:
     queries: tuple[tuple[str, str], ...]
     # the replicas the bounds allow (for messages and the hold without a target)
     bounds: ReplicaBounds
-    # (readings by signal name, current replicas, last decided replicas, ready replicas) → the decision
-    size: Sizer
+    # (readings by signal name, current replicas, last decided replicas, ready replicas) → the decision;
+    # None exactly when flow is set
+    size: Sizer | None
+    # spec.flow: sized by flow sizing with its state (FlowStates), not by size
+    flow: FlowPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -86,13 +93,6 @@ class Invalid:
 
 def _pydantic_errors(err: ValidationError) -> tuple[str, ...]:
     return tuple(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
-
-
-def _reading(samples: Mapping[str, Sample], name: str) -> tuple[float | None, str | None]:
-    s = samples.get(name) or samples.get(ALL_SIGNALS)
-    if s is None:
-        return None, "not read"
-    return s.value, s.error
 
 
 # the two SLO kinds (parse, then validate their spec)
@@ -117,6 +117,13 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
         return req
     spec = req.spec
     bounds = replica_bounds(spec.bounds, spec.concurrency_per_replica)
+    target = ObjectRef.of(spec.target_ref)
+    if spec.flow is not None:
+        try:
+            flow = flow_plan(spec, bounds)
+        except ValueError as err:
+            return Invalid((str(err),))
+        return Plan(spec.service_id, target, flow.queries, bounds, None, flow)
     queries: list[tuple[str, str]] = []
     if spec.ttft is not None:
         queries.append((TTFT, spec.ttft.promql))
@@ -124,25 +131,30 @@ def _plan_llm(obj: Mapping[str, Any]) -> Plan | Invalid:
         queries.append((OTPS, spec.otps.promql))
     if spec.inflight is not None:
         queries.append((INFLIGHT, spec.inflight.promql))
+    return Plan(spec.service_id, target, tuple(queries), bounds, _ratio_sizer(spec, bounds))
+
+
+def _ratio_sizer(spec: LLMSLORequirementSpec, bounds: ReplicaBounds) -> Sizer:
+    """``size_llm`` bound to the spec's objectives and bounds."""
     ttft, otps, inflight, cpr = spec.ttft, spec.otps, spec.inflight, spec.concurrency_per_replica
 
     def size(samples: Mapping[str, Sample], current: int, last: int | None, ready: int | None) -> Decision:
         objectives: list[Objective] = []
         if ttft is not None:
-            v, e = _reading(samples, TTFT)
+            v, e = signal_value(samples, TTFT)
             objectives.append(Objective(TTFT, f"TTFT p{ttft.percentile:g} (ms)", ttft.target_ms,
                                         Direction.UPPER, v, e, target_name="ttftTargetMs"))
         if otps is not None:
-            v, e = _reading(samples, OTPS)
+            v, e = signal_value(samples, OTPS)
             objectives.append(Objective(OTPS, "OTPS", otps.target, Direction.LOWER, v, e,
                                         target_name="otpsTarget"))
         if inflight is not None:
-            v, e = _reading(samples, INFLIGHT)
+            v, e = signal_value(samples, INFLIGHT)
             objectives.append(load_objective(v, e, concurrency_per_replica=cpr, current=current,
                                              ready=ready))
         return size_llm(objectives, current=current, bounds=bounds, last=last, ready=ready)
 
-    return Plan(spec.service_id, ObjectRef.of(spec.target_ref), tuple(queries), bounds, size)
+    return size
 
 
 def _plan_job(obj: Mapping[str, Any]) -> Plan | Invalid:
@@ -154,7 +166,7 @@ def _plan_job(obj: Mapping[str, Any]) -> Plan | Invalid:
     queue = spec.queue
 
     def size(samples: Mapping[str, Sample], current: int, last: int | None, ready: int | None) -> Decision:
-        v, e = _reading(samples, QUEUE_DEPTH)
+        v, e = signal_value(samples, QUEUE_DEPTH)
         depth = Objective(QUEUE_DEPTH, "queue depth", float(queue.max_depth), Direction.UPPER, v, e,
                           target_name="maxDepth")
         return size_job(depth, current=current, bounds=bounds, last=last)

@@ -24,6 +24,9 @@ per namespace; a query that raises becomes an error sample, never an exception i
 
 What is remembered (the last readings per requirement) is dropped by ``forget`` when the
 requirement goes.
+
+``signal_value(samples, name)`` is how a sizer reads one signal of a ``Readings``: its value, or why it
+is missing (a read that failed as a whole is stored under ``ALL_SIGNALS`` and counts for every signal).
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from escaler.reconcilers.slo.kinds import ALL_SIGNALS
 from escaler.runtime.executor import Executor, Submitted
 from escaler.runtime.types import Request
 from escaler.signals.sample import Sample
 
-__all__ = ["BUSY", "BUSY_RETRY_SECONDS", "PENDING", "QUERY_TIMEOUT_SECONDS", "Readings", "SignalReader",
-           "read_all"]
+__all__ = ["ALL_SIGNALS", "BUSY", "BUSY_RETRY_SECONDS", "PENDING", "QUERY_TIMEOUT_SECONDS", "Readings",
+           "SignalReader", "read_all", "signal_value"]
+
+# the key of a failure that took every signal of a read (the read itself failed)
+ALL_SIGNALS = "*"
 
 # total deadline of one PromQL query, seconds
 QUERY_TIMEOUT_SECONDS = 5.0
@@ -67,6 +72,14 @@ class Readings:
     # seconds until the next read is due (>= 0); None: a read is in flight and its completion wakes
     # the requirement
     due_in: float | None = None
+
+
+def signal_value(samples: Mapping[str, Sample], name: str) -> tuple[float | None, str | None]:
+    """``(value, None)`` of signal ``name``, or ``(None, why it is missing)`` (see the module docstring)."""
+    s = samples.get(name) or samples.get(ALL_SIGNALS)
+    if s is None:
+        return None, "not read"
+    return s.value, s.error
 
 
 def read_all(query: Query, queries: Sequence[tuple[str, str]]) -> dict[str, Sample]:

@@ -11,7 +11,10 @@ One reconcile, level-based:
 4. the PromQL signals (``SignalReader``): at most one read per poll interval, on the outbound executor;
    a reconcile whose first read is in flight returns and is woken by its completion;
 5. size (``escaler.scaling.slo``, pure), with the decision ``status.decision`` holds as the "last
-   decision" a missing signal holds;
+   decision" a missing signal holds; a requirement with ``spec.flow`` is sized by flow sizing
+   (``escaler.reconcilers.slo.flow``) from the flow state kept per requirement (``FlowStates``: once
+   per reading, reset when the flow's config changes, dropped with the requirement, when it turns
+   invalid or loses its flow);
 6. write the status only when it changed beyond drift (``report.worth_writing``, then
    ``StatusWriter``: nothing sent when equal), and put the live decision in the ``DecisionBook``;
 7. requeue when the next read is due (the poll interval after the last read), or when a target
@@ -36,6 +39,7 @@ from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
 from escaler.reconcilers.elasticscaler.status import StatusClient, StatusWriter
 from escaler.reconcilers.ports import ObjectStore
 from escaler.reconcilers.slo.decisions import DecisionBook, Owner, conflict_message
+from escaler.reconcilers.slo.flow import FlowStates
 from escaler.reconcilers.slo.kinds import Invalid, Plan, SLOKind
 from escaler.reconcilers.slo.readings import BUSY, BUSY_RETRY_SECONDS, PENDING, Readings, SignalReader
 from escaler.reconcilers.slo.report import (
@@ -110,6 +114,8 @@ class SLOReconciler:
         # requirement → (uid, generation, its parse): a poll does not re-validate an unchanged spec
         # (10,000 requirements on a 30 s poll would parse ~330 specs a second); dropped by forget
         self._plans: dict[Request, tuple[str, int, Plan | Invalid]] = {}
+        # requirement with spec.flow → its flow state; dropped by forget, an invalid spec, or no flow
+        self.flows = FlowStates()
 
     def reconcile(self, req: Request) -> Result:
         obj = self._d.store.get_by_key(str(req))
@@ -124,6 +130,7 @@ class SLOReconciler:
         if isinstance(plan, Invalid):
             self._d.targets.release(req)
             self._d.reader.forget(req)
+            self.flows.forget(req)
             self._d.book.put_problem(self._d.kind.kind, req, uid, f"InvalidSpec: {plan.message}")
             invalid = Ready(False, INVALID_SPEC, plan.message)
             self._write(obj, base, build_status(base, generation, None, invalid, now_iso))
@@ -177,7 +184,7 @@ class SLOReconciler:
                                     held=True)
         else:
             assert isinstance(current, Replicas)
-            decision = plan.size(readings.samples, current.desired, last, current.ready)
+            decision = self._size(req, uid, plan, readings, current, last)
         me = Owner(self._d.kind.kind, req.namespace, req.name, uid)
         owners = self._d.book.owners(plan.service_id)
         conflict = conflict_message(plan.service_id, owners) if [o for o in owners if o != me] else None
@@ -191,6 +198,15 @@ class SLOReconciler:
         self._write(obj, base, build_status(base, generation, wire, ready, now_iso))
         return _requeue(readings.due_in, problem.retry if problem is not None else None)
 
+    def _size(self, req: Request, uid: str, plan: Plan, readings: Readings, current: Replicas,
+              last: int | None) -> Decision:
+        if plan.flow is not None:
+            return self.flows.size(req, uid, plan.flow, readings.samples, readings.at,
+                                   current=current.desired, last=last, poll_s=self._d.reader.interval)
+        self.flows.forget(req)
+        assert plan.size is not None
+        return plan.size(readings.samples, current.desired, last, current.ready)
+
     def _write(self, obj: Mapping[str, Any], base: Mapping[str, Any], status: dict[str, Any]) -> None:
         """Write ``status`` unless it differs from what the cluster holds only by drift."""
         if worth_writing(base, status):
@@ -202,6 +218,7 @@ class SLOReconciler:
         """The requirement is gone: release everything held for it."""
         with self._mu:
             self._plans.pop(req, None)
+        self.flows.forget(req)
         self._d.reader.forget(req)
         self._d.targets.release(req)
         self._d.book.forget(self._d.kind.kind, req)

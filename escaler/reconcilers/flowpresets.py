@@ -1,6 +1,9 @@
 """The PromQL of flow sizing's signals per serving engine (``spec.flow.engine``), scoped by
 ``spec.flow.selector``: ``flow_queries(flow)`` → ``((signal, query), ...)``, the signals read, in
-``escaler.api.llmflow.FLOW_SIGNALS`` order. Pure.
+``escaler.api.llmflow.FLOW_SIGNALS`` order. Pure. Shared by the kinds that size with a flow: the
+LLMScaler (``metricProvider: Flow``, a ``FlowProvider``) and the SLO decision engine (an
+LLMSLORequirement's ``spec.flow``, a ``FlowSizing`` whose objectives the caller has filled in from
+``ttft``/``otps``); both hold the flow at ``spec.flow``, the path the errors name.
 
 What is read: ``promptTokensRate`` and ``generationTokensRate`` always; ``waiting`` and
 ``requestsRate`` when the engine presets them or ``queries`` gives them; the latency signals only
@@ -60,7 +63,7 @@ from escaler.api.llmflow import (
     FLOW_SIGNALS,
     LATENCY_SIGNALS,
     FlowEngine,
-    FlowProvider,
+    FlowSizing,
     selector_ok,
 )
 from escaler.scaling.flow import down_delay
@@ -161,7 +164,7 @@ def _share(hist: str, bound: float, selector: str, window: int) -> str:
             f"or ({count} == 0)")
 
 
-def _preset(flow: FlowProvider, selector: str) -> dict[str, str]:
+def _preset(flow: FlowSizing, selector: str) -> dict[str, str]:
     """The engine's queries of every signal it presets (before the objectives choose)."""
     p = PRESETS.get(flow.engine)
     if p is None:
@@ -188,7 +191,7 @@ def _preset(flow: FlowProvider, selector: str) -> dict[str, str]:
     return out
 
 
-def _overrides(flow: FlowProvider) -> dict[str, str]:
+def _overrides(flow: FlowSizing) -> dict[str, str]:
     q = flow.queries
     if q is None:
         return {}
@@ -196,14 +199,14 @@ def _overrides(flow: FlowProvider) -> dict[str, str]:
     return {s: str(given[s]) for s in FLOW_SIGNALS if given.get(s) is not None}
 
 
-def _objective_off(flow: FlowProvider, signal: str) -> bool:
+def _objective_off(flow: FlowSizing, signal: str) -> bool:
     """True when ``signal`` is a latency signal whose objective is not set (it is not read)."""
     return any(signal in signals and getattr(flow, field) is None
                for field, signals in (("ttft_seconds", LATENCY_SIGNALS["ttftSeconds"]),
                                       ("tpot_seconds", LATENCY_SIGNALS["tpotSeconds"])))
 
 
-def flow_queries(flow: FlowProvider) -> tuple[tuple[str, str], ...]:
+def flow_queries(flow: FlowSizing) -> tuple[tuple[str, str], ...]:
     """``((signal, PromQL), ...)`` of the signals read (see the module docstring); ``ValueError``
     naming the field for a selector outside the grammar or a required signal without a query."""
     selector = ""
