@@ -305,6 +305,13 @@ def _interval_verdict(mine: str, other: str, m: dict[str, Any], o: dict[str, Any
     if v == "better":
         return (f"{mine} beats {other}, better attainment at a cost the intervals cannot tell apart: "
                 f"{figures}")
+    if c.cost.lo > 0 and c.attainment.lo > 0:
+        # dearer and better, both separated: a trade, not a ranking — unless the goal decides it
+        mine_meets = goal is not None and (m["attainment"] or 0) >= goal > (o["attainment"] or 0)
+        if mine_meets:
+            return (f"{mine} meets the {100 * (goal or 0):g} % goal that {other} misses, at a higher "
+                    f"cost: {figures}")
+        return f"no verdict on {mine} vs {other}, dearer at better attainment (a trade): {figures}"
     return f"{mine} does NOT beat {other}: {figures}"
 
 

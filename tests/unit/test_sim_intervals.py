@@ -104,3 +104,21 @@ def test_cheaper_with_both_at_the_goal_beats_whatever_the_surplus() -> None:
     rows[0]["attainment"] = 0.98
     said = verdicts(rows, refs, comparisons={("flow", "hpa"): c})
     assert said[0].startswith("flow does NOT beat hpa")
+
+
+def test_dearer_at_separated_better_attainment_is_a_trade_not_a_loss() -> None:
+    # flow vs the HPA on the code trace with the 70 B profile: 20.5 vs 5.6 replica-hours at 99.5 %
+    # vs 53.6 %: "does NOT beat" read as a loss where it is the goal met at a price
+    dear = [Block(100, 99, 300.0 + (5 if i % 2 else -5)) for i in range(12)]
+    cheap = [Block(100, 60, 100.0 + (5 if i % 2 else -5)) for i in range(12)]
+    c = compare(dear, cheap)
+    assert c.cost.lo > 0 and c.attainment.lo > 0 and not c.beats
+    rows = [{"policy": "flow", "attainment": 0.99, "replica_hours": 3.0},
+            {"policy": "hpa", "attainment": 0.6, "replica_hours": 1.0}]
+    refs = {"goal": 0.99, "cheapest_fixed": {"n": None},
+            "lower_bound": {"reachable": True, "replica_hours": 0.5}}
+    said = verdicts(rows, refs, comparisons={("flow", "hpa"): c})
+    assert said[0].startswith("flow meets the 99 % goal that hpa misses, at a higher cost: 3.0 vs 1.0")
+    rows[0]["attainment"] = 0.95  # neither meets it: no ranking
+    said = verdicts(rows, refs, comparisons={("flow", "hpa"): c})
+    assert said[0].startswith("no verdict on flow vs hpa, dearer at better attainment (a trade)")
