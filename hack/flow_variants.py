@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Run the simulator's ``flow`` policy with variants of its settings on one trace, one line each.
 
-Usage: ``python hack/flow_variants.py TRACE SCALE VARIANT...`` where TRACE is a trace file or
-``conv`` (the shipped conversation trace), SCALE the rate multiplier (``--scale``), and each
+Usage: ``python hack/flow_variants.py [--profile NAME|FILE] TRACE SCALE VARIANT...`` where TRACE is
+a trace file or ``conv`` (the shipped conversation trace), SCALE the rate multiplier (``--scale``), and each
 VARIANT a JSON object of ``FlowConfig`` fields and ``FlowPolicy`` fields overriding what
 ``escaler.sim.runner.build`` gives (``{}``: as shipped). Each run starts from the steady-state
 fleet, as ``python -m escaler simulate`` does; it prints the variant and the run's attainment,
@@ -19,7 +19,7 @@ import json
 import sys
 
 from escaler.sim.engine import SimOptions, simulate
-from escaler.sim.model import ReplicaProfile
+from escaler.sim.model import ReplicaProfile, load_profile
 from escaler.sim.policies import FlowPolicy
 from escaler.sim.report import SloTargets, summarize
 from escaler.sim.runner import Experiment, build, initial_fleet
@@ -29,13 +29,15 @@ _SHOWN = ("attainment", "replica_hours", "scale_events", "oscillations", "peak_r
 
 
 def main(argv: list[str]) -> int:
+    profile = ReplicaProfile()
+    if argv[:1] == ["--profile"]:
+        profile, argv = load_profile(argv[1]), argv[2:]
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
     trace = str(shipped_trace_path()) if argv[0] == "conv" else argv[0]
     arrivals = load_trace(trace, scale=float(argv[1]), speedup=1.0, duration=None, seed=0, model=None,
                           lengths=None, time_unit=None, drop_failed=False, note=lambda _m: None)
-    profile = ReplicaProfile()
     exp = initial_fleet(Experiment(arrivals=arrivals, options=SimOptions(profile=profile),
                                    slo=SloTargets(oscillation_window_s=profile.cold_start_s),
                                    policies=("flow",)))
