@@ -71,7 +71,9 @@ def test_the_config_a_spec_gives() -> None:
     assert (c.min_replicas, c.max_replicas) == (2, FLOW_MAX_REPLICAS)
     assert (c.utilization, c.min_utilization, c.max_utilization) == (0.95, 0.5, 0.95)
     assert (c.horizon_s, c.down_delay_s) == (90.0, 300.0)  # a cold start + a poll; two cold starts, >= 300 s
-    assert (c.queue_delay_budget_s, c.headroom_interval_s) == (1.0, 120.0)  # half the TTFT objective
+    # half the TTFT objective; the headroom grows at most once per rate window (120 s) and horizon (90 s)
+    assert (c.queue_delay_budget_s, c.headroom_interval_s) == (1.0, 120.0)
+    assert flow_config(spec(coldStartSeconds=180), 30.0).headroom_interval_s == 210.0
     low = flow_config(spec(utilization=0.3), 0.0)
     assert (low.min_utilization, low.max_utilization, low.horizon_s) == (0.3, 0.92, 60.0)
 
