@@ -23,12 +23,13 @@ Contract of ``run_experiment(exp, out, progress)``:
   (``escaler.sim.bound.lower_bound``: no policy meeting the goal costs less); when even the bound
   cannot meet the goal the report says so and prints no ratio; each policy row carries
   ``x_bound``, its replica-hours over the bound's (None then);
-* **tuned baselines** (``exp.tune``, ``--tune-baselines``): each of ``TUNED`` (hpa, kpa, apa) is
-  run at every target of ``tune_targets`` (fractions of the profile's max batch for the request
-  metrics, utilizations for ``kv``), kpa also at every ``KPA_DELAYS_S`` scale-down delay, and the
-  row reported is the best: the cheapest run that meets ``exp.goal``, else the one with the highest
-  attainment (the cheaper on a tie); its settings are in the row (``tuned``) and every point of
-  the sweep in ``<policy>.json``;
+* **tuned baselines** (``exp.tune``, ``--tune-baselines``): each of ``TUNED`` (hpa, kpa, apa) is run
+  at every target of ``tune_targets`` (fractions of the profile's max batch for the request metrics,
+  utilizations for ``kv``), kpa also at every ``KPA_DELAYS_S`` scale-down delay — and, while the
+  best run is at the smallest target swept, at half of it (down to 1): a best at the sweep's edge is
+  not the baseline at its best — and the row reported is the best: the cheapest run that meets
+  ``exp.goal``, else the one with the highest attainment (the cheaper on a tie); its settings are in
+  the row (``tuned``) and every point of the sweep in ``<policy>.json``;
 * writes, under ``out``: ``<policy>.json`` (the summary, the scale events, the replica count and
   arrival rate per scrape) and ``<policy>.md`` (its table row with the settings), ``summary.json``
   and ``summary.md`` (every policy, the references, the settings, and which escaler policies beat
@@ -227,7 +228,9 @@ def tuned(name: str, exp: Experiment,
     delays = KPA_DELAYS_S if name == "kpa" else (exp.kpa_scale_down_delay_s,)
     best: tuple[Run, dict[str, Any]] | None = None
     sweep: list[dict[str, Any]] = []
-    for target in tune_targets(exp):
+    targets = list(tune_targets(exp))
+    while targets:
+        target = targets.pop(0)
         for delay in delays:
             point = replace(exp, target=target, kpa_scale_down_delay_s=delay)
             label = f"{name} target={target:g}" + (f" delay={delay:g}s" if name == "kpa" else "")
@@ -239,8 +242,25 @@ def tuned(name: str, exp: Experiment,
             sweep.append({**setting, "attainment": row["attainment"], "replica_hours": row["replica_hours"]})
             if best is None or _better(row, best[1], exp.goal):
                 best = (run, row)
+        if not targets:
+            smaller = _below_the_sweep(exp, sweep, best[1] if best is not None else None)
+            if smaller is not None:
+                targets.append(smaller)
     assert best is not None
     return best[0], best[1], sweep
+
+
+def _below_the_sweep(exp: Experiment, sweep: list[dict[str, Any]],
+                     best: dict[str, Any] | None) -> float | None:
+    """Half the smallest target swept while the best run is at it (the optimum may lie below the
+    sweep: a tuned row at the sweep's edge is not the baseline at its best); None otherwise, or at 1,
+    or for ``kv`` (a utilization, its range already spans the useful one)."""
+    if exp.metric == "kv" or best is None:
+        return None
+    smallest = min(p["target"] for p in sweep)
+    if best["tuned"]["target"] != smallest or smallest <= 1:
+        return None
+    return float(max(1, math.floor(smallest / 2)))
 
 
 def _dump(path: Path, obj: Any) -> None:

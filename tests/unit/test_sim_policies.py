@@ -290,3 +290,23 @@ def test_the_baselines_default_targets_follow_the_profiles_batch() -> None:
     assert Experiment(arrivals=arrivals, metric="kv").metric_target() == 0.7
     given = Experiment(arrivals=arrivals, target=9.0, slo_concurrency=0)
     assert (given.metric_target(), given.concurrency()) == (9.0, 0)
+
+
+def test_the_tuning_sweep_extends_below_its_edge_while_the_best_is_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the 256-sequence profile the tuned HPA, KPA and apa all came out at 32, the sweep's
+    smallest target: the optimum may lie below. The sweep halves its smallest target while the
+    best run is at it."""
+    from escaler.sim import runner
+
+    monkeypatch.setattr(runner, "TUNE_BATCH_FRACTIONS", (0.25, 0.5))
+    arrivals = [Arrival(0.05 * i, 2000, 100) for i in range(400)]  # 20 requests/s for 20 s
+    exp = Experiment(arrivals=arrivals, options=SimOptions(profile=ReplicaProfile(max_batch=64),
+                                                           max_replicas=16), tune=True)
+    _run, row, sweep = runner.tuned("hpa", exp)
+    targets = [p["target"] for p in sweep]
+    assert targets[:2] == [16.0, 32.0]
+    best = row["tuned"]["target"]
+    # the sweep went on below 16 while the best sat at its smallest target, and stopped once not
+    assert len(targets) > 2 and targets[2:] == sorted(targets[2:], reverse=True)
+    assert best != min(targets) or min(targets) == 1.0
