@@ -33,6 +33,9 @@ NOTES = """
 `python bench/run.py bench_simulate`: the shipped conversation trace (one hour) at its rate and at
 5 times it, each default policy once at its default settings (the oracle with its calibration
 runs), in one process. Goal (issue 26): one hour x every policy <= 30 s; the `all` row is the sum.
+A replica that only decodes costs one event per sequence it finishes, not one per iteration
+(coalesced decode runs, `escaler/sim/serving.py`; the runs are identical to one event per
+iteration); what is left is mostly per request: its arrival, its prefill, its finish.
 """
 
 

@@ -2,12 +2,21 @@
 
 Contract of ``simulate(arrivals, policy, options)``:
 
-* Simulated time only: a heap of ``(time, sequence, kind, payload)`` events, popped in order
-  (the sequence number breaks ties in the order events were scheduled, so a run is a pure
-  function of its inputs: same trace, profile, policy and options → the same ``Run``; the one
-  random draw, each new replica's start-up, comes from ``random.Random(options.seed)``, so the
-  n-th replica a run creates draws the same start-up under every policy). Nothing sleeps and
-  nothing reads a clock.
+* Simulated time only: the trace's arrivals in time order and a heap of ``(time, after,
+  sequence, kind, payload)`` events, popped in order (``after`` is the time of the moment that
+  scheduled the event and the sequence number the order events were scheduled in: ties are broken
+  in the order events were scheduled; an arrival comes before any other event at its time), so a
+  run is a pure function of its inputs: same trace, profile, policy and options → the same
+  ``Run``; the one random draw, each new replica's start-up, comes from
+  ``random.Random(options.seed)``, so the n-th replica a run creates draws the same start-up under
+  every policy. Nothing sleeps and nothing reads a clock.
+* Speed: a replica that only decodes schedules one event per sequence it finishes, not one per
+  iteration (``escaler.sim.serving``: coalesced decode runs, of iterations shorter than half the
+  scrape interval and half the policy period; ``COALESCE`` False turns them off). The ``Run`` is the
+  same to the last bit: the iterations end at the same floats and every event that reads what an
+  iteration changed is handled before or after it as with one event per iteration (two replicas'
+  iterations ending at the very same instant may come in either order, which can only reorder one
+  scrape's TTFTs or TPOTs).
 * Events: a request arrives (``Fleet.arrive``); a replica starts serving; a replica ends an
   iteration; a **scrape** every ``scrape_interval_s`` (what a Prometheus scraping the servers
   would hold: per-replica gauges and, over the last interval, the requests that arrived, the
@@ -39,9 +48,12 @@ from escaler.sim.model import ReplicaProfile
 from escaler.sim.serving import ITERATION, READY, Fleet, Gauge, Replica, RequestRecord
 from escaler.sim.trace import Arrival
 
-__all__ = ["Policy", "Run", "Scrape", "SimOptions", "View", "percentile", "simulate", "window"]
+__all__ = ["COALESCE", "Policy", "Run", "Scrape", "SimOptions", "View", "percentile", "simulate", "window"]
 
-_ARRIVE, _SCRAPE, _TICK = "arrive", "scrape", "tick"
+_SCRAPE, _TICK = "scrape", "tick"
+# coalesce decode runs (module docstring); False schedules every iteration, as the equivalence test
+# compares
+COALESCE = True
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -54,7 +66,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Scrape:
     """What the metrics pipeline holds after one scrape."""
 
@@ -154,13 +166,18 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
                          "want 0 <= min <= max")
     if not policy.period_s > 0 or not options.scrape_interval_s > 0:
         raise ValueError("the policy period and the scrape interval must be positive")
-    heap: list[tuple[float, int, str, object]] = []
+    heap: list[tuple[float, float, int, str, object]] = []
     seq = itertools.count()
+    push = heapq.heappush
+    now = 0.0
 
-    def schedule(t: float, kind: str, payload: object) -> None:
-        heapq.heappush(heap, (t, next(seq), kind, payload))
+    def schedule(t: float, kind: str, payload: object, after: float | None = None) -> int:
+        n = next(seq)
+        push(heap, (t, now if after is None else after, n, kind, payload))
+        return n
 
-    fleet = Fleet(options.profile, schedule, options.seed)
+    coalesce = min(options.scrape_interval_s, policy.period_s) / 2 if COALESCE else 0.0
+    fleet = Fleet(options.profile, schedule, options.seed, coalesce)
     start = min(max(options.initial_replicas, options.min_replicas), options.max_replicas)
     fleet.scale_to(start, 0.0)
     for r in fleet.replicas:  # a running service starts warm
@@ -168,10 +185,13 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     heap.clear()
     for r in fleet.replicas:
         fleet.ready(r, 0.0)
-    for i, a in enumerate(arrivals):
-        schedule(a.t, _ARRIVE, i)
-    schedule(options.scrape_interval_s, _SCRAPE, None)
-    schedule(policy.period_s, _TICK, None)
+    # the arrivals in time order, the trace's order on a tie (they come before any other event)
+    times = [a.t for a in arrivals]
+    order: Sequence[int] = range(len(arrivals))
+    if any(b < a for a, b in itertools.pairwise(times)):
+        order = sorted(order, key=times.__getitem__)
+    schedule(options.scrape_interval_s, _SCRAPE, None, -math.inf)
+    schedule(policy.period_s, _TICK, None, -math.inf)
 
     total = len(arrivals)
     step = max(1, total // 100)
@@ -182,36 +202,59 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     window_arrivals = 0
     counted = (0, 0)  # the token counters at the previous scrape
     seen_done = 0
-    seen_first = 0  # fleet.finished is in finishing order; first tokens are gathered per scrape
-    first_tokens: list[RequestRecord] = []
-    now = 0.0
+    finished = fleet.finished
     reported = 0
-    while heap:
-        now, _, kind, payload = heapq.heappop(heap)
-        if now > deadline:
+    next_arrival = 0
+    arrival_at = times[order[0]]
+    pop = heapq.heappop
+    while True:
+        if next_arrival < total and (not heap or arrival_at <= heap[0][0]):
+            now = arrival_at
+            if now > deadline:
+                now = deadline
+                break
+            fleet.arrive(arrivals[order[next_arrival]], now)
+            window_arrivals += 1
+            next_arrival += 1
+            if next_arrival < total:
+                arrival_at = times[order[next_arrival]]
+            continue
+        if not heap:
+            break
+        t, _, n, kind, payload = pop(heap)
+        if kind is ITERATION:
+            assert isinstance(payload, Replica)
+            if n != payload.event:  # superseded: its run was cut
+                continue
+            if t > deadline:
+                now = deadline
+                break
+            now = t
+            before = len(finished)
+            fleet.iteration_done(payload, now)
+            if len(finished) != before:
+                if progress is not None and len(finished) // step > before // step:
+                    reported = len(finished)
+                    progress(reported, total)
+                if len(finished) >= total:
+                    break
+            continue
+        if t > deadline:
             now = deadline
             break
-        if kind == _ARRIVE:
-            assert isinstance(payload, int)
-            fleet.arrive(arrivals[payload], now)
-            window_arrivals += 1
-        elif kind == ITERATION:
-            assert isinstance(payload, Replica)
-            before = len(fleet.finished)
-            prefilling = [q for q, _ in payload.chunks]
-            fleet.iteration_done(payload, now)
-            first_tokens.extend(q for q in prefilling if q.first_token == now)
-            if progress is not None and len(fleet.finished) // step > before // step:
-                reported = len(fleet.finished)
-                progress(reported, total)
-        elif kind == READY:
+        now = t
+        if kind is READY:
             assert isinstance(payload, Replica)
             fleet.ready(payload, now)
-        elif kind == _SCRAPE:
-            ttfts = tuple(q.ttft for q in first_tokens[seen_first:])
-            seen_first = len(first_tokens)
-            tpots = tuple(q.tpot for q in fleet.finished[seen_done:] if q.output_tokens > 1)
-            seen_done = len(fleet.finished)
+            if len(finished) >= total:
+                break
+        elif kind is _SCRAPE:
+            fleet.advance(now)
+            firsts = fleet.first_tokens
+            ttfts = tuple(q.ttft for q in firsts)
+            firsts.clear()
+            tpots = tuple(q.tpot for q in finished[seen_done:] if q.output_tokens > 1)
+            seen_done = len(finished)
             scrapes.append(Scrape(now, fleet.size(), fleet.serving_count(), tuple(fleet.gauges()),
                                   len(fleet.pending), window_arrivals, ttfts,
                                   fleet.prompt_tokens_total - counted[0],
@@ -220,7 +263,7 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
             window_arrivals = 0
             if not _done(fleet, total):
                 schedule(now + options.scrape_interval_s, _SCRAPE, None)
-        elif kind == _TICK:
+        elif kind is _TICK:
             current = fleet.size()
             want = policy.decide(View(now, current, fleet.serving_count(), scrapes))
             want = min(max(int(want), options.min_replicas), options.max_replicas)
@@ -229,8 +272,6 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
                 fleet.scale_to(want, now)
             if not _done(fleet, total):
                 schedule(now + policy.period_s, _TICK, None)
-        if _done(fleet, total) and kind in (ITERATION, READY):
-            break
     if progress is not None and reported < total:
         progress(len(fleet.finished), total)
     end = now

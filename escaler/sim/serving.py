@@ -1,7 +1,8 @@
 """The in-memory serving fleet: replicas that batch requests, and the router in front of them.
 
 Contract of ``Fleet`` (driven by ``escaler.sim.engine``; it never reads a clock, every method is
-given ``now`` and asks for future work through the ``schedule(t, kind, replica)`` callback):
+given ``now`` and asks for future work through the ``schedule(t, kind, replica, after)`` callback,
+``after`` the time of the moment that schedules it, by default the event being processed):
 
 * ``scale_to(n, now)`` makes the fleet ``n`` replicas, as a Deployment's ``spec.replicas`` would:
   new replicas start now and serve after the profile's ``startup_s``, drawn per replica from the
@@ -19,36 +20,69 @@ given ``now`` and asks for future work through the ``schedule(t, kind, replica)`
   one when it has work. Planning an iteration costs O(its prefill chunks + the requests it admits),
   not O(its batch): the decoding batch's context is kept as a running sum.
 * Every request ends exactly once, in ``finished`` (``RequestRecord``: arrival, first token, done,
-  replica).
+  replica), in the order the iterations that end them are processed; a request whose prefill
+  completes enters ``first_tokens`` in the same order.
 * ``gauges()`` is what a real server exports, per serving replica: ``num_requests_running``,
   ``num_requests_waiting``, KV-cache utilization; ``prompt_tokens_total`` and
   ``generation_tokens_total`` are the fleet's counters (prompt tokens prefilled — not those a prefix
   cache hit served —, tokens generated: a first token counts as generated), advanced at the end of
-  each iteration.
+  each iteration; ``advance(t)`` first brings them to what the iterations ended before ``t`` give.
+
+**Coalesced decode runs** (``coalesce_s`` > 0; an optimization: a run is the same as with one event
+per iteration). An iteration with no prefill chunk only decodes, and so do the ones after it — the
+same batch, each reading ``len(running)`` more KV tokens — until a sequence finishes or a request
+routed to the replica can be admitted. Such a *run* is planned at once: the ends of its iterations
+are computed as the step-by-step code computes them (the previous end plus ``decode_step_s(b,
+kv)``, in the same order: the same floats), and only its last iteration — the one that finishes a
+sequence, at most ``RUN_ITERATIONS`` on — is scheduled. The iterations before it change nothing
+anyone reads but the token counters and the replica's step, which ``advance`` and the last
+iteration bring up to date. A request routed to the replica cuts the run at the iteration under way
+(which admits it, as it would have).
+
+Events are ordered by time, then by the time of the moment that scheduled them (for a run's last
+iteration: the end of the one before it), then in the order they were scheduled; arrivals first. A
+run's iteration has to be ordered only against an arrival routed to its replica (the arrival comes
+first at a tie), a scrape (it reads the counters) and, the last one, a policy tick: a scrape or a
+tick is scheduled ``2 x coalesce_s`` or more ahead and a run's iterations are shorter than
+``coalesce_s``, so at a tie the iteration was scheduled after it and comes after it, as step by
+step. Iterations of two replicas ending at the very same instant may be handled in either order:
+that can change only the order of the TTFTs or TPOTs within one scrape, which every reader takes as
+a set (``escaler.sim.signals``).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 import random
+from bisect import bisect_left, insort
 from collections import OrderedDict, deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.trace import Arrival
 
-__all__ = ["ITERATION", "READY", "Fleet", "Gauge", "Replica", "RequestRecord"]
+__all__ = ["ITERATION", "READY", "RUN_ITERATIONS", "Fleet", "Gauge", "Replica", "RequestRecord"]
 
 # the event kinds a Fleet schedules
 READY = "ready"
 ITERATION = "iteration"
+# the most iterations one coalesced run plans ahead: a request routed to the replica wastes at most
+# these many planned ends, and a run that would go on longer ends in an iteration that plans the next
+RUN_ITERATIONS = 128
 
-Schedule = Callable[[float, str, "Replica"], None]
+
+class Schedule(Protocol):
+    """``schedule(t, kind, replica, after)`` → the event's id: an event at ``t`` scheduled by the
+    moment at ``after`` (a run's iteration before it; None: the event being processed)."""
+
+    def __call__(self, t: float, kind: str, replica: Replica, after: float | None = None, /) -> int:
+        ...
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestRecord:
     """One request's life; times in simulated seconds."""
 
@@ -80,7 +114,7 @@ class RequestRecord:
         return (self.done - self.first_token) / (self.output_tokens - 1) if self.output_tokens > 1 else 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Replica:
     id: int
     created: float
@@ -105,13 +139,25 @@ class Replica:
     kv_context: int = 0
     # the prefix cache: block hashes, least recently used first (at most the profile's blocks)
     prefix: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    # requests routed to it and not finished: len(waiting) + len(admitted) + len(running)
+    held: int = 0
+    # its index in the fleet's serving replicas (Fleet._serving), -1 when it is not one of them
+    slot: int = -1
+    # the id of its scheduled ITERATION event (an event with another id was superseded: skip it)
+    event: int = -1
+    # the coalesced run under way (module docstring), else empty: the time it was planned, then the
+    # end of each of its iterations; the last one is the scheduled event
+    run: list[float] = field(default_factory=list)
+    # ``step`` when the run was planned, and how many of its iterations the counters hold
+    run_from: int = 0
+    run_done: int = 0
 
     @property
     def in_flight(self) -> int:
-        return len(self.waiting) + len(self.running) + len(self.admitted)
+        return self.held
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gauge:
     """A serving replica's exported gauges at one scrape."""
 
@@ -121,12 +167,20 @@ class Gauge:
     kv_utilization: float
 
 
+_ID = operator.attrgetter("id")
+
+
 class Fleet:
     """See the module docstring."""
 
-    def __init__(self, profile: ReplicaProfile, schedule: Schedule, seed: int = 0) -> None:
+    def __init__(self, profile: ReplicaProfile, schedule: Schedule, seed: int = 0,
+                 coalesce_s: float = 0.0) -> None:
         self.profile = profile
         self._schedule = schedule
+        # decode runs of iterations shorter than this are coalesced (module docstring); 0: none
+        self._coalesce_s = coalesce_s
+        # the replicas with a coalesced run under way, by id
+        self._runs: dict[int, Replica] = {}
         self._rng = random.Random(seed)  # each new replica's start-up draw, in creation order
         self._prefix_blocks = profile.prefix_cache_blocks
         # 1 / the context scale (0: no context term), the prefill rate: read every iteration
@@ -134,8 +188,12 @@ class Fleet:
         self._prefill_rate = profile.prefill_tokens_per_s
         self.replicas: list[Replica] = []  # every replica ever made, by id
         self._active: list[Replica] = []  # not removed, not draining, by id
+        self._serving: list[Replica] = []  # those of _active serving, by id: where requests go
+        self._held: list[int] = []  # their ``held``, in that order (JSQ reads them at each arrival)
         self.pending: deque[RequestRecord] = deque()
         self.finished: list[RequestRecord] = []
+        # requests whose prefill completed, in that order (the engine takes them at each scrape)
+        self.first_tokens: list[RequestRecord] = []
         self._next_id = 0
         self._order = itertools.count()  # admission order into decoding, the heap's tie-break
         # counters a real server exports (vLLM's prompt_tokens_total and generation_tokens_total):
@@ -154,7 +212,7 @@ class Fleet:
         return len(self._active)
 
     def serving_count(self) -> int:
-        return sum(1 for r in self._active if r.serving)
+        return len(self._serving)
 
     def scale_to(self, n: int, now: float) -> None:
         active = self._active
@@ -168,6 +226,7 @@ class Fleet:
             victims = sorted(active, key=lambda r: (r.serving, r.in_flight, -r.id))[: len(active) - n]
             gone = {r.id for r in victims}
             self._active = [r for r in active if r.id not in gone]
+            self._set_serving([r for r in self._serving if r.id not in gone])
             for r in victims:
                 if not r.serving:
                     r.removed = now
@@ -175,10 +234,21 @@ class Fleet:
                     r.draining = True
                     self._maybe_gone(r, now)
 
+    def _set_serving(self, serving: list[Replica]) -> None:
+        for r in self._serving:
+            r.slot = -1
+        for i, r in enumerate(serving):
+            r.slot = i
+        self._serving = serving
+        self._held = [r.held for r in serving]
+
     def ready(self, r: Replica, now: float) -> None:
         if r.removed is not None or r.draining:
             return
         r.serving = True
+        serving = list(self._serving)
+        insort(serving, r, key=_ID)
+        self._set_serving(serving)
         while self.pending:
             self._route(self.pending.popleft(), now)
 
@@ -188,52 +258,56 @@ class Fleet:
         self._route(RequestRecord(a.t, a.prompt_tokens, a.output_tokens, hash_ids=a.hash_ids), now)
 
     def _route(self, req: RequestRecord, now: float) -> None:
-        best: Replica | None = None
-        for r in self._active:
-            if r.serving and (best is None or r.in_flight < best.in_flight):
-                best = r
-        if best is None:
+        if not self._serving:
             self.pending.append(req)
             return
+        held = self._held
+        i = held.index(min(held))  # the first of the fewest: the lowest id on a tie
+        held[i] += 1
+        best = self._serving[i]
+        best.held += 1
         req.replica = best.id
         best.waiting.append(req)
         if not best.busy:
             self._start(best, now)
+        elif best.run and len(best.waiting) == 1:  # not behind a request that cannot be admitted
+            self._cut_run(best, now)
 
     def _start(self, r: Replica, now: float) -> None:
         """Plan the next iteration (``escaler.sim.model``: decodes first, then prefill chunks within
         the token budget) and schedule its end, when there is work."""
         p = self.profile
-        budget = p.max_batched_tokens - len(r.running) if p.max_batched_tokens else None
         chunks: list[tuple[RequestRecord, int]] = []
         # the iteration's prefill: tokens, and sum of tokens x the context each attends to on average
         prefill, attended = 0, 0.0
-        for req in r.admitted:  # prompts part-way through their prefill go first
-            if budget is not None and budget <= 0:
-                break
-            left = req.prompt_tokens - req.prefilled
-            chunk = left if budget is None else min(left, budget)
-            chunks.append((req, chunk))
-            prefill += chunk
-            attended += chunk * (req.prefilled + chunk * 0.5)
-            budget = None if budget is None else budget - chunk
-        while (r.waiting and len(r.running) + len(r.admitted) < p.max_batch
-               and (budget is None or budget > 0)):
-            head = r.waiting[0]
-            need = head.prompt_tokens + head.output_tokens
-            if r.kv_used + need > p.kv_capacity_tokens and (r.running or r.admitted):
-                break  # no room until something finishes (an oversized request runs alone)
-            r.waiting.popleft()
-            r.kv_used += need
-            r.admitted.append(head)
-            if head.hash_ids and self._prefix_blocks:
-                head.cached = head.prefilled = self._prefix_hit(r, head)
-            left = head.prompt_tokens - head.prefilled
-            chunk = left if budget is None else min(left, budget)
-            chunks.append((head, chunk))
-            prefill += chunk
-            attended += chunk * (head.prefilled + chunk * 0.5)
-            budget = None if budget is None else budget - chunk
+        if r.admitted or r.waiting:
+            budget = p.max_batched_tokens - len(r.running) if p.max_batched_tokens else None
+            for req in r.admitted:  # prompts part-way through their prefill go first
+                if budget is not None and budget <= 0:
+                    break
+                left = req.prompt_tokens - req.prefilled
+                chunk = left if budget is None else min(left, budget)
+                chunks.append((req, chunk))
+                prefill += chunk
+                attended += chunk * (req.prefilled + chunk * 0.5)
+                budget = None if budget is None else budget - chunk
+            while (r.waiting and len(r.running) + len(r.admitted) < p.max_batch
+                   and (budget is None or budget > 0)):
+                head = r.waiting[0]
+                need = head.prompt_tokens + head.output_tokens
+                if r.kv_used + need > p.kv_capacity_tokens and (r.running or r.admitted):
+                    break  # no room until something finishes (an oversized request runs alone)
+                r.waiting.popleft()
+                r.kv_used += need
+                r.admitted.append(head)
+                if head.hash_ids and self._prefix_blocks:
+                    head.cached = head.prefilled = self._prefix_hit(r, head)
+                left = head.prompt_tokens - head.prefilled
+                chunk = left if budget is None else min(left, budget)
+                chunks.append((head, chunk))
+                prefill += chunk
+                attended += chunk * (head.prefilled + chunk * 0.5)
+                budget = None if budget is None else budget - chunk
         batch = len(r.running) + len(chunks)
         r.chunks = chunks
         if batch == 0:
@@ -241,8 +315,75 @@ class Fleet:
             return
         r.busy = True
         kv = r.kv_context + len(r.running) * r.step
-        self._schedule(now + p.decode_step_s(batch, kv)
-                       + (prefill + attended * self._inv_scale) / self._prefill_rate, ITERATION, r)
+        if not chunks and self._coalesce_s and self._plan_run(r, now, kv):
+            return
+        r.event = self._schedule(now + p.decode_step_s(batch, kv)
+                                 + (prefill + attended * self._inv_scale) / self._prefill_rate, ITERATION, r)
+
+    def _plan_run(self, r: Replica, now: float, kv: int) -> bool:
+        """Plan a coalesced run from the decode-only iteration starting now (module docstring):
+        its iterations up to the one that finishes the first sequence, at most ``RUN_ITERATIONS``.
+        False (nothing planned) when that is one iteration or one is not shorter than
+        ``coalesce_s``."""
+        n = min(r.running[0][0] - r.step, RUN_ITERATIONS)
+        ends = [now]
+        if n < 2 or not self._decode_ends(ends, kv, len(r.running), n):
+            return False
+        self._begin_run(r, ends)
+        return True
+
+    def _decode_ends(self, ends: list[float], kv: int, b: int, n: int) -> bool:
+        """Append to ``ends`` the ends of ``n`` decode-only iterations of ``b`` sequences after its
+        last one, the first reading ``kv`` KV tokens, ``b`` more each; False (nothing appended) when
+        the last, the longest, is not shorter than ``coalesce_s``."""
+        p = self.profile
+        # decode_step_s(b, kv) term by term, as the step-by-step iteration computes it
+        base = p.decode_base_s + p.decode_per_seq_s * b
+        per_kv = p.decode_per_kv_token_s
+        if not base + per_kv * (kv + b * (n - 1)) < self._coalesce_s:
+            return False
+        # each end is the one before + (base + per_kv x kv_i): the step-by-step sums (a float holds
+        # each kv_i exactly, and converts to the same double)
+        t, k, fb = ends[-1], float(kv), float(b)
+        for _ in range(n):
+            t = t + (base + per_kv * k)
+            ends.append(t)
+            k += fb
+        return True
+
+    def _begin_run(self, r: Replica, ends: list[float]) -> None:
+        r.run = ends
+        r.run_from = r.step
+        r.run_done = 0
+        self._runs[r.id] = r
+        r.event = self._schedule(ends[-1], ITERATION, r, ends[-2])
+
+    def _cut_run(self, r: Replica, now: float) -> None:
+        """A request that ``r`` can admit was routed to it at ``now``: its run ends with the iteration
+        under way (an iteration ending at ``now`` is under way: the arrival comes first)."""
+        ends = r.run
+        k = bisect_left(ends, now, r.run_done + 1)
+        if k < len(ends) - 1:
+            del ends[k + 1:]
+            r.event = self._schedule(ends[k], ITERATION, r, ends[k - 1])
+
+    def advance(self, t: float) -> None:
+        """Bring the token counters to the iterations of every coalesced run that end before ``t``
+        (one ending at ``t`` comes after: module docstring)."""
+        gen = 0
+        for r in self._runs.values():
+            done = bisect_left(r.run, t, r.run_done + 1) - 1
+            gen += len(r.running) * (done - r.run_done)
+            r.run_done = done
+        self.generation_tokens_total += gen
+
+    def _end_run(self, r: Replica) -> None:
+        """``r``'s run reaches its last iteration: account for the ones before it."""
+        last = len(r.run) - 2
+        self.generation_tokens_total += len(r.running) * (last - r.run_done)
+        r.step = r.run_from + last
+        r.run = []
+        del self._runs[r.id]
 
     def _prefix_hit(self, r: Replica, req: RequestRecord) -> int:
         """The prompt tokens ``r``'s prefix cache serves ``req``: its leading blocks found (each
@@ -268,14 +409,25 @@ class Fleet:
     def iteration_done(self, r: Replica, now: float) -> None:
         """End ``r``'s iteration: every running sequence gets a token, every chunk is prefilled and
         a prompt whose prefill completes gets its first token; then plan the next iteration."""
-        self.generation_tokens_total += len(r.running)
+        if r.run:
+            self._end_run(r)
+        running = r.running
+        self.generation_tokens_total += len(running)
         r.step += 1
-        while r.running and r.running[0][0] <= r.step:
-            end, _, done = heapq.heappop(r.running)
+        step = r.step
+        while running and running[0][0] <= step:
+            end, _, done = heapq.heappop(running)
             r.kv_context -= done.prompt_tokens + done.output_tokens - end
             self._finish(r, done, now)
+        if r.chunks:
+            self._prefilled(r, now)
+        self._start(r, now)
+        if r.draining:
+            self._maybe_gone(r, now)
+
+    def _prefilled(self, r: Replica, now: float) -> None:
+        """The chunks of ``r``'s iteration ending now are prefilled."""
         prefilling: list[RequestRecord] = []
-        chunked = {id(req) for req, _ in r.chunks}
         for req, chunk in r.chunks:
             req.prefilled += chunk
             self.prompt_tokens_total += chunk
@@ -285,6 +437,7 @@ class Fleet:
             req.first_token = now
             req.generated = 1
             self.generation_tokens_total += 1
+            self.first_tokens.append(req)
             if req.hash_ids and self._prefix_blocks:
                 self._prefix_store(r, req)
             if req.output_tokens <= 1:
@@ -293,16 +446,18 @@ class Fleet:
                 end = r.step + req.output_tokens - 1
                 r.kv_context += req.prompt_tokens + req.output_tokens - end
                 heapq.heappush(r.running, (end, next(self._order), req))
-        # admitted prompts that got no chunk this iteration (the budget ran out) keep their place
-        r.admitted = prefilling + [q for q in r.admitted if id(q) not in chunked]
+        # admitted prompts that got no chunk this iteration (the budget ran out) keep their place; the
+        # chunks went to the first admitted ones (``_start``)
+        r.admitted = prefilling + r.admitted[len(r.chunks):]
         r.chunks = []
-        self._start(r, now)
-        self._maybe_gone(r, now)
 
     def _finish(self, r: Replica, req: RequestRecord, now: float) -> None:
         req.generated = req.output_tokens
         req.done = now
         r.kv_used -= req.prompt_tokens + req.output_tokens
+        r.held -= 1
+        if r.slot >= 0:
+            self._held[r.slot] -= 1
         self.finished.append(req)
 
     def _maybe_gone(self, r: Replica, now: float) -> None:
@@ -314,7 +469,7 @@ class Fleet:
     def gauges(self) -> list[Gauge]:
         cap = self.profile.kv_capacity_tokens
         return [Gauge(r.id, len(r.running) + len(r.admitted), len(r.waiting), r.kv_used / cap)
-                for r in self._active if r.serving]
+                for r in self._serving]
 
     def replica_seconds(self, until: float) -> float:
         return sum((r.removed if r.removed is not None else until) - r.created for r in self.replicas)
