@@ -11,7 +11,6 @@ Deployment.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,8 +23,7 @@ from escaler.api.llmflow import FlowProvider
 from escaler.reconcilers.flowpresets import flow_queries
 
 from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
-from .es_helpers import apply, deployment, replicas
-from .webhook import free_port
+from .es_helpers import Manager, apply, deployment, replicas, start_manager
 
 pytestmark = pytest.mark.e2e
 
@@ -35,34 +33,12 @@ CAPACITY = {"prefillTokensPerSecond": 8000, "decodeTokensPerSecond": 1500}
 
 
 @pytest.fixture
-def manager(cluster: Cluster, namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The manager, watching only the test's namespace; yields its log."""
-    log = tmp_path_factory.mktemp("llm-flow-manager") / "manager.log"
-    args = [
-        sys.executable, "-m", "escaler", "manager",
-        f"--kubeconfig={cluster.kubeconfig}",
-        f"--namespace={namespace}",
-        "--webhook-port=0",
-        "--metrics-trigger-poll-interval=2s",
-        "--metrics-bind-address=127.0.0.1:0",
-        "--health-probe-bind-address=127.0.0.1:0",
-        f"--api-bind-address=127.0.0.1:{free_port()}",
-        "--log-format=json",
-        # the fake Prometheus listens on loopback, refused by default (SSRF guard)
-        "--allow-endpoint-networks=127.0.0.0/8",
-    ]
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    wait_synced(proc, log)
-    try:
-        yield log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+def manager(cluster: Cluster, namespace: str, managers: list[Manager], tmp_path: Path) -> Iterator[Path]:
+    """The manager, watching only the test's namespace (poll 2 s); yields its log."""
+    mgr = start_manager(cluster, tmp_path, user="llm-flow", namespace=namespace, poll="2s")
+    managers.append(mgr)
+    wait_synced(mgr.proc, mgr.log)
+    yield mgr.log
 
 
 def flow(endpoint: str) -> dict[str, Any]:
