@@ -196,6 +196,19 @@ class Cluster:
         doc = obj if isinstance(obj, dict) else {"apiVersion": "v1", "kind": "List", "items": obj}
         return self.kubectl("apply", "-f", "-", input=json.dumps(doc))
 
+    def wait_established(self, crd: str, timeout: float = 60.0) -> None:
+        """Wait until CRD ``crd`` (``<plural>.<group>``) is Established. ``kubectl wait
+        --for=condition=Established`` fails at once, instead of waiting, when it reads the CRD before
+        the API server wrote any condition (".status.conditions accessor error: <nil>"): a race the
+        loaded parallel tier lost once."""
+
+        def established() -> bool:
+            got = json.loads(self.kubectl("get", "crd", crd, "-o", "json", check=False) or "{}")
+            conditions = (got.get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+        eventually(established, timeout=timeout, interval=0.2, what=f"CRD {crd} Established")
+
     def require_local(self) -> LocalCluster:
         if self.local is None:
             pytest.fail("this test needs the local control plane of hack/cluster.py "

@@ -169,7 +169,7 @@ class FirstRise:
 @pytest.fixture
 def capacity_namespaces(cluster: Cluster) -> Iterator[list[str]]:
     cluster.apply(crd())
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}")
+    cluster.wait_established(f"{PLURAL}.{GROUP}")
     tag = f"{random.randrange(16**5):05x}"
     names = [f"e2e-capacity-{tag}-{i}" for i in range(NAMESPACES)]
     for ns in names:

@@ -283,7 +283,7 @@ def _unpolled_since(log: QueryLog, live: set[str], since: float, until: float) -
 @pytest.fixture
 def scalable_crd(cluster: Cluster) -> Iterator[None]:
     cluster.apply(crd())
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{GROUP}")
+    cluster.wait_established(f"{PLURAL}.{GROUP}")
     yield
 
 

@@ -336,7 +336,7 @@ def test_d_state_trigger_follows_a_labelled_custom_source(
     cluster: Cluster, namespace: str, manager: dict[str, Any], api_client: Any
 ) -> None:
     cluster.apply(SOURCE_CRD)
-    cluster.kubectl("wait", "--for=condition=Established", "crd/replicasources.e2e.escaler.io")
+    cluster.wait_established("replicasources.e2e.escaler.io")
     apply(cluster, namespace, deployment("llm-d", 1))
     src = {
         "apiVersion": "e2e.escaler.io/v1",

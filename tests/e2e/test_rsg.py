@@ -127,8 +127,7 @@ def wait_rsg(cluster: Cluster, ns: str, name: str, pred: Any, what: str, m: Mana
 @pytest.fixture(scope="module")
 def lws_crd(cluster: Cluster) -> None:
     cluster.apply(LWS_CRD)
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/leaderworkersets.leaderworkerset.x-k8s.io")
+    cluster.wait_established("leaderworkersets.leaderworkerset.x-k8s.io")
 
 
 @pytest.fixture

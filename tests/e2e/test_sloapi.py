@@ -200,5 +200,4 @@ def test_missing_job_crd_is_indexed_as_empty(cluster: Cluster, namespace: str, t
         assert "JobSLORequirement is not served by this cluster" in api.output()
     finally:
         cluster.kubectl("apply", "--server-side", "-f", str(crd))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/jobslorequirements.llm.escaler.io")
+        cluster.wait_established("jobslorequirements.llm.escaler.io")
