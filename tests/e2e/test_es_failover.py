@@ -54,12 +54,14 @@ HIGH, LOW = 4, 2
 def _scaled_up_with_two_managers(cluster: Cluster, ns: str, work: Path, managers: list[Manager],
                                  fake_metrics: Any) -> tuple[Manager, Manager, str]:
     """A leads, B stands by; the target has been scaled up to HIGH by A. Returns (A, B, A's identity)."""
-    a = start_manager(cluster, work, user="escaler-failover-a", namespace=ns, leader_elect=True,
+    # users named per test: both tests of this file may run at once on the shared control plane, and the
+    # audit log is shared, so a per-test name keeps one test's managers out of the other's checks
+    a = start_manager(cluster, work, user=f"escaler-failover-a-{ns}", namespace=ns, leader_elect=True,
                       leader_election_id=LEASE, api=False)
     managers.append(a)
     holder = eventually(lambda: lease_holder(cluster, ns, LEASE), timeout=30,
                         what=f"a leader; log:\n{a.output()}")
-    b = start_manager(cluster, work, user="escaler-failover-b", namespace=ns, leader_elect=True,
+    b = start_manager(cluster, work, user=f"escaler-failover-b-{ns}", namespace=ns, leader_elect=True,
                       leader_election_id=LEASE, api=False)
     managers.append(b)
     apply(cluster, ns, deployment("llm", LOW))
