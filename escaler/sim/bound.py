@@ -13,9 +13,11 @@ Contract of ``lower_bound(arrivals, profile, slo, goal, initial_replicas, ...)``
   own deadline whoever computes it. A request that meets
   the SLO has its prefill done by ``arrival + ttft_s`` and its decode by ``arrival + ttft_s +
   (output - 1) x tpot_s``.
-* **Capacity.** Time is cut into buckets of ``bucket_s``; ``c[k]`` is the mean number of serving
-  replicas over bucket ``k``. For every bucket ``k`` and every window length ``h`` in
-  ``WINDOWS`` buckets, the work *released* at or after the window's start and *due* by its end
+* **Capacity.** Time is cut into buckets of ``bucket_s`` (default ``default_bucket_s``: 10 s, coarser
+  for a trace longer than ``MAX_BUCKETS`` of them, so a day costs the solver what four hours do;
+  every bucket length gives a valid bound, the windows below simply span other lengths); ``c[k]``
+  is the mean number of serving replicas over bucket ``k``. For every bucket ``k`` and every window
+  length ``h`` in ``WINDOWS`` buckets, the work *released* at or after the window's start and *due* by its end
   (prefill and decode as two parts, each with its own deadline) fits in ``bucket_s x sum(c)``
   over the window — less the work of the requests allowed to fail (a goal of ``goal`` lets
   ``floor((1 - goal) x requests)`` fail anywhere; a failed request's work can be done at any
@@ -53,10 +55,14 @@ from scipy.sparse import coo_matrix
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.trace import Arrival
 
-__all__ = ["DEFAULT_BUCKET_S", "WINDOWS", "Bound", "lower_bound", "reusable", "work"]
+__all__ = ["DEFAULT_BUCKET_S", "MAX_BUCKETS", "WINDOWS", "Bound", "default_bucket_s", "lower_bound",
+           "reusable", "work"]
 
 # the time resolution of the capacity variables
 DEFAULT_BUCKET_S = 10.0
+# the most buckets a default resolution cuts a trace into: the program's size (and HiGHS' time,
+# ~12 CPU-s at 1,440 buckets of 10 s, ~34 s for a day at 60 s) grows faster than its length
+MAX_BUCKETS = 1440
 # the window lengths (in buckets) a constraint spans
 WINDOWS = (1, 2, 4, 8, 16, 32)
 
@@ -73,6 +79,14 @@ class Bound:
     may_fail: int
     # the least mean serving replicas over the run (LP), for plots
     mean_replicas: float | None
+
+
+def default_bucket_s(span_s: float) -> float:
+    """``DEFAULT_BUCKET_S``, or for a trace spanning more than ``MAX_BUCKETS`` of them the next
+    multiple of it that cuts ``span_s`` into at most ``MAX_BUCKETS`` buckets."""
+    if not span_s > DEFAULT_BUCKET_S * MAX_BUCKETS:
+        return DEFAULT_BUCKET_S
+    return DEFAULT_BUCKET_S * math.ceil(span_s / (DEFAULT_BUCKET_S * MAX_BUCKETS))
 
 
 def work(a: Arrival, profile: ReplicaProfile, cached: int = 0) -> tuple[float, float]:
@@ -158,10 +172,12 @@ def _fail_lines(items: list[tuple[float, float, float]]) -> list[tuple[float, fl
 
 def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s: float, tpot_s: float,
                 goal: float, initial_replicas: int, max_replicas: int,
-                bucket_s: float = DEFAULT_BUCKET_S) -> Bound:
-    """See the module docstring."""
+                bucket_s: float | None = None) -> Bound:
+    """See the module docstring; ``bucket_s`` None is ``default_bucket_s`` of the trace's span."""
     if not arrivals:
         raise ValueError("lower_bound: the trace holds no requests")
+    if bucket_s is None:
+        bucket_s = default_bucket_s(max(a.t for a in arrivals))
     if not 0 < goal <= 1:
         raise ValueError(f"lower_bound: goal must be in (0, 1], got {goal}")
     if not bucket_s > 0:

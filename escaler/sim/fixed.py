@@ -71,14 +71,18 @@ def cheapest_fixed(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTar
     hi = options.max_replicas
     if hi < lo:
         raise ValueError(f"cheapest_fixed: max_replicas {hi} is below {lo}")
-    runs: dict[int, Run] = {}
+    # only the run a result can return is kept (the smallest hit so far, or the largest fleet's):
+    # a day-scale run holds millions of request records, a sweep tries a dozen fleets
+    kept: dict[int, Run] = {}
     tried: dict[int, float] = {}
 
     def ok(n: int) -> bool:
         cb = progress(f"fixed-{n}") if progress is not None else None
         run = simulate(arrivals, FixedPolicy(n), replace(options, initial_replicas=n), cb)
-        runs[n] = run
         tried[n] = _attainment(run, slo)
+        if tried[n] >= goal or n >= hi:
+            kept.clear()
+            kept[n] = run
         return tried[n] >= goal
 
     # gallop up from lo (cheap runs first), then bisect between the last miss and the first hit
@@ -86,7 +90,7 @@ def cheapest_fixed(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTar
     while not ok(n):
         miss = n
         if n >= hi:
-            return FixedResult(None, runs[hi], tried)
+            return FixedResult(None, kept[hi], tried)
         n = min(hi, max(n + 1, 2 * n))
     hit = n
     while hit - miss > 1:
@@ -95,7 +99,7 @@ def cheapest_fixed(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTar
             hit = mid
         else:
             miss = mid
-    return FixedResult(hit, runs[hit], tried)
+    return FixedResult(hit, kept[hit], tried)
 
 
 def steady_state_fleet(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTargets, goal: float,

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from escaler.sim.bound import lower_bound
+from escaler.sim.bound import DEFAULT_BUCKET_S, MAX_BUCKETS, default_bucket_s, lower_bound
 from escaler.sim.engine import Run, SimOptions, simulate
 from escaler.sim.fixed import FixedPolicy, cheapest_fixed, steady_state_fleet
 from escaler.sim.hpa import HpaPolicy
@@ -65,7 +65,8 @@ def test_no_run_that_meets_the_goal_costs_less_than_the_bound(seed: int) -> None
     arrivals = bursty(seed)
     runs = runs_of(arrivals, initial=2)
     checked = set()
-    for bucket_s in (2.0, 10.0):
+    # a coarse bucket (a long trace's default) is a bound as well, not only a fine one
+    for bucket_s in (2.0, 10.0, 60.0):
         for goal in (0.5, 0.9, 0.99):
             # every run starts with at most 8 warm replicas: the bound for 8 is below each one's
             got = bound_for(arrivals, goal, initial=8, bucket_s=bucket_s)
@@ -78,6 +79,17 @@ def test_no_run_that_meets_the_goal_costs_less_than_the_bound(seed: int) -> None
     # the check is not vacuous: scaling runs and fixed ones were compared at every goal
     assert {g for _, g in checked} == {0.5, 0.9, 0.99}
     assert {p for p, _ in checked} >= {"schedule", "hpa", "fixed-8"}
+
+
+def test_the_default_resolution_is_ten_seconds_until_a_trace_needs_more_than_the_most_buckets() -> None:
+    assert default_bucket_s(3600.0) == DEFAULT_BUCKET_S
+    assert default_bucket_s(DEFAULT_BUCKET_S * MAX_BUCKETS) == DEFAULT_BUCKET_S
+    day = default_bucket_s(86_400.0)
+    assert day == 60.0 and 86_400.0 / day <= MAX_BUCKETS
+    assert default_bucket_s(7 * 86_400.0) == 420.0
+    b = lower_bound([Arrival(0.0, 100, 5), Arrival(86_000.0, 100, 5)], PROFILE, ttft_s=SLO.ttft_s,
+                    tpot_s=SLO.tpot_s, goal=1.0, initial_replicas=1, max_replicas=4)
+    assert b.bucket_s == 60.0
 
 
 def test_the_bound_is_close_to_the_work_on_a_steady_load() -> None:
