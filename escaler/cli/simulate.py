@@ -53,6 +53,13 @@ def _nonneg(text: str) -> float:
     return v
 
 
+def _share(text: str) -> float:
+    v = _nonneg(text)
+    if v > 1:
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1, got {text!r}")
+    return v
+
+
 def _count(text: str) -> int:
     try:
         v = int(text)
@@ -132,6 +139,15 @@ def add_parser(
                    help="sweep hpa's, kpa's (and its scale-down delay) and apa's target and report each "
                         "one's best: the cheapest run meeting --goal, else the highest attainment "
                         "(the sweep is in <policy>.json)")
+    s.add_argument("--standby", type=_count, default=None,
+                   help="flow-standby: replicas kept loaded and asleep beside the fleet, woken first on a "
+                        "scale-up (default: swept, the best reported; the sweep is in flow-standby.json)")
+    s.add_argument("--standby-cost", type=_share, default=0.2,
+                   help="a standby replica's price asleep, as a share of a serving replica's "
+                        "(default: 0.2)")
+    s.add_argument("--wake-seconds", type=_nonneg, default=10.0,
+                   help="seconds from waking a standby replica to its serving (default: 10; vLLM's "
+                        "sleep mode wakes in under a second to a few)")
     s.add_argument("--goal", "--oracle-goal", dest="goal", type=_positive, default=0.99,
                    help="the attainment goal, 0-1: the cheapest fixed fleet and the lower bound are "
                         "for it, the oracle is calibrated to it, the steady-state start is sized for it "
@@ -190,14 +206,14 @@ def run(args: argparse.Namespace) -> int:
                            initial_replicas=(max(1, args.min_replicas) if args.initial_replicas is None
                                              else args.initial_replicas),
                            min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-                           seed=args.seed),
+                           seed=args.seed, wake_s=args.wake_seconds, standby_cost=args.standby_cost),
         slo=SloTargets(ttft_s=args.ttft_slo, tpot_s=args.tpot_slo,
                        oscillation_window_s=profile.cold_start_s), policies=args.policy, metric=args.metric,
         target=args.target, slo_percentile=args.slo_percentile, poll_s=args.poll_interval,
         slo_concurrency=args.slo_concurrency,
         goal=args.goal, steady_start=args.initial_replicas is None,
         kpa_scale_down_delay_s=args.kpa_scale_down_delay, tune=args.tune_baselines,
-        season_s=season_for(args.speedup), predict_slots=args.predict_slots,
+        season_s=season_for(args.speedup), predict_slots=args.predict_slots, standby=args.standby,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model,
                   "time_unit": args.time_unit, "drop_failed": args.drop_failed})

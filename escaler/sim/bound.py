@@ -33,6 +33,9 @@ Contract of ``lower_bound(arrivals, profile, slo, goal, initial_replicas, ...)``
   max(0, c[k] - c[k-1])`` for every rise, from the ``initial_replicas`` serving at 0 (averaging a
   schedule over buckets never adds rises); and before ``min_startup_s`` has passed only the
   initial replicas can serve (``c[k] <= initial_replicas``). ``c[k] <= max_replicas``.
+* ``startup_s`` (default ``min_startup_s``) replaces that least start-up: with a standby tier a
+  rise can be a wake (``min(wake, min_startup_s)``), which still pays full price from the order
+  until it serves, and its asleep price is >= 0, so the program is a bound for those policies too.
 * The bound is the linear program's minimum of ``bucket_s x sum(c) + min_startup_s x
   sum(rises)`` (scipy's HiGHS), in replica-hours. It relaxes integrality, batching below ``B``,
   the KV cache, the order of service, the cold starts' spread and the prefix caches' size and
@@ -172,8 +175,9 @@ def _fail_lines(items: list[tuple[float, float, float]]) -> list[tuple[float, fl
 
 def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s: float, tpot_s: float,
                 goal: float, initial_replicas: int, max_replicas: int,
-                bucket_s: float | None = None) -> Bound:
-    """See the module docstring; ``bucket_s`` None is ``default_bucket_s`` of the trace's span."""
+                bucket_s: float | None = None, startup_s: float | None = None) -> Bound:
+    """See the module docstring; ``bucket_s`` None is ``default_bucket_s`` of the trace's span,
+    ``startup_s`` None the profile's ``min_startup_s``."""
     if not arrivals:
         raise ValueError("lower_bound: the trace holds no requests")
     if bucket_s is None:
@@ -232,7 +236,7 @@ def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s:
             row([(G + k, slope), (F + k, -1.0)], -a)  # a + slope*g <= f
     row([(F + k, 1.0) for k in range(nb)], float(budget))
     a_ub = coo_matrix((vals, (rows, cols)), shape=(len(rhs), nvar)).tocsr()
-    startup = profile.min_startup_s
+    startup = profile.min_startup_s if startup_s is None else max(0.0, startup_s)
     cost = np.concatenate([np.full(n, bucket_s), np.full(n, startup), np.zeros(2 * nb)])
     warm_only = int(startup // bucket_s)  # buckets that end before a started replica serves
     cap = float(max_replicas)

@@ -26,12 +26,17 @@ Contract of ``simulate(arrivals, policy, options)``:
   (the policy sees the scrapes so far and the fleet's size, returns a replica count, clamped to
   ``[min_replicas, max_replicas]``, and the fleet is scaled to it). Time starts with
   ``initial_replicas`` serving (warm, as a running service is).
+* **Standby** (``escaler.sim.serving``, Standby): a policy with a ``standby`` attribute (an int,
+  0 when absent) keeps that many replicas loaded and asleep for the whole run, warm at the start
+  as the initial fleet is; a scale-up wakes them first (``options.wake_s``) and each asleep second
+  costs ``options.standby_cost`` of a replica-second.
 * The run ends when every request of the trace has finished; ticks and scrapes stop then. A fleet
   that can never serve (``max_replicas`` 0) ends at ``horizon_s`` past the last arrival with the
   unserved requests counted as unfinished.
 * ``Run`` holds every request's record, every scrape, every scale event (time, from, to), the
-  replica-seconds paid (each replica from its creation to its removal or the end) and each
-  replica's lifetime behind them.
+  replica-seconds paid (each replica from its creation to its removal or the end; standby at its
+  price) and the priced spans behind them (``lifetimes``: start, stop, price per second), the
+  standby seconds asleep.
 * ``progress(done, total)`` (optional) is called every 1 % of the requests finished.
 """
 
@@ -140,6 +145,10 @@ class SimOptions:
     horizon_s: float = 3600.0
     # seed of the replicas' start-up draws (escaler.sim.model: cold start, node delay)
     seed: int = 0
+    # a standby replica: seconds from the wake order to serving, and its price asleep (a share of a
+    # serving replica's)
+    wake_s: float = 10.0
+    standby_cost: float = 0.2
 
 
 @dataclass
@@ -152,8 +161,10 @@ class Run:
     scale_events: list[tuple[float, int, int]]
     replica_seconds: float
     end: float
-    # every replica's (created, removed or the end): what replica_seconds sums
-    lifetimes: list[tuple[float, float]] = field(default_factory=list)
+    # every priced span (start, stop, price per second in replicas): what replica_seconds sums
+    lifetimes: list[tuple[float, float, float]] = field(default_factory=list)
+    # seconds standby replicas spent asleep (unpriced)
+    standby_seconds: float = 0.0
 
 
 def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
@@ -177,9 +188,11 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
         return n
 
     coalesce = min(options.scrape_interval_s, policy.period_s) / 2 if COALESCE else 0.0
-    fleet = Fleet(options.profile, schedule, options.seed, coalesce)
+    fleet = Fleet(options.profile, schedule, options.seed, coalesce, wake_s=options.wake_s,
+                  standby_cost=options.standby_cost)
     start = min(max(options.initial_replicas, options.min_replicas), options.max_replicas)
     fleet.scale_to(start, 0.0)
+    fleet.set_standby(int(getattr(policy, "standby", 0) or 0), 0.0, warm=True)
     for r in fleet.replicas:  # a running service starts warm
         r.ready_at = 0.0
     heap.clear()
@@ -277,7 +290,7 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     end = now
     return Run(policy.name, sorted(fleet.finished, key=lambda q: (q.arrival, q.replica or 0)),
                total - len(fleet.finished), scrapes, events, fleet.replica_seconds(end), end,
-               [(r.created, r.removed if r.removed is not None else end) for r in fleet.replicas])
+               fleet.lifetimes(end), fleet.standby_seconds(end))
 
 
 def _done(fleet: Fleet, total: int) -> bool:

@@ -71,10 +71,10 @@ def blocks(run: Run, slo: SloTargets, block_s: float = BLOCK_S) -> list[Block]:
         if meets(q, slo):
             met[i] += 1
     requests[-1] += run.unfinished
-    for start, stop in run.lifetimes:
+    for start, stop, price in run.lifetimes:
         i = int(start // block_s)
         while i < n and i * block_s < stop:
-            cost[i] += min(stop, (i + 1) * block_s) - max(start, i * block_s)
+            cost[i] += price * (min(stop, (i + 1) * block_s) - max(start, i * block_s))
             i += 1
     return [Block(r, m, c) for r, m, c in zip(requests, met, cost, strict=True)]
 

@@ -37,7 +37,9 @@ simulated fleet, never a re-implementation:
   rate range and over ``miss_window_s``) and the burst rates (``burst_quantile`` of the token
   rates between consecutive Prometheus samples over ``burst_lookback_s``). Every decision is kept
   in ``trail`` with the reading it decided on and its steps in words (``<name>-decisions.jsonl`` in
-  the report; the e2e replay test serves the same readings to the manager).
+  the report; the e2e replay test serves the same readings to the manager). With ``standby`` > 0
+  (``flow-standby``) the same decisions run over a fleet that keeps that many replicas loaded and
+  asleep (``escaler.sim.serving``, Standby): the count it orders is served by wakes first.
 * Pipeline time is ``EPOCH + simulated seconds`` (the pipeline works in epoch seconds).
 """
 
@@ -224,6 +226,8 @@ class FlowPolicy:
     # the percentile (0-100) of the short-range rates the floor takes (quantile_over_time)
     burst_quantile: float = 100.0
     name: str = "flow"
+    # replicas kept loaded and asleep beside the fleet (the engine reads it; 0: no standby tier)
+    standby: int = 0
     # the last decision's steps in words, and every decision (time, from, to, signals, steps)
     last_steps: tuple[str, ...] = ()
     trail: list[dict[str, object]] = field(default_factory=list)

@@ -90,6 +90,7 @@ def summarize(run: Run, slo: SloTargets) -> dict[str, Any]:
         "event_rate": _r(rate),
         "peak_replicas": peak,
         "end_s": _r(run.end),
+        **({"standby_hours": _r(run.standby_seconds / 3600.0)} if run.standby_seconds else {}),
     }
 
 

@@ -69,7 +69,7 @@ __all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_
 # the default set
 POLICIES = ("apa", "slo", "flow", "hpa", "kpa", "oracle")
 # every name --policy takes: the default set and the opt-in ones
-ALL_POLICIES = (*POLICIES, "predictive")
+ALL_POLICIES = (*POLICIES, "predictive", "flow-standby")
 # the SLO policy's concurrencyPerReplica by default, as a share of the profile's max batch: 28 of a
 # batch of 64, the batch less headroom for the TTFT objective (docs/simulator.md shows the sweep)
 SLO_CONCURRENCY_SHARE = 28 / 64
@@ -82,7 +82,7 @@ DEFAULT_KV_TARGET = 0.7
 # lower bound's replica-hours
 GOAL_ATTAINMENT = 0.99
 GOAL_COST_RATIO = 1.2
-ESCALER_POLICIES = ("apa", "slo", "flow")
+ESCALER_POLICIES = ("apa", "slo", "flow", "flow-standby")
 BASELINES = ("hpa", "kpa")
 # bisection steps of the oracle's utilization
 ORACLE_STEPS = 7
@@ -91,6 +91,8 @@ TUNED = ("hpa", "kpa", "apa")
 TUNE_BATCH_FRACTIONS = (0.125, 0.25, 0.375, 0.5, 0.75, 1.0)
 TUNE_KV = (0.5, 0.7, 0.85, 0.95)
 KPA_DELAYS_S = (0.0, 120.0, 300.0)
+# the standby pool sizes flow-standby is swept over (doubling past the last while the best is there)
+STANDBY_SWEEP = (1, 2, 3, 4, 6, 8)
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
 
@@ -121,6 +123,8 @@ class Experiment:
     # the predictive policy's season (simulated seconds: a day / --speedup) and its slots per season
     season_s: float = DAY_S
     predict_slots: int = DEFAULT_SLOTS
+    # flow-standby's pool (replicas kept loaded and asleep); None: swept (standby_sweep)
+    standby: int | None = None
     # recorded in the report
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -151,6 +155,10 @@ def build(name: str, exp: Experiment) -> Policy:
         # memory holds the peak's fleet after the load falls (docs/simulator.md, flow)
         return FlowPolicy(config, ttft_target_s=exp.slo.ttft_s, tpot_target_s=exp.slo.tpot_s,
                           poll_s=exp.poll_s, burst_lookback_s=config.down_delay_s)
+    if name == "flow-standby":
+        flow = build("flow", exp)
+        assert isinstance(flow, FlowPolicy)
+        return replace(flow, name=name, standby=exp.standby if exp.standby is not None else STANDBY_SWEEP[0])
     if name == "predictive":
         return PredictivePolicy(
             ApaPolicy(exp.metric, exp.metric_target(), o.min_replicas, o.max_replicas, poll_s=exp.poll_s),
@@ -248,6 +256,29 @@ def tuned(name: str, exp: Experiment,
                 targets.append(smaller)
     assert best is not None
     return best[0], best[1], sweep
+
+
+def standby_sweep(exp: Experiment, progress: Progress | None = None
+                  ) -> tuple[Run, FlowPolicy, dict[str, Any], list[dict[str, Any]]]:
+    """flow-standby's best run over ``STANDBY_SWEEP`` pool sizes (module docstring), its policy (for
+    its trail), its summary (with ``standby``) and every point."""
+    best: tuple[Run, FlowPolicy, dict[str, Any]] | None = None
+    sweep: list[dict[str, Any]] = []
+    sizes = list(STANDBY_SWEEP)
+    while sizes:
+        m = sizes.pop(0)
+        policy = build("flow-standby", replace(exp, standby=m))
+        assert isinstance(policy, FlowPolicy)
+        run = simulate(exp.arrivals, policy, exp.options,
+                       progress(f"flow-standby m={m}") if progress is not None else None)
+        row = {**summarize(run, exp.slo), "standby": m}
+        sweep.append({"standby": m, "attainment": row["attainment"], "replica_hours": row["replica_hours"]})
+        if best is None or _better(row, best[2], exp.goal):
+            best = (run, policy, row)
+        if not sizes and best[2]["standby"] == m and 2 * m <= exp.options.max_replicas:
+            sizes.append(2 * m)
+    assert best is not None
+    return best[0], best[1], best[2], sweep
 
 
 def _below_the_sweep(exp: Experiment, sweep: list[dict[str, Any]],
@@ -397,21 +428,38 @@ def initial_fleet(exp: Experiment) -> Experiment:
                    settings={**exp.settings, "initial_fleet": note})
 
 
+def _bound_row(bound: Bound) -> dict[str, Any]:
+    return {"policy": "lower bound", "reachable": bound.reachable,
+            "replica_hours": (None if bound.replica_hours is None else float(f"{bound.replica_hours:.6g}")),
+            "mean_replicas": None if bound.mean_replicas is None else round(bound.mean_replicas, 3),
+            "may_fail": bound.may_fail, "bucket_s": bound.bucket_s}
+
+
+def standby_bound(exp: Experiment) -> Bound:
+    """The lower bound for a policy with a standby tier: a rise may be a wake (``escaler.sim.bound``)."""
+    o = exp.options
+    return lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
+                       initial_replicas=o.initial_replicas, max_replicas=o.max_replicas,
+                       startup_s=min(o.wake_s, o.profile.min_startup_s))
+
+
 def references(exp: Experiment,
-               progress: Progress | None = None) -> tuple[dict[str, Any], FixedResult, Bound]:
-    """The two reference rows (module docstring) as one JSON-ready mapping, and what they came from."""
+               progress: Progress | None = None) -> tuple[dict[str, Any], FixedResult, Bound, Bound | None]:
+    """The two reference rows (module docstring) as one JSON-ready mapping, and what they came from;
+    with flow-standby among the policies also the bound with a standby tier (``lower_bound_standby``,
+    and last; else None)."""
     fixed = cheapest_fixed(exp.arrivals, exp.options, exp.slo, exp.goal, progress)
     o = exp.options
     bound = lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
                         initial_replicas=o.initial_replicas, max_replicas=o.max_replicas)
     fixed_row = {**summarize(fixed.run, exp.slo), "n": fixed.n,
                  "tried": {str(n): a for n, a in sorted(fixed.tried.items())}}
-    bound_row = {"policy": "lower bound", "reachable": bound.reachable,
-                 "replica_hours": (None if bound.replica_hours is None
-                                   else float(f"{bound.replica_hours:.6g}")),
-                 "mean_replicas": None if bound.mean_replicas is None else round(bound.mean_replicas, 3),
-                 "may_fail": bound.may_fail, "bucket_s": bound.bucket_s}
-    return {"goal": exp.goal, "cheapest_fixed": fixed_row, "lower_bound": bound_row}, fixed, bound
+    refs = {"goal": exp.goal, "cheapest_fixed": fixed_row, "lower_bound": _bound_row(bound)}
+    standby = standby_bound(exp) if "flow-standby" in exp.policies else None
+    if standby is not None:
+        refs["lower_bound_standby"] = {**_bound_row(standby), "wake_s": o.wake_s,
+                                       "standby_cost": o.standby_cost}
+    return refs, fixed, bound, standby
 
 
 def _with_ratio(row: dict[str, Any], bound: Bound) -> dict[str, Any]:
@@ -435,6 +483,13 @@ def _references_md(refs: dict[str, Any]) -> str:
                      f"replica-hours, {bound['mean_replicas']} replicas serving on average")
     else:
         lines.append(f"- lower bound: {goal} is out of reach for any policy with these settings (no ratio)")
+    standby = refs.get("lower_bound_standby")
+    if standby is not None and standby["reachable"]:
+        lines.append(f"- lower bound with a standby tier (wake {standby['wake_s']:g} s, asleep at "
+                     f"{100 * standby['standby_cost']:g} % of the price; flow-standby's x bound): "
+                     f"{standby['replica_hours']} replica-hours")
+    elif standby is not None:
+        lines.append(f"- lower bound with a standby tier: {goal} is out of reach (no ratio)")
     return "\n".join(lines) + "\n"
 
 
@@ -442,7 +497,7 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
                    plot: bool = True) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     exp = initial_fleet(exp)
-    refs, fixed, bound = references(exp, progress)
+    refs, fixed, bound, standby_ref = references(exp, progress)
     rows: list[dict[str, Any]] = []
     runs: dict[str, Run] = {}
     for name in exp.policies:
@@ -452,17 +507,23 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
             row = {**summarize(run, exp.slo), "oracle_utilization": round(u, 4)}
         elif exp.tune and name in TUNED:
             run, row, sweep = tuned(name, exp, progress)
+        elif name == "flow-standby" and exp.standby is None:
+            run, best, row, sweep = standby_sweep(exp, progress)
+            (out / f"{name}-decisions.jsonl").write_text(
+                "".join(json.dumps(d, sort_keys=True) + "\n" for d in best.trail))
         else:
             policy = build(name, exp)
             run = simulate(exp.arrivals, policy, exp.options,
                            progress(name) if progress is not None else None)
             row = summarize(run, exp.slo)
+            if name == "flow-standby":
+                row["standby"] = exp.standby
             if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
                 row["forecast_floor_polls"] = policy.floors
             if isinstance(policy, FlowPolicy):  # every decision in words, as explain would give it
                 (out / f"{name}-decisions.jsonl").write_text(
                     "".join(json.dumps(d, sort_keys=True) + "\n" for d in policy.trail))
-        row = _with_ratio(row, bound)
+        row = _with_ratio(row, standby_ref if name == "flow-standby" and standby_ref is not None else bound)
         rows.append(row)
         runs[name] = run
         _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],

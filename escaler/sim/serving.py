@@ -11,6 +11,17 @@ given ``now`` and asks for future work through the ``schedule(t, kind, replica, 
   then serving ones with the fewest requests in flight (newest first on a tie). A removed serving
   replica is taken out of routing at once and finishes what it holds (its queue and its batch)
   before it goes away: graceful termination, no request is lost or retried. It costs until then.
+* **Standby** (``set_standby(m, now)``, 0 by default): a pool of ``m`` replicas kept loaded and
+  asleep (vLLM's sleep mode; a low-priority standby Deployment), each a ``Sleeper``. A new one
+  cold-starts like any replica (drawn from the same ``random.Random``, full price until loaded) and
+  is then asleep at ``standby_cost`` of a replica's price. ``scale_to`` takes a new replica from
+  the pool first (the one asleep longest): it serves ``wake_s`` after the order (or when its own
+  load ends, if it is still loading) and costs full price from the order; its prefix cache starts
+  empty. A scale-down puts an idle victim to sleep when the pool is short or holds a replica still
+  loading that would be asleep later than the victim (a victim with requests in flight drains and
+  goes); the pool is then refilled to ``m`` with new cold starts and trimmed
+  (those still loading first). ``set_standby(m, now, warm=True)`` makes the missing ones asleep at
+  once without a draw, as a running service has them.
 * ``arrive(request, now)`` routes a request to the serving, non-draining replica with the fewest
   requests (waiting + running; join-shortest-queue), lowest id on a tie. With no such replica the
   request waits in the fleet's own queue, handed out (JSQ, first come first served) when a
@@ -64,7 +75,7 @@ from typing import Protocol
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.trace import Arrival
 
-__all__ = ["ITERATION", "READY", "RUN_ITERATIONS", "Fleet", "Gauge", "Replica", "RequestRecord"]
+__all__ = ["ITERATION", "READY", "RUN_ITERATIONS", "Fleet", "Gauge", "Replica", "RequestRecord", "Sleeper"]
 
 # the event kinds a Fleet schedules
 READY = "ready"
@@ -157,6 +168,16 @@ class Replica:
         return self.held
 
 
+@dataclass(slots=True)
+class Sleeper:
+    """A standby replica: created (full price) until ``asleep_at``, then asleep at the standby price
+    until ``ended`` (woken into a serving replica, or trimmed)."""
+
+    created: float
+    asleep_at: float
+    ended: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Gauge:
     """A serving replica's exported gauges at one scrape."""
@@ -174,8 +195,13 @@ class Fleet:
     """See the module docstring."""
 
     def __init__(self, profile: ReplicaProfile, schedule: Schedule, seed: int = 0,
-                 coalesce_s: float = 0.0) -> None:
+                 coalesce_s: float = 0.0, *, wake_s: float = 10.0, standby_cost: float = 0.2) -> None:
         self.profile = profile
+        self.wake_s = wake_s
+        self.standby_cost = standby_cost
+        self.sleepers: list[Sleeper] = []  # every standby replica ever made
+        self._standby: list[Sleeper] = []  # those not ended, oldest first
+        self.standby_target = 0
         self._schedule = schedule
         # decode runs of iterations shorter than this are coalesced (module docstring); 0: none
         self._coalesce_s = coalesce_s
@@ -217,8 +243,7 @@ class Fleet:
     def scale_to(self, n: int, now: float) -> None:
         active = self._active
         for _ in range(n - len(active)):
-            r = Replica(self._next_id, created=now, ready_at=now + self.profile.startup_s(self._rng))
-            self._next_id += 1
+            r = self._new_replica(now)
             self.replicas.append(r)
             active.append(r)
             self._schedule(r.ready_at, READY, r)
@@ -228,11 +253,57 @@ class Fleet:
             self._active = [r for r in active if r.id not in gone]
             self._set_serving([r for r in self._serving if r.id not in gone])
             for r in victims:
-                if not r.serving:
+                if r.in_flight == 0 and self._sleeps(max(now, r.ready_at)):
+                    # asleep at once if it served (sleep mode), else once its load ends
+                    r.removed = now
+                    self._add_sleeper(Sleeper(now, max(now, r.ready_at)))
+                elif not r.serving:
                     r.removed = now
                 else:
                     r.draining = True
                     self._maybe_gone(r, now)
+        self._refill(now)
+
+    def set_standby(self, m: int, now: float, warm: bool = False) -> None:
+        """Keep ``m`` standby replicas (module docstring); ``warm``: the missing ones asleep now."""
+        self.standby_target = max(0, m)
+        if warm:
+            while len(self._standby) < self.standby_target:
+                self._add_sleeper(Sleeper(now, now))
+        self._refill(now)
+
+    @property
+    def standby(self) -> int:
+        return len(self._standby)
+
+    def _new_replica(self, now: float) -> Replica:
+        rid = self._next_id
+        self._next_id += 1
+        if not self._standby:
+            return Replica(rid, created=now, ready_at=now + self.profile.startup_s(self._rng))
+        s = min(self._standby, key=lambda x: x.asleep_at)
+        self._standby.remove(s)
+        s.ended = now
+        return Replica(rid, created=now, ready_at=now + self.wake_s if s.asleep_at <= now else s.asleep_at)
+
+    def _sleeps(self, asleep_at: float) -> bool:
+        """Whether a victim asleep at ``asleep_at`` joins the pool: it is short, or it holds one
+        still loading that would be asleep later (then trimmed by ``_refill``)."""
+        if not self.standby_target:
+            return False
+        return len(self._standby) < self.standby_target or any(s.asleep_at > asleep_at for s in self._standby)
+
+    def _add_sleeper(self, s: Sleeper) -> None:
+        self.sleepers.append(s)
+        self._standby.append(s)
+
+    def _refill(self, now: float) -> None:
+        while len(self._standby) < self.standby_target:
+            self._add_sleeper(Sleeper(now, now + self.profile.startup_s(self._rng)))
+        while len(self._standby) > self.standby_target:
+            s = max(self._standby, key=lambda x: x.asleep_at)  # still loading first
+            self._standby.remove(s)
+            s.ended = now
 
     def _set_serving(self, serving: list[Replica]) -> None:
         for r in self._serving:
@@ -472,4 +543,21 @@ class Fleet:
                 for r in self._serving]
 
     def replica_seconds(self, until: float) -> float:
-        return sum((r.removed if r.removed is not None else until) - r.created for r in self.replicas)
+        """The price paid until ``until``, in replica-seconds (a standby second at ``standby_cost``)."""
+        return sum(w * (stop - start) for start, stop, w in self.lifetimes(until))
+
+    def lifetimes(self, until: float) -> list[tuple[float, float, float]]:
+        """Every priced span: (start, stop, price per second in replicas) — each replica from its
+        creation to its removal (or ``until``) at 1, each standby replica's load at 1 and its sleep
+        at ``standby_cost``."""
+        out = [(r.created, r.removed if r.removed is not None else until, 1.0) for r in self.replicas]
+        for s in self.sleepers:
+            end = s.ended if s.ended is not None else until
+            out.append((s.created, min(s.asleep_at, end), 1.0))
+            if end > s.asleep_at:
+                out.append((s.asleep_at, end, self.standby_cost))
+        return out
+
+    def standby_seconds(self, until: float) -> float:
+        """Seconds standby replicas spent asleep until ``until`` (unpriced)."""
+        return sum(max(0.0, (s.ended if s.ended is not None else until) - s.asleep_at) for s in self.sleepers)

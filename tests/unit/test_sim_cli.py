@@ -61,7 +61,7 @@ def test_a_bad_flag_value_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
         main(["simulate", "--policy", "apa,nope", "--out", str(tmp_path)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert ("--policy: want a comma list of apa, slo, flow, hpa, kpa, oracle, predictive, "
+    assert ("--policy: want a comma list of apa, slo, flow, hpa, kpa, oracle, predictive, flow-standby, "
             "got 'apa,nope'") in err
 
 
