@@ -5,12 +5,16 @@ Runs ``escaler.sim.engine.simulate`` in this process over the shipped conversati
 five replicas of work), once per policy of the default set at its default settings, from the
 steady-state fleet ``escaler simulate`` starts from; the oracle is timed with its calibration (the
 up to ``ORACLE_STEPS`` runs ``escaler simulate`` makes). Each row is the CPU seconds of the runs
-(``time.process_time``), the wall seconds, and the simulated requests per CPU second.
+(``time.process_time``), the wall seconds, and the simulated requests per CPU second. The
+``report`` rows time the whole report ``escaler simulate`` makes (steady start, the references —
+cheapest fixed fleet and lower bound —, every default policy, the JSON and Markdown; no plots) in
+wall seconds, on one process and on ``--jobs`` worker processes (``escaler.sim.parallel``).
 """
 
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,12 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from escaler.sim.engine import simulate  # noqa: E402
+from escaler.sim.parallel import default_jobs  # noqa: E402
 from escaler.sim.runner import (  # noqa: E402
     POLICIES,
     Experiment,
     build,
     calibrate_oracle,
     initial_fleet,
+    run_experiment,
 )
 from escaler.sim.trace import load_trace, shipped_trace_path  # noqa: E402
 
@@ -32,7 +38,9 @@ TITLE = "Policy simulator: one hour of traffic under every policy (CPU seconds)"
 NOTES = """
 `python bench/run.py bench_simulate`: the shipped conversation trace (one hour) at its rate and at
 5 times it, each default policy once at its default settings (the oracle with its calibration
-runs), in one process. Goal (issue 26): one hour x every policy <= 30 s; the `all` row is the sum.
+runs), in one process. Goal (issue 26): one hour x every policy <= 30 s; the `all` row is the sum;
+the `report` rows are a whole `escaler simulate` report's wall clock (references included) on one
+process and on every CPU (`--jobs`, the default).
 A replica that only decodes costs one event per sequence it finishes, not one per iteration
 (coalesced decode runs, `escaler/sim/serving.py`; the runs are identical to one event per
 iteration); what is left is mostly per request: its arrival, its prefill, its finish.
@@ -63,6 +71,12 @@ def run() -> list[dict[str, Any]]:
                          "wall_s": round(wall, 2), "requests_per_cpu_s": rate})
         rows.append({"trace": f"conversation x{scale:g}", "policy": "all", "cpu_s": round(total_cpu, 2),
                      "wall_s": round(total_wall, 2), "requests_per_cpu_s": ""})
+        for jobs in sorted({1, default_jobs()}):
+            wall = time.perf_counter()
+            with tempfile.TemporaryDirectory() as out:
+                run_experiment(Experiment(arrivals=arrivals), Path(out), plot=False, jobs=jobs)
+            rows.append({"trace": f"conversation x{scale:g}", "policy": f"report, --jobs {jobs}", "cpu_s": "",
+                         "wall_s": round(time.perf_counter() - wall, 2), "requests_per_cpu_s": ""})
     return rows
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from escaler.scaling.predict import MAX_SLOTS
 from escaler.sim.engine import SimOptions
 from escaler.sim.model import DEFAULT_PROFILE, PROFILES, ProfileError, load_profile
+from escaler.sim.parallel import MAX_DEFAULT_JOBS, default_jobs
 from escaler.sim.predictive import DEFAULT_SLOTS, season_for
 from escaler.sim.progress import MODES as PROGRESS_MODES
 from escaler.sim.progress import reporter
@@ -50,6 +51,13 @@ def _nonneg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"want a number, got {text!r}") from None
     if not (v >= 0 and v != float("inf")):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def _jobs(text: str) -> int:
+    v = _count(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
     return v
 
 
@@ -171,6 +179,10 @@ def add_parser(
                    help="progress on stderr: bar (redrawn in place), lines (a plain line every 10 %% "
                         "and 10 s at most, for logs), off; auto = bar on a terminal, else lines "
                         "(default: auto)")
+    p.add_argument("--jobs", type=_jobs, default=None,
+                   help="simulations run side by side on this many worker processes; the report is the "
+                        "same to the byte (default: the CPUs this process may use, at most "
+                        f"{MAX_DEFAULT_JOBS})")
     p.add_argument("--no-progress", action="store_true", help="same as --progress off")
     return run
 
@@ -218,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
                   "duration": args.duration, "seed": args.seed, "model": args.model,
                   "time_unit": args.time_unit, "drop_failed": args.drop_failed})
     rows = run_experiment(exp, Path(args.out), reporter("off" if args.no_progress else args.progress),
-                          plot=not args.no_plots)
+                          plot=not args.no_plots, jobs=args.jobs if args.jobs is not None else default_jobs())
     print(markdown_table(rows), end="")
     print(f"report: {args.out}/summary.md", file=sys.stderr)
     return 0

@@ -1,6 +1,6 @@
 """One experiment: a trace, the policies to compare, and the files of the report.
 
-Contract of ``run_experiment(exp, out, progress)``:
+Contract of ``run_experiment(exp, out, progress, plot, jobs)``:
 
 * builds each policy named in ``exp.policies`` (``POLICIES``: ``apa``, ``slo``, ``flow``, ``hpa``,
   ``kpa``, ``oracle``, the default set; ``predictive``, opt-in: apa plus the seasonal forecast floor of
@@ -36,6 +36,16 @@ Contract of ``run_experiment(exp, out, progress)``:
   or fail to beat the HPA and KPA emulations and the cheapest fixed fleet on cost at equal or
   better attainment), ``flow-decisions.jsonl`` (every flow decision with its steps in words), and
   the plots (``escaler.sim.plots``, the references drawn on them);
+* **flow-standby** (opt-in): flow over a fleet with a standby pool (``escaler.sim.serving``); its
+  size ``exp.standby``, or swept over ``STANDBY_SWEEP`` (doubling past the top while the best is
+  there) and the best reported as for a tuned baseline (``standby`` in the row); its ``x_bound``
+  is against the bound where a rise may be a wake (``standby_bound``, ``lower_bound_standby`` in
+  the references);
+* **side by side**: every simulation known up front (the references, each policy, each point of a
+  sweep's first round, the oracle's calibration as one task) is submitted at once to ``jobs``
+  worker processes (``escaler.sim.parallel``), and the results are taken in the order a single
+  process makes them, so ``jobs`` changes the wall clock, never a byte of the report; with
+  ``jobs`` > 1 progress says each task once, when it is done;
 * the JSON is written with sorted keys and rounded numbers: the same trace, seed and settings give
   byte-identical files; returns the summary rows.
 """
@@ -45,9 +55,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from escaler.scaling.flow import service_config
 from escaler.sim.bound import Bound, lower_bound
@@ -58,6 +69,7 @@ from escaler.sim.intervals import Comparison, Interval, blocks, compare
 from escaler.sim.kpa import KpaPolicy
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.oracle import MAX_UTILIZATION, OraclePolicy
+from escaler.sim.parallel import Workers, shared
 from escaler.sim.policies import ApaPolicy, FlowPolicy, SloPolicy, flow_capacity
 from escaler.sim.predictive import DAY_S, DEFAULT_SLOTS, PredictivePolicy
 from escaler.sim.report import SloTargets, markdown_table, summarize
@@ -95,6 +107,7 @@ KPA_DELAYS_S = (0.0, 120.0, 300.0)
 STANDBY_SWEEP = (1, 2, 3, 4, 6, 8)
 
 Progress = Callable[[str], Callable[[int, int], None] | None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -230,55 +243,115 @@ def _better(a: dict[str, Any], b: dict[str, Any], goal: float) -> bool:
     return bool(a["replica_hours"] < b["replica_hours"])
 
 
+Result = tuple[Run, dict[str, Any], list[dict[str, Any]] | None]
+# a sweep's point: its setting (reported) and the experiment's fields it changes
+Point = tuple[dict[str, Any], dict[str, Any]]
+
+
+def _policy_task(name: str, overrides: dict[str, Any], cb: Callable[[int, int], None] | None) -> Result:
+    """One run of policy ``name`` on the shared experiment with ``overrides`` (a worker's task,
+    ``escaler.sim.parallel``): the run, its summary, and a flow policy's trail (else None)."""
+    exp = replace(shared(), **overrides)
+    policy = build(name, exp)
+    run = simulate(exp.arrivals, policy, exp.options, cb)
+    row = summarize(run, exp.slo)
+    if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
+        row["forecast_floor_polls"] = policy.floors
+    return run, row, list(policy.trail) if isinstance(policy, FlowPolicy) else None
+
+
+def _oracle_task(cb: None) -> tuple[Run, float]:
+    return calibrate_oracle(shared())
+
+
+def _fixed_task(progress: Progress | None) -> FixedResult:
+    exp = shared()
+    return cheapest_fixed(exp.arrivals, exp.options, exp.slo, exp.goal, progress)
+
+
+def _bounds_task() -> tuple[Bound, Bound | None]:
+    return bounds(shared())
+
+
+def _submit(workers: Workers, progress: Progress | None, label: str, fn: Callable[..., T],
+            *args: Any) -> Future[T]:
+    """``fn(*args, cb)`` on ``workers``: ``cb`` the progress of ``label`` when it runs here, else None
+    and a final progress line once the worker is done."""
+    if not workers.parallel:
+        return workers.submit(fn, *args, progress(label) if progress is not None else None)
+    future = workers.submit(fn, *args, None)
+    if progress is not None:
+        future.add_done_callback(lambda _: (update := progress(label)) and update(1, 1))
+    return future
+
+
+class _Sweep:
+    """One policy's sweep on the workers: ``first`` points (setting, overrides) submitted at once;
+    ``finish`` takes their results in order, keeps the best (``_better``), asks ``more(sweep, best
+    row)`` for another round, and returns the best result and every point."""
+
+    def __init__(self, name: str, exp: Experiment, workers: Workers, progress: Progress | None,
+                 first: list[Point], more: Callable[[list[dict[str, Any]], dict[str, Any]], list[Point]],
+                 tag: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]) -> None:
+        self.name, self.exp, self.workers, self.progress = name, exp, workers, progress
+        self.more, self.tag = more, tag
+        self.pending = [self._submit(setting, overrides) for setting, overrides in first]
+
+    def _submit(self, setting: dict[str, Any],
+                overrides: dict[str, Any]) -> tuple[dict[str, Any], Future[Result]]:
+        label = self.name + "".join(f" {k}={v:g}" for k, v in setting.items())
+        return setting, _submit(self.workers, self.progress, label, _policy_task, self.name, overrides)
+
+    def finish(self) -> tuple[Result, list[dict[str, Any]]]:
+        best: Result | None = None
+        sweep: list[dict[str, Any]] = []
+        while self.pending:
+            for setting, future in self.pending:
+                run, row, trail = future.result()
+                row = self.tag(row, setting)
+                sweep.append({**setting, "attainment": row["attainment"],
+                              "replica_hours": row["replica_hours"]})
+                if best is None or _better(row, best[1], self.exp.goal):
+                    best = (run, row, trail)
+            assert best is not None
+            self.pending = [self._submit(s, o) for s, o in self.more(sweep, best[1])]
+        assert best is not None
+        return best, sweep
+
+
+def _start_tuned(name: str, exp: Experiment, workers: Workers, progress: Progress | None) -> _Sweep:
+    delays = KPA_DELAYS_S if name == "kpa" else (exp.kpa_scale_down_delay_s,)
+
+    def points(targets: list[float]) -> list[Point]:
+        return [({"target": t, **({"scale_down_delay_s": d} if name == "kpa" else {})},
+                 {"target": t, "kpa_scale_down_delay_s": d}) for t in targets for d in delays]
+
+    def more(sweep: list[dict[str, Any]], best: dict[str, Any]) -> list[Point]:
+        smaller = _below_the_sweep(exp, sweep, best)
+        return points([smaller]) if smaller is not None else []
+
+    return _Sweep(name, exp, workers, progress, points(list(tune_targets(exp))), more,
+                  lambda row, setting: {**row, "tuned": setting})
+
+
+def _start_standby(exp: Experiment, workers: Workers, progress: Progress | None) -> _Sweep:
+    def point(m: int) -> Point:
+        return {"standby": m}, {"standby": m}
+
+    def more(sweep: list[dict[str, Any]], best: dict[str, Any]) -> list[Point]:
+        top = max(p["standby"] for p in sweep)
+        return [point(2 * top)] if best["standby"] == top and 2 * top <= exp.options.max_replicas else []
+
+    return _Sweep("flow-standby", exp, workers, progress, [point(m) for m in STANDBY_SWEEP], more,
+                  lambda row, setting: {**row, **setting})
+
+
 def tuned(name: str, exp: Experiment,
           progress: Progress | None = None) -> tuple[Run, dict[str, Any], list[dict[str, Any]]]:
     """The best run of baseline ``name`` over its sweep, its summary (with ``tuned``), every point."""
-    delays = KPA_DELAYS_S if name == "kpa" else (exp.kpa_scale_down_delay_s,)
-    best: tuple[Run, dict[str, Any]] | None = None
-    sweep: list[dict[str, Any]] = []
-    targets = list(tune_targets(exp))
-    while targets:
-        target = targets.pop(0)
-        for delay in delays:
-            point = replace(exp, target=target, kpa_scale_down_delay_s=delay)
-            label = f"{name} target={target:g}" + (f" delay={delay:g}s" if name == "kpa" else "")
-            run = simulate(exp.arrivals, build(name, point), exp.options,
-                           progress(label) if progress is not None else None)
-            row = summarize(run, exp.slo)
-            setting = {"target": target, **({"scale_down_delay_s": delay} if name == "kpa" else {})}
-            row["tuned"] = setting
-            sweep.append({**setting, "attainment": row["attainment"], "replica_hours": row["replica_hours"]})
-            if best is None or _better(row, best[1], exp.goal):
-                best = (run, row)
-        if not targets:
-            smaller = _below_the_sweep(exp, sweep, best[1] if best is not None else None)
-            if smaller is not None:
-                targets.append(smaller)
-    assert best is not None
-    return best[0], best[1], sweep
-
-
-def standby_sweep(exp: Experiment, progress: Progress | None = None
-                  ) -> tuple[Run, FlowPolicy, dict[str, Any], list[dict[str, Any]]]:
-    """flow-standby's best run over ``STANDBY_SWEEP`` pool sizes (module docstring), its policy (for
-    its trail), its summary (with ``standby``) and every point."""
-    best: tuple[Run, FlowPolicy, dict[str, Any]] | None = None
-    sweep: list[dict[str, Any]] = []
-    sizes = list(STANDBY_SWEEP)
-    while sizes:
-        m = sizes.pop(0)
-        policy = build("flow-standby", replace(exp, standby=m))
-        assert isinstance(policy, FlowPolicy)
-        run = simulate(exp.arrivals, policy, exp.options,
-                       progress(f"flow-standby m={m}") if progress is not None else None)
-        row = {**summarize(run, exp.slo), "standby": m}
-        sweep.append({"standby": m, "attainment": row["attainment"], "replica_hours": row["replica_hours"]})
-        if best is None or _better(row, best[2], exp.goal):
-            best = (run, policy, row)
-        if not sizes and best[2]["standby"] == m and 2 * m <= exp.options.max_replicas:
-            sizes.append(2 * m)
-    assert best is not None
-    return best[0], best[1], best[2], sweep
+    with Workers(1, exp) as workers:
+        (run, row, _), sweep = _start_tuned(name, exp, workers, progress).finish()
+    return run, row, sweep
 
 
 def _below_the_sweep(exp: Experiment, sweep: list[dict[str, Any]],
@@ -443,23 +516,33 @@ def standby_bound(exp: Experiment) -> Bound:
                        startup_s=min(o.wake_s, o.profile.min_startup_s))
 
 
-def references(exp: Experiment,
-               progress: Progress | None = None) -> tuple[dict[str, Any], FixedResult, Bound, Bound | None]:
-    """The two reference rows (module docstring) as one JSON-ready mapping, and what they came from;
-    with flow-standby among the policies also the bound with a standby tier (``lower_bound_standby``,
-    and last; else None)."""
-    fixed = cheapest_fixed(exp.arrivals, exp.options, exp.slo, exp.goal, progress)
+def bounds(exp: Experiment) -> tuple[Bound, Bound | None]:
+    """The lower bound, and with flow-standby among the policies the bound with a standby tier."""
     o = exp.options
     bound = lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
                         initial_replicas=o.initial_replicas, max_replicas=o.max_replicas)
+    return bound, standby_bound(exp) if "flow-standby" in exp.policies else None
+
+
+def reference_rows(exp: Experiment, fixed: FixedResult, bound: Bound,
+                   standby: Bound | None) -> dict[str, Any]:
+    """The two reference rows (module docstring) as one JSON-ready mapping; with a standby bound also
+    ``lower_bound_standby``."""
     fixed_row = {**summarize(fixed.run, exp.slo), "n": fixed.n,
                  "tried": {str(n): a for n, a in sorted(fixed.tried.items())}}
     refs = {"goal": exp.goal, "cheapest_fixed": fixed_row, "lower_bound": _bound_row(bound)}
-    standby = standby_bound(exp) if "flow-standby" in exp.policies else None
     if standby is not None:
-        refs["lower_bound_standby"] = {**_bound_row(standby), "wake_s": o.wake_s,
-                                       "standby_cost": o.standby_cost}
-    return refs, fixed, bound, standby
+        refs["lower_bound_standby"] = {**_bound_row(standby), "wake_s": exp.options.wake_s,
+                                       "standby_cost": exp.options.standby_cost}
+    return refs
+
+
+def references(exp: Experiment,
+               progress: Progress | None = None) -> tuple[dict[str, Any], FixedResult, Bound, Bound | None]:
+    """``reference_rows`` and what they came from: the cheapest fixed fleet, the bounds."""
+    fixed = cheapest_fixed(exp.arrivals, exp.options, exp.slo, exp.goal, progress)
+    bound, standby = bounds(exp)
+    return reference_rows(exp, fixed, bound, standby), fixed, bound, standby
 
 
 def _with_ratio(row: dict[str, Any], bound: Bound) -> dict[str, Any]:
@@ -494,41 +577,54 @@ def _references_md(refs: dict[str, Any]) -> str:
 
 
 def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
-                   plot: bool = True) -> list[dict[str, Any]]:
+                   plot: bool = True, jobs: int = 1) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     exp = initial_fleet(exp)
-    refs, fixed, bound, standby_ref = references(exp, progress)
-    rows: list[dict[str, Any]] = []
-    runs: dict[str, Run] = {}
-    for name in exp.policies:
-        sweep: list[dict[str, Any]] = []
-        if name == "oracle":
-            run, u = calibrate_oracle(exp, progress)
-            row = {**summarize(run, exp.slo), "oracle_utilization": round(u, 4)}
-        elif exp.tune and name in TUNED:
-            run, row, sweep = tuned(name, exp, progress)
-        elif name == "flow-standby" and exp.standby is None:
-            run, best, row, sweep = standby_sweep(exp, progress)
-            (out / f"{name}-decisions.jsonl").write_text(
-                "".join(json.dumps(d, sort_keys=True) + "\n" for d in best.trail))
-        else:
-            policy = build(name, exp)
-            run = simulate(exp.arrivals, policy, exp.options,
-                           progress(name) if progress is not None else None)
-            row = summarize(run, exp.slo)
-            if name == "flow-standby":
-                row["standby"] = exp.standby
-            if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
-                row["forecast_floor_polls"] = policy.floors
-            if isinstance(policy, FlowPolicy):  # every decision in words, as explain would give it
+    with Workers(jobs, exp) as workers:
+        # everything known up front is submitted at once, so every worker has work; the longest
+        # first (the oracle's calibration, then the fixed-fleet sweep: runs one after the other)
+        started: dict[str, Any] = {}
+        if "oracle" in exp.policies:
+            started["oracle"] = _submit(workers, progress, "oracle", _oracle_task)
+        fixed_f = workers.submit(_fixed_task, None if workers.parallel else progress)
+        bounds_f = workers.submit(_bounds_task)
+        for name in exp.policies:
+            if name == "oracle":
+                continue
+            elif exp.tune and name in TUNED:
+                started[name] = _start_tuned(name, exp, workers, progress)
+            elif name == "flow-standby" and exp.standby is None:
+                started[name] = _start_standby(exp, workers, progress)
+            else:
+                started[name] = _submit(workers, progress, name, _policy_task, name, {})
+        fixed = fixed_f.result()
+        bound, standby_ref = bounds_f.result()
+        refs = reference_rows(exp, fixed, bound, standby_ref)
+        rows: list[dict[str, Any]] = []
+        runs: dict[str, Run] = {}
+        for name in exp.policies:
+            sweep: list[dict[str, Any]] = []
+            job = started.pop(name)
+            trail: list[dict[str, Any]] | None = None
+            if name == "oracle":
+                run, u = job.result()
+                row = {**summarize(run, exp.slo), "oracle_utilization": round(u, 4)}
+            elif isinstance(job, _Sweep):
+                (run, row, trail), sweep = job.finish()
+            else:
+                run, row, trail = job.result()
+                if name == "flow-standby":
+                    row["standby"] = exp.standby
+            if trail is not None:  # every flow decision in words, as explain would give it
                 (out / f"{name}-decisions.jsonl").write_text(
-                    "".join(json.dumps(d, sort_keys=True) + "\n" for d in policy.trail))
-        row = _with_ratio(row, standby_ref if name == "flow-standby" and standby_ref is not None else bound)
-        rows.append(row)
-        runs[name] = run
-        _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],
-                                     "timeline": _timeline(run), **({"sweep": sweep} if sweep else {})})
-        (out / f"{name}.md").write_text(f"# {name}\n\n{_settings_md(exp)}\n{markdown_table([row])}")
+                    "".join(json.dumps(d, sort_keys=True) + "\n" for d in trail))
+            ref = standby_ref if name == "flow-standby" and standby_ref is not None else bound
+            row = _with_ratio(row, ref)
+            rows.append(row)
+            runs[name] = run
+            _dump(out / f"{name}.json", {"summary": row, "scale_events": [list(e) for e in run.scale_events],
+                                         "timeline": _timeline(run), **({"sweep": sweep} if sweep else {})})
+            (out / f"{name}.md").write_text(f"# {name}\n\n{_settings_md(exp)}\n{markdown_table([row])}")
     comparisons = compare_runs(runs, fixed.run if fixed.n is not None else None, exp.slo)
     said = verdicts(rows, refs, comparisons)
     _dump(out / "summary.json", {"settings": _settings(exp), "policies": rows, "references": refs,
