@@ -591,7 +591,8 @@ class SignalTrigger(KubeModel):
     poll_interval_seconds: int = Field(
         default=DEFAULT_SIGNAL_POLL_INTERVAL_SECONDS,
         ge=1,
-        description="Seconds between two polls of endpoint.",
+        description="Seconds between two polls of endpoint; raised to the manager's --min-poll-interval "
+        "(default 5 s) with a PollIntervalClamped Warning.",
     )
     idle_timeout_seconds: int = Field(
         default=DEFAULT_SIGNAL_IDLE_TIMEOUT_SECONDS,

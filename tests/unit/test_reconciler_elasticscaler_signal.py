@@ -296,3 +296,27 @@ def test_poller_wired_to_metrics_scalers_only() -> None:
             scheduled += [r for r, _ in h.es.poller.poll_once()]
             h.clock.step(1.0)
         assert scheduled == [Request(NS, "m")]
+
+
+def test_a_pull_interval_below_the_managers_floor_is_raised_to_it_and_a_warning_says_so(h: Harness) -> None:
+    # issue 27 item 11: a SignalTrigger's pollIntervalSeconds 1 was pulled every second whatever
+    # --min-poll-interval (5 s here, the default) said
+    h.api("deployments").create(deployment("web", 0))
+    h.api("elasticscalers").create(
+        scaler("es", signal_trigger(endpoint="http://gw.example/activity", pollIntervalSeconds=1),
+               min_replicas=0))
+    h.start()
+    h.pull_reading = SignalReading(active=True)
+    result = h.reconcile("es")
+    assert h.pulls == ["http://gw.example/activity"]
+    assert result.requeue_after == 5.0, "the next pull waits the manager's floor, not the spec's 1 s"
+    for _ in range(4):
+        h.clock.step(1)
+        h.reconcile("es")
+    assert len(h.pulls) == 1, "pulled more often than --min-poll-interval allows"
+    h.clock.step(1)
+    h.reconcile("es")
+    assert len(h.pulls) == 2
+    notes = [e.note for e in h.recorder.events if e.reason == "PollIntervalClamped"]  # type: ignore[attr-defined]
+    assert notes == ["spec.trigger.signalTrigger.pollIntervalSeconds 1 is below the manager's "
+                     "--min-poll-interval 5s: polled every 5s"], notes

@@ -88,12 +88,12 @@ def clamp_note(spec_seconds: float | None, default: float, floor: float, path: s
             f"{floor:g}s")
 
 
-def clamp_events(spec_seconds: float | None, default: float, floor: float,
-                 reported: str | None) -> tuple[str | None, list[EventValue]]:
-    """``spec.pollIntervalSeconds`` raised to ``floor``: the note to remember, and the Warning
-    event to emit (only when the note differs from the one ``reported`` last; ElasticScaler and
-    LLMScaler)."""
-    note = clamp_note(spec_seconds, default, floor, "spec.pollIntervalSeconds")
+def clamp_events(spec_seconds: float | None, default: float, floor: float, reported: str | None,
+                 path: str = "spec.pollIntervalSeconds") -> tuple[str | None, list[EventValue]]:
+    """``path`` (a poll interval) raised to ``floor``: the note to remember, and the Warning event to
+    emit (only when the note differs from the one ``reported`` last; ElasticScaler and LLMScaler,
+    a SignalTrigger's pull interval)."""
+    note = clamp_note(spec_seconds, default, floor, path)
     if note is None or note == reported:
         return note, []
     return note, [EventValue("Warning", EVENT_POLL_INTERVAL_CLAMPED, note)]

@@ -188,7 +188,7 @@ class ElasticScalerReconciler:
         self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
                                                deps.poll_interval, deps.outbound, deps.min_poll_interval)
         self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,
-                                             deps.allowed_hosts, deps.outbound)
+                                             deps.allowed_hosts, deps.outbound, deps.min_poll_interval)
         self._state = StateResolver(deps.mapper, deps.watches, deps.client, deps.source_namespace)
         self._costs = DeletionCoster(
             deps.pod_values, deps.pod_patcher, deps.mapper, deps.watches,
@@ -302,9 +302,15 @@ class ElasticScalerReconciler:
                 f"spec.trigger.metricsTrigger.scalingAlgorithm: {_not_registered(mt.scaling_algorithm)}"))
         mem = self._memory_for(sync.req, scaler.metadata.uid or "")
         mem.reported = self.reporter.annotation_problems(sync, mem.reported, parsed.annotation_problems)
-        mem.poll_clamp_reported, clamp = clamp_events(
-            scaler.spec.poll_interval_seconds, self._d.poll_interval, self._d.min_poll_interval,
-            mem.poll_clamp_reported)
+        st = scaler.spec.trigger.signal_trigger
+        if st is not None and st.endpoint:  # a SignalTrigger's pulls have the same floor
+            mem.poll_clamp_reported, clamp = clamp_events(
+                st.poll_interval_seconds, float(st.poll_interval_seconds), self._d.min_poll_interval,
+                mem.poll_clamp_reported, path="spec.trigger.signalTrigger.pollIntervalSeconds")
+        else:
+            mem.poll_clamp_reported, clamp = clamp_events(
+                scaler.spec.poll_interval_seconds, self._d.poll_interval, self._d.min_poll_interval,
+                mem.poll_clamp_reported)
         if clamp:
             self.reporter.emit(sync, clamp, action="Poll")
         return scaler, parsed.annotations

@@ -1,13 +1,15 @@
 """SignalTrigger in a sync (SPEC §5.5): pull the endpoint when due, apply the signal rule.
 
 ``SignalRecommender.recommend(req, scaler, current, memory)`` pulls ``signalTrigger.endpoint`` at
-most once per ``pollIntervalSeconds``, records the reading in the ``SignalStore`` like a pushed
-signal, and returns a ``SignalOutcome``: the pipeline's ``RecommendResult`` (``DecisionReceived``;
-a SignalTrigger may scale from zero), when to look again (the next pull, or the moment the idle
-timeout would expire), and the pull bookkeeping to keep (``PullMemory``) — it changes nothing it
-was given. A failed pull holds (``DecisionUnavailable``: an unreachable gateway is never mistaken
-for an idle one); an endpoint outside ``--allowed-endpoint-hosts`` is ``InvalidSpec``. Once idle,
-a standing replica request is dropped from the store.
+most once per ``pollIntervalSeconds`` raised to ``--min-poll-interval`` (``pull_interval``; the
+reconciler says so with a Warning, as for a metrics poll), records the reading in the
+``SignalStore`` like a pushed signal, and returns a ``SignalOutcome``: the pipeline's
+``RecommendResult`` (``DecisionReceived``; a SignalTrigger may scale from zero), when to look
+again (the next pull, or the moment the idle timeout would expire), and the pull bookkeeping to
+keep (``PullMemory``) — it changes nothing it was given. A failed pull holds
+(``DecisionUnavailable``: an unreachable gateway is never mistaken for an idle one); an endpoint
+outside ``--allowed-endpoint-hosts`` is ``InvalidSpec``. Once idle, a standing replica request is
+dropped from the store.
 
 The pull runs on the outbound executor (``escaler.runtime.executor``), never on the reconcile
 worker: the sync that finds a pull due submits it and is *pending* (it writes nothing); the
@@ -23,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from escaler.api.elasticscaler import ElasticScaler, SignalTrigger
 from escaler.clock import Clock
+from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS
 from escaler.reconcilers.elasticscaler.signal import Signal, SignalEntry, SignalStore, recommend
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
@@ -31,12 +34,18 @@ from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.pipeline import FROM_DECISION, RecommendResult
 from escaler.signals.signal_pull import SignalReading
 
-__all__ = ["MAX_PULL_TIMEOUT_SECONDS", "PullMemory", "SignalOutcome", "SignalRecommender", "pull_key"]
+__all__ = ["MAX_PULL_TIMEOUT_SECONDS", "PullMemory", "SignalOutcome", "SignalRecommender", "pull_interval",
+           "pull_key"]
 
 # one pull never waits longer than this (nor longer than pollIntervalSeconds)
 MAX_PULL_TIMEOUT_SECONDS = 5.0
 
 Puller = Callable[[str, float], SignalReading]
+
+
+def pull_interval(trigger: SignalTrigger, floor: float) -> float:
+    """Seconds between two pulls: ``pollIntervalSeconds`` raised to ``floor`` (--min-poll-interval)."""
+    return max(float(trigger.poll_interval_seconds), floor)
 
 
 def pull_key(namespace: str, name: str) -> tuple[str, str, str]:
@@ -71,7 +80,8 @@ class SignalRecommender:
     """See the module docstring."""
 
     def __init__(self, signals: SignalStore, puller: Puller | None, clock: Clock, metrics: ScalerMetrics,
-                 allowed_hosts: Sequence[str], executor: Executor | None = None) -> None:
+                 allowed_hosts: Sequence[str], executor: Executor | None = None,
+                 min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> None:
         # shared with the push API; fixed
         self._signals = signals
         # GETs an endpoint; None = pulls are not possible (no connection)
@@ -83,6 +93,8 @@ class SignalRecommender:
         self._allowed_hosts = tuple(allowed_hosts)
         # runs pulls off the reconcile worker; inline (synchronous) when none is given
         self._executor: Executor = executor if executor is not None else InlineExecutor(clock)
+        # --min-poll-interval: a pollIntervalSeconds below it is raised to it
+        self._min_poll_interval = min_poll_interval
 
     def forget(self, namespace: str, name: str) -> None:
         """The scaler is gone: drop its queued pull, and the reading of a running one."""
@@ -99,7 +111,7 @@ class SignalRecommender:
             refused = self._refused(st.endpoint)
             if refused is not None:
                 return SignalOutcome(refused, None, memory)
-            poll = float(st.poll_interval_seconds)
+            poll = pull_interval(st, self._min_poll_interval)
             tag = (scaler.metadata.uid or "", st.endpoint)
             memory, pulled, pending = self._pull_if_due(req, tag, poll, memory, mono)
             entry = pulled or entry
