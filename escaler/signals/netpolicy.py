@@ -72,6 +72,7 @@ METADATA_ADDRESSES: dict[IPAddress, str] = {
     ipaddress.ip_address("169.254.169.254"): "cloud metadata service (AWS, GCP, Azure, OpenStack, ...)",
     ipaddress.ip_address("169.254.170.2"): "AWS ECS task metadata service",
     ipaddress.ip_address("fd00:ec2::254"): "cloud metadata service (AWS IPv6)",
+    ipaddress.ip_address("fd20:ce::254"): "cloud metadata service (GCP IPv6)",
     ipaddress.ip_address("100.100.100.200"): "cloud metadata service (Alibaba Cloud)",
     ipaddress.ip_address("168.63.129.16"): "cloud platform service (Azure WireServer)",
 }

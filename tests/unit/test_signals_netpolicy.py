@@ -40,6 +40,8 @@ DENIED: list[tuple[str, str]] = [
     ("::ffff:169.254.169.254", "cloud metadata service"),
     ("64:ff9b::a9fe:a9fe", "cloud metadata service"),
     ("fd00:ec2::254", "cloud metadata service (AWS IPv6)"),
+    # issue 27 item 16: GCP's metadata server on an IPv6-only VM (a ULA address, allowed before)
+    ("fd20:ce::254", "cloud metadata service (GCP IPv6)"),
     ("100.100.100.200", "cloud metadata service (Alibaba Cloud)"),
     ("168.63.129.16", "Azure WireServer"),
 ]
