@@ -43,7 +43,7 @@ from escaler.signals.fetch import (
 )
 from escaler.signals.sample import Sample
 
-__all__ = ["MAX_ERROR_TEXT", "QUERY_PATH", "parse_query_response", "query_prometheus"]
+__all__ = ["MAX_ERROR_TEXT", "QUERY_PATH", "capped_text", "parse_query_response", "query_prometheus"]
 
 QUERY_PATH = "/api/v1/query"
 # longest errorType/error text quoted from a Prometheus error answer
@@ -144,6 +144,11 @@ def _error_text(doc: object, body: bytes) -> str:
     return f", {len(body)} bytes"
 
 
-def _capped(text: str) -> str:
-    text = "".join(ch if ch.isprintable() else " " for ch in text)
-    return text if len(text) <= MAX_ERROR_TEXT else text[:MAX_ERROR_TEXT - 3] + "..."
+def capped_text(text: object) -> str:
+    """A server's text fit for a condition, an event or a terminal: every character that is not
+    printable (control, ANSI escape, bidi override) a space, at most ``MAX_ERROR_TEXT`` long."""
+    out = "".join(ch if ch.isprintable() else " " for ch in str(text))
+    return out if len(out) <= MAX_ERROR_TEXT else out[:MAX_ERROR_TEXT - 3] + "..."
+
+
+_capped = capped_text

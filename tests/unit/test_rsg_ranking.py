@@ -84,3 +84,19 @@ def test_ranker_runs_off_the_worker_and_drops_a_stale_answer() -> None:
     assert ranker.loads(rsg(2), PROM, {0, 1}) is PENDING
     ex.complete(KEY)
     assert ranker.loads(rsg(2), PROM, {0, 1}) == Loads(values={0: 2.0})
+
+
+@pytest.mark.parametrize("body", [
+    {"status": "error", "errorType": "bad_data\x1b[2J",
+     "error": "parse error\x1b[31m at\r\n\x07char 3\u202e"},
+    {"status": "success", "data": {"resultType": "vector\x1b]0;pwned\x07", "result": []}},
+])
+def test_an_error_carries_no_control_character_of_the_answer(body: dict[str, Any]) -> None:
+    # issue 27 item 13: the tenant's server chooses these bytes; they end up in a condition, an event
+    # and `escaler explain` on an operator's terminal
+    status = 400 if body["status"] == "error" else 200
+    with pytest.raises(ValueError) as err:
+        parse_group_loads(status, json.dumps(body).encode())
+    text = str(err.value)
+    assert all(ch.isprintable() for ch in text), repr(text)
+    assert "parse error" in text or "vector" in text

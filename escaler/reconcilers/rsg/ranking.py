@@ -14,8 +14,9 @@ The query goes through the hardened outbound path, exactly as ElasticScaler's Ex
 metrics do: ``escaler.signals.fetch`` (the SSRF address policy of ``--allow-endpoint-networks``,
 ``--allowed-endpoint-hosts``, no redirects, one total deadline of ``timeoutSeconds``, a capped
 body), run on a ``KeyedExecutor`` (one job per RSG, bounded per namespace). **No echo**: an error
-names the HTTP status, the body size, and Prometheus' own ``errorType``/``error`` fields (capped),
-never other bytes of the answer.
+names the HTTP status, the body size, and Prometheus' own ``errorType``/``error`` fields (capped,
+every unprintable character a space: ``escaler.signals.prometheus.capped_text``), never other bytes
+of the answer.
 
 The answer must be an instant ``vector`` whose samples carry a ``group`` label holding a group
 index; a sample without one, a repeated group, or a value that is not a finite number is an error
@@ -36,13 +37,13 @@ from escaler.runtime.executor import Executor, Submitted
 from escaler.runtime.types import Request
 from escaler.scaling.endpoints import check_endpoint_url
 from escaler.signals.fetch import FetchError, HostAllowed, HttpClient, fetch, redact_url
+from escaler.signals.prometheus import capped_text as _capped
 
 __all__ = ["GROUP_LOAD_LABEL", "PENDING", "GroupRanker", "Loads", "parse_group_loads", "query_group_loads"]
 
 # the label of each sample that names its group index
 GROUP_LOAD_LABEL = "group"
 QUERY_PATH = "/api/v1/query"
-MAX_ERROR_TEXT = 256
 # largest answer read (one sample per group: small)
 MAX_RESPONSE_BYTES = 1 << 20
 
@@ -59,11 +60,6 @@ class Loads:
 PENDING = object()
 
 Query = Callable[[RSGPrometheus], Mapping[int, float]]
-
-
-def _capped(text: object) -> str:
-    s = str(text)
-    return s if len(s) <= MAX_ERROR_TEXT else s[:MAX_ERROR_TEXT] + "..."
 
 
 def _error_of(status: int, body: bytes) -> str:
