@@ -6,7 +6,9 @@ the scalers that name a Tidal when it changes.
   **in the scaler's namespace only**: ``floorFrom`` carries a name, not a namespace, so a namespace
   user can never make the manager read another namespace's schedule. A Tidal that is not in the
   cache is ``TidalNotFound``, one that does not parse ``TidalInvalid``: no floor, never a failed
-  sync. A Tidal's spec is parsed once per resourceVersion (a bounded cache).
+  sync. A Tidal's spec is parsed once per resourceVersion, and evaluated once per (uid,
+  resourceVersion, minute) — its fires are whole minutes — however many scalers and syncs read it
+  (bounded caches).
 * ``FloorWatch(mgr, scaler_informer)`` — ``.store`` the Tidal cache a ``FloorReader`` reads,
   ``.add_to(builder)`` — adds to a scaler controller the one Tidal watch
   of SPEC §14's floors: an index on the *scaler* informer (``FLOOR_INDEX``: ``namespace/tidal`` →
@@ -19,7 +21,7 @@ the scalers that name a Tidal when it changes.
   (``Decision.requeue_after``). A manager whose API server does not serve the Tidal kind gets no
   watch and no store: every floor is then ``TidalNotFound``.
 
-Thread-safe: the parse cache is guarded by a lock; the rest is read-only.
+Thread-safe: the caches are guarded by a lock; the rest is read-only.
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ class FloorReader:
         self._mu = threading.Lock()
         # "namespace/name" → (resourceVersion, parsed spec or the parse error); bounded, LRU
         self._parsed: OrderedDict[str, tuple[str, TidalSpec | str]] = OrderedDict()
+        # (namespace/name, uid, resourceVersion, minute) → the floor then; bounded, LRU: every sync
+        # of every scaler naming a Tidal reads it, one evaluation a minute serves them all
+        self._floors: OrderedDict[tuple[str, str, str, int], FloorState] = OrderedDict()
 
     def floor(self, namespace: str, floor_from: FloorFrom | None, now: datetime) -> FloorState | None:
         """The floor of a scaler in ``namespace`` with ``floor_from`` at ``now``; None without one."""
@@ -140,7 +145,21 @@ class FloorReader:
         if isinstance(spec, str):
             why = f"Tidal {floor_from.name!r} (spec.floorFrom.name) does not parse: {spec}: no floor"
             return FloorState(floor_from.name, None, problem=why, reason=TIDAL_INVALID)
-        return floor_of(floor_from.name, spec, now)
+        meta = _meta(obj)
+        # fires are whole minutes: a floor is the same all minute long
+        at = (key, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""),
+              int(now.timestamp() // 60))
+        with self._mu:
+            hit = self._floors.get(at)
+            if hit is not None and at[2]:
+                self._floors.move_to_end(at)
+                return hit
+        floor = floor_of(floor_from.name, spec, now)
+        with self._mu:
+            self._floors[at] = floor
+            while len(self._floors) > _PARSE_CACHE_SIZE:
+                self._floors.popitem(last=False)
+        return floor
 
     def _spec(self, key: str, obj: Mapping[str, Any]) -> TidalSpec | str:
         rv = str(_meta(obj).get("resourceVersion") or "")

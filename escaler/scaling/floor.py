@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from escaler.api.tidal import TidalSpec
-from escaler.scaling.tidal import evaluate, parse_rule_schedules
+from escaler.scaling.tidal import TooManyExcludedFires, evaluate, parse_rule_schedules
 
 __all__ = [
     "FLOOR_ACTIVE",
@@ -100,7 +100,11 @@ def floor_of(name: str, spec: TidalSpec | None, now: datetime) -> FloorState:
         why = "; ".join(e.message for e in errors[:3])
         return FloorState(name, None, problem=f"Tidal {name!r} (spec.floorFrom.name) is invalid: {why}: "
                                               "no floor", reason=TIDAL_INVALID)
-    ev = evaluate(rules, spec.default_replicas, now)
+    try:
+        ev = evaluate(rules, spec.default_replicas, now)
+    except TooManyExcludedFires as err:
+        return FloorState(name, None, problem=f"Tidal {name!r} (spec.floorFrom.name) is invalid: {err}: "
+                                              "no floor", reason=TIDAL_INVALID)
     nxt = None if ev.next_transition is None else ev.next_transition.timestamp()
     if ev.desired_replicas is None:
         return FloorState(name, None, ev.active_rules, nxt, reason=NO_FLOOR)

@@ -65,11 +65,13 @@ from croniter import croniter
 from escaler.scaling.schedule import CronSchedule, parse_schedule
 
 __all__ = [
+    "MAX_SKIPPED_FIRES",
     "MAX_WALK",
     "Evaluation",
     "RuleSchedule",
     "RuleState",
     "ScheduleError",
+    "TooManyExcludedFires",
     "evaluate",
     "last_fire",
     "last_start",
@@ -80,12 +82,16 @@ __all__ = [
     "parse_rule_schedules",
 ]
 
+# the most start fires on excluded dates one evaluation of a Tidal looks past (a run of consecutive
+# excluded dates is one); each costs a croniter look-up (~0.2 ms): this bounds what a spec can cost
+MAX_SKIPPED_FIRES = 64
 # upper bound on croniter steps in one last_fire/next_fire walk (a day of every-minute fires,
 # beyond anything a real clock change needs); past it the schedule is treated as not firing
 MAX_WALK = 1500
 # the offsets in force this far around `now` bound the wall-time window of a walk
 _OFFSET_HORIZON = (timedelta(0), timedelta(days=1), timedelta(days=2))
 _SECOND = timedelta(seconds=1)
+_DAY = timedelta(days=1)
 # parsed schedules kept (parse_schedule is pure: one entry per distinct schedule string)
 _PARSE_CACHE_SIZE = 4096
 
@@ -128,7 +134,8 @@ class RuleState:
 
     name: str
     active: bool
-    # last start/end fire at or before now (UTC); None when it never fired
+    # the last counted start after the last end (UTC; None when none: the rule is not active), and
+    # the last end fire at or before now (None when it never fired)
     last_start: datetime | None
     last_end: datetime | None
     replicas: int
@@ -237,38 +244,88 @@ def _floor_second(t: datetime) -> datetime:
     return t.replace(microsecond=0)
 
 
+class TooManyExcludedFires(ValueError):
+    """An evaluation would look past more than ``MAX_SKIPPED_FIRES`` start fires on excluded dates;
+    ``error`` names the rule it breaks, ``index``/``name`` the rule (``ScheduleError``'s fields)."""
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index, self.name = index, name
+        self.error = (f"more than {MAX_SKIPPED_FIRES} start fires fall on excluded dates between the rules' "
+                      "last ends and now or their next transition, and an evaluation looks past at most "
+                      "that many (exclude fewer dates on which the start fires, or give the rule an end "
+                      "that fires more often)")
+        super().__init__(f"spec.rules[{index}] ({name}).excludeDates: {self.error}")
+
+
+@dataclass
+class _Skips:
+    """The excluded-date look-ups one evaluation has left (``MAX_SKIPPED_FIRES``)."""
+
+    left: int = 0
+
+    def take(self, index: int, rule: RuleSchedule) -> None:
+        if self.left <= 0:
+            raise TooManyExcludedFires(index, rule.name)
+        self.left -= 1
+
+
+class _Fires:
+    """One schedule's fires, looked up with one croniter repositioned for every look-up:
+    constructing a croniter parses its expression again, most of a look-up's cost."""
+
+    def __init__(self, schedule: CronSchedule) -> None:
+        self.schedule = schedule
+        self.tz = schedule.tzinfo
+        self._it: croniter | None = None
+
+    def _from(self, wall: datetime) -> croniter:
+        if self._it is None:
+            self._it = croniter(self.schedule.expression, wall)
+        else:
+            self._it.set_current(wall, force=True)
+        return self._it
+
+    def last(self, now: datetime) -> datetime | None:
+        """The latest fire at or before ``now`` (UTC), or None when it never fired."""
+        now = _utc(now)
+        tz = self.tz
+        # every fire at or before now has a wall time at or before this one (see the module docstring)
+        top = _floor_second(now.replace(tzinfo=None) + max(_offsets(now, tz, -1)))
+        try:
+            it = self._from(top + _SECOND)
+            for _ in range(MAX_WALK):
+                instant = local_instant(it.get_prev(datetime), tz)
+                if instant <= now:
+                    return instant
+        except Exception:  # croniter found no earlier match (a schedule that has not fired yet)
+            return None
+        return None
+
+    def next(self, now: datetime) -> datetime | None:
+        """The earliest fire strictly after ``now`` (UTC), or None."""
+        now = _utc(now)
+        tz = self.tz
+        # every fire after now has a wall time at or after this one (see the module docstring)
+        bottom = _floor_second(now.replace(tzinfo=None) + min(_offsets(now, tz, +1)))
+        try:
+            it = self._from(bottom - _SECOND)
+            for _ in range(MAX_WALK):
+                instant = local_instant(it.get_next(datetime), tz)
+                if instant > now:
+                    return instant
+        except Exception:  # croniter found no later match
+            return None
+        return None
+
+
 def last_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
     """The latest fire of ``schedule`` at or before ``now`` (UTC), or None when it never fired."""
-    now = _utc(now)
-    tz = schedule.tzinfo
-    # every fire at or before now has a wall time at or before this one (see the module docstring)
-    top = _floor_second(now.replace(tzinfo=None) + max(_offsets(now, tz, -1)))
-    try:
-        it = croniter(schedule.expression, top + _SECOND)
-        for _ in range(MAX_WALK):
-            instant = local_instant(it.get_prev(datetime), tz)
-            if instant <= now:
-                return instant
-    except Exception:  # croniter found no earlier match (a schedule that has not fired yet)
-        return None
-    return None
+    return _Fires(schedule).last(now)
 
 
 def next_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
     """The earliest fire of ``schedule`` strictly after ``now`` (UTC), or None."""
-    now = _utc(now)
-    tz = schedule.tzinfo
-    # every fire after now has a wall time at or after this one (see the module docstring)
-    bottom = _floor_second(now.replace(tzinfo=None) + min(_offsets(now, tz, +1)))
-    try:
-        it = croniter(schedule.expression, bottom - _SECOND)
-        for _ in range(MAX_WALK):
-            instant = local_instant(it.get_next(datetime), tz)
-            if instant > now:
-                return instant
-    except Exception:  # croniter found no later match
-        return None
-    return None
+    return _Fires(schedule).next(now)
 
 
 def _day_start(day: date, tz: ZoneInfo) -> datetime:
@@ -276,50 +333,77 @@ def _day_start(day: date, tz: ZoneInfo) -> datetime:
     return local_instant(datetime(day.year, day.month, day.day), tz)
 
 
-def last_start(rule: RuleSchedule, now: datetime) -> datetime | None:
-    """The rule's latest ``start`` fire at or before ``now`` on a date it does not exclude."""
-    tz, at = rule.start.tzinfo, _utc(now)
-    for _ in range(len(rule.exclude_dates) + 1):
-        fire = last_fire(rule.start, at)
-        if fire is None:
+def last_start(rule: RuleSchedule, now: datetime, after: datetime | None = None,
+               fires: _Fires | None = None, skips: tuple[_Skips, int] | None = None) -> datetime | None:
+    """The rule's latest ``start`` fire at or before ``now`` on a date it does not exclude; None when
+    there is none, or none later than ``after`` (the walk stops there). ``skips`` (the evaluation's
+    budget, the rule's index) is charged one per excluded run looked past."""
+    f = fires if fires is not None else _Fires(rule.start)
+    tz, at, excluded = rule.start.tzinfo, _utc(now), rule.exclude_dates
+    for _ in range(len(excluded) + 1):
+        fire = f.last(at)
+        if fire is None or (after is not None and fire <= after):
             return None
         day = fire.astimezone(tz).date()
-        if day not in rule.exclude_dates:
+        if day not in excluded:
             return fire
-        at = _day_start(day, tz) - _SECOND  # the end of the day before the excluded one
+        while day - _DAY in excluded:  # a run of excluded dates is crossed in one look-up
+            day -= _DAY
+        if skips is not None:
+            skips[0].take(skips[1], rule)
+        at = _day_start(day, tz) - _SECOND  # the end of the day before the excluded run
     return None
 
 
-def next_start(rule: RuleSchedule, now: datetime) -> datetime | None:
-    """The rule's earliest ``start`` fire strictly after ``now`` on a date it does not exclude."""
-    tz, at = rule.start.tzinfo, _utc(now)
-    for _ in range(len(rule.exclude_dates) + 1):
-        fire = next_fire(rule.start, at)
-        if fire is None:
+def next_start(rule: RuleSchedule, now: datetime, before: datetime | None = None,
+               fires: _Fires | None = None, skips: tuple[_Skips, int] | None = None) -> datetime | None:
+    """The rule's earliest ``start`` fire strictly after ``now`` on a date it does not exclude; None
+    when there is none, or none earlier than ``before`` (the walk stops there); ``skips`` as for
+    ``last_start``."""
+    f = fires if fires is not None else _Fires(rule.start)
+    tz, at, excluded = rule.start.tzinfo, _utc(now), rule.exclude_dates
+    for _ in range(len(excluded) + 1):
+        fire = f.next(at)
+        if fire is None or (before is not None and fire >= before):
             return None
         day = fire.astimezone(tz).date()
-        if day not in rule.exclude_dates:
+        if day not in excluded:
             return fire
-        at = _day_start(day + timedelta(days=1), tz) - _SECOND  # the last second of the excluded day
+        while day + _DAY in excluded:
+            day += _DAY
+        if skips is not None:
+            skips[0].take(skips[1], rule)
+        at = _day_start(day + _DAY, tz) - _SECOND  # the last second of the excluded run
     return None
-
-
-def _state(rule: RuleSchedule, now: datetime) -> RuleState:
-    started, ended = last_start(rule, now), last_fire(rule.end, now)
-    active = started is not None and (ended is None or started > ended)
-    return RuleState(rule.name, active, started, ended, rule.replicas)
 
 
 def evaluate(rules: Sequence[RuleSchedule], default_replicas: int | None, now: datetime) -> Evaluation:
-    """The rules' state at ``now``; see the module docstring."""
+    """The rules' state at ``now``; see the module docstring. ``TooManyExcludedFires`` when it
+    would look past more than ``MAX_SKIPPED_FIRES`` excluded start fires."""
     now = _utc(now)
-    states = tuple(_state(r, now) for r in rules)
+    fires: dict[CronSchedule, _Fires] = {}
+    budget = _Skips(MAX_SKIPPED_FIRES)
+
+    def of(schedule: CronSchedule) -> _Fires:
+        return fires.setdefault(schedule, _Fires(schedule))
+
+    states = []
+    for i, r in enumerate(rules):
+        ended = of(r.end).last(now)
+        # a start at or before the last end does not make the rule active: the walk stops there
+        started = last_start(r, now, after=ended, fires=of(r.start), skips=(budget, i))
+        states.append(RuleState(r.name, started is not None, started, ended, r.replicas))
     active = [s for s in states if s.active]
     desired = max(s.replicas for s in active) if active else default_replicas
-    nexts = [t for r in rules for t in (next_start(r, now), next_fire(r.end, now)) if t is not None]
+    ends = [t for r in rules if (t := of(r.end).next(now)) is not None]
+    # a start later than the earliest end is not the next transition: the walk stops there
+    soonest = min(ends, default=None)
+    starts = [t for i, r in enumerate(rules)
+              if (t := next_start(r, now, before=soonest, fires=of(r.start), skips=(budget, i))) is not None]
+    nexts = ends + starts
     return Evaluation(
         desired_replicas=desired,
         active_rules=tuple(s.name for s in active),
         next_transition=min(nexts) if nexts else None,
-        rules=states,
+        rules=tuple(states),
     )

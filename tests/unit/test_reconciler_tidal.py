@@ -11,7 +11,7 @@ import copy
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,7 +19,9 @@ from es_fakes import NS, Harness, deployment, external_metric, metrics_trigger, 
 from fakeapi import wait_until
 
 from escaler.reconcilers.tidal import TidalController, TidalDeps, TidalReconciler, setup_tidal
+from escaler.reconcilers.tidal.reconciler import EXCLUDED_RETRY_SECONDS
 from escaler.runtime import Request, Result
+from escaler.scaling.tidal import MAX_SKIPPED_FIRES
 
 START = "CRON_TZ=UTC 0 1 * * *"
 END = "CRON_TZ=UTC 0 2 * * *"
@@ -163,6 +165,24 @@ def test_invalid_schedule_names_the_rule_and_holds_the_last_state(rig: Rig) -> N
     assert (st["desiredReplicas"], st["activeRules"], st["observedGeneration"]) == (5, ["night"], 2)
     assert "nextTransitionTime" not in st
     assert result == Result()  # nothing scheduled until the spec is fixed
+
+
+def test_a_rule_whose_excluded_fires_exceed_the_budget_holds_with_invalid_schedule(rig: Rig) -> None:
+    # issue 27 item 2: a start on Mondays, every Monday of seven years excluded, an end on Feb 29
+    rig.h.api("tidals").create(tidal())
+    rig.at(datetime(2026, 12, 6, 13, 0, tzinfo=UTC))
+    rig.reconcile()
+    mondays = [(date(2026, 11, 30) - timedelta(weeks=k)).isoformat() for k in range(366)]
+    weekly = {**night("weekly", start="CRON_TZ=UTC 0 9 * * 1", end="CRON_TZ=UTC 0 0 29 2 *"),
+              "excludeDates": mondays}
+    rig.update_spec(tidal([night(), weekly], generation=2))
+    result = rig.reconcile()
+    status, reason, message = rig.ready()
+    assert (status, reason) == ("False", "InvalidSchedule")
+    assert message.startswith(f"spec.rules[1] (weekly).excludeDates: more than {MAX_SKIPPED_FIRES} "
+                              "start fires")
+    assert rig.status()["observedGeneration"] == 2
+    assert result == Result(requeue_after=EXCLUDED_RETRY_SECONDS)  # the count moves with time
 
 
 def test_an_object_that_does_not_parse_is_invalid_spec(rig: Rig) -> None:

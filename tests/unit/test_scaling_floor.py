@@ -6,7 +6,7 @@ widened, the hold path lifted, the requeue at the next rule boundary, ``BoundBy.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -103,6 +103,15 @@ def test_an_invalid_tidal_gives_no_floor() -> None:
     f = floor_of("t", _spec(bad), T0)
     assert (f.replicas, f.reason) == (None, TIDAL_INVALID)
     assert f.problem is not None and "spec.rules[0] (bad).start" in f.problem
+
+
+def test_a_tidal_whose_excluded_fires_exceed_the_budget_gives_no_floor_and_names_it() -> None:
+    # issue 27 item 2: every Monday of seven years excluded and an end on Feb 29 (a walk of 105 weeks)
+    mondays = [(date(2026, 3, 9) - timedelta(weeks=k)).isoformat() for k in range(366)]
+    weekly = _rule("weekly", "CRON_TZ=UTC 0 9 * * 1", "CRON_TZ=UTC 0 0 29 2 *", 3, mondays)
+    f = floor_of("t", _spec(weekly), T0)
+    assert (f.replicas, f.reason) == (None, TIDAL_INVALID)
+    assert f.problem is not None and "spec.rules[0] (weekly).excludeDates: more than" in f.problem
 
 
 def test_floor_state_invariants() -> None:

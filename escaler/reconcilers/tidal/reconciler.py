@@ -11,7 +11,9 @@ One reconcile, level-based:
    Tidal — the scaler writing its target names it in ``spec.floorFrom`` — needs no labels and is
    no conflict (that scaler watches it by name and lifts its recommendation to it);
 3. evaluate the rules at ``clock.now()`` (``escaler.scaling.tidal.evaluate``; no stored "fired"
-   flag: a restarted manager computes the same state);
+   flag: a restarted manager computes the same state); an evaluation that would look past more
+   than ``MAX_SKIPPED_FIRES`` excluded start fires is ``Ready=False/InvalidSchedule`` naming the
+   rule's ``excludeDates`` (the status held, evaluated again after ``EXCLUDED_RETRY_SECONDS``);
 4. build the status (``escaler.reconcilers.tidal.report``) and write it through the status
    subresource **only when it differs** from the cached one (``StatusWriter``: a merge patch,
    nothing sent when equal, and a cache that lags our own write is not mistaken for a change);
@@ -28,7 +30,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,11 +45,21 @@ from escaler.reconcilers.ports import EventSink, ObjectStore
 from escaler.reconcilers.tidal.conflicts import conflict_of, floor_user, tidal_target
 from escaler.reconcilers.tidal.report import Problems, build_status, events_for, rfc3339
 from escaler.runtime.types import Request, Result
-from escaler.scaling.tidal import Evaluation, RuleSchedule, evaluate, parse_rule_schedules
+from escaler.scaling.tidal import (
+    Evaluation,
+    RuleSchedule,
+    ScheduleError,
+    TooManyExcludedFires,
+    evaluate,
+    parse_rule_schedules,
+)
 
 __all__ = ["TidalDeps", "TidalReconciler", "label_problem"]
 
 _log = logging.getLogger(__name__)
+
+# a Tidal held for too many excluded fires is evaluated again this often (the count moves with time)
+EXCLUDED_RETRY_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -100,14 +113,27 @@ class TidalReconciler:
             return Result()
         now = self._d.clock.now()
         rules, default, problems = self._inspect(obj, request)
-        evaluation = None if problems.holds else evaluate(rules, default, now)
+        evaluation, problems = self._evaluate(rules, default, problems, now)
         meta = obj.get("metadata") or {}
         generation = int(meta.get("generation") or 0)
         base = self.writer.base_status(obj)
         status = build_status(base, generation, evaluation, problems, rfc3339(now))
         if self.writer.write(self._d.mapping, obj, status) is WriteOutcome.WRITTEN:
             self._record(obj, base, status)
-        return self._requeue(evaluation, now)
+        return self._requeue(evaluation, now, problems)
+
+    @staticmethod
+    def _evaluate(rules: list[RuleSchedule], default: int | None, problems: Problems,
+                  now: datetime) -> tuple[Evaluation | None, Problems]:
+        """The evaluation (None when the status is held) and the problems with its own: an
+        evaluation that would look past too many excluded fires is a schedule problem."""
+        if problems.holds:
+            return None, problems
+        try:
+            return evaluate(rules, default, now), problems
+        except TooManyExcludedFires as err:
+            error = ScheduleError(err.index, err.name, "excludeDates", err.error)
+            return None, replace(problems, schedules=(*problems.schedules, error))
 
     def _inspect(self, obj: Mapping[str, Any],
                  request: Request) -> tuple[list[RuleSchedule], int | None, Problems]:
@@ -138,7 +164,10 @@ class TidalReconciler:
                 _log.exception("Tidal event %s not recorded", ev.reason)
 
     @staticmethod
-    def _requeue(evaluation: Evaluation | None, now: Any) -> Result:
+    def _requeue(evaluation: Evaluation | None, now: Any, problems: Problems | None = None) -> Result:
+        if problems is not None and any(e.field == "excludeDates" for e in problems.schedules):
+            # how many fires an evaluation looks past moves with time: look again later
+            return Result(requeue_after=EXCLUDED_RETRY_SECONDS)
         if evaluation is None or evaluation.next_transition is None:
             return Result()
         return Result(requeue_after=max(0.0, (evaluation.next_transition - now).total_seconds()))
