@@ -2,12 +2,20 @@
 
 Contract:
 
-* ``Limits`` bound every connection: at most ``max_connections`` are served at once; a request
+* ``Limits`` bound every connection: at most ``max_connections`` are served at once, and at most
+  ``max_per_client`` from one client address (default half the cap: one client — a tenant's pod
+  holding keep-alive connections open with a cheap request every few seconds — can never take
+  every slot; the connections beyond are answered 503 like those beyond the cap); a request
   (its line, headers and body) must arrive **in full** within ``request_deadline`` seconds of the
   moment the server starts waiting for it — a total deadline, not a per-read timeout, so a client
   that trickles one byte a second is cut off at the deadline; ``max_body_bytes`` caps a body
-  (``0``: the server takes no body at all). The deadline is measured on the injected ``Clock``
-  (tests step a ``FakeClock``); the socket timeout of every read is the time left.
+  (``0``: the server takes no body at all). On a kept-alive connection the first byte of the
+  next request must come within ``idle_timeout`` (then the connection is closed: an idle
+  keep-alive is not a request, and its wait is not re-armed to the request deadline), and a
+  connection older than ``max_connection_seconds`` is closed after the answer it is serving
+  (``Connection: close``), so no client keeps a slot forever. The deadlines are measured on the
+  injected ``Clock`` (tests step a ``FakeClock``); the socket timeout of every read is the time
+  left.
 * ``ConnectionServer`` accepts on one thread and serves each connection on its own daemon thread,
   TLS handshake included (a stalled handshake delays only itself; ``certs`` set = HTTPS, the
   context taken from ``certs.current()`` per connection, so a rotated certificate applies to the
@@ -75,6 +83,10 @@ DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_REQUEST_DEADLINE_SECONDS = 10.0
 # Threads that may answer 503 to connections beyond the cap at one time; more are just closed.
 OVERFLOW_RESPONDERS = 8
+# A kept-alive connection's wait for the first byte of its next request.
+DEFAULT_IDLE_TIMEOUT_SECONDS = 5.0
+# A connection is closed after the answer it serves once it is this old.
+DEFAULT_MAX_CONNECTION_SECONDS = 60.0
 # How long an overflow responder may spend (handshake, reading the head, writing the 503).
 OVERFLOW_DEADLINE_SECONDS = 1.0
 # What a 503 asks the client to wait.
@@ -111,6 +123,17 @@ class Limits:
     request_deadline: float = DEFAULT_REQUEST_DEADLINE_SECONDS
     # 0 = no request body accepted (probes, metrics)
     max_body_bytes: int = 0
+    # connections at once from one client address; None = half of max_connections (at least 1)
+    max_per_client: int | None = None
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_SECONDS
+    max_connection_seconds: float = DEFAULT_MAX_CONNECTION_SECONDS
+
+    @property
+    def per_client(self) -> int:
+        """The connections one client address may hold at once."""
+        if self.max_per_client is not None:
+            return min(self.max_per_client, self.max_connections)
+        return max(1, self.max_connections // 2)
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_connections, int) or self.max_connections < 1:
@@ -120,6 +143,13 @@ class Limits:
                              f"got {self.request_deadline!r}")
         if not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 0:
             raise ValueError(f"Limits.max_body_bytes: must be an integer >= 0, got {self.max_body_bytes!r}")
+        if self.max_per_client is not None and (not isinstance(self.max_per_client, int)
+                                                or self.max_per_client < 1):
+            raise ValueError(f"Limits.max_per_client: must be an integer >= 1, got {self.max_per_client!r}")
+        for name in ("idle_timeout", "max_connection_seconds"):
+            v = getattr(self, name)
+            if not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"Limits.{name}: must be a finite number of seconds > 0, got {v!r}")
 
 
 class HttpError(Exception):
@@ -183,9 +213,15 @@ class _DeadlineReader(io.RawIOBase):
         self.deadline: float | None = None
         # bytes received since the last arm()
         self.received = 0
+        # clock.monotonic() by which the first byte must arrive (a kept-alive connection); None = none
+        self.first_byte_by: float | None = None
 
-    def arm(self) -> None:
-        self.deadline = self._clock.monotonic() + self._seconds
+    def arm(self, idle: float | None = None) -> None:
+        """Start a request's deadline; ``idle`` (a kept-alive connection) bounds the wait for its
+        first byte too."""
+        now = self._clock.monotonic()
+        self.deadline = now + self._seconds
+        self.first_byte_by = None if idle is None else now + min(idle, self._seconds)
         self.received = 0
 
     def readable(self) -> bool:
@@ -193,6 +229,8 @@ class _DeadlineReader(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         deadline = self.deadline if self.deadline is not None else self._clock.monotonic() + self._seconds
+        if self.received == 0 and self.first_byte_by is not None:
+            deadline = min(deadline, self.first_byte_by)
         remaining = deadline - self._clock.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded
@@ -259,20 +297,53 @@ class ConnectionServer(ThreadingHTTPServer):
         self.requests_begun = 0
         # connections refused beyond the cap (answered 503 or closed)
         self.rejected_connections = 0
+        # connections being served now per client address (guarded by _mu; no zero entries)
+        self._per_client: dict[str, int] = {}
         super().__init__(address, handler)
 
     def count(self, field: str, delta: int = 1) -> None:
         with self._mu:
             setattr(self, field, getattr(self, field) + delta)
 
+    def _client_slot(self, client_address: Any) -> bool:
+        """Take one of the client address's slots (``Limits.per_client``); False when it has none left."""
+        host = str(client_address[0]) if isinstance(client_address, tuple) and client_address else "?"
+        with self._mu:
+            held = self._per_client.get(host, 0)
+            if held >= self.limits.per_client:
+                return False
+            self._per_client[host] = held + 1
+            return True
+
+    def _client_release(self, client_address: Any) -> None:
+        host = str(client_address[0]) if isinstance(client_address, tuple) and client_address else "?"
+        with self._mu:
+            left = self._per_client.get(host, 0) - 1
+            if left > 0:
+                self._per_client[host] = left
+            else:
+                self._per_client.pop(host, None)
+
+    def _admit(self, client_address: Any) -> str | None:
+        """Take a slot for the connection: None when taken, else why not ("client", "cap")."""
+        if not self._client_slot(client_address):
+            return "client"
+        if not self._slots.acquire(blocking=False):
+            self._client_release(client_address)
+            return "cap"
+        return None
+
     def process_request(self, request: Any, client_address: Any) -> None:
-        if self._slots.acquire(blocking=False):
+        refused = self._admit(client_address)
+        if refused is None:
             target: Callable[[Any, Any], None] = self.process_request_thread
         else:
             self.count("rejected_connections")
             if self.rejected_connections == 1 or self.rejected_connections % 100 == 0:
-                _log.warning("%s: %d connections open (the cap); refusing more (%d refused so far)",
-                             self.log_name, self.limits.max_connections, self.rejected_connections)
+                limit = (f"{self.limits.per_client} connections from one client" if refused == "client"
+                         else f"{self.limits.max_connections} connections")
+                _log.warning("%s: %s open (the cap); refusing more (%d refused so far)",
+                             self.log_name, limit, self.rejected_connections)
             if not self._overflow.acquire(blocking=False):
                 self.shutdown_request(request)
                 return
@@ -282,7 +353,11 @@ class ConnectionServer(ThreadingHTTPServer):
                              name=f"{self.log_name}-conn", daemon=True).start()
         except RuntimeError as exc:  # can't start new thread: give the permit back
             _log.error("%s: cannot start a connection thread: %s", self.log_name, exc)
-            (self._slots if target == self.process_request_thread else self._overflow).release()
+            if refused is None:
+                self._slots.release()
+                self._client_release(client_address)
+            else:
+                self._overflow.release()
             self.shutdown_request(request)
 
     def _handshake(self, request: socket.socket, timeout: float) -> socket.socket:
@@ -305,6 +380,7 @@ class ConnectionServer(ThreadingHTTPServer):
             self.shutdown_request(conn)
             self.count("open_connections", -1)
             self._slots.release()
+            self._client_release(client_address)
 
     def _reject_overloaded(self, request: Any, client_address: Any) -> None:
         conn = request
@@ -366,9 +442,14 @@ class BaseHandler(BaseHTTPRequestHandler):
         self.body_pending = 0
         # drain what the client still sends before closing (see finish)
         self.linger = False
+        # when this connection was accepted, and how many requests it has begun
+        self.opened = self.server.clock.monotonic()
+        self.served = 0
 
     def handle_one_request(self) -> None:
-        self._reader.arm()
+        limits = self.server.limits
+        self._reader.arm(limits.idle_timeout if self.served else None)
+        self.served += 1
         self.server.count("requests_begun")
         self.status_sent = 0
         self.body_pending = 0
@@ -418,7 +499,7 @@ class BaseHandler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         for key, value in (headers or {}).items():
             self.send_header(key, value)
-        if close:
+        if close or self.server.clock.monotonic() - self.opened >= self.server.limits.max_connection_seconds:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()

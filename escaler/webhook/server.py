@@ -61,8 +61,12 @@ __all__ = [
 DEFAULT_WEBHOOK_PORT = 9443
 # an AdmissionReview of one of our custom resources (object + old object) fits well in 2 MiB
 MAX_BODY_BYTES = 2 * 1024 * 1024
-# connections at once (the API server's few), whole-request deadline, body cap
-WEBHOOK_LIMITS = Limits(max_connections=32, request_deadline=10.0, max_body_bytes=MAX_BODY_BYTES)
+# connections at once (the API server's few), whole-request deadline, body cap. No per-client share:
+# the one legitimate client is the API server, whose burst of reviews may come from one address
+# (failurePolicy Fail: a 503 refuses a user's write); the idle timeout and the connection lifetime
+# still apply
+WEBHOOK_LIMITS = Limits(max_connections=32, request_deadline=10.0, max_body_bytes=MAX_BODY_BYTES,
+                        max_per_client=32)
 
 _log = logging.getLogger(__name__)
 

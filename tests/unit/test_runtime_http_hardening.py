@@ -187,8 +187,12 @@ def test_connections_beyond_the_cap_get_503_with_retry_after_not_a_thread_each()
     server.add_route("GET", "/ping", lambda _r: ApiResponse(200, {"pong": True}), public=True)
     with serving(server):
         assert server.port is not None
-        # the accept loop takes connections in order: these 64 hold every slot of API_LIMITS
-        held = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(64)]
+        # the accept loop takes connections in order: these 64 hold every slot of API_LIMITS, from two
+        # client addresses (one client may hold only half the slots)
+        held = [socket.create_connection(("127.0.0.1", server.port), timeout=10,
+                                         source_address=(f"127.0.0.{2 + i % 2}", 0)) for i in range(64)]
+        wait_until(lambda: getattr(server._server, "open_connections", 64) == 64, timeout=10,
+                   what="64 connections open")
         try:
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
                 extra.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -220,6 +224,79 @@ def test_probe_server_connection_cap() -> None:
         finally:
             for s in held:
                 s.close()
+
+
+def _get(port: int, path: str = "/healthz", source: str = "127.0.0.1") -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0)) as c:
+        c.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        return read_response(c)
+
+
+def test_one_client_holds_at_most_its_share_of_the_slots_and_others_are_still_served() -> None:
+    # issue 27 item 1: 16 keep-alive connections from one pod took every slot of the probe server
+    # and the kubelet's probes failed; one client now holds at most half the cap
+    from escaler.runtime.httpbase import Limits
+
+    with serving(probes(limits=Limits(max_connections=16))) as server:
+        hog = [socket.create_connection(("127.0.0.1", server.port), timeout=10,
+                                        source_address=("127.0.0.2", 0)) for _ in range(8)]
+        try:
+            wait_until(lambda: server._server.open_connections == 8, timeout=10, what="8 connections open")
+            # the hog's next connection is refused with a 503, another client is served
+            assert _get(server.port, source="127.0.0.2").startswith(b"HTTP/1.1 503")
+            assert _get(server.port, source="127.0.0.1").startswith(b"HTTP/1.1 200")
+        finally:
+            for c in hog:
+                c.close()
+
+
+def test_a_kept_alive_connection_is_closed_when_idle_not_held_to_the_request_deadline() -> None:
+    # issue 27 item 1: keep-alive re-armed the 10 s request deadline after each request, so a
+    # client sending a cheap request every few seconds held its slot forever
+    from escaler.runtime.httpbase import Limits
+
+    with serving(probes(limits=Limits(max_connections=4, idle_timeout=0.3))) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        c.settimeout(10)
+        first = c.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200") and b"Connection: close" not in first
+        # nothing more is sent: the server closes the connection after 0.3 s, not 10 s
+        assert read_response(c, timeout=5) == b""
+        wait_until(lambda: server._server.open_connections == 0, timeout=5, what="the slot released")
+
+
+def test_a_connection_older_than_its_lifetime_is_closed_after_the_answer() -> None:
+    from escaler.runtime.httpbase import Limits
+
+    clock = FakeClock()
+    # idle and request deadlines longer than the lifetime: only the lifetime can close it
+    limits = Limits(max_connections=4, max_connection_seconds=30.0, idle_timeout=100.0,
+                    request_deadline=100.0)
+    with serving(probes(limits=limits, clock=clock)) as server, \
+            socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
+        c.settimeout(10)
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while not first.endswith(b"\r\n\r\nok"):
+            first += c.recv(65536)
+        assert b"Connection: close" not in first
+        clock.step(31)
+        wait_until(lambda: begun(server) >= 2, what="the server to wait for the next request")
+        c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = read_response(c)
+    assert answer.startswith(b"HTTP/1.1 200") and b"Connection: close" in answer
+
+
+def test_limits_refuse_bad_bounds_naming_the_field() -> None:
+    from escaler.runtime.httpbase import Limits
+
+    for kw, name in (({"max_per_client": 0}, "max_per_client"), ({"idle_timeout": 0.0}, "idle_timeout"),
+                      ({"max_connection_seconds": float("inf")}, "max_connection_seconds")):
+        with pytest.raises(ValueError, match=f"Limits.{name}"):
+            Limits(**kw)
+    assert Limits(max_connections=16).per_client == 8 and Limits(max_connections=1).per_client == 1
+    assert Limits(max_connections=4, max_per_client=9).per_client == 4
 
 
 # ---------------------------------------------------------------------------- total deadline
