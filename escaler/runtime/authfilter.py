@@ -7,7 +7,11 @@ Contract:
   ``HttpError``: no token → 401 (``WWW-Authenticate: Bearer``); a client that has used up its
   failed-authentication budget → 429 with ``Retry-After``, **without** a TokenReview; the token not
   valid (or not for the audience) → 401, and the client's budget is charged; the user not allowed
-  ``attributes`` → 403 naming user, verb and resource; a review that cannot be made → 503 with
+  ``attributes`` → 403 naming user, verb and resource, and the *user's* denial budget is charged
+  (``denials``, the same buckets keyed by user name); a user who has used it up → 429 with
+  ``Retry-After`` **without** a SubjectAccessReview (nor a log line): a valid token and a stream of
+  object names it may not touch cost a bounded number of reviews, made with the manager's
+  identity, not one each; a review that cannot be made → 503 with
   ``Retry-After`` whose body says only "authentication unavailable" / "authorization
   unavailable" — the internal cause (an RBAC error, an unreachable API server) is logged, never
   shown to a caller that may not even be authenticated.
@@ -66,6 +70,7 @@ class FailureLimiter:
         self.per_second = per_second
         self.max_clients = max_clients
         self._clock = clock or RealClock()
+        self.clock = self._clock
         # guards _buckets
         self._mu = threading.Lock()
         # client → (tokens left, clock.monotonic() of that count); LRU order, at most max_clients
@@ -96,9 +101,11 @@ class RequestAuth:
     """The authentication filter of one server; see the module docstring."""
 
     def __init__(self, authenticator: Authenticator, limiter: FailureLimiter | None = None,
-                 *, name: str = "http", hint: str = "") -> None:
+                 *, name: str = "http", hint: str = "", denials: FailureLimiter | None = None) -> None:
         self.authenticator = authenticator
         self.limiter = limiter or FailureLimiter()
+        # denied authorizations per user name (the same budget, on the failure limiter's clock)
+        self.denials = denials or FailureLimiter(clock=self.limiter.clock)
         # appended to the 401 for an invalid token (how to get a good one)
         self.hint = hint
         # names the server in log lines
@@ -125,6 +132,11 @@ class RequestAuth:
         return user
 
     def authorize(self, user: UserInfo, attributes: Attributes) -> None:
+        key = f"user:{user.username}"
+        wait = self.denials.retry_after(key)
+        if wait > 0:
+            raise HttpError(429, "too many denied requests for this user; retry later",
+                            headers={"Retry-After": str(max(1, math.ceil(wait)))})
         try:
             decision: AccessDecision = self.authenticator.authorize(user, attributes)
         except ReviewUnavailable as exc:
@@ -132,6 +144,7 @@ class RequestAuth:
             raise HttpError(503, "authorization unavailable; retry later",
                             headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
         if not decision.allowed:
+            self.denials.failed(key)
             message = f'user "{user.username}" cannot {attributes.describe()}'
             if decision.reason:
                 message += f": {decision.reason}"

@@ -259,7 +259,9 @@ def test_a_kept_alive_connection_is_closed_when_idle_not_held_to_the_request_dea
             socket.create_connection(("127.0.0.1", server.port), timeout=10) as c:
         c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         c.settimeout(10)
-        first = c.recv(65536)
+        first = b""
+        while not first.endswith(b"\r\n\r\nok"):
+            first += c.recv(65536)
         assert first.startswith(b"HTTP/1.1 200") and b"Connection: close" not in first
         # nothing more is sent: the server closes the connection after 0.3 s, not 10 s
         assert read_response(c, timeout=5) == b""
@@ -435,6 +437,25 @@ def test_failed_authentications_are_rate_limited_per_client_without_a_token_revi
         env.clock.step(1.0)
         assert post(server.port, PUSH, b"{}", "bad-11")[0] == 401
         assert env.token_reviews() == 11
+
+
+def test_denied_requests_of_one_user_are_rate_limited_without_a_subject_access_review(env: Env) -> None:
+    # issue 27 item 7: one valid token and 300 object names cost 300 SubjectAccessReviews (made
+    # with the manager's identity) and 300 log lines; a user's denials now have a budget
+    def sars() -> int:
+        return len(env.api.reqs("POST", SUBJECT_ACCESS_REVIEW_PATH))
+
+    with signal_api(env) as server:
+        assert server.port is not None
+        codes = [post(server.port, f"/signal/v1/namespaces/ns{i}/elasticscalers/x{i}", b"{}", NOBODY)[0]
+                 for i in range(30)]
+        assert codes[:10] == [403] * 10 and set(codes[10:]) == {429}, codes
+        assert sars() == 10
+        # the budget refills on the clock, and another user is not charged for this one
+        env.clock.step(1.0)
+        assert post(server.port, "/signal/v1/namespaces/a/elasticscalers/b", b"{}", NOBODY)[0] == 403
+        assert sars() == 11
+        assert post(server.port, PUSH, b"{}", GOOD)[0] == 202
 
 
 def test_503_never_echoes_the_internal_error_to_the_caller(env: Env) -> None:
