@@ -22,8 +22,12 @@ from escaler.reconcilers.elasticscaler.state import (
 from escaler.runtime import Request
 
 STATE = {"type": "StateTrigger"}
-TIDAL_KEY = ResourceKey("tidal.io", "v1alpha1", "tidals", label_selector="elasticscaler.io/name")
-WIDGET_SOURCE_KEY = ResourceKey("example.com", "v1", "widgets", label_selector="elasticscaler.io/name")
+# a source is watched in the scaler's own namespace (docs/security.md, "Watches a CR can cause";
+# issue 27 item 12: it was every namespace's objects of that kind)
+TIDAL_KEY = ResourceKey("tidal.io", "v1alpha1", "tidals", namespace=NS,
+                        label_selector="elasticscaler.io/name")
+WIDGET_SOURCE_KEY = ResourceKey("example.com", "v1", "widgets", namespace=NS,
+                                label_selector="elasticscaler.io/name")
 LABELS = {"elasticscaler.io/name": "es", "elasticscaler.io/namespace": NS}
 
 

@@ -157,8 +157,6 @@ class ReconcilerDeps:
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS
     # the manager's write fence (a WriteFence; anything with is_set()); None = always allowed
     can_write: WriteGate | None = None
-    # namespace scope of the source informers ("" = all namespaces)
-    source_namespace: str = ""
     # runs metric collections and signal pulls off the reconcile workers (a KeyedExecutor, whose
     # completions enqueue the scaler); None = inline, on the reconcile worker (tests, simulation)
     outbound: Executor | None = None
@@ -189,7 +187,7 @@ class ElasticScalerReconciler:
                                                deps.poll_interval, deps.outbound, deps.min_poll_interval)
         self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,
                                              deps.allowed_hosts, deps.outbound, deps.min_poll_interval)
-        self._state = StateResolver(deps.mapper, deps.watches, deps.client, deps.source_namespace)
+        self._state = StateResolver(deps.mapper, deps.watches, deps.client)
         self._costs = DeletionCoster(
             deps.pod_values, deps.pod_patcher, deps.mapper, deps.watches,
             deps.outbound if deps.outbound is not None else InlineExecutor(deps.clock), deps.clock,

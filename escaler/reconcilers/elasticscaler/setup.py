@@ -224,7 +224,7 @@ def setup_elasticscaler(
         hpas=hpa_informer.store, client=writer, mapper=mgr.mapper,
         handlers=handlers, recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings,
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
-        allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write, source_namespace=ns,
+        allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write,
         outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
         pod_values=_pod_values_of(collector), pod_patcher=_patcher_of(writer), tidals=floors.store))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)

@@ -64,21 +64,20 @@ def watch_key(mapper: Mapper, namespace: str, ref: ObjectRef, label_selector: st
 class StateResolver:
     """See the module docstring."""
 
-    def __init__(self, mapper: Mapper, watches: WatchIndex, client: KubeClient,
-                 source_namespace: str) -> None:
+    def __init__(self, mapper: Mapper, watches: WatchIndex, client: KubeClient) -> None:
         # kind → resource; fixed
         self._mapper = mapper
         # the reconciler's watch index (sources and missing hops are watched there)
         self._watches = watches
         # GETs of chain hops no cache holds
         self._client = client
-        # namespace scope of the source informers ("" = all namespaces: the manager's scope)
-        self._source_ns = source_namespace
 
     def resolve(self, sync: Sync, scaler: ElasticScaler) -> Resolved | Hold:
         source = ObjectRef.of(scaler.spec.target_ref)
         try:
-            key = watch_key(self._mapper, self._source_ns, source, label_selector=LABEL_NAME)
+            # the scaler's own namespace: a tenant's scaler never makes the manager watch (and cache)
+            # another namespace's objects of its source's kind
+            key = watch_key(self._mapper, scaler.namespace, source, label_selector=LABEL_NAME)
         except ValueError as err:
             self._drop_chain(sync)
             return Hold(validation=Validation(TARGET_CHAIN_INVALID, f"spec.targetRef: {err}"))
