@@ -316,7 +316,8 @@ class ExternalServerMetricSource(KubeModel):
         default=None,
         description="Optional Secret key (in the scaler's namespace) whose value is sent as "
         "'Authorization: Bearer <token>' with every query, over https:// only. The Secret must be "
-        "labelled elasticscaler.io/bearer-token: \"true\", and the manager needs get on it.",
+        "labelled elasticscaler.io/bearer-token: \"true\" and annotated elasticscaler.io/bearer-token-hosts "
+        "with the endpoint's host (a comma list; *.suffix patterns), and the manager needs get on it.",
     )
 
 
@@ -356,7 +357,8 @@ class PodDeletionCostPrometheus(KubeModel):
     bearer_token_secret_ref: SecretKeyRef | None = Field(
         default=None,
         description="Optional Secret key sent as 'Authorization: Bearer <token>', over https:// only, as "
-        "for ExternalServer metrics (the Secret must be labelled elasticscaler.io/bearer-token: \"true\").",
+        "for ExternalServer metrics (the Secret must be labelled elasticscaler.io/bearer-token: \"true\" and "
+        "list the endpoint's host in its elasticscaler.io/bearer-token-hosts annotation).",
     )
 
 

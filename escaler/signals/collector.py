@@ -72,6 +72,7 @@ from escaler.kube.dynamic import DynamicClient
 from escaler.kube.rest import RestClient
 from escaler.kube.scale import selector_string
 from escaler.scaling.algorithm import MetricValue
+from escaler.scaling.endpoints import check_endpoint_url
 from escaler.signals.custom import CustomCollector
 from escaler.signals.dedupe import SharedQueries
 from escaler.signals.external import ExternalCollector, per_target_type
@@ -90,7 +91,7 @@ __all__ = ["DEFAULT_COLLECT_BUDGET_SECONDS", "MetricsCollector", "metric_name", 
 DEFAULT_COLLECT_BUDGET_SECONDS = MAX_TIMEOUT_SECONDS
 
 # (namespace, secret name, key) -> the decoded value; raises when it cannot be read
-SecretReader = Callable[[str, str, str], str]
+SecretReader = Callable[[str, str, str, str], str]
 
 
 def metric_name(spec: MetricSpec) -> str:
@@ -284,6 +285,7 @@ class MetricsCollector:
         if self._secret_reader is None:
             return Sample.fail(f"{where}: no Secret reader configured")
         try:
-            return self._secret_reader(namespace, ref.name, ref.key)
+            # the Secret names the hosts its token may go to (escaler.signals.bearer)
+            return self._secret_reader(namespace, ref.name, ref.key, check_endpoint_url(endpoint))
         except Exception as err:  # any failure to read the token is this metric's error
             return Sample.fail(f"{where}: {err}")

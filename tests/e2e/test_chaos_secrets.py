@@ -83,9 +83,12 @@ def prom_trigger(url: str, query: str) -> dict[str, Any]:
 
 
 def set_secret(cluster: Cluster, ns: str, token: str) -> None:
+    # opted in as a bearer token for the fake Prometheus' hosts (escaler.signals.bearer)
     cluster.apply({"apiVersion": "v1", "kind": "Secret",
                    "metadata": {"name": "prom", "namespace": ns,
-                                "labels": {"elasticscaler.io/bearer-token": "true"}},
+                                "labels": {"elasticscaler.io/bearer-token": "true"},
+                                "annotations": {
+                                    "elasticscaler.io/bearer-token-hosts": "localhost, 127.0.0.1"}},
                    "stringData": {"token": token, "password": f"pw-{token}"}})
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
@@ -672,8 +673,17 @@ def test_k_prometheus_bearer_token_from_a_secret(
                                                 "elasticscaler.io/bearer-token", manager)
         assert (status, reason) == ("False", "DecisionUnavailable") and f"{namespace}/prom" in message
         assert prometheus.queries == [], "a query went out without its token, or with one not opted in"
-        # opted in, a missing key
+        # labelled, but the Secret does not list the endpoint's host: still refused (issue 27 item 15)
         cluster.kubectl("label", "secret", "prom", "-n", namespace, "elasticscaler.io/bearer-token=true")
+        host = urllib.parse.urlsplit(prometheus.url).hostname
+        status, reason, message = _wait_message(cluster, namespace, "k", "ScalingActive",
+                                                f"is not a bearer token for host {host}", manager)
+        assert (status, reason) == ("False", "DecisionUnavailable")
+        assert "elasticscaler.io/bearer-token-hosts" in message
+        assert prometheus.queries == [], "the token went to a host the Secret does not list"
+        # opted in for that host, a missing key
+        cluster.kubectl("annotate", "secret", "prom", "-n", namespace,
+                        f"elasticscaler.io/bearer-token-hosts={host}")
         server["bearerTokenSecretRef"] = {"name": "prom", "key": "missing"}
         apply(cluster, namespace, scaler("k", "llm-k", trig, annotations=FAST))
         status, _, message = _wait_message(cluster, namespace, "k", "ScalingActive", "has no key", manager)

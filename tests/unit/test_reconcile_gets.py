@@ -135,10 +135,14 @@ def test_a_cache_that_does_not_hold_the_target_yet_may_get_it(h: Harness) -> Non
 # ------------------------------------------------------------------------------ bearer tokens
 
 
+HOST = "prometheus.monitoring.svc"
+
+
 def _secret(name: str, labelled: bool, token: str = "s3cret") -> dict[str, Any]:
     labels = {"elasticscaler.io/bearer-token": "true"} if labelled else {}
     return {"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": NS, "labels": labels},
+            "metadata": {"name": name, "namespace": NS, "labels": labels,
+                         "annotations": {"elasticscaler.io/bearer-token-hosts": HOST}},
             "data": {"token": base64.b64encode(token.encode()).decode()}}
 
 
@@ -169,27 +173,27 @@ def test_bearer_token_secrets_come_from_a_label_selected_cache() -> None:
     secrets = _CountingSecrets(api)
     try:
         read = secret_key_reader(secrets, informers=informers)  # type: ignore[arg-type,call-arg]
-        assert read(NS, "prom", "token") == "s3cret"  # first read: the cache is not listed yet
+        assert read(NS, "prom", "token", HOST) == "s3cret"  # first read: the cache is not listed yet
         inf = informers.informer(keys[0])
         assert inf is not None
         from fakeapi import wait_until
         wait_until(inf.has_synced, what="secret cache listed")
         before = secrets.gets
         for _ in range(5):
-            assert read(NS, "prom", "token") == "s3cret"
+            assert read(NS, "prom", "token", HOST) == "s3cret"
         assert secrets.gets == before  # steady state: no GET
         # only opted-in Secrets are listed, watched and held
         assert keys[0].label_selector == "elasticscaler.io/bearer-token=true"
         assert keys[0].namespace == NS
         assert [o["metadata"]["name"] for o in inf.store.list()] == ["prom"]
         # a Secret without the label is still refused (read with a GET, so the error says why)
-        with pytest.raises(PermissionError, match="not labelled"):
-            read(NS, "other", "token")
+        with pytest.raises(PermissionError, match="is not a bearer token for host"):
+            read(NS, "other", "token", HOST)
         # a rotated token is used at the next read
         rotated = _secret("prom", True, "rotated")
         rotated["metadata"]["resourceVersion"] = api.get(f"{NS}/prom")["metadata"]["resourceVersion"]  # type: ignore[index]
         api.update(rotated)
-        wait_until(lambda: read(NS, "prom", "token") == "rotated", what="rotated token seen")
+        wait_until(lambda: read(NS, "prom", "token", HOST) == "rotated", what="rotated token seen")
     finally:
         informers.stop_all()
 

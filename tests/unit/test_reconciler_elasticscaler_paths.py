@@ -166,8 +166,12 @@ class _Secrets:
     def get(self, m: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
         if name not in self.objs:
             raise StatusError(404, "NotFound", f'secrets "{name}" not found')
-        # opted in as a bearer token (escaler.signals.bearer; the label rule is tested there)
-        return {"metadata": {"labels": {"elasticscaler.io/bearer-token": "true"}}, **self.objs[name]}
+        # opted in as a bearer token for HOST (escaler.signals.bearer; the rule is tested there)
+        return {"metadata": {"labels": {"elasticscaler.io/bearer-token": "true"},
+                             "annotations": {"elasticscaler.io/bearer-token-hosts": HOST}}, **self.objs[name]}
+
+
+HOST = "prometheus.monitoring.svc"
 
 
 def _b64(text: str) -> str:
@@ -176,11 +180,12 @@ def _b64(text: str) -> str:
 
 def test_secret_reader_reads_and_trims_the_key() -> None:
     read = secret_key_reader(_Secrets({"prom": {"data": {"token": _b64("s3cret\n")}}}))  # type: ignore[arg-type]
-    assert read(NS, "prom", "token") == "s3cret"
+    assert read(NS, "prom", "token", HOST) == "s3cret"
 
 
 @pytest.mark.parametrize(("secrets", "key", "error", "match"), [
-    ({}, "token", StatusError, 'secrets "prom" not found'),
+    # missing: the same refusal as a Secret that did not opt in (no existence oracle)
+    ({}, "token", PermissionError, "Secret team/prom is not a bearer token for host"),
     ({"prom": {"data": {"other": _b64("x")}}}, "token", KeyError, "Secret team/prom has no key 'token'"),
     ({"prom": {"data": {"token": "%%%not-base64"}}}, "token", ValueError,
      "Secret team/prom key 'token' is not base64 UTF-8 text"),
@@ -191,5 +196,5 @@ def test_secret_reader_errors_name_the_secret_and_key_never_the_value(
         secrets: dict[str, Any], key: str, error: type[Exception], match: str) -> None:
     read = secret_key_reader(_Secrets(secrets))  # type: ignore[arg-type]
     with pytest.raises(error) as got:
-        read(NS, "prom", key)
+        read(NS, "prom", key, HOST)
     assert match in str(got.value)

@@ -257,10 +257,10 @@ def _token_metric(endpoint: str) -> MetricSpec:
 
 
 def test_bearer_token_read_from_the_secret_per_query(api: FakeAPI, tls: ScratchCA) -> None:
-    reads: list[tuple[str, str, str]] = []
+    reads: list[tuple[str, str, str, str]] = []
 
-    def reader(ns: str, name: str, key: str) -> str:
-        reads.append((ns, name, key))
+    def reader(ns: str, name: str, key: str, host: str) -> str:
+        reads.append((ns, name, key, host))
         return f"secret-{len(reads)}"
 
     prom = HttpsServer(tls, lambda _p: (200, scalar(12)))
@@ -274,7 +274,8 @@ def test_bearer_token_read_from_the_secret_per_query(api: FakeAPI, tls: ScratchC
     finally:
         prom.stop()
     assert s1.value == 12.0 and s2.value == 12.0
-    assert reads == [(NS, "prom-token", "token")] * 2  # read at every query: rotation is picked up
+    # read at every query (rotation is picked up), for the endpoint's host (the Secret lists its hosts)
+    assert reads == [(NS, "prom-token", "token", "localhost")] * 2
     auth = [r.headers["authorization"] for r in prom.seen]
     assert auth == ["Bearer secret-1", "Bearer secret-2"]  # the Secret wins over the flag's token
 
@@ -282,7 +283,7 @@ def test_bearer_token_read_from_the_secret_per_query(api: FakeAPI, tls: ScratchC
 def test_bearer_token_over_plain_http_is_refused_before_the_secret_is_read(api: FakeAPI) -> None:
     reads: list[str] = []
 
-    def reader(ns: str, name: str, key: str) -> str:
+    def reader(ns: str, name: str, key: str, host: str) -> str:
         reads.append(name)
         return "s3cret"
 

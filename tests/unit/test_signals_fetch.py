@@ -240,7 +240,7 @@ def test_a_secret_that_did_not_opt_in_is_never_read() -> None:
     secret = {"metadata": {"name": "db"}, "data": {"password": base64.b64encode(SECRET.encode()).decode()}}
     read = secret_key_reader(FakeSecrets({"db": secret}))  # type: ignore[arg-type]
     with pytest.raises(Exception) as got:
-        read("team", "db", "password")
+        read("team", "db", "password", "evil.example")
     assert "elasticscaler.io/bearer-token" in str(got.value) and SECRET not in str(got.value)
 
 
@@ -248,7 +248,7 @@ def test_a_token_never_goes_over_plain_http() -> None:
     reads: list[str] = []
     heads: list[bytes] = []
 
-    def reader(ns: str, name: str, key: str) -> str:
+    def reader(ns: str, name: str, key: str, host: str) -> str:
         reads.append(name)
         return SECRET
 

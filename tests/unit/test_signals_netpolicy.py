@@ -16,7 +16,7 @@ import pytest
 from outbound_fakes import FakeSecrets, HttpsServer, ScratchCA, make_ca
 
 from escaler.cli.flags import endpoint_networks
-from escaler.signals.bearer import BEARER_TOKEN_LABEL, secret_key_reader
+from escaler.signals.bearer import BEARER_TOKEN_HOSTS_ANNOTATION, BEARER_TOKEN_LABEL, secret_key_reader
 from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, FetchError, HttpClient, fetch
 from escaler.signals.netpolicy import AddressPolicy, canonical_address, parse_networks
 
@@ -214,26 +214,59 @@ def test_a_token_is_never_sent_over_plain_http() -> None:
 # ---- bearer-token Secrets opt in -----------------------------------------------------------------
 
 
-def _secret(labels: dict[str, str] | None) -> dict[str, Any]:
-    return {"metadata": {"name": "prom", "labels": labels} if labels is not None else {"name": "prom"},
-            "data": {"token": base64.b64encode(b"s3cret\n").decode()}}
+HOST = "prometheus.monitoring.svc"
+
+
+def _secret(labels: dict[str, str] | None, hosts: str | None = HOST) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "prom"}
+    if labels is not None:
+        meta["labels"] = labels
+    if hosts is not None:
+        meta["annotations"] = {BEARER_TOKEN_HOSTS_ANNOTATION: hosts}
+    return {"metadata": meta, "data": {"token": base64.b64encode(b"s3cret\n").decode()}}
+
+
+def _refused(read: Any, host: str = HOST, name: str = "prom") -> str:
+    with pytest.raises(PermissionError) as got:
+        read("team", name, "token", host)
+    message = str(got.value)
+    assert "s3cret" not in message
+    return message
 
 
 @pytest.mark.parametrize("labels", [None, {}, {BEARER_TOKEN_LABEL: "false"}, {BEARER_TOKEN_LABEL: "True"},
                                     {"other": "true"}],
                          ids=["no-labels", "empty", "false", "wrong-case", "other"])
 def test_a_secret_without_the_opt_in_label_is_not_read(labels: dict[str, str] | None) -> None:
-    read = secret_key_reader(FakeSecrets({"prom": _secret(labels)}))  # type: ignore[arg-type]
-    with pytest.raises(PermissionError) as got:
-        read("team", "prom", "token")
-    message = str(got.value)
+    message = _refused(secret_key_reader(FakeSecrets({"prom": _secret(labels)})))  # type: ignore[arg-type]
     assert "Secret team/prom" in message and f'{BEARER_TOKEN_LABEL}: "true"' in message
-    assert "s3cret" not in message
 
 
-def test_a_secret_with_the_opt_in_label_is_read() -> None:
-    read = secret_key_reader(FakeSecrets({"prom": _secret({BEARER_TOKEN_LABEL: "true"})}))  # type: ignore[arg-type]
-    assert read("team", "prom", "token") == "s3cret"
+def test_a_secret_with_the_opt_in_label_is_read_for_the_hosts_it_lists() -> None:
+    secrets = FakeSecrets({"prom": _secret({BEARER_TOKEN_LABEL: "true"},
+                                           hosts=f"{HOST}, *.thanos.example")})
+    read = secret_key_reader(secrets)  # type: ignore[arg-type]
+    assert read("team", "prom", "token", HOST) == "s3cret"
+    assert read("team", "prom", "token", "query.thanos.example") == "s3cret"
+
+
+@pytest.mark.parametrize(("hosts", "host"), [(None, HOST), ("", HOST), (HOST, "evil.example"),
+                                             ("*.monitoring.svc", "monitoring.svc.evil.example")],
+                         ids=["no-annotation", "empty", "another-host", "suffix-trick"])
+def test_a_labelled_secret_is_not_sent_to_a_host_it_does_not_list(hosts: str | None, host: str) -> None:
+    # issue 27 item 15: the label alone let anyone who can create a scaler send the token to a
+    # server of their own
+    read = secret_key_reader(FakeSecrets({"prom": _secret({BEARER_TOKEN_LABEL: "true"}, hosts)}))  # type: ignore[arg-type]
+    message = _refused(read, host)
+    assert f"for host {host}" in message and BEARER_TOKEN_HOSTS_ANNOTATION in message
+    assert not hosts or hosts not in message  # the Secret's own list is never echoed
+
+
+def test_a_missing_secret_is_refused_as_one_not_opted_in() -> None:
+    # issue 27 item 15: "not found" and "not labelled" told a scaler writer which Secrets exist
+    read = secret_key_reader(FakeSecrets({"other": _secret(None)}))  # type: ignore[arg-type]
+    assert _refused(read, name="prom") == _refused(
+        secret_key_reader(FakeSecrets({"prom": _secret(None)})), name="prom")  # type: ignore[arg-type]
 
 
 def test_manifest_rbac_grants_secrets_only_per_namespace() -> None:
