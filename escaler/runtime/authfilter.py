@@ -131,12 +131,21 @@ class RequestAuth:
                             headers={"WWW-Authenticate": "Bearer"})
         return user
 
-    def authorize(self, user: UserInfo, attributes: Attributes) -> None:
-        key = f"user:{user.username}"
-        wait = self.denials.retry_after(key)
+    def check_denials(self, user: UserInfo) -> None:
+        """429 when ``user`` has used up its denial budget (no review is made then)."""
+        wait = self.denials.retry_after(f"user:{user.username}")
         if wait > 0:
             raise HttpError(429, "too many denied requests for this user; retry later",
                             headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+    def charge_denial(self, user: UserInfo) -> None:
+        """Count a refusal against ``user``'s denial budget (a caller that answers a missing object
+        as it answers a denied one charges it too, so the budget tells nothing either)."""
+        self.denials.failed(f"user:{user.username}")
+
+    def authorize(self, user: UserInfo, attributes: Attributes) -> None:
+        key = f"user:{user.username}"
+        self.check_denials(user)
         try:
             decision: AccessDecision = self.authenticator.authorize(user, attributes)
         except ReviewUnavailable as exc:

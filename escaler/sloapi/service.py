@@ -10,8 +10,11 @@ is an ``SLOApiError``):
   → 429), then the user is authorized by SubjectAccessReview *on the CRs the request touches*:
   ``get`` on each CR of a route for ``GET /config/{route}``, ``patch`` for ``PUT`` and
   ``DELETE``; ``list`` of a kind (cluster-wide, else per namespace holding routes) for
-  ``GET /config``, which shows only what the user may list (403 when nothing). Denied → 403
-  naming the user, verb and resource. A route with no CR is 404 to any authenticated user.
+  ``GET /config``, which shows only what the user may list (403 when nothing). A route the user
+  may not ``get``/``patch`` and a route with no CR get **the same** 404 ("route R not found, or
+  user U may not V it"): the answer never tells a caller whether a route exists, nor names the
+  namespace and CR behind it; both charge the user's denial budget (``RequestAuth``: past it,
+  429 without a review).
   Tokens are never logged or kept (the review cache keys them by SHA-256).
 * **Routes.** ``resolve`` across both kinds: none → 404 ``not_found``; more than one CR →
   409 ``conflict`` ("serviceId X is defined by more than one SLO requirement CRs"), for reads
@@ -102,10 +105,25 @@ class SLOService:
 
     def _entry(self, route: str, user: UserInfo | None, verb: str) -> Entry:
         self._ready()
+        authed = self.auth is not None and user is not None
+        who = f", or user {user.username!r} may not {verb} it" if authed and user is not None else ""
+        hidden = SLOApiError(404, f"route {route!r} not found{who}")
+        if self.auth is not None and user is not None:
+            try:
+                self.auth.check_denials(user)
+            except HttpError as exc:
+                raise SLOApiError(exc.status, exc.message, headers=exc.headers) from None
         entries = self.index.resolve(route)
         if not entries:
-            raise SLOApiError(404, f"route {route!r} not found")
-        self._authorize(user, verb, entries)
+            if self.auth is not None and user is not None:
+                self.auth.charge_denial(user)
+            raise hidden
+        try:
+            self._authorize(user, verb, entries)
+        except SLOApiError as exc:
+            if exc.status == 403:
+                raise hidden from None
+            raise
         if len(entries) > 1:
             raise SLOApiError(409, CONFLICT_MESSAGE.format(route=route))
         return entries[0]

@@ -150,7 +150,7 @@ def test_service_id_on_both_kinds_is_409(cluster: Cluster, namespace: str, tmp_p
                what="route resolved after the conflict ended")
 
 
-def test_auth_token_401_403_200(cluster: Cluster, namespace: str, tmp_path: Path,
+def test_auth_token_401_404_200(cluster: Cluster, namespace: str, tmp_path: Path,
                                 slo_apis: list[SLOApi]) -> None:
     ns = namespace
     apply_in(cluster, ns, llm_slo("chat-cr", "chat-llama"))
@@ -164,11 +164,15 @@ def test_auth_token_401_403_200(cluster: Cluster, namespace: str, tmp_path: Path
     assert api.call("GET", "/config").headers["WWW-Authenticate"] == "Bearer"
     wrong_audience = sa_token(cluster, ns, "owner", audience="https://kubernetes.default.svc")
     assert _error(api.call("GET", "/config/chat-llama", token=wrong_audience))[:2] == (401, "unauthorized")
-    # an authenticated user without RBAC: 403, naming the user, verb and resource
+    # an authenticated user without RBAC: the same 404 as a route that does not exist, naming neither
+    # the namespace nor the CR behind it (issue 27 item 14)
     status, code, message = _error(api.call("PUT", "/config/chat-llama", token=stranger,
                                             json={"highPriority": True}))
-    assert (status, code) == (403, "forbidden")
-    assert f"system:serviceaccount:{ns}:stranger" in message and "patch" in message
+    assert (status, code) == (404, "not_found")
+    user = f"system:serviceaccount:{ns}:stranger"
+    assert message == f"route 'chat-llama' not found, or user '{user}' may not patch it"
+    missing = api.call("PUT", "/config/no-such-route", token=stranger, json={"highPriority": True})
+    assert _error(missing)[:2] == (404, "not_found")
     assert _error(api.call("GET", "/config", token=stranger))[:2] == (403, "forbidden")
     # the owner (escaler-slo-owner bound in the namespace): 200 (RBAC may take a moment to apply)
     eventually(lambda: api.call("GET", "/config/chat-llama", token=owner).status_code == 200, timeout=30,

@@ -51,19 +51,30 @@ def test_401_without_a_valid_token(method: str, path: str, headers: dict[str, st
         assert r.cluster.writes == []
 
 
-def test_403_names_user_verb_and_resource() -> None:
+def test_a_route_the_user_may_not_touch_is_answered_as_one_that_does_not_exist() -> None:
+    # issue 27 item 14: a 403 named the namespace and CR behind a route, and 403 vs 404 told a caller
+    # whether a route exists; both are now the same 404, which names neither
     with start_service(_cluster(), auth=_auth()) as r:
-        resp = r.client.put("/config/chat", headers=_bearer("bob-token"), json={"highPriority": True})
-        assert _error(resp) == (403, "forbidden")
-        assert resp.json()["error"]["message"].startswith(
-            'user "bob" cannot patch resource "llmslorequirements" named "chat-slo" in API group '
-            '"llm.escaler.io" in the namespace "team-a"')
+        denied = r.client.put("/config/chat", headers=_bearer("bob-token"), json={"highPriority": True})
+        missing = r.client.put("/config/nowhere", headers=_bearer("bob-token"), json={"highPriority": True})
+        assert _error(denied) == _error(missing) == (404, "not_found")
+        assert denied.json()["error"]["message"] == "route 'chat' not found, or user 'bob' may not patch it"
+        for resp in (denied, missing):
+            assert "team-a" not in resp.text and "chat-slo" not in resp.text
+        # the list still says 403 (it names kinds, no route or object)
         assert _error(r.client.get("/config", headers=_bearer("bob-token"))) == (403, "forbidden")
-        # alice may read team-a but not patch another namespace's route
+        # alice may read team-a but not another namespace's route, nor patch a job route
         assert r.client.get("/config/chat", headers=_bearer("alice-token")).status_code == 200
-        assert _error(r.client.get("/config/other", headers=_bearer("alice-token"))) == (403, "forbidden")
-        assert _error(r.client.delete("/config/batch", headers=_bearer("alice-token"))) == (403, "forbidden")
+        assert _error(r.client.get("/config/other", headers=_bearer("alice-token"))) == (404, "not_found")
+        assert _error(r.client.delete("/config/batch", headers=_bearer("alice-token"))) == (404, "not_found")
         assert r.cluster.writes == []
+
+
+def test_probing_routes_spends_the_users_denial_budget_whether_they_exist_or_not() -> None:
+    with start_service(_cluster(), auth=_auth()) as r:
+        codes = [r.client.get(f"/config/{name}", headers=_bearer("bob-token")).status_code
+                 for name in ["chat", "nowhere-1", "other", "nowhere-2"] * 3]
+        assert codes[:10] == [404] * 10 and codes[10:] == [429, 429], codes
 
 
 def test_allowed_user_reads_and_writes() -> None:
@@ -83,7 +94,7 @@ def test_conflict_only_after_authorization() -> None:
     cluster.apis["job"].create(job_slo("shared-job", "shared", namespace="team-a"))
     cluster.apis["llm"].create(llm_slo("shared-llm", "shared", namespace="team-a"))
     with start_service(cluster, auth=_auth()) as r:
-        assert _error(r.client.get("/config/shared", headers=_bearer("bob-token"))) == (403, "forbidden")
+        assert _error(r.client.get("/config/shared", headers=_bearer("bob-token"))) == (404, "not_found")
         assert _error(r.client.get("/config/shared", headers=_bearer("alice-token"))) == (409, "conflict")
 
 
