@@ -42,6 +42,8 @@ Contract of ``KeyedExecutor``:
   dropped, a running job's result will be dropped, a finished one is dropped. The consumer
   compares ``Finished.tag`` with what it expects (e.g. the object's uid and generation), so a
   recreated object never consumes its predecessor's result.
+* **Tenant.** A job runs inside ``escaler.tenant.for_tenant(<its group>)``: shared pools it draws
+  on (the host-name lookups of ``escaler.signals.fetch``) bound each namespace's share.
 * **No deadlines here.** A thread cannot be killed: a job bounds its own I/O (the fetchers have a
   total deadline). The bounds above make a slow job cost a thread of its own group, not a worker.
 * Metrics (``ExecutorMetrics``, on the manager's registry): ``escaler_outbound_jobs_queued``
@@ -74,6 +76,7 @@ from cachetools import LRUCache
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from escaler.clock import Clock, RealClock
+from escaler.tenant import for_tenant
 
 __all__ = [
     "DEFAULT_OUTBOUND_PER_GROUP",
@@ -469,7 +472,9 @@ class KeyedExecutor:
         value: Any = None
         error: Exception | None = None
         try:
-            value = job.fn()
+            # shared pools the job draws on (host-name lookups) bound each namespace's share
+            with for_tenant(job.group or None):
+                value = job.fn()
         except Exception as err:  # a job's failure is its result, never the worker's end
             _log.debug("outbound job %r failed: %s", key, err)
             error = err

@@ -16,6 +16,12 @@ Contract of ``fetch(client, url, timeout=...)``:
   timeout, and a read that starts with nothing left fails. A server trickling one byte every
   0.3 s is cut at the deadline, not after minutes. ``timeout`` is capped at
   ``MAX_TIMEOUT_SECONDS``.
+* **Host-name lookups** run on a shared pool of threads (``getaddrinfo`` has no timeout: an
+  abandoned lookup keeps its thread until it ends). Concurrent lookups of one (host, port) share
+  one thread, and a tenant (``escaler.tenant``: the namespace an outbound job runs for) has at most
+  ``DNS_PER_TENANT`` lookups pending, abandoned ones included; past that its lookup fails at once
+  (``FetchError`` naming the namespace), so one namespace's slow names never hold the threads
+  another namespace's lookups need.
 * Bodies larger than ``max_bytes`` are refused rather than buffered; the status line and the
   headers are bounded by ``http.client`` (64 KiB a line, 100 headers).
 * Redirects are not followed (a 3xx is returned like any other status): following one would let
@@ -56,7 +62,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
@@ -65,6 +71,7 @@ from escaler.clock import Clock, RealClock
 from escaler.scaling.endpoints import check_endpoint_url
 from escaler.signals.connpool import ConnectionPool, ConnKey
 from escaler.signals.netpolicy import AddressPolicy, IPAddress
+from escaler.tenant import current as current_tenant
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -87,6 +94,10 @@ _CHUNK_BYTES = 64 * 1024
 # More than the outbound callers in flight (the manager's bounded executor), so a slow name one
 # tenant chose holds one thread, never the lookups of the others.
 _DNS_THREADS = 32
+# host-name lookups one tenant (escaler.tenant: a namespace) may have pending at once, abandoned ones
+# (past their caller's deadline, still in getaddrinfo) included: a tenant whose names resolve
+# slowly holds at most these threads, never the others' lookups
+DNS_PER_TENANT = 2
 
 HostAllowed = Callable[[str], bool]
 # (host, port) -> the addresses it resolves to, in connect order; OSError when it does not
@@ -148,8 +159,12 @@ class HttpClient:
         # resolves names off the caller's thread, so a lookup is bounded by the deadline too;
         # made on first use (an IP literal needs none)
         self._dns: ThreadPoolExecutor | None = None
-        # guards the creation of _dns and of the default _ssl
+        # guards the creation of _dns and of the default _ssl, _pending and _per_tenant
         self._mu = threading.Lock()
+        # (host, port) → its lookup while it runs: concurrent lookups of one name share it
+        self._pending: dict[tuple[str, int], Future[Sequence[str]]] = {}
+        # tenant → its lookups still running (escaler.tenant; abandoned ones count until they end)
+        self._per_tenant: dict[str, int] = {}
         # False: "Connection: close", one connection per request (the pool stays empty)
         self.keep_alive = keep_alive
         # idle keep-alive connections, by (scheme, host, port, checked address)
@@ -165,15 +180,12 @@ class HttpClient:
             return [ipaddress.ip_address(host)]
         except ValueError:
             pass
-        with self._mu:
-            if self._dns is None:
-                self._dns = ThreadPoolExecutor(_DNS_THREADS, thread_name_prefix="escaler-dns")
-            pool = self._dns
-        future = pool.submit(self._resolver, host, port)
+        future = self._lookup(host, port)
         try:
             names = future.result(timeout=max(left, 0.0))
         except FutureTimeout:
-            future.cancel()
+            # not cancelled: another caller may share the lookup, and its tenant is charged until
+            # it ends (an abandoned getaddrinfo keeps its thread anyway)
             raise _Timeout() from None
         except (OSError, UnicodeError) as err:
             raise FetchError(f"cannot resolve host {host!r}: {_os_error(err)}") from None
@@ -186,6 +198,39 @@ class HttpClient:
         if not addresses:
             raise FetchError(f"host {host!r} resolves to no IP address")
         return addresses
+
+    def _lookup(self, host: str, port: int) -> Future[Sequence[str]]:
+        """The pending lookup of ``(host, port)``: one already running is shared (a name polled by
+        many scalers costs one thread), else a new one, charged to the calling tenant until it
+        ends — ``FetchError`` when that tenant already has ``DNS_PER_TENANT`` pending."""
+        tenant = current_tenant()
+        with self._mu:
+            if self._dns is None:
+                self._dns = ThreadPoolExecutor(_DNS_THREADS, thread_name_prefix="escaler-dns")
+            running = self._pending.get((host, port))
+            if running is not None:
+                return running
+            if tenant is not None and self._per_tenant.get(tenant, 0) >= DNS_PER_TENANT:
+                raise FetchError(f"cannot resolve host {host!r}: {DNS_PER_TENANT} host name lookups of "
+                                 f"namespace {tenant} are still pending (slow DNS); retried at the next poll")
+            future = self._dns.submit(self._resolver, host, port)
+            self._pending[(host, port)] = future
+            if tenant is not None:
+                self._per_tenant[tenant] = self._per_tenant.get(tenant, 0) + 1
+
+        def done(_: Future[Sequence[str]]) -> None:
+            with self._mu:
+                if self._pending.get((host, port)) is future:
+                    del self._pending[(host, port)]
+                if tenant is not None:
+                    left = self._per_tenant.get(tenant, 0) - 1
+                    if left > 0:
+                        self._per_tenant[tenant] = left
+                    else:
+                        self._per_tenant.pop(tenant, None)
+
+        future.add_done_callback(done)
+        return future
 
     def tls_context(self) -> ssl.SSLContext:
         """The context every TLS connection is wrapped with (the default one is made on first use)."""

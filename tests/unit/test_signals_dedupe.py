@@ -130,7 +130,7 @@ def _collector(tls: ScratchCA, clock: FakeClock, shared: SharedQueries[Sample] |
     tokens = {("a", "t1"): "token-one", ("b", "t1"): "token-one", ("a", "t2"): "token-two"}
     http = HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")), ssl_context=tls.client_context())
     return MetricsCollector(None, None, http, clock, shared=shared,  # type: ignore[arg-type]
-                            secret_reader=lambda ns, name, key: tokens[(ns, name)])
+                            secret_reader=lambda ns, name, key, host: tokens[(ns, name)])
 
 
 def test_scalers_sharing_one_query_make_one_request(tls: ScratchCA, prom: HttpsServer) -> None:

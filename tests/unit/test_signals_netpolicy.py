@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi import wait_until
 from outbound_fakes import FakeSecrets, HttpsServer, ScratchCA, make_ca
 
 from escaler.cli.flags import endpoint_networks
@@ -282,3 +283,51 @@ def test_manifest_rbac_grants_secrets_only_per_namespace() -> None:
                 # list/watch for the label-selected token cache (escaler.signals.bearer), never more
                 assert rule["verbs"] == ["get", "list", "watch"]
     assert json.dumps(docs)  # parsed
+
+
+# ---- host-name lookups are bounded per tenant ------------------------------------------------------
+
+
+def test_one_namespaces_slow_names_hold_at_most_its_share_of_the_lookup_threads() -> None:
+    # issue 27 item 6: the 32 lookup threads were shared by everyone and an abandoned slow lookup kept
+    # its thread, so four namespaces with slow names cut a fifth from 787 to 1.9 jobs/s
+    from escaler.signals.fetch import DNS_PER_TENANT
+    from escaler.tenant import for_tenant
+
+    gate = threading.Event()
+    calls: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        calls.append(host)
+        if host.endswith(".slow.example"):
+            gate.wait(10)
+        return ["127.0.0.1"]
+
+    client = HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")), resolver=resolver)
+    try:
+        with for_tenant("team-a"):
+            for i in range(DNS_PER_TENANT):  # abandoned at their deadline, still running
+                with pytest.raises(Exception):  # noqa: B017 - the internal deadline exception
+                    client.resolve(f"h{i}.slow.example", 80, 0.05)
+            # another slow name of the same namespace: refused at once, no thread taken
+            with pytest.raises(FetchError, match=f"{DNS_PER_TENANT} host name lookups of namespace team-a"):
+                client.resolve("h9.slow.example", 80, 5.0)
+        assert sorted(calls) == sorted(f"h{i}.slow.example" for i in range(DNS_PER_TENANT))
+        # another namespace resolves at once; a name still pending is shared, not looked up again
+        with for_tenant("team-b"):
+            assert [str(a) for a in client.resolve("fast.example", 80, 5.0)] == ["127.0.0.1"]
+            with pytest.raises(Exception):  # noqa: B017 - still slow: the caller's deadline passes
+                client.resolve("h0.slow.example", 80, 0.05)
+        assert calls.count("h0.slow.example") == 1
+        gate.set()
+        # team-a's lookups end (their threads finish just after the gate opens): it may look up again
+        def resolves_again() -> bool:
+            with for_tenant("team-a"):
+                try:
+                    return [str(a) for a in client.resolve("h9.slow.example", 80, 5.0)] == ["127.0.0.1"]
+                except FetchError:
+                    return False
+
+        wait_until(resolves_again, what="team-a's lookups ended")
+    finally:
+        gate.set()
