@@ -166,22 +166,25 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "invalid_request: a bad body, or the cluster's validation (CRD schema / CEL) refused it",
         401: "unauthorized: no valid bearer token (--auth token)",
-        403: "forbidden: the user may not do this on the SLO requirement",
-        404: "not_found: no SLO requirement has this serviceId",
+        403: "forbidden: the user may list SLO requirements in no namespace holding routes",
+        404: "not_found: no SLO requirement has this serviceId, or the user may not get/patch it "
+             "(the same answer either way)",
         408: "request_timeout: the body did not arrive in time",
         409: "conflict: more than one SLO requirement CR has this serviceId",
         413: "payload_too_large: the body is over 64 KiB",
         415: "unsupported_media_type: the body is not JSON",
-        429: "too_many_requests: too many failed authentications from this client",
+        429: "too_many_requests: too many failed authentications from this client, or too many refused "
+             "routes for this user",
         502: "upstream_error: the Kubernetes API server failed",
         503: "unavailable: the SLO API is starting (caches not synced) or a review cannot be made",
     }
     return {s: {"model": ErrorResponse, "description": descriptions[s]} for s in statuses}
 
 
-_READ_ERRORS = (401, 403, 404, 409, 413, 429, 503)
-_WRITE_ERRORS = (400, 401, 403, 404, 408, 409, 413, 415, 429, 502, 503)
-_DELETE_ERRORS = (401, 403, 404, 408, 409, 413, 429, 502, 503)
+# a route never answers 403: a denied route is the same 404 as a missing one (escaler.sloapi.service)
+_READ_ERRORS = (401, 404, 409, 413, 429, 503)
+_WRITE_ERRORS = (400, 401, 404, 408, 409, 413, 415, 429, 502, 503)
+_DELETE_ERRORS = (401, 404, 408, 409, 413, 429, 502, 503)
 
 
 def create_app(service: SLOService, *, max_body_bytes: int = MAX_BODY_BYTES,
