@@ -33,6 +33,7 @@ from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.kube.config import ConfigError, load_config, new_api_client, pool_size_for
 from escaler.kube.rest import RestClient
 from escaler.runtime.server import parse_bind_address
+from escaler.signals.netpolicy import IPNetwork, parse_networks
 
 if TYPE_CHECKING:
     from escaler.sloapi.service import SLOService
@@ -77,6 +78,8 @@ class SLOApiFlags:
     key_file: str | None
     log_format: str
     log_level: str
+    # --trusted-proxies: networks whose X-Forwarded-For names the client (escaler.sloapi.clients)
+    trusted_proxies: tuple[IPNetwork, ...] = ()
 
 
 class UsageError(Exception):
@@ -102,6 +105,10 @@ def add_parser(
     p.add_argument("--cert-dir", metavar="DIR", default="",
                    help=f"directory holding {CERT_FILE_NAME} and {KEY_FILE_NAME}: serve HTTPS "
                         "(default: none = plain HTTP)")
+    p.add_argument("--trusted-proxies", metavar="CIDRS", default="",
+                   help="comma list of networks (an ingress' pods) whose X-Forwarded-For names the client a "
+                        "failed login is charged to; requests from elsewhere are charged to their peer "
+                        "(default: none: every request to its peer)")
     p.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT,
                    help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
     p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
@@ -121,10 +128,15 @@ def flags_from_args(args: argparse.Namespace) -> SLOApiFlags:
         for path in (cert_file, key_file):
             if not os.path.isfile(path):
                 raise UsageError(f"--cert-dir: {path} does not exist")
+    try:
+        trusted = parse_networks(args.trusted_proxies) if args.trusted_proxies else ()
+    except ValueError as err:
+        raise UsageError(str(err).replace("--allow-endpoint-networks", "--trusted-proxies")) from None
     return SLOApiFlags(
         host=host or ("::" if ipv6 else "0.0.0.0"), port=port, auth=args.auth,
         kubeconfig=args.kubeconfig or None, namespace=args.namespace, cert_file=cert_file,
-        key_file=key_file, log_format=args.log_format, log_level=args.log_level)
+        key_file=key_file, log_format=args.log_format, log_level=args.log_level,
+        trusted_proxies=tuple(trusted))
 
 
 def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
@@ -140,7 +152,7 @@ def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
     index = SLOIndex(client.informer_for, client.probe)
     auth = (RequestAuth(KubeAuthenticator(rest), hint=AUDIENCE_HINT, name="slo-api")
             if flags.auth == "token" else None)
-    return SLOService(index, client, auth)
+    return SLOService(index, client, auth, flags.trusted_proxies)
 
 
 def run(args: argparse.Namespace) -> int:

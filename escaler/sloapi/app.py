@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from typing import Annotated, Any
 
 import anyio.to_thread
@@ -41,6 +41,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from escaler import __version__
 from escaler.runtime.httpbase import HttpError, parse_json
+from escaler.signals.netpolicy import IPNetwork
+from escaler.sloapi.clients import client_address
 from escaler.sloapi.errors import ERROR_CODES, SLOApiError, envelope
 from escaler.sloapi.form import FORM_CSP, FORM_HTML
 from escaler.sloapi.schema import (
@@ -158,8 +160,10 @@ def _token(request: Request) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-def _client(request: Request) -> str:
-    return request.client.host if request.client is not None else "unknown"
+def _client(request: Request, trusted: Sequence[IPNetwork] = ()) -> str:
+    peer = request.client.host if request.client is not None else "unknown"
+    forwarded = ",".join(request.headers.getlist("x-forwarded-for"))
+    return client_address(peer, forwarded, trusted)
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -276,7 +280,7 @@ def _add_config_routes(app: FastAPI, service: SLOService) -> None:
     @app.get("/config", response_model=RouteList, summary="Every route (both kinds)",
              responses=_errors(401, 403, 429, 503))
     async def list_config(request: Request) -> Any:
-        token, client = _token(request), _client(request)
+        token, client = _token(request), _client(request, service.trusted_proxies)
 
         def run() -> dict[str, Any]:
             return service.list_routes(service.authenticate(token, client))
@@ -286,7 +290,7 @@ def _add_config_routes(app: FastAPI, service: SLOService) -> None:
     @app.get("/config/{route}", summary="One route's full SLO", response_model=None,
              responses={**route_responses, **_errors(*_READ_ERRORS)})
     async def get_config(route: RouteParam, request: Request) -> Any:
-        token, client = _token(request), _client(request)
+        token, client = _token(request), _client(request, service.trusted_proxies)
 
         def run() -> dict[str, Any]:
             return service.get(route, service.authenticate(token, client))
@@ -300,7 +304,7 @@ def _add_config_routes(app: FastAPI, service: SLOService) -> None:
                                               {"$ref": "#/components/schemas/JobRoutePatch"}]}}
                  for ctype in JSON_TYPES}}})
     async def put_config(route: RouteParam, request: Request) -> Any:
-        token, client = _token(request), _client(request)
+        token, client = _token(request), _client(request, service.trusted_proxies)
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         raw = await request.body()
 
@@ -320,7 +324,7 @@ def _add_config_routes(app: FastAPI, service: SLOService) -> None:
     @app.delete("/config/{route}", summary="Clear a route's optional SLO objectives", response_model=None,
                 responses={**route_responses, **_errors(*_DELETE_ERRORS)})
     async def delete_config(route: RouteParam, request: Request) -> Any:
-        token, client = _token(request), _client(request)
+        token, client = _token(request), _client(request, service.trusted_proxies)
 
         def run() -> dict[str, Any]:
             return service.delete(route, service.authenticate(token, client))

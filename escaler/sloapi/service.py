@@ -29,13 +29,14 @@ is an ``SLOApiError``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.runtime.authfilter import RequestAuth
 from escaler.runtime.authn import ResourceAttributes, UserInfo
 from escaler.runtime.httpbase import RETRY_AFTER_SECONDS, HttpError
+from escaler.signals.netpolicy import IPNetwork
 from escaler.sloapi import translate
 from escaler.sloapi.errors import SLOApiError, from_upstream
 from escaler.sloapi.index import Entry, SLOIndex
@@ -57,9 +58,12 @@ class SLOWriter(Protocol):
 class SLOService:
     """See the module docstring."""
 
-    def __init__(self, index: SLOIndex, writer: SLOWriter, auth: RequestAuth | None = None) -> None:
+    def __init__(self, index: SLOIndex, writer: SLOWriter, auth: RequestAuth | None = None,
+                 trusted_proxies: Sequence[IPNetwork] = ()) -> None:
         # the read side: every CR of both kinds by route; fixed
         self.index = index
+        # --trusted-proxies: whose X-Forwarded-For names the client (escaler.sloapi.clients)
+        self.trusted_proxies = tuple(trusted_proxies)
         # the write side; fixed
         self.writer = writer
         # None = no authentication (--auth none)

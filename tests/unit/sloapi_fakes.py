@@ -161,18 +161,20 @@ class Running:
 
 @contextmanager
 def start_service(cluster: FakeSLOCluster, *, auth: FakeAuthenticator | None = None,
-                  wait_ready: bool = True, max_body_bytes: int = 64 * 1024) -> Iterator[Running]:
+                  wait_ready: bool = True, max_body_bytes: int = 64 * 1024,
+                  trusted_proxies: tuple[Any, ...] = (), peer: str = "testclient") -> Iterator[Running]:
     clock = FakeClock()
     index = SLOIndex(lambda k: cluster.informer_for(k, clock), cluster.probe, clock=clock)
     request_auth = (RequestAuth(auth, FailureLimiter(clock=clock), name="slo-api") if auth is not None
                     else None)
-    service = SLOService(index, cluster, request_auth)
+    service = SLOService(index, cluster, request_auth, trusted_proxies)
     stop = threading.Event()
     thread = index.start(stop)
     try:
         if wait_ready:
             wait_until(index.ready, what="SLO index ready")
-        client = TestClient(create_app(service, max_body_bytes=max_body_bytes), raise_server_exceptions=False)
+        client = TestClient(create_app(service, max_body_bytes=max_body_bytes), raise_server_exceptions=False,
+                            client=(peer, 50000))
         yield Running(cluster, clock, index, service, client, stop)
     finally:
         stop.set()

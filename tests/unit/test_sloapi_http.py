@@ -214,3 +214,37 @@ def test_body_limit_validation(kwargs: dict[str, Any], message: str) -> None:
 def test_create_app_validation() -> None:
     with start_service(_cluster()) as r, pytest.raises(ValueError, match=r"create_app\.worker_threads"):
         create_app(r.service, worker_threads=0)
+
+
+def test_behind_a_trusted_proxy_each_client_has_its_own_failed_login_budget() -> None:
+    # issue 27 item 14: behind an ingress every request came from its address, so one attacker spent
+    # every client's failed-authentication budget
+    from escaler.signals.netpolicy import parse_networks
+
+    with start_service(_cluster(), auth=_auth(), trusted_proxies=parse_networks("10.0.0.0/8"),
+                       peer="10.1.2.3") as r:
+        attacker = {"X-Forwarded-For": "203.0.113.9"}
+        codes = [r.client.get("/config", headers={**_bearer(f"bad-{i}"), **attacker}).status_code
+                 for i in range(12)]
+        assert codes[10:] == [429, 429]
+        # another client behind the same ingress still authenticates (a bad token: 401, not 429)
+        other = {**_bearer("bad-x"), "X-Forwarded-For": "198.51.100.7"}
+        assert r.client.get("/config", headers=other).status_code == 401
+        # a forged left-hand entry does not move the attacker to another budget
+        forged = {**_bearer("bad-y"), "X-Forwarded-For": "198.51.100.7, 203.0.113.9"}
+        assert r.client.get("/config", headers=forged).status_code == 429
+
+
+def test_client_address_believes_forwarded_for_only_from_a_trusted_proxy() -> None:
+    from escaler.signals.netpolicy import parse_networks
+    from escaler.sloapi.clients import client_address
+
+    proxies = parse_networks("10.0.0.0/8, fd00::/8")
+    assert client_address("203.0.113.9", "198.51.100.7", proxies) == "203.0.113.9"  # not a proxy: peer
+    assert client_address("10.0.0.5", "198.51.100.7", proxies) == "198.51.100.7"
+    assert client_address("10.0.0.5", "1.2.3.4, 198.51.100.7, 10.0.0.9", proxies) == "198.51.100.7"
+    assert client_address("10.0.0.5", None, proxies) == "10.0.0.5"
+    assert client_address("10.0.0.5", "10.0.0.7", proxies) == "10.0.0.5"  # only proxies: the proxy
+    assert client_address("10.0.0.5", "not-an-ip", proxies) == "10.0.0.5"
+    assert client_address("fd00::1", "2001:db8::7", proxies) == "2001:db8::7"
+    assert client_address("10.0.0.5", "198.51.100.7", ()) == "10.0.0.5"  # none trusted: never believed
