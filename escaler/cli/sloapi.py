@@ -56,6 +56,8 @@ MAX_CONNECTIONS = 64
 WORKER_THREADS = 16
 # Seconds an idle keep-alive connection is kept.
 KEEP_ALIVE_SECONDS = 5
+# Seconds a request's line and headers may take to arrive (uvicorn has no such bound of its own).
+HEAD_DEADLINE_SECONDS = 10.0
 EXIT_USAGE = 2
 
 _log = logging.getLogger("escaler.sloapi")
@@ -159,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from escaler.sloapi.app import create_app
+    from escaler.sloapi.connections import bounded_protocol
     from escaler.sloapi.kinds import KINDS
 
     try:
@@ -185,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
         create_app(service, worker_threads=WORKER_THREADS), host=flags.host, port=flags.port,
         log_config=None, lifespan="on",
         limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        # one client holds at most half the connections; a request's head arrives within the deadline
+        http=bounded_protocol(MAX_CONNECTIONS // 2, HEAD_DEADLINE_SECONDS),
         ssl_certfile=flags.cert_file, ssl_keyfile=flags.key_file, server_header=False)
     server = uvicorn.Server(config)
     _log.info("starting the SLO API", extra={"bindAddress": f"{flags.host}:{flags.port}",
