@@ -353,15 +353,21 @@ class Fleet:
         prefill, attended = 0, 0.0
         if r.admitted or r.waiting:
             budget = p.max_batched_tokens - len(r.running) if p.max_batched_tokens else None
-            for req in r.admitted:  # prompts part-way through their prefill go first
-                if budget is not None and budget <= 0:
-                    break
+
+            def take(req: RequestRecord) -> None:
+                """Put the next chunk of ``req``'s prompt into this iteration, within the budget."""
+                nonlocal prefill, attended, budget
                 left = req.prompt_tokens - req.prefilled
                 chunk = left if budget is None else min(left, budget)
                 chunks.append((req, chunk))
                 prefill += chunk
                 attended += chunk * (req.prefilled + chunk * 0.5)
                 budget = None if budget is None else budget - chunk
+
+            for req in r.admitted:  # prompts part-way through their prefill go first
+                if budget is not None and budget <= 0:
+                    break
+                take(req)
             while (r.waiting and len(r.running) + len(r.admitted) < p.max_batch
                    and (budget is None or budget > 0)):
                 head = r.waiting[0]
@@ -373,12 +379,7 @@ class Fleet:
                 r.admitted.append(head)
                 if head.hash_ids and self._prefix_blocks:
                     head.cached = head.prefilled = self._prefix_hit(r, head)
-                left = head.prompt_tokens - head.prefilled
-                chunk = left if budget is None else min(left, budget)
-                chunks.append((head, chunk))
-                prefill += chunk
-                attended += chunk * (head.prefilled + chunk * 0.5)
-                budget = None if budget is None else budget - chunk
+                take(head)
         batch = len(r.running) + len(chunks)
         r.chunks = chunks
         if batch == 0:

@@ -18,31 +18,16 @@ ties the event order has to get right).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 
 from escaler.sim import engine
-from escaler.sim.engine import Run, SimOptions, View, simulate
+from escaler.sim.engine import Run, SimOptions, simulate
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.serving import Fleet
 from escaler.sim.trace import Arrival
-
-
-@dataclass
-class Schedule:
-    """A replica count that changes at given times."""
-
-    steps: list[tuple[float, int]]
-    period_s: float = 1.0
-    name: str = "schedule"
-
-    def decide(self, view: View) -> int:
-        n = view.replicas
-        for t, k in self.steps:
-            if view.now >= t:
-                n = k
-        return n
+from tests.unit.test_sim_engine import Schedule
 
 
 def _arrivals(rng: random.Random, n: int, span: float, exact: bool) -> list[Arrival]:
