@@ -451,6 +451,21 @@ def unschedulable(pod: dict[str, Any]) -> bool:
         "False", "Unschedulable")
 
 
+def wait_scheduler_words_reported(cluster: Cluster, ns: str, scaler_name: str, selector: str,
+                                  timeout: float = 30) -> None:
+    """Wait until the scaler's ``AbleToScale`` message carries the scheduler's message of one of the
+    target's Unschedulable pods *as it reads now*: the scheduler rewrites it as nodes come and go
+    (other tests add theirs to the shared cluster, so "0/3 nodes" becomes "0/4 nodes"), and the
+    scaler follows on its next pass; a message read once and compared later races that."""
+    def reported() -> bool:
+        message = cond(es(cluster, ns, scaler_name), "AbleToScale")[2]
+        return any(pod_cond(p, "PodScheduled").get("message", "\0") in message
+                   for p in pods(cluster, ns, selector) if unschedulable(p))
+
+    eventually(reported, timeout=timeout,
+               what=f"{scaler_name}'s AbleToScale message to carry a waiting pod's current scheduler message")
+
+
 def wait_ready(cluster: Cluster, ns: str, name: str, n: int, kind: str = "deployment",
                timeout: float = 60) -> None:
     eventually(lambda: (workload(cluster, ns, name, kind).get("status") or {}).get("readyReplicas") == n,

@@ -55,6 +55,7 @@ from .es_helpers import (
     wait_cond,
     wait_ready,
     wait_replicas,
+    wait_scheduler_words_reported,
     workload,
 )
 
@@ -289,7 +290,8 @@ def test_unschedulable_pods_are_reported_and_hold_further_scale_up(
     # reported, with the scheduler's words, once past the grace period
     obj = wait_cond(cluster, namespace, "s", "AbleToScale", "True", "InsufficientCapacity", manager,
                     timeout=90)
-    assert message in cond(obj, "AbleToScale")[2], cond(obj, "AbleToScale")
+    assert "Insufficient nvidia.com/gpu" in cond(obj, "AbleToScale")[2], cond(obj, "AbleToScale")
+    wait_scheduler_words_reported(cluster, namespace, "s", "app=gpu")
     # more load: no further scale-up while pods wait for GPUs
     fake_metrics.set_external(namespace, "queue", 80)
     hold(lambda: replicas(cluster, namespace, "gpu") == 4

@@ -46,7 +46,6 @@ from .es_helpers import (
     hold,
     hpa,
     metrics_trigger,
-    pod_cond,
     pods,
     replicas,
     scaler,
@@ -56,6 +55,7 @@ from .es_helpers import (
     unschedulable,
     wait_cond,
     wait_ready,
+    wait_scheduler_words_reported,
 )
 
 pytestmark = pytest.mark.e2e
@@ -140,7 +140,7 @@ def test_pending_pods_count_like_the_hpa_counts_them(
         4, ("True", "InsufficientCapacity")), state
     waiting = [p for p in pods(cluster, namespace, "app=by-es") if unschedulable(p)]
     assert len(waiting) == 2
-    assert pod_cond(waiting[0], "PodScheduled")["message"] in cond(obj, "AbleToScale")[2], state
+    wait_scheduler_words_reported(cluster, namespace, "by-es", "app=by-es")
     assert [m.get("recommendedReplicas") for m in obj["status"]["currentMetrics"]] == [4], \
         obj["status"]["currentMetrics"]
 
