@@ -94,7 +94,7 @@ def add_parser(
         help="replay a traffic trace through scaling policies and report SLO attainment and cost",
         description="A discrete-event simulation of an LLM service under a traffic trace, driving "
         "escaler's own scaling code (apa, the SLO engine) next to emulations of the Kubernetes HPA "
-        "and Knative KPA and a perfect-foresight oracle. Writes JSON, Markdown and PNG plots.",
+        "and Knative KPA (and, opt-in, a perfect-foresight oracle). Writes JSON, Markdown and PNG plots.",
     )
     t = p.add_argument_group("trace")
     t.add_argument("--trace", metavar="FILE", default=None,
