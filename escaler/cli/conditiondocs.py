@@ -49,6 +49,7 @@ ES_ONLY = frozenset({
     (c.SCALING_ACTIVE, c.ADVISORY), (c.SCALING_ACTIVE, c.SCALING_DISABLED),
     (c.SCALING_LIMITED, c.SCALE_UP_LIMIT),
     (c.VALIDATED, c.ALGORITHM_NOT_REGISTERED), (c.VALIDATED, c.UNSUPPORTED_METRIC),
+    (c.VALIDATED, c.METRIC_NOT_GRANTED),
     (c.VALIDATED, c.TARGET_CHAIN_INVALID),
     (c.SCALING_ACTIVE, "WaitingForHPA"), (c.ABLE_TO_SCALE, "WaitingForHPA"),
 })
@@ -164,6 +165,12 @@ def scaler_reasons() -> tuple[ReasonDoc, ...]:
         R(c.VALIDATED, "False", c.UNSUPPORTED_METRIC,
           "`scalingAlgorithm: HPA` with an ExternalServer metric (the HPA cannot read one).",
           "Use `apa`, or an External metric through a metrics adapter."),
+        R(c.VALIDATED, "False", c.METRIC_NOT_GRANTED,
+          "`scalingAlgorithm: HPA` with a Custom or External metric the manager's own account may "
+          "not read: the kube-controller-manager reading the companion HPA could, and its values "
+          "would reach the scaler's status, so no companion is created (an existing one is deleted).",
+          "Grant the metric to the manager (the ClusterRole `escaler-manager-metrics`: the chart's "
+          "`rbac.customMetrics` / `rbac.externalMetrics`); the scaler looks again within a minute."),
         R(c.VALIDATED, "False", c.TARGET_CHAIN_INVALID,
           "StateTrigger: following `spec.targetRef` links from the source found a cycle, a dangling "
           f"link or more than {MAX_CHAIN_HOPS} hops.",

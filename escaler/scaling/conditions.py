@@ -25,7 +25,7 @@ ScalingLimited  True   TooFewReplicas / TooManyReplicas / ScaleUpLimit / ScaleDo
 ScalingLimited  False  DesiredWithinRange
 Validated       True   Valid
 Validated       False  InvalidSpec / TargetConflict / AlgorithmNotRegistered / UnsupportedMetric /
-                       TargetChainInvalid
+                       MetricNotGranted / TargetChainInvalid
 MetricsPipeline True   AllMetricsAvailable
 MetricsPipeline False  PartialMetrics / NoMetrics
 ScheduleFloor   True   FloorActive (``spec.floorFrom``: the Tidal's floor in force, its replicas
@@ -57,8 +57,8 @@ Rules:
   that sync (ScalingActive, ScalingLimited, MetricsPipeline).
 * A failed validation with no decision (the pipeline did not run) sets ScalingActive=False/
   InvalidSpec for the reasons that mean "the spec cannot produce a decision" (InvalidSpec,
-  AlgorithmNotRegistered, UnsupportedMetric, TargetChainInvalid), not for TargetConflict (the spec
-  is fine; another scaler owns the target).
+  AlgorithmNotRegistered, UnsupportedMetric, MetricNotGranted, TargetChainInvalid), not for
+  TargetConflict (the spec is fine; another scaler owns the target).
 * **MetricsPipeline** is written for metrics-based recommendations (``FROM_METRICS``) and removed
   for decision-based ones (a provider switch overwrites the conditions at once). It reports a
   failing source *as soon as a read fails* (``RecommendResult.metric_errors``: this sync's read
@@ -169,6 +169,7 @@ __all__ = [
     "MAX_METRICS_PIPELINE_MESSAGE_BYTES",
     "METRICS_AVAILABLE",
     "METRICS_PIPELINE",
+    "METRIC_NOT_GRANTED",
     "NORMAL",
     "NO_FLOOR",
     "NO_METRICS",
@@ -260,9 +261,11 @@ VALID = "Valid"
 TARGET_CONFLICT = "TargetConflict"
 ALGORITHM_NOT_REGISTERED = "AlgorithmNotRegistered"
 UNSUPPORTED_METRIC = "UnsupportedMetric"
+# scalingAlgorithm HPA with a Custom/External metric the manager's own account may not read
+METRIC_NOT_GRANTED = "MetricNotGranted"
 TARGET_CHAIN_INVALID = "TargetChainInvalid"
 VALIDATION_FAILURES = (INVALID_SPEC, TARGET_CONFLICT, ALGORITHM_NOT_REGISTERED, UNSUPPORTED_METRIC,
-                       TARGET_CHAIN_INVALID)
+                       METRIC_NOT_GRANTED, TARGET_CHAIN_INVALID)
 # MetricsPipeline reasons
 ALL_METRICS_AVAILABLE = "AllMetricsAvailable"
 PARTIAL_METRICS = "PartialMetrics"
@@ -296,7 +299,8 @@ _STATUSES = ("True", "False", "Unknown")
 # what a ScalingLimited message says when the algorithm's own rate cap bound the count
 _ALGORITHM_RATE = "faster than the algorithm's"
 # a failed validation for which the spec cannot produce a decision (→ ScalingActive=False/InvalidSpec)
-_SPEC_FAILURES = (INVALID_SPEC, ALGORITHM_NOT_REGISTERED, UNSUPPORTED_METRIC, TARGET_CHAIN_INVALID)
+_SPEC_FAILURES = (INVALID_SPEC, ALGORITHM_NOT_REGISTERED, UNSUPPORTED_METRIC, METRIC_NOT_GRANTED,
+                  TARGET_CHAIN_INVALID)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ from .es_helpers import (
     AuditLog,
     Manager,
     apply,
+    cond,
     deployment,
     external_metric,
+    hold,
     lease_holder,
     metrics_trigger,
     replicas,
@@ -64,8 +66,8 @@ def _manifests() -> list[dict[str, Any]]:
     return docs
 
 
-def _bind(cluster: Cluster, ns: str) -> None:
-    """The shipped roles, bound to the manager's group: the ClusterRole cluster-wide, the Roles in
+def _bind(cluster: Cluster, ns: str, group: str = GROUP) -> None:
+    """The shipped roles, bound to the manager's ``group``: the ClusterRole cluster-wide, the Roles in
     ``ns`` (the manager's namespace, and here also the namespace using bearer-token Secrets)."""
     docs = _manifests()
     objs: list[dict[str, Any]] = []
@@ -73,7 +75,7 @@ def _bind(cluster: Cluster, ns: str) -> None:
         role = copy.deepcopy(doc)
         name = f"{role['metadata']['name']}-{ns}"
         role["metadata"]["name"] = name
-        subjects = [{"kind": "Group", "name": GROUP, "apiGroup": RBAC}]
+        subjects = [{"kind": "Group", "name": group, "apiGroup": RBAC}]
         if role["kind"] == "ClusterRole":
             binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                        "metadata": {"name": name}, "subjects": subjects,
@@ -136,3 +138,41 @@ def test_the_shipped_rbac_is_enough_for_the_manager(cluster: Cluster, namespace:
     log = m.output(tail=2_000_000).lower()
     assert "forbidden" not in log, m.output(tail=8000)
     assert m.alive(), m.output()
+
+
+def test_a_companion_hpa_reads_no_metric_the_manager_may_not(
+    cluster: Cluster, namespace: str, tmp_path: Path, fake_metrics: Any, managers: list[Manager],
+) -> None:
+    """Issue 27 item 10: the kube-controller-manager may read every External metric; the manager's
+    own account only those ``escaler-manager-metrics`` names. A ``scalingAlgorithm: HPA`` scaler on
+    a metric the manager may not read gets no companion HPA (whose values would be mirrored into its
+    status): Validated=False/MetricNotGranted names the field, the metric and the ClusterRole. A
+    granted metric still gets its companion."""
+    ns, user, group = namespace, "escaler-rbac-grants", "escaler:managers-grants"
+    _bind(cluster, ns, group=group)
+    m = start_manager(cluster, tmp_path, user=user, groups=(group,), namespace=ns, leader_elect=True,
+                      leader_election_id=f"{LEASE}-grants", api=False)
+    managers.append(m)
+    eventually(lambda: lease_holder(cluster, ns, f"{LEASE}-grants"), timeout=40,
+               what=f"the lease; log:\n{m.output()}")
+    fake_metrics.set_external(ns, "secret", 7)
+    apply(cluster, ns, deployment("a", 1))
+    apply(cluster, ns, scaler("h", "a", metrics_trigger(external_metric("secret", "10"), algorithm="HPA")))
+    obj = wait_cond(cluster, ns, "h", "Validated", "False", "MetricNotGranted", m)
+    message = cond(obj, "Validated")[2]
+    for part in ("spec.trigger.metricsTrigger.metrics[0].external.metric.name", "'secret'",
+                 "escaler-manager-metrics"):
+        assert part in message, message
+    assert cond(obj, "ScalingActive")[:2] == ("False", "InvalidSpec"), obj["status"]
+    assert not (obj["status"].get("currentMetrics") or []), obj["status"]
+
+    def companions() -> list[str]:
+        return sorted(cluster.kubectl("get", "hpa", "-n", ns, "-o", "name", check=False).split())
+
+    # a granted metric still gets its companion; the refused one never does
+    apply(cluster, ns, deployment("b", 1))
+    apply(cluster, ns, scaler("g", "b", metrics_trigger(external_metric("queue", "10"), algorithm="HPA")))
+    eventually(lambda: companions() == ["horizontalpodautoscaler.autoscaling/g-hpa"], timeout=40,
+               what=f"the granted scaler's companion HPA; log:\n{m.output()}")
+    hold(lambda: companions() == ["horizontalpodautoscaler.autoscaling/g-hpa"], seconds=5,
+         what="no companion HPA for the metric the manager may not read")

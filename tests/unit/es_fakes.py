@@ -380,6 +380,7 @@ class Harness:
         clock: FakeClock | None = None,
         outbound: Any = None,
         status_refresh_seconds: float = 0.0,
+        metric_grants: Any = None,
     ) -> None:
         # a second Harness on the same cluster and clock is a restarted manager (or a new leader)
         self.cluster = cluster if cluster is not None else Cluster()
@@ -404,6 +405,7 @@ class Harness:
             # reads run inline (synchronously) unless a test passes an executor of its own
             outbound=outbound if outbound is not None else InlineExecutor(self.clock),
             status_refresh_seconds=status_refresh_seconds,
+            metric_grants=metric_grants,
         )
         self.reconciler = self.es.reconciler
         # the ElasticScaler informer's cache (what the reconciler reads)

@@ -20,6 +20,8 @@ from es_fakes import (
 )
 
 from escaler.api.elasticscaler import ElasticScaler
+from escaler.clock import FakeClock
+from escaler.reconcilers.elasticscaler.grants import REFUSED_TTL_S, MetricGrants
 from escaler.reconcilers.elasticscaler.hpa import desired_hpa, spec_drift
 from escaler.scaling.annotations import parse_annotations
 
@@ -232,3 +234,27 @@ def test_paused_replicas_pins_the_hpa(h: Harness) -> None:
     h.reconcile("es")
     spec = h.api("horizontalpodautoscalers").get(f"{NS}/es-hpa")["spec"]  # type: ignore[index]
     assert (spec["minReplicas"], spec["maxReplicas"]) == (4, 4)
+
+
+def test_a_metric_the_manager_may_not_read_gets_no_companion_and_an_existing_one_goes() -> None:
+    """Issue 27 item 10: the companion HPA is read with the kube-controller-manager's rights; the
+    scaler may not make it read a metric the manager's own account may not."""
+    allowed = {"queue"}
+    grants = MetricGrants(lambda read: (read.subresource or read.resource) in allowed, FakeClock())
+    with harness(metric_grants=grants) as h:
+        h.api("deployments").create(deployment("web"))
+        h.api("elasticscalers").create(hpa_scaler(external_metric("queue", "10")))
+        h.start()
+        h.reconcile("es")
+        assert h.api("horizontalpodautoscalers").get(f"{NS}/es-hpa") is not None
+        # the metric changed to one the manager may not read: the companion goes, the field is named
+        obj = h.api("elasticscalers").get(f"{NS}/es")
+        obj["spec"] = hpa_scaler(external_metric("secret", "10"))["spec"]
+        h.api("elasticscalers").update(obj)
+        h.wait_synced()
+        result = h.reconcile("es")
+        cond = h.condition("es", "Validated")
+        assert cond is not None and (cond["status"], cond["reason"]) == ("False", "MetricNotGranted")
+        assert "metrics[0].external.metric.name" in cond["message"] and "'secret'" in cond["message"]
+        assert h.api("horizontalpodautoscalers").objects() == []
+        assert result.requeue_after == REFUSED_TTL_S  # RBAC changes wake no scaler: look again

@@ -5,6 +5,10 @@
 * builds the desired companion (``hpa.desired_hpa``; an ``ExternalServer`` metric is
   ``Validated=False/UnsupportedMetric``); pausing pins it (``paused``: to the current count;
   ``paused-replicas: N``: to N);
+* refuses, with ``Validated=False/MetricNotGranted``, a Custom or External metric the manager's own
+  account may not read (``grants.MetricGrants``: the kube-controller-manager that reads the HPA
+  may read any, and the HPA's values are mirrored into status) — and deletes its own companion
+  then; looks again after ``grants.REFUSED_TTL_S``;
 * refuses, with ``Validated=False/TargetConflict``, when another scaler owns the target, an HPA
   escaler does not own targets it, or an HPA with the companion's name exists that this scaler
   does not control — and deletes its own companion then, so two autoscalers never fight;
@@ -35,6 +39,7 @@ from escaler.errors import StatusError, is_conflict, is_not_found
 from escaler.informers.frozen import thaw
 from escaler.reconcilers.bindings import TargetKey
 from escaler.reconcilers.elasticscaler.context import Hold, Sync, to_condition, to_value
+from escaler.reconcilers.elasticscaler.grants import REFUSED_TTL_S, MetricGrants
 from escaler.reconcilers.elasticscaler.hpa import (
     HPA_API_VERSION,
     HPA_KIND,
@@ -54,6 +59,7 @@ from escaler.scaling.annotations import ScalerAnnotations
 from escaler.scaling.conditions import (
     ADVISORY,
     ADVISORY_HPA_MESSAGE,
+    METRIC_NOT_GRANTED,
     METRICS_PIPELINE,
     SCALING_ACTIVE,
     TARGET_CONFLICT,
@@ -83,7 +89,7 @@ class HpaSync:
     """See the module docstring."""
 
     def __init__(self, reporter: Reporter[ElasticScalerStatus], hpas: ObjectStore, client: KubeClient,
-                 allowed: Callable[[], bool]) -> None:
+                 allowed: Callable[[], bool], grants: MetricGrants | None = None) -> None:
         # status and events
         self._reporter = reporter
         # the HPA informer's cache
@@ -92,6 +98,9 @@ class HpaSync:
         self._client = client
         # the manager's write fence
         self._allowed = allowed
+        # whether the manager may itself read the companion's metrics (None: not checked, a manager
+        # built on injected fakes)
+        self._grants = grants
 
     def sync(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations,
              conflict: ConflictCheck) -> Result:
@@ -130,6 +139,13 @@ class HpaSync:
         if refusal is not None:
             self.delete(sync, scaler)
             return self._reporter.hold(sync, Hold(validation=Validation(TARGET_CONFLICT, refusal)))
+        trigger = scaler.spec.trigger.metrics_trigger
+        ungranted = None if self._grants is None or trigger is None else self._grants.refusal(
+            ns, trigger.metrics)
+        if ungranted is not None:
+            self.delete(sync, scaler)
+            return self._reporter.hold(sync, Hold(validation=Validation(METRIC_NOT_GRANTED, ungranted),
+                                                  requeue=REFUSED_TTL_S))
         hpa = existing
         if self._allowed():
             hpa = self._converge(sync, existing, desired)

@@ -81,6 +81,7 @@ from escaler.reconcilers.elasticscaler.drift import (
     DEFAULT_STATUS_REFRESH_SECONDS,
     significance_of,
 )
+from escaler.reconcilers.elasticscaler.grants import MetricGrants
 from escaler.reconcilers.elasticscaler.hpasync import HpaSync
 from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecommender
 from escaler.reconcilers.elasticscaler.parsecache import ParseCache
@@ -168,6 +169,8 @@ class ReconcilerDeps:
     pod_patcher: PodPatcher | None = None
     # the Tidal informer's cache, where spec.floorFrom is read; None = the kind is not served
     tidals: ObjectStore | None = None
+    # whether the manager may itself read a companion HPA's Custom/External metrics; None = unchecked
+    metric_grants: MetricGrants | None = None
 
 
 class ElasticScalerReconciler:
@@ -182,7 +185,7 @@ class ElasticScalerReconciler:
         self.reporter = Reporter(deps.client, deps.mapper, deps.recorder, deps.status_refresh,
                                  kind=ES_REPORTED)
         # one helper per trigger path (each module's docstring states its contract)
-        self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write)
+        self._hpa = HpaSync(self.reporter, deps.hpas, deps.client, self._may_write, deps.metric_grants)
         self._metrics_rec = MetricsRecommender(deps.collector, deps.metrics, deps.clock, deps.allowed_hosts,
                                                deps.poll_interval, deps.outbound, deps.min_poll_interval)
         self._signal_rec = SignalRecommender(deps.signals, deps.signal_puller, deps.clock, deps.metrics,

@@ -32,16 +32,18 @@ What it registers:
   synchronous;
 * the SignalTrigger push route on the manager's API server (``mgr.api_server``), when there is
   one: ``POST /signal/v1/namespaces/{namespace}/elasticscalers/{name}``, authorized as
-  ``update`` on ``elasticscalers/signal``.
+  ``update`` on ``elasticscalers/signal``;
+* the companion HPA's metric-grant check (``grants.MetricGrants`` on the manager's REST
+  connection, or ``metric_grants``; none on a manager without one).
 
 State shared across scaler kinds — the ``TargetBindings`` index and the ``ScalerMetrics``
 collectors — belongs to the caller that owns the manager (``escaler.cli.manager`` makes one of
 each and passes them to every kind's setup); when none is given, a fresh one is made. Every
 collaborator the reconciler talks to can be injected (tests, embedding): ``client``,
-``handlers``, ``collector``, ``signal_puller``, and ``scaler_store`` (the cache the reconciler
-reads scalers from; tests pass one that lags behind the API, as a real cache can); by default they
-are built on the manager's client and REST connection, and a manager without a client needs
-``client`` and ``handlers``.
+``handlers``, ``collector``, ``signal_puller``, ``metric_grants``, and ``scaler_store`` (the
+cache the reconciler reads scalers from; tests pass one that lags behind the API, as a real cache
+can); by default they are built on the manager's client and REST connection, and a manager
+without a client needs ``client`` and ``handlers``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from escaler.kube.scalepaths import CrdScalePaths
 from escaler.reconcilers.bindings import TargetBindings, hpa_target
 from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.deletioncost import PodPatcher, PodValueReader
+from escaler.reconcilers.elasticscaler.grants import MetricGrants, kube_review
 from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
 from escaler.reconcilers.elasticscaler.metricsync import Collector
 from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
@@ -195,6 +198,7 @@ def setup_elasticscaler(
     outbound: ExecutorSource | None = None,
     status_refresh_seconds: float = 0.0,
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    metric_grants: MetricGrants | None = None,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -215,10 +219,7 @@ def setup_elasticscaler(
     if signal_puller is None and mgr.rest is not None:
         signal_puller = _signal_puller(allowed_host, mgr, http)
     outbound = outbound if outbound is not None else outbound_executor(mgr)
-    if handlers is None:
-        assert dynamic is not None  # _client_of refused a manager without one
-        handlers = default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches),
-                                    scale_paths=CrdScalePaths(dynamic, clock=mgr.clock))
+    handlers = handlers if handlers is not None else _handlers_of(mgr, dynamic, watches)
     reconciler = ElasticScalerReconciler(ReconcilerDeps(
         scalers=scaler_store if scaler_store is not None else scaler_informer.store,
         hpas=hpa_informer.store, client=writer, mapper=mgr.mapper,
@@ -226,7 +227,8 @@ def setup_elasticscaler(
         watches=watches, signals=SignalStore(), collector=collector, signal_puller=signal_puller,
         allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write,
         outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
-        pod_values=_pod_values_of(collector), pod_patcher=_patcher_of(writer), tidals=floors.store))
+        pod_values=_pod_values_of(collector), pod_patcher=_patcher_of(writer), tidals=floors.store,
+        metric_grants=_grants_of(mgr, metric_grants)))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll,
@@ -236,6 +238,21 @@ def setup_elasticscaler(
               "signal API on" if signal_api is not None else "no signal API")
     return ElasticScalerController(controller, reconciler, poller, reconciler.signals, watches, bindings,
                                    signal_api)
+
+
+def _handlers_of(mgr: Manager, dynamic: DynamicClient | None, watches: WatchIndex) -> HandlerLookup:
+    """The default ResourceHandlers: on the manager's client, reading targets from the watch cache."""
+    assert dynamic is not None  # _client_of refused a manager without one
+    return default_registry(dynamic, cache_get=cache_reader(mgr.mapper, watches),
+                            scale_paths=CrdScalePaths(dynamic, clock=mgr.clock))
+
+
+def _grants_of(mgr: Manager, given: MetricGrants | None) -> MetricGrants | None:
+    """The companion HPA's metric-grant check: ``given``, else one on the manager's REST connection
+    (None on a manager without one: built on injected fakes)."""
+    if given is not None or mgr.rest is None:
+        return given
+    return MetricGrants(kube_review(mgr.rest), mgr.clock)
 
 
 def _pod_values_of(collector: Collector | None) -> PodValueReader | None:
