@@ -118,9 +118,11 @@ def start_manager(
     allow_endpoint_networks: str | None = LOOPBACK_NETWORKS,
     extra_env: Mapping[str, str] | None = None,
     test_clock_file: Path | None = None,
+    kubeconfig: Path | None = None,
 ) -> Manager:
     """Start a manager as client-certificate user ``user`` (in ``groups``, system:masters unless
-    told otherwise) of the local control plane; its log goes to ``work/<user>.log``.
+    told otherwise) of the local control plane — or with ``kubeconfig`` (e.g. a ServiceAccount's
+    token), ``user`` then only naming it; its log goes to ``work/<user>.log``.
 
     The fake Prometheus servers listen on 127.0.0.1, which a manager refuses to reach by default
     (SSRF guard): ``allow_endpoint_networks`` is passed as ``--allow-endpoint-networks`` (default
@@ -128,7 +130,7 @@ def start_manager(
     that has the flag (``ESCALER_E2E_SRC`` may select an older one). ``test_clock_file`` runs the
     manager on the test clock of that offset file (``--unsafe-test-clock-file``; tests/e2e/testclock.py)."""
     local = cluster.require_local()
-    kubeconfig = local.user_kubeconfig(user, groups)
+    kubeconfig = kubeconfig if kubeconfig is not None else local.user_kubeconfig(user, groups)
     api_port = free_port() if api else 0
     args = [
         sys.executable, "-m", "escaler", "manager",

@@ -321,6 +321,22 @@ def test_the_chart_and_the_base_grant_the_same_rbac() -> None:
     assert _bindings(chart()) == _bindings(kustomize("base"))
 
 
+@pytest.mark.parametrize("where", ["base", "chart defaults", "overlay production"])
+def test_the_managers_admission_policy_is_shipped_and_binds_it(where: str) -> None:
+    """manifests/rbac/manager-policy.yaml (issue 27 item 9): the chart renders the same policy, and
+    each render matches its own manager's ServiceAccount name, in whatever namespace."""
+    objs = RENDERS[where]()
+    base = one(kustomize("base"), "ValidatingAdmissionPolicy", "escaler-manager-limits")
+    policy = one(objs, "ValidatingAdmissionPolicy", "escaler-manager-limits")
+    assert policy["spec"] == base["spec"], "the chart's ValidatingAdmissionPolicy differs from manifests/rbac"
+    binding = one(objs, "ValidatingAdmissionPolicyBinding", "escaler-manager-limits")
+    assert binding["spec"] == {"policyName": "escaler-manager-limits", "validationActions": ["Deny"]}
+    [sa] = [o for o in objs if o["kind"] == "ServiceAccount" and o["metadata"]["name"].endswith("-manager")]
+    [match] = policy["spec"]["matchConditions"]
+    assert f"endsWith(':{sa['metadata']['name']}')" in match["expression"], match
+    assert policy["spec"]["failurePolicy"] == "Fail"
+
+
 def test_the_charts_metric_names_become_rules_without_wildcards() -> None:
     role = one(RENDERS["chart metrics RBAC"](), "ClusterRole", "escaler-manager-metrics")
     assert role["rules"] == [
