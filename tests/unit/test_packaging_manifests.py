@@ -321,6 +321,19 @@ def test_the_chart_and_the_base_grant_the_same_rbac() -> None:
     assert _bindings(chart()) == _bindings(kustomize("base"))
 
 
+@pytest.mark.parametrize(("chart_sets", "overlay"), [((), "base"), (PRODUCTION_LIKE, "overlays/production")])
+def test_the_chart_and_the_base_admit_the_same_callers(chart_sets: tuple[str, ...], overlay: str) -> None:
+    def ingress(objs: tuple[Obj, ...]) -> dict[str, Any]:
+        return {o["metadata"]["labels"]["app.kubernetes.io/component"]: o["spec"]["ingress"]
+                for o in objs if o["kind"] == "NetworkPolicy"}
+
+    assert ingress(chart(*chart_sets)) == ingress(kustomize(overlay))
+    base = ingress(kustomize(overlay))
+    metrics = next(r for r in base["manager"] if r["ports"] == [{"port": 8080, "protocol": "TCP"}])
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}]
+
+
 @pytest.mark.parametrize("where", ["base", "chart defaults", "overlay production"])
 def test_the_managers_admission_policy_is_shipped_and_binds_it(where: str) -> None:
     """manifests/rbac/manager-policy.yaml (issue 27 item 9): the chart renders the same policy, and
@@ -555,7 +568,15 @@ def test_network_policies_admit_exactly_the_served_ports(where: str) -> None:
         spec = mine[0]["spec"]
         assert spec["policyTypes"] == ["Ingress", "Egress"]
         admitted = {p["port"] for rule in spec["ingress"] for p in rule["ports"]}
-        assert admitted == _served_ports(c), f"{where}: {name} ingress {admitted}"
+        # the manager's probe server is admitted from no pod: the kubelet calls from the node, which
+        # a NetworkPolicy always allows; the SLO API serves its probes on its API port
+        node_only = {_probe_port(c)} if flags_of(c).command == "manager" else set()
+        assert admitted == _served_ports(c) - node_only, f"{where}: {name} ingress {admitted}"
+        # every port but the webhook's (the API server's address is no pod's) says who may call it
+        webhook = flags_of(c).webhook_port if flags_of(c).command == "manager" else None
+        for rule in spec["ingress"]:
+            if {p["port"] for p in rule["ports"]} != {webhook}:
+                assert rule.get("from"), f"{where}: {name} admits {rule['ports']} from anywhere"
         egress = {(p["protocol"], p["port"]) for rule in spec["egress"] for p in rule["ports"]}
         assert {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6443)} <= egress, f"{where}: {name}"
 
