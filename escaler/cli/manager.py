@@ -307,6 +307,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "manager's host (default: '')")
     p.add_argument("--outbound-workers", metavar="N", type=positive_int, default=DEFAULT_OUTBOUND_WORKERS,
                    help="threads that run metric collections and signal pulls, off the reconcile workers "
+                        "(and, per SLO kind, the SLO engine's signal reads) "
                         f"(default: {DEFAULT_OUTBOUND_WORKERS})")
     p.add_argument("--outbound-per-namespace", metavar="N", type=positive_int,
                    default=DEFAULT_OUTBOUND_PER_GROUP,
@@ -495,7 +496,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     setup_slo(mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
               poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
               allow_networks=flags.allow_endpoint_networks,
-              max_concurrent_reconciles=flags.max_concurrent_reconciles)
+              max_concurrent_reconciles=flags.max_concurrent_reconciles,
+              outbound_workers=flags.outbound_workers)
 
 
 def _positive_duration(text: str) -> float:

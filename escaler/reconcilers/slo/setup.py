@@ -27,10 +27,13 @@ NetworkPolicy); docs/security.md says so.
 ``prometheus_endpoint`` (``--slo-prometheus-endpoint``, a base URL; validated here: a bad one is a
 ``ValueError`` naming the flag). Without it, every requirement with an objective reports
 ``Ready=False/SignalsMissing`` saying the flag is unset. Reads use the manager's outbound policy
-(``allowed_hosts`` = ``--allowed-endpoint-hosts``, ``allow_networks`` = ``--allow-endpoint-networks``)
-on a ``KeyedExecutor`` per kind (``SLO_OUTBOUND_WORKERS`` threads, ``SLO_OUTBOUND_PER_NAMESPACE`` per
-namespace), each query with a total deadline of ``QUERY_TIMEOUT_SECONDS`` and a body cap of
-``MAX_RESPONSE_BYTES``. ``poll_interval`` (``--metrics-trigger-poll-interval``) is how often each
+(``allowed_hosts`` = ``--allowed-endpoint-hosts``, ``allow_networks`` =
+``--allow-endpoint-networks``) on a ``KeyedExecutor`` per kind (``slo_outbound``:
+``outbound_workers`` threads, the manager's ``--outbound-workers``, and of those at most
+``SLO_OUTBOUND_PER_NAMESPACE`` for one namespace: a tenant's expensive PromQL holds two threads for
+a query's deadline, and it takes ``outbound_workers / 2`` such tenants at once — 8 by default, not 2
+— to delay another's), each query with a total deadline of ``QUERY_TIMEOUT_SECONDS`` and a body cap
+of ``MAX_RESPONSE_BYTES``. ``poll_interval`` (``--metrics-trigger-poll-interval``) is how often each
 requirement's signals are read; 0 (polling off for ElasticScalers) falls back to
 ``DEFAULT_POLL_INTERVAL_SECONDS`` here, because an SLO decision has no other input that moves.
 
@@ -67,7 +70,7 @@ from escaler.reconcilers.slo.target import TargetCounts
 from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
-from escaler.runtime.executor import ExecutorSource, KeyedExecutor, executor_metrics
+from escaler.runtime.executor import DEFAULT_OUTBOUND_WORKERS, ExecutorSource, KeyedExecutor, executor_metrics
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.manager import Manager
 from escaler.runtime.predicates import GenerationChangedPredicate
@@ -79,11 +82,10 @@ from escaler.signals.prometheus import query_prometheus
 from escaler.signals.sample import Sample
 from escaler.targets.registry import default_registry
 
-__all__ = ["MAX_RESPONSE_BYTES", "NO_PROMETHEUS", "SLO_OUTBOUND_PER_NAMESPACE", "SLO_OUTBOUND_WORKERS",
-           "SLOController", "SLOEngine", "setup_slo"]
+__all__ = ["MAX_RESPONSE_BYTES", "NO_PROMETHEUS", "SLO_OUTBOUND_PER_NAMESPACE", "SLOController", "SLOEngine",
+           "setup_slo", "slo_outbound"]
 
-# threads reading SLO signals per kind, and of those at most this many for one namespace at once
-SLO_OUTBOUND_WORKERS = 4
+# of the threads reading one kind's SLO signals, at most this many for one namespace at once
 SLO_OUTBOUND_PER_NAMESPACE = 2
 # largest Prometheus answer read (one sample: a few hundred bytes)
 MAX_RESPONSE_BYTES = 1 << 20
@@ -197,6 +199,12 @@ def _shard_problem(mgr: Manager) -> Callable[[Owner], str | None] | None:
     return problem
 
 
+def slo_outbound(mgr: Manager, controller: str, workers: int = DEFAULT_OUTBOUND_WORKERS) -> KeyedExecutor:
+    """The executor that reads one SLO kind's signals (module docstring)."""
+    return KeyedExecutor(f"{controller}-outbound", workers=workers, per_group=SLO_OUTBOUND_PER_NAMESPACE,
+                         clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
+
+
 def setup_slo(
     mgr: Manager,
     *,
@@ -211,6 +219,7 @@ def setup_slo(
     query: Query | None = None,
     clock: Clock | None = None,
     api_server: Any = None,
+    outbound_workers: int = DEFAULT_OUTBOUND_WORKERS,
 ) -> SLOEngine:
     """Register the SLO decision engine on ``mgr``; see the module docstring."""
     clock = clock if clock is not None else mgr.clock
@@ -223,10 +232,8 @@ def setup_slo(
         book.add_kind(k.kind, informers[k.kind].indexer)
     controllers: dict[str, SLOController] = {}
     for k in KINDS:
-        executor = outbound(k.controller_name) if outbound is not None else KeyedExecutor(
-            f"{k.controller_name}-outbound", workers=SLO_OUTBOUND_WORKERS,
-            per_group=SLO_OUTBOUND_PER_NAMESPACE, clock=mgr.clock,
-            metrics=executor_metrics(mgr.metrics.registry))
+        executor = (outbound(k.controller_name) if outbound is not None
+                    else slo_outbound(mgr, k.controller_name, outbound_workers))
         watches = WatchIndex(mgr.dynamic_informers)
         reconciler = SLOReconciler(SLODeps(
             kind=k, store=informers[k.kind].store,
