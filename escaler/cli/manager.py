@@ -178,8 +178,10 @@ class ManagerFlags:
     log_level: str
     # --api-insecure: serve the API over plain HTTP (else HTTPS; self-signed without --api-cert-dir)
     api_insecure: bool = False
-    # --metrics-secure: /metrics behind TokenReview + SubjectAccessReview
+    # --metrics-secure: /metrics behind TokenReview + SubjectAccessReview, over HTTPS
     metrics_secure: bool = False
+    # --metrics-cert-dir: secure /metrics' tls.crt and tls.key ("" = self-signed at start)
+    metrics_cert_dir: str = ""
     # --outbound-workers: threads running metric collections and signal pulls (off the reconcile workers)
     outbound_workers: int = DEFAULT_OUTBOUND_WORKERS
     # --outbound-per-namespace: of those, at most this many busy with one namespace's endpoints at once
@@ -209,6 +211,7 @@ class ManagerFlags:
             metrics_bind_address=self.metrics_bind_address,
             health_probe_bind_address=self.health_probe_bind_address,
             metrics_secure=self.metrics_secure,
+            metrics_cert_dir=self.metrics_cert_dir,
             max_concurrent_reconciles=self.max_concurrent_reconciles,
             total_shards=self.total_shards,
             shard_index=self.shard_index,
@@ -255,8 +258,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="serve /healthz and /readyz here; 0 disables "
                         f"(default: {DEFAULT_HEALTH_PROBE_BIND_ADDRESS})")
     p.add_argument("--metrics-secure", action="store_true", default=False,
-                   help="serve /metrics only to callers whose bearer token passes a TokenReview and a "
-                        "SubjectAccessReview for get on the non-resource URL /metrics (default: false)")
+                   help="serve /metrics over HTTPS, only to callers whose bearer token passes a "
+                        "TokenReview and a SubjectAccessReview for get on the non-resource URL /metrics "
+                        "(default: false)")
+    p.add_argument("--metrics-cert-dir", metavar="DIR", default="",
+                   help="directory holding secure /metrics' tls.crt and tls.key; without it a "
+                        "self-signed certificate is made at start, its SHA-256 fingerprint logged "
+                        "(default: none)")
     p.add_argument("--metrics-trigger-poll-interval", metavar="DURATION", type=duration_seconds,
                    default=duration_seconds(DEFAULT_METRICS_TRIGGER_POLL_INTERVAL),
                    help="how often every MetricsTrigger scaler is re-evaluated, spread over the interval; "
@@ -438,6 +446,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         log_level=args.log_level,
         api_insecure=args.api_insecure,
         metrics_secure=args.metrics_secure,
+        metrics_cert_dir=args.metrics_cert_dir,
         outbound_workers=args.outbound_workers,
         outbound_per_namespace=args.outbound_per_namespace,
         total_shards=args.total_shards,
@@ -594,7 +603,8 @@ def served_endpoints(flags: ManagerFlags, mgr: Manager, webhook_off_reason: str)
     """``(component, what and where)`` for the start-up summary: the API server, health probes,
     metrics, the admission webhook and leader election, from the flags and the built manager."""
     probes, metrics = flags.health_probe_bind_address, flags.metrics_bind_address
-    auth = " behind TokenReview + SubjectAccessReview (--metrics-secure)" if flags.metrics_secure else ""
+    auth = (" over HTTPS behind TokenReview + SubjectAccessReview (--metrics-secure)" if flags.metrics_secure
+            else "")
     webhook = (f"on :{flags.webhook_port} (all interfaces), HTTPS with {flags.webhook_cert_file}: "
                "POST /validate-<group>-<version>-<kind>" if flags.webhook_port
                else f"off: {webhook_off_reason}")
@@ -617,6 +627,7 @@ _OPTION_FLAGS = {
     "metrics_bind_address": "--metrics-bind-address",
     "health_probe_bind_address": "--health-probe-bind-address",
     "metrics_secure": "--metrics-secure",
+    "metrics_cert_dir": "--metrics-cert-dir",
     "max_concurrent_reconciles": "--max-concurrent-reconciles",
     "total_shards": "--total-shards",
     "shard_index": "--shard-index",

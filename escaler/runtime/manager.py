@@ -87,6 +87,7 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable
@@ -120,6 +121,7 @@ from escaler.runtime.leasewatch import lease_watcher
 from escaler.runtime.metrics import EXPOSITION_CONTENT_TYPE, MetricsRegistry
 from escaler.runtime.server import HTTPServer, Response, RouteHandler, parse_bind_address
 from escaler.runtime.sharding import ShardCandidate, ShardedFence, ordinal_shard, shard_lease_name
+from escaler.runtime.tls import CertificateReloader, self_signed
 
 __all__ = [
     "DEFAULT_CACHE_SYNC_TIMEOUT",
@@ -200,8 +202,10 @@ class ManagerOptions:
     # "host:port", ":port", "[v6]:port", or "0" to disable
     metrics_bind_address: str = DEFAULT_METRICS_BIND_ADDRESS
     health_probe_bind_address: str = DEFAULT_HEALTH_PROBE_BIND_ADDRESS
-    # /metrics behind TokenReview + SubjectAccessReview (get on the non-resource URL /metrics)
+    # /metrics behind TokenReview + SubjectAccessReview (get on the non-resource URL /metrics), over
+    # HTTPS: the pair in metrics_cert_dir (tls.crt, tls.key), else a self-signed one made at start
     metrics_secure: bool = False
+    metrics_cert_dir: str = ""
     # workers per controller unless the builder sets its own
     max_concurrent_reconciles: int = DEFAULT_MAX_CONCURRENT_RECONCILES
     # upper bound on the whole graceful stop, in seconds of ``clock``
@@ -226,6 +230,15 @@ class ManagerOptions:
                 parse_bind_address(getattr(self, name))
             except ValueError as exc:
                 raise ValueError(f"ManagerOptions.{name}: {exc}") from None
+        shared = parse_bind_address(self.metrics_bind_address)
+        if (self.metrics_secure and shared is not None and shared[1] != 0
+                and self.metrics_bind_address == self.health_probe_bind_address):
+            raise ValueError("ManagerOptions.metrics_secure: /metrics is then served over HTTPS, and the "
+                             "kubelet probes over HTTP: give metrics_bind_address a port of its own, apart "
+                             "from health_probe_bind_address")
+        if self.metrics_cert_dir and not self.metrics_secure:
+            raise ValueError("ManagerOptions.metrics_cert_dir: only with metrics_secure (plain /metrics "
+                             "serves no certificate)")
         if not isinstance(self.max_concurrent_reconciles, int) or self.max_concurrent_reconciles < 1:
             raise ValueError(
                 f"ManagerOptions.max_concurrent_reconciles: must be an integer >= 1, "
@@ -393,6 +406,8 @@ class Manager:
         self._elector_running: set[threading.Thread] = set()
         # stops the informer factory
         self._cache_stop = threading.Event()
+        # where secure /metrics' self-signed pair lives (None: not secure, or given a pair)
+        self._metrics_tls_dir: tempfile.TemporaryDirectory[str] | None = None
         # the HTTP servers (one when both addresses are equal)
         self._servers: list[HTTPServer] = self._build_servers(opts, metrics_authenticator)
         self._metrics_server: HTTPServer | None = next(
@@ -861,8 +876,25 @@ class Manager:
             servers.append(HTTPServer("probes", probe_addr, probe_routes, clock=self.clock))
         if parse_bind_address(metrics_addr) is not None:
             servers.append(HTTPServer("metrics", metrics_addr, metrics_routes, auth=auth, protected=protected,
-                                      clock=self.clock))
+                                      clock=self.clock,
+                                      certs=self._metrics_certs(opts) if auth is not None else None))
         return servers
+
+    def _metrics_certs(self, opts: ManagerOptions) -> CertificateReloader:
+        """Secure /metrics' serving pair: ``metrics_cert_dir``'s, else a self-signed one made now (its
+        SHA-256 fingerprint logged) — a scraper's bearer token never crosses the network in clear."""
+        if opts.metrics_cert_dir:
+            certs = CertificateReloader(os.path.join(opts.metrics_cert_dir, "tls.crt"),
+                                        os.path.join(opts.metrics_cert_dir, "tls.key"), name="metrics")
+        else:
+            self._metrics_tls_dir = tempfile.TemporaryDirectory(prefix="escaler-metrics-tls-")
+            host = (parse_bind_address(opts.metrics_bind_address) or ("", 0, False))[0]
+            cert, key, fingerprint = self_signed(self._metrics_tls_dir.name, [host] if host else [])
+            certs = CertificateReloader(cert, key, name="metrics")
+            _log.warning("secure /metrics has no serving certificate: serving a self-signed one (SHA-256 "
+                         "fingerprint %s); give it one with --metrics-cert-dir", fingerprint)
+        certs.load()
+        return certs
 
     @staticmethod
     def _probe(checks: HealthChecks, rest: str) -> Response:

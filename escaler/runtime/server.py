@@ -20,6 +20,8 @@ Contract:
   non-resource URL (``nonResourceURLs: ["/metrics"]``) — 401 / 403 / 429 / 503 as
   ``escaler.runtime.authfilter`` answers, exactly what controller-runtime's secure metrics
   serving does. Probes are never protected: the kubelet sends no token.
+* ``certs`` serves HTTPS (the manager gives secure ``/metrics`` one: a bearer token never crosses
+  the network in clear); None serves plain HTTP.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from escaler.runtime.authfilter import RequestAuth
 from escaler.runtime.authn import NonResourceAttributes
 from escaler.runtime.httpbase import (
     BaseHandler,
+    CertificateSource,
     ConnectionServer,
     HttpError,
     Limits,
@@ -100,7 +103,8 @@ class HTTPServer(ServingLifecycle):
 
     def __init__(self, name: str, bind_address: str, routes: Mapping[str, RouteHandler], *,
                  limits: Limits = PROBE_LIMITS, auth: RequestAuth | None = None,
-                 protected: Collection[str] = (), clock: Clock | None = None) -> None:
+                 protected: Collection[str] = (), clock: Clock | None = None,
+                 certs: CertificateSource | None = None) -> None:
         for route in routes:
             if not route.startswith("/"):
                 raise ValueError(f"HTTPServer {name}: route {route!r} must start with '/'")
@@ -119,6 +123,8 @@ class HTTPServer(ServingLifecycle):
         self.auth = auth
         self.limits = limits
         self._clock = clock
+        # HTTPS with this pair; None = plain HTTP
+        self.certs = certs
         # the bound server; None before serve() and after shutdown()
         self._server: ConnectionServer | None = None
         # the serving thread; None before serve()
@@ -147,7 +153,7 @@ class HTTPServer(ServingLifecycle):
             if self._server is not None:
                 raise RuntimeError(f"HTTPServer {self.name}: already serving")
             server = server_class(ipv6)((host, port), handler, limits=self.limits, clock=self._clock,
-                                        log_name=self.name)
+                                        log_name=self.name, certs=self.certs)
             self._start_thread(server, f"http-{self.name}")
         self.serving.set()
         _log.info("serving %s on %s:%d%s", self.name, host or "*", self.port or 0,

@@ -392,7 +392,8 @@ def test_http_surfaces_tls_audience_rate_limit_and_secure_metrics(
         code, _, der = _get(ports["api"], "/healthz", tls=True)
         assert code == 200
         fingerprint = hashlib.sha256(der).hexdigest().upper()
-        logged = re.findall(r"fingerprint ([0-9A-F:]{95})", log.read_text(errors="replace"))
+        logged = re.findall(r"the API server has no serving certificate: serving a self-signed one "
+                            r"\(SHA-256 fingerprint ([0-9A-F:]{95})", log.read_text(errors="replace"))
         assert [f.replace(":", "") for f in logged] == [fingerprint], logged
         with socket.create_connection(("127.0.0.1", ports["api"]), timeout=10) as plain:
             plain.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -408,19 +409,27 @@ def test_http_surfaces_tls_audience_rate_limit_and_secure_metrics(
         codes = [_get(ports["api"], push, f"bad-{i}", tls=True, method="POST", body=b"{}")[0]
                  for i in range(15)]
         assert codes[:9] == [401] * 9 and 429 in codes, codes
-        # /metrics: 401 without a token, 403 without RBAC, 200 once allowed get on /metrics
-        assert _get(ports["metrics"], "/metrics")[0] == 401
+        # /metrics: over HTTPS (a scraper's token never in clear), 401 without a token, 403
+        # without RBAC, 200 once allowed get on /metrics
+        code, _, der = _get(ports["metrics"], "/metrics", tls=True)
+        assert code == 401
+        logged = re.findall(r"secure /metrics has no serving certificate: serving a self-signed one "
+                            r"\(SHA-256 fingerprint ([0-9A-F:]{95})", log.read_text(errors="replace"))
+        assert [f.replace(":", "") for f in logged] == [hashlib.sha256(der).hexdigest().upper()], logged
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            assert _get(ports["metrics"], "/metrics")[0] != 401, "secure /metrics answered plain HTTP"
         scraper = _sa_token(cluster, namespace, "scraper", None)
-        assert _get(ports["metrics"], "/metrics", scraper)[0] == 403
+        assert _get(ports["metrics"], "/metrics", scraper, tls=True)[0] == 403
         cluster.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                        "metadata": {"name": role},
                        "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]})
         try:
             cluster.kubectl("create", "clusterrolebinding", role, f"--clusterrole={role}",
                             f"--serviceaccount={namespace}:scraper")
-            eventually(lambda: _get(ports["metrics"], "/metrics", scraper)[0] == 200, timeout=40,
+            eventually(lambda: _get(ports["metrics"], "/metrics", scraper, tls=True)[0] == 200, timeout=40,
                        what="the scraper allowed once the cached denial expires")
-            assert b"controller_runtime_reconcile_total" in _get(ports["metrics"], "/metrics", scraper)[1]
+            assert b"controller_runtime_reconcile_total" in _get(ports["metrics"], "/metrics", scraper,
+                                                                 tls=True)[1]
         finally:
             cluster.kubectl("delete", "clusterrolebinding,clusterrole", role, check=False)
         assert proc.poll() is None

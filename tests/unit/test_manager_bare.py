@@ -141,7 +141,7 @@ def test_summary_with_everything_configured(certs: Path) -> None:
                      "--leader-election-namespace=escaler-system"])
     assert lines["api"].startswith("on 127.0.0.1:0 (an ephemeral port), plain HTTP (--api-insecure)")
     assert lines["probes"] == "off (--health-probe-bind-address=0)"
-    assert lines["metrics"].startswith("on 127.0.0.1:9090: GET /metrics behind TokenReview")
+    assert lines["metrics"].startswith("on 127.0.0.1:9090: GET /metrics over HTTPS behind TokenReview")
     assert lines["webhook"].startswith(f"on :9443 (all interfaces), HTTPS with {certs / 'tls.crt'}")
     assert lines["leader-election"].startswith("on: Lease escaler-system/escaler-manager ")
 

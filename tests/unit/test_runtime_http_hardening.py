@@ -577,6 +577,10 @@ def test_manager_metrics_secure_wiring(env: Env) -> None:
                 metrics_secure=True)
     with pytest.raises(ValueError, match="metrics_secure: needs a cluster connection"):
         Manager.for_testing(FakeCluster().lw_factory, FakeMapper(), **opts)
+    with pytest.raises(ValueError, match="metrics_secure: /metrics is then served over HTTPS"):
+        ManagerOptions(metrics_bind_address=":8080", health_probe_bind_address=":8080", metrics_secure=True)
+    with pytest.raises(ValueError, match="metrics_cert_dir: only with metrics_secure"):
+        ManagerOptions(metrics_cert_dir="/tls")
     mgr = Manager(ManagerOptions(**opts), mapper=FakeMapper(), lw_factory=FakeCluster().lw_factory,
                   metrics_authenticator=env.authenticator(audiences=()))
     stop = threading.Event()
@@ -585,13 +589,23 @@ def test_manager_metrics_secure_wiring(env: Env) -> None:
     try:
         wait_until(lambda: mgr.metrics_port is not None and mgr.health_probe_port is not None, timeout=10,
                    what="servers bound")
+        # secure /metrics is HTTPS (self-signed here: no metrics_cert_dir); the probes stay HTTP
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         for port, path, token, expected in [(mgr.metrics_port, "/metrics", None, 401),
                                             (mgr.metrics_port, "/metrics", GOOD, 200),
                                             (mgr.health_probe_port, "/healthz", None, 200)]:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn = (http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ctx)
+                    if path == "/metrics" else http.client.HTTPConnection("127.0.0.1", port, timeout=10))
             conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
             assert conn.getresponse().status == expected, (path, token)
             conn.close()
+        # plain HTTP to secure /metrics gets no answer: a token is never sent in clear
+        plain = http.client.HTTPConnection("127.0.0.1", mgr.metrics_port, timeout=10)
+        with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+            plain.request("GET", "/metrics", headers={"Authorization": f"Bearer {GOOD}"})
+            plain.getresponse()
+        plain.close()
     finally:
         stop.set()
         t.join(30)
