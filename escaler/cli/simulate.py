@@ -4,7 +4,8 @@
 ``--trace`` the Azure conversation trace shipped in the package is used. Every flag is documented
 in ``--help``; the model and the policies in ``docs/simulator.md``. Exit codes: 0 the report was
 written; 2 a usage error or an unusable input (the message names the file and line, or the flag
-and its rule).
+and its rule); 3 the simulator's dependencies are not installed (``pip install 'escaler[sim]'``:
+scipy, and matplotlib for the plots — the image and a bare ``pip install escaler`` leave them out).
 """
 
 from __future__ import annotations
@@ -191,7 +192,19 @@ def _note(message: str) -> None:
     print(f"escaler simulate: {message}", file=sys.stderr)
 
 
+def missing_dependencies(plots: bool) -> list[str]:
+    """The ``sim`` extra's modules this run needs and cannot import."""
+    import importlib.util
+
+    return [m for m in ("scipy", *(("matplotlib",) if plots else ())) if importlib.util.find_spec(m) is None]
+
+
 def run(args: argparse.Namespace) -> int:
+    missing = missing_dependencies(not args.no_plots)
+    if missing:
+        print(f"escaler simulate: needs {', '.join(missing)}, the simulator's dependencies: "
+              "pip install 'escaler[sim]'", file=sys.stderr)
+        return 3
     if args.min_replicas > args.max_replicas:
         print(f"escaler simulate: --min-replicas {args.min_replicas} > --max-replicas {args.max_replicas}",
               file=sys.stderr)

@@ -50,13 +50,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
+from typing import TYPE_CHECKING
 
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.trace import Arrival
+
+if TYPE_CHECKING:  # numpy and scipy (the ``sim`` extra) are imported where the program is built
+    import numpy as np
 
 __all__ = ["DEFAULT_BUCKET_S", "MAX_BUCKETS", "WINDOWS", "Bound", "default_bucket_s", "lower_bound",
            "reusable", "work"]
@@ -132,6 +132,8 @@ def _buckets(arrivals: Sequence[Arrival], cached: Sequence[int], profile: Replic
 
 def _due_by(items: list[tuple[float, float, float]], ends: np.ndarray) -> np.ndarray:
     """For each end time, the work of one bucket due by it (prefill by its deadline, decode by its)."""
+    import numpy as np
+
     pre = np.array([(d, w) for w, d, _ in items[0::2]], dtype=float).reshape(-1, 2)
     dec = np.array([(d, w) for (_, d, _), (_, _, w) in zip(items[1::2], items[0::2], strict=True)],
                    dtype=float).reshape(-1, 2)
@@ -178,6 +180,10 @@ def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s:
                 bucket_s: float | None = None, startup_s: float | None = None) -> Bound:
     """See the module docstring; ``bucket_s`` None is ``default_bucket_s`` of the trace's span,
     ``startup_s`` None the profile's ``min_startup_s``."""
+    import numpy as np
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
+
     if not arrivals:
         raise ValueError("lower_bound: the trace holds no requests")
     if bucket_s is None:

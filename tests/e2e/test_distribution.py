@@ -142,6 +142,21 @@ def test_escaler_version_runs_from_the_clean_venv(venv: Path) -> None:
     assert out.startswith(f"escaler {escaler.__version__} (python 3.")
 
 
+def test_the_bare_install_runs_without_the_simulators_dependencies(venv: Path) -> None:
+    """``pip install escaler`` (what the image installs) leaves out the ``sim`` extra: scipy and
+    matplotlib are not there, every command's help still builds, and ``escaler simulate`` says what
+    to install (issue 27 item 17: no plotting stack in the manager's image)."""
+    probe = _in_venv(venv, "python", "-c",
+                     "import importlib.util as u; print([m for m in ('scipy', 'matplotlib', 'numpy', 'tqdm') "
+                     "if u.find_spec(m)])")
+    assert probe.stdout.strip() == "[]", probe.stdout
+    assert "simulate" in _in_venv(venv, "escaler", "--help").stdout
+    r = subprocess.run([str(venv / "escaler"), "simulate", "--no-plots", "--out", str(venv.parent / "sim")],
+                       capture_output=True, text=True, timeout=120, cwd=venv.parent)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "needs scipy, the simulator's dependencies: pip install 'escaler[sim]'" in r.stderr, r.stderr
+
+
 def test_kubectl_escaler_help_names_itself(venv: Path) -> None:
     out = _in_venv(venv, "kubectl-escaler", "--help").stdout
     assert out.startswith("usage: kubectl escaler ")
