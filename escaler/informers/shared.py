@@ -15,7 +15,8 @@ Contract (client-go's sharedIndexInformer and processorListener):
   objects as updates; that is what resync is for here).
 * **Transform.** Every listed or watched object passes through ``transform`` (default
   ``strip_managed_fields``: ``metadata.managedFields`` is not cached) before it is frozen, so
-  listers and handlers (deletes included) all see the transformed object.
+  listers and handlers (deletes included) all see the transformed object. The reflector applies it
+  to each list page as it arrives too (a relist peaks at one page of untransformed objects).
 * **Per-handler delivery.** Every handler has its own unbounded buffer and delivery thread: a
   slow handler delays only itself (its buffer grows) and never reorders its own events. A
   handler that raises is logged with its traceback; delivery goes on with the next event.
@@ -412,7 +413,7 @@ class SharedInformer:
                 raise RuntimeError(f"informer {self._name} was already started: an informer runs once")
             self._state = "running"
             self._reflector = Reflector(self._lw, _Sink(self), name=self._name, clock=self._clock,
-                                        resync_period=self._resync_check)
+                                        resync_period=self._resync_check, transform=self._transform)
             for listener in self._listeners:
                 listener.start()
 
