@@ -31,8 +31,9 @@ One sync:
    ``Ready=False/CloneLimitReached`` naming ``spec.replicas`` and the limit (looked at again every
    ``LIMIT_RECHECK_SECONDS``). The first failed write stops the sequence, is recorded
    (``Ready=False/CloneWriteFailed`` naming the clone and the API error, a Warning event) and retried
-   after ``WriteBackoff``; a name taken by an object this RSG does not control is
-   ``Ready=False/CloneNameTaken``.
+   after ``WriteBackoff`` (a 403 on a create says the namespace has not opted in: the manager's
+   ClusterRole grants no workload creation, a Role per namespace does); a name taken by an object
+   this RSG does not control is ``Ready=False/CloneNameTaken``.
 
 Status: ``replicas`` = groups that exist after the writes, ``readyReplicas`` = groups whose every
 member clone exists with ``replicasPerGroup`` replicas all ready, ``selector`` =
@@ -387,7 +388,12 @@ class ReplicationSync:
         except StatusError as err:
             if err.code == 409:
                 return self._taken(s, m, name, plan)
-            return self._failed(s, m, f"creating {m.describe(s.rsg.namespace, name)}", err, plan)
+            what = f"creating {m.describe(s.rsg.namespace, name)}"
+            if err.code == 403:
+                what += (f" (namespace {s.rsg.namespace} has not opted in to GroupReplication: the manager "
+                         f"may create {m.mapping.resource} only where a Role grants it, "
+                         "manifests/rbac/group-replication.yaml)")
+            return self._failed(s, m, what, err, plan)
         except (ConnectionFailure, OSError) as err:
             return self._failed(s, m, f"creating {m.describe(s.rsg.namespace, name)}", err, plan)
         reservation.created((_resource_id(m.key), name))
