@@ -15,6 +15,9 @@ informers by ``ResourceKey`` (which includes the label selector):
   ``strip_managed_fields``), the same whoever registers a key first, so two consumers of a key
   never see differently shaped objects. ``add_transform(t)`` chains ``t`` after it; it is refused
   once any informer was started (a cache must not hold objects of two shapes).
+* **List pages** of ``page_size`` objects (default the reflector's 500): a list holds one page of
+  untransformed objects at a time, so a manager that caches large objects it strips (clones of a
+  big template) passes a smaller page.
 * Thread-safe. ``release()`` may be called from inside the handler itself: the handler is
   detached first, so stopping never waits on the calling thread.
 """
@@ -31,6 +34,7 @@ from escaler.clock import Clock, RealClock
 from escaler.informers.factory import ResourceKey
 from escaler.informers.handlers import ResourceEventHandler
 from escaler.informers.interfaces import ListerWatcher
+from escaler.informers.reflector import DEFAULT_PAGE_SIZE
 from escaler.informers.shared import HandlerRegistration, SharedInformer
 from escaler.informers.transform import Transform, chain, strip_managed_fields
 
@@ -101,11 +105,16 @@ class DynamicInformers:
     """Reference-counted informers by ``ResourceKey``; see the module docstring."""
 
     def __init__(self, lw_factory: Callable[[ResourceKey], ListerWatcher], *,
-                 clock: Clock | None = None, transform: Transform = strip_managed_fields) -> None:
+                 clock: Clock | None = None, transform: Transform = strip_managed_fields,
+                 page_size: int = DEFAULT_PAGE_SIZE) -> None:
+        if page_size < 1:
+            raise ValueError(f"DynamicInformers.page_size: must be >= 1, got {page_size!r}")
         # builds the ListerWatcher of a new informer; fixed
         self._lw_factory = lw_factory
         # every informer's transform; changes only before the first informer starts (guarded by _lock)
         self._transform = transform
+        # objects per list page of every informer; fixed
+        self._page_size = page_size
         # True once an informer was started: add_transform then refuses (guarded by _lock)
         self._started_any = False
         # passed to every informer
@@ -125,7 +134,8 @@ class DynamicInformers:
             entry = self._entries.get(key)
             if entry is None:
                 informer = SharedInformer(lw if lw is not None else self._lw_factory(key), name=str(key),
-                                          clock=self._clock, transform=self._transform)
+                                          clock=self._clock, transform=self._transform,
+                                          page_size=self._page_size)
                 self._started_any = True
                 handle = informer.add_event_handler(handler)
                 stop = threading.Event()

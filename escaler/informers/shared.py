@@ -49,7 +49,7 @@ from escaler.clock import Clock, RealClock
 from escaler.informers.frozen import FrozenDict, freeze
 from escaler.informers.handlers import ResourceEventHandler
 from escaler.informers.interfaces import ListerWatcher
-from escaler.informers.reflector import Reflector
+from escaler.informers.reflector import DEFAULT_PAGE_SIZE, Reflector
 from escaler.informers.store import (
     NAMESPACE_INDEX,
     DeletedFinalStateUnknown,
@@ -278,8 +278,11 @@ class SharedInformer:
         resync_period: float = 0.0,
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform = strip_managed_fields,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         _validate_resync("SharedInformer.resync_period", resync_period)
+        # objects per list page (the reflector's; a relist holds one page of untransformed objects)
+        self._page_size = page_size
         # applied to every listed or watched object before it is cached (escaler.informers.transform)
         self._transform = transform
         # the API and a name for logs and thread names; fixed
@@ -413,7 +416,8 @@ class SharedInformer:
                 raise RuntimeError(f"informer {self._name} was already started: an informer runs once")
             self._state = "running"
             self._reflector = Reflector(self._lw, _Sink(self), name=self._name, clock=self._clock,
-                                        resync_period=self._resync_check, transform=self._transform)
+                                        resync_period=self._resync_check, transform=self._transform,
+                                        page_size=self._page_size)
             for listener in self._listeners:
                 listener.start()
 
