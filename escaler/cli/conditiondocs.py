@@ -326,6 +326,22 @@ def _rsg() -> ConditionDocs:
             R(ready, "False", rsg_replication.CLONE_NAME_TAKEN,
               "GroupReplication: an object named `<member>-g<i>` exists and is not this RSG's clone.",
               "Rename the member or delete that object."),
+            R(ready, "False", rsg_replication.PROGRESSING,
+              "GroupReplication: this pass made as many clone creates and deletes as one reconcile may "
+              "(`--max-clone-writes-per-sync`, default 16; a new group is never split); the next pass "
+              "follows within a second (\"created 16 of 1024 groups; continuing ...\").",
+              "Nothing: it converges pass by pass."),
+            R(ready, "False", rsg_replication.CLONE_LIMIT_REACHED,
+              "GroupReplication: the namespace holds as many clones of ResourceScalingGroups as the manager "
+              "allows (`--max-clones-per-namespace`, default 256, every RSG of the namespace together); the "
+              "groups beyond it are not created (looked at again every 30 s).",
+              "Lower `spec.replicas` here or in another RSG of the namespace, or ask the cluster admin to "
+              "raise the limit."),
+            R(ready, "False", rsg_replication.TEMPLATE_TOO_LARGE,
+              "GroupReplication: a member's clone would be larger than the manager allows "
+              "(`--max-clone-template-bytes`, default 256 KiB of JSON); no clone is created.",
+              "Shrink the member's template (large annotations, args, inline config: move them to a "
+              "ConfigMap), or ask the cluster admin to raise the limit."),
             R(ready, "False", rsg_reconciler.TARGET_CONFLICT,
               "A member (or clone) is already written by an older escaler scaler or RSG; this RSG holds.",
               "Remove the other scaler of that workload; the message names it."),

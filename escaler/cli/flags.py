@@ -3,6 +3,8 @@ rule, so argparse reports ``argument --flag: <rule>`` and exits 2.
 
 Durations use Go's ``time.ParseDuration`` syntax, as controller-runtime's flags do (``30s``,
 ``2m``, ``1h30m``, ``500ms``, ``0``), and also accept a plain number of seconds (``30``, ``0.5``).
+Byte sizes are a whole number of bytes, optionally with a binary suffix as Kubernetes quantities
+write them (``262144``, ``256Ki``, ``1Mi``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from escaler.runtime.server import parse_bind_address
 from escaler.scaling.endpoints import parse_host_patterns
 from escaler.signals.netpolicy import IPNetwork, parse_networks
 
-__all__ = ["bind_address", "duration_seconds", "endpoint_networks", "host_patterns", "non_negative_int",
-           "port", "positive_int"]
+__all__ = ["bind_address", "byte_size", "duration_seconds", "endpoint_networks", "host_patterns",
+           "non_negative_int", "port", "positive_int"]
 
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
@@ -60,6 +62,22 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     return _int(text, 0)
+
+
+_BYTE_UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+_BYTE_SIZE = re.compile(r"^([0-9]+)(Ki|Mi|Gi)?$")
+
+
+def byte_size(text: str) -> int:
+    """``"256Ki"`` → 262144, ``"1Mi"`` → 1048576, ``"4096"`` → 4096; at least 1 byte."""
+    m = _BYTE_SIZE.match(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: use bytes, or a number with Ki, Mi or Gi "
+                                         "(256Ki)")
+    value = int(m.group(1)) * _BYTE_UNITS[m.group(2) or ""]
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return value
 
 
 def port(text: str) -> int:

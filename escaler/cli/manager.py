@@ -49,6 +49,11 @@ resolution (``escaler.signals.netpolicy``); ``--allow-endpoint-networks CIDR[,CI
 re-allows networks a deployment needs (e.g. ``127.0.0.0/8`` for a Prometheus on the manager's
 own host).
 
+ResourceScalingGroup GroupReplication is bounded by ``--max-clone-writes-per-sync`` (clone creates
+plus deletes per reconcile of one RSG), ``--max-clones-per-namespace`` (clones of every RSG of a
+namespace together) and ``--max-clone-template-bytes`` (the size of one clone):
+``escaler.reconcilers.rsg.limits``.
+
 ``--unsafe-test-clock-file PATH`` is for end-to-end tests only: the manager's one clock becomes an
 ``escaler.testclock.SteppedClock`` running ahead of real time by the offset (seconds) in ``PATH``,
 which a test raises to step the manager across a schedule's minute boundary without waiting for it.
@@ -66,10 +71,11 @@ import re
 import ssl
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from escaler.cli.flags import (
     bind_address,
+    byte_size,
     duration_seconds,
     endpoint_networks,
     host_patterns,
@@ -85,6 +91,12 @@ from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.reconcilers.elasticscaler.setup import outbound_executor
 from escaler.reconcilers.llmscaler import setup_llmscaler
 from escaler.reconcilers.rsg import setup_rsg
+from escaler.reconcilers.rsg.limits import (
+    DEFAULT_CLONE_TEMPLATE_BYTES,
+    DEFAULT_CLONE_WRITES_PER_SYNC,
+    DEFAULT_CLONES_PER_NAMESPACE,
+    ReplicationLimits,
+)
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.slo import setup_slo
 from escaler.reconcilers.tidal import setup_tidal
@@ -199,6 +211,9 @@ class ManagerFlags:
     # --unsafe-test-clock-file: tests only; the file whose offset runs the manager's clock ahead of
     # real time (None = the real clock); it held a valid offset when the flags were checked
     unsafe_test_clock_file: str | None = None
+    # --max-clone-writes-per-sync, --max-clones-per-namespace, --max-clone-template-bytes
+    # (ResourceScalingGroup GroupReplication; escaler.reconcilers.rsg.limits)
+    replication_limits: ReplicationLimits = field(default_factory=ReplicationLimits)
 
     def manager_options(self, clock: Clock | None = None) -> ManagerOptions:
         """The manager's options; ``clock`` is its one clock (None: the real one)."""
@@ -322,6 +337,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="at most N of those threads serve one namespace's scalers at once, so one "
                         "namespace's slow endpoints cannot stall the others "
                         f"(default: {DEFAULT_OUTBOUND_PER_GROUP})")
+    p.add_argument("--max-clone-writes-per-sync", metavar="N", type=positive_int,
+                   default=DEFAULT_CLONE_WRITES_PER_SYNC,
+                   help="ResourceScalingGroup GroupReplication: at most N clone creates plus deletes in "
+                        "one reconcile of one RSG; the rest follow in the next passes (a new group is never "
+                        "split) "
+                        f"(default: {DEFAULT_CLONE_WRITES_PER_SYNC})")
+    p.add_argument("--max-clones-per-namespace", metavar="N", type=positive_int,
+                   default=DEFAULT_CLONES_PER_NAMESPACE,
+                   help="ResourceScalingGroup GroupReplication: at most N clones of all RSGs of one "
+                        "namespace together; groups beyond it are refused (Ready=False/CloneLimitReached) "
+                        f"(default: {DEFAULT_CLONES_PER_NAMESPACE})")
+    p.add_argument("--max-clone-template-bytes", metavar="SIZE", type=byte_size,
+                   default=DEFAULT_CLONE_TEMPLATE_BYTES,
+                   help="ResourceScalingGroup GroupReplication: a member whose clone is larger than SIZE "
+                        "(JSON bytes; 256Ki, 1Mi) is not cloned (Ready=False/TemplateTooLarge) "
+                        f"(default: {DEFAULT_CLONE_TEMPLATE_BYTES // 1024}Ki)")
     p.add_argument("--slo-prometheus-endpoint", metavar="URL", default="",
                    help="base URL of the Prometheus the SLO decision engine runs the PromQL of "
                         "LLMSLORequirements and JobSLORequirements against; without it their signals are "
@@ -454,6 +485,9 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         status_refresh_seconds=args.status_refresh_seconds,
         slo_prometheus_endpoint=args.slo_prometheus_endpoint,
         unsafe_test_clock_file=args.unsafe_test_clock_file,
+        replication_limits=ReplicationLimits(writes_per_sync=args.max_clone_writes_per_sync,
+                                             clones_per_namespace=args.max_clones_per_namespace,
+                                             template_bytes=args.max_clone_template_bytes),
     )
 
 
@@ -489,7 +523,7 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     # ResourceScalingGroup: members scaled as one unit; its ranking queries use the outbound policy
     setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
               allow_networks=flags.allow_endpoint_networks,
-              max_concurrent_reconciles=flags.max_concurrent_reconciles)
+              max_concurrent_reconciles=flags.max_concurrent_reconciles, limits=flags.replication_limits)
     # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings and outbound policy
     setup_llmscaler(
         mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,

@@ -40,7 +40,7 @@ from escaler.informers.store import (
     namespace_index_func,
     split_key,
 )
-from escaler.informers.transform import Transform, identity, strip_managed_fields
+from escaler.informers.transform import Transform, chain, identity, strip_managed_fields
 
 __all__ = [
     "ADDED",
@@ -72,6 +72,7 @@ __all__ = [
     "Transform",
     "WatchEvent",
     "WatchStream",
+    "chain",
     "freeze",
     "identity",
     "is_expired",

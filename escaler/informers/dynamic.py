@@ -11,6 +11,13 @@ informers by ``ResourceKey`` (which includes the label selector):
   when it was the last one for the key, the informer is stopped (its watch is closed) and
   forgotten, so a later ``register`` for the key starts a fresh informer with a fresh list.
 * ``stop_all()`` stops every informer; outstanding registrations become released.
+* **Transform.** Every informer applies one transform (``escaler.informers.transform``; default
+  ``strip_managed_fields``), the same whoever registers a key first, so two consumers of a key
+  never see differently shaped objects. ``add_transform(t)`` chains ``t`` after it; it is refused
+  once any informer was started (a cache must not hold objects of two shapes).
+* **List pages** of ``page_size`` objects (default the reflector's 500): a list holds one page of
+  untransformed objects at a time, so a manager that caches large objects it strips (clones of a
+  big template) passes a smaller page.
 * Thread-safe. ``release()`` may be called from inside the handler itself: the handler is
   detached first, so stopping never waits on the calling thread.
 """
@@ -27,7 +34,9 @@ from escaler.clock import Clock, RealClock
 from escaler.informers.factory import ResourceKey
 from escaler.informers.handlers import ResourceEventHandler
 from escaler.informers.interfaces import ListerWatcher
+from escaler.informers.reflector import DEFAULT_PAGE_SIZE
 from escaler.informers.shared import HandlerRegistration, SharedInformer
+from escaler.informers.transform import Transform, chain, strip_managed_fields
 
 __all__ = ["STOP_JOIN_TIMEOUT", "DynamicInformers", "Registration"]
 
@@ -96,9 +105,18 @@ class DynamicInformers:
     """Reference-counted informers by ``ResourceKey``; see the module docstring."""
 
     def __init__(self, lw_factory: Callable[[ResourceKey], ListerWatcher], *,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, transform: Transform = strip_managed_fields,
+                 page_size: int = DEFAULT_PAGE_SIZE) -> None:
+        if page_size < 1:
+            raise ValueError(f"DynamicInformers.page_size: must be >= 1, got {page_size!r}")
         # builds the ListerWatcher of a new informer; fixed
         self._lw_factory = lw_factory
+        # every informer's transform; changes only before the first informer starts (guarded by _lock)
+        self._transform = transform
+        # objects per list page of every informer; fixed
+        self._page_size = page_size
+        # True once an informer was started: add_transform then refuses (guarded by _lock)
+        self._started_any = False
         # passed to every informer
         self._clock: Clock = clock or RealClock()
         # guards _entries and every Registration._released
@@ -116,7 +134,9 @@ class DynamicInformers:
             entry = self._entries.get(key)
             if entry is None:
                 informer = SharedInformer(lw if lw is not None else self._lw_factory(key), name=str(key),
-                                          clock=self._clock)
+                                          clock=self._clock, transform=self._transform,
+                                          page_size=self._page_size)
+                self._started_any = True
                 handle = informer.add_event_handler(handler)
                 stop = threading.Event()
                 entry = _Entry(informer, stop, informer.start(stop))
@@ -127,6 +147,14 @@ class DynamicInformers:
             registration = Registration(self, key, entry.informer, handle)
             entry.registrations.add(registration)
             return registration
+
+    def add_transform(self, transform: Transform) -> None:
+        """Apply ``transform`` too (after the current one) in every informer; before any starts."""
+        with self._lock:
+            if self._started_any:
+                raise RuntimeError("DynamicInformers.add_transform: informers already started; add "
+                                   "transforms while setting up the controllers")
+            self._transform = chain(self._transform, transform)
 
     def active_keys(self) -> list[ResourceKey]:
         with self._lock:

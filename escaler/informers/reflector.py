@@ -3,7 +3,9 @@
 Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
 
 * **List.** Pages of ``page_size`` (``limit``/``continue``) from resourceVersion ``""`` (a
-  consistent read), each page frozen as it arrives. A 410 on a continuation (the continue
+  consistent read), each page transformed (``transform``, the informer's: what it will cache) and
+  frozen as it arrives, so a relist of large objects peaks at one page of them, not the whole list.
+  A 410 on a continuation (the continue
   token expired) restarts the list from the first page, up to ``MAX_LIST_RESTARTS`` times. The
   complete list goes to ``sink.replace(items, rv)`` in one call; ``rv`` becomes the last synced
   resourceVersion.
@@ -71,6 +73,7 @@ from escaler.informers.interfaces import (
     WatchEvent,
     WatchStream,
 )
+from escaler.informers.transform import Transform, identity
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -150,6 +153,7 @@ class Reflector:
         page_size: int = DEFAULT_PAGE_SIZE,
         rng: random.Random | None = None,
         backoff: Backoff | None = None,
+        transform: Transform = identity,
     ) -> None:
         if not math.isfinite(resync_period) or resync_period < 0:
             raise ValueError(f"Reflector.resync_period: must be a finite number >= 0, got {resync_period!r}")
@@ -167,6 +171,8 @@ class Reflector:
         self._resync_period = resync_period
         # list page size; 0 means one unpaginated list request
         self._page_size = page_size
+        # applied to each listed item as its page arrives (idempotent: the sink applies it again); fixed
+        self._transform = transform
         # draws the watch timeouts and (unless a Backoff is injected) the backoff jitter
         self._rng = rng or random.Random()
         # failure backoff; touched only by the run() thread
@@ -285,10 +291,11 @@ class Reflector:
             try:
                 while True:
                     page: ListResult = self._lw.list(resource_version="", limit=limit, continue_=continue_)
-                    # freeze page by page: the decoded page becomes garbage at once, so a big list
-                    # peaks at one frozen copy plus one page, not two full copies (sinks freeze
-                    # anyway, and freeze() is the identity on frozen objects)
-                    items.extend(freeze(item) for item in page.items)
+                    # transform and freeze page by page: the decoded page becomes garbage at once, so
+                    # a big list peaks at one transformed, frozen copy plus one page, not two full
+                    # copies (sinks transform and freeze anyway; both are idempotent)
+                    transform = self._transform
+                    items.extend(freeze(transform(item)) for item in page.items)
                     if not page.continue_token:
                         break
                     if stop.is_set():

@@ -15,7 +15,8 @@ Contract (client-go's sharedIndexInformer and processorListener):
   objects as updates; that is what resync is for here).
 * **Transform.** Every listed or watched object passes through ``transform`` (default
   ``strip_managed_fields``: ``metadata.managedFields`` is not cached) before it is frozen, so
-  listers and handlers (deletes included) all see the transformed object.
+  listers and handlers (deletes included) all see the transformed object. The reflector applies it
+  to each list page as it arrives too (a relist peaks at one page of untransformed objects).
 * **Per-handler delivery.** Every handler has its own unbounded buffer and delivery thread: a
   slow handler delays only itself (its buffer grows) and never reorders its own events. A
   handler that raises is logged with its traceback; delivery goes on with the next event.
@@ -48,7 +49,7 @@ from escaler.clock import Clock, RealClock
 from escaler.informers.frozen import FrozenDict, freeze
 from escaler.informers.handlers import ResourceEventHandler
 from escaler.informers.interfaces import ListerWatcher
-from escaler.informers.reflector import Reflector
+from escaler.informers.reflector import DEFAULT_PAGE_SIZE, Reflector
 from escaler.informers.store import (
     NAMESPACE_INDEX,
     DeletedFinalStateUnknown,
@@ -277,8 +278,11 @@ class SharedInformer:
         resync_period: float = 0.0,
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform = strip_managed_fields,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         _validate_resync("SharedInformer.resync_period", resync_period)
+        # objects per list page (the reflector's; a relist holds one page of untransformed objects)
+        self._page_size = page_size
         # applied to every listed or watched object before it is cached (escaler.informers.transform)
         self._transform = transform
         # the API and a name for logs and thread names; fixed
@@ -412,7 +416,8 @@ class SharedInformer:
                 raise RuntimeError(f"informer {self._name} was already started: an informer runs once")
             self._state = "running"
             self._reflector = Reflector(self._lw, _Sink(self), name=self._name, clock=self._clock,
-                                        resync_period=self._resync_check)
+                                        resync_period=self._resync_check, transform=self._transform,
+                                        page_size=self._page_size)
             for listener in self._listeners:
                 listener.start()
 

@@ -10,7 +10,9 @@ Contract of a ``Transform``:
 * It takes a decoded object (a ``Mapping``; plain ``dict``s from the reflector, possibly a frozen
   one from a test) and returns the mapping to cache. It never mutates its argument: it returns
   shallow copies of what it changes and shares the rest.
-* It is pure and cheap (it runs on the reflector thread for every event of the resource).
+* It is pure and cheap (it runs on the reflector thread for every event of the resource), and
+  idempotent: ``t(t(obj)) == t(obj)`` (a listed object passes through it twice: once as its
+  page arrives in the reflector, once in the store).
 * It keeps ``metadata.name``, ``namespace``, ``uid`` and ``resourceVersion`` (the store key and the
   relist comparison read them).
 
@@ -18,7 +20,7 @@ Contract of a ``Transform``:
 (server-side apply's field ownership, often larger than the spec it describes) is read by no
 controller here — the CLI's ``escaler explain`` GETs the object itself — and would otherwise be
 held in memory for every cached object (see docs/performance.md, memory per scaler).
-``identity`` keeps objects as they come.
+``identity`` keeps objects as they come; ``chain(a, b)`` applies ``a`` then ``b``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["Transform", "identity", "strip_managed_fields"]
+__all__ = ["Transform", "chain", "identity", "strip_managed_fields"]
 
 Transform = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
@@ -45,3 +47,12 @@ def strip_managed_fields(obj: Mapping[str, Any]) -> Mapping[str, Any]:
         return obj
     stripped = {k: v for k, v in meta.items() if k != _MANAGED_FIELDS}
     return {**obj, "metadata": stripped}
+
+
+def chain(first: Transform, then: Transform) -> Transform:
+    """``then(first(obj))``: both transforms, in order (idempotent when both are)."""
+
+    def both(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        return then(first(obj))
+
+    return both

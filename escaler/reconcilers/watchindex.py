@@ -26,6 +26,10 @@ informers). The cost of an event must not grow with the fleet (ARCHITECTURE.md r
   manager's namespace scope, label-selected), never core Secrets (``statesync.watch_key``); a
   target kind must also have a handler or a ``scale`` subresource (``HandlerRegistry.
   target_problem``). A scaler whose kind is refused holds nothing here.
+* ``observer`` (optional, fixed at construction): called with ``(key, object)`` for every event of
+  every watched resource, on the informer's delivery thread, before the scalers are enqueued — for
+  bookkeeping that must see each object at least once (the RSG's create expectations,
+  ``rsg.ledger``). It must be quick and must not raise.
 * ``WatchIndex`` is a controller ``Source``: ``start(queue)`` gives it the queue its handlers
   enqueue on (``ControllerBuilder.watches_source``), so nothing is late-bound.
 
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -106,9 +110,12 @@ class _Handler:
 class WatchIndex:
     """See the module docstring."""
 
-    def __init__(self, informers: Registrar) -> None:
+    def __init__(self, informers: Registrar,
+                 observer: Callable[[ResourceKey, Mapping[str, Any]], None] | None = None) -> None:
         # the manager's DynamicInformers (or a fake); fixed
         self._informers = informers
+        # sees every event's object before scalers are enqueued; fixed
+        self._observer = observer
         # guards every field below
         self._mu = threading.Lock()
         # the controller queue handlers enqueue on; None until start() (no interest exists before)
@@ -249,6 +256,8 @@ class WatchIndex:
     # ------------------------------------------------------------------ events
 
     def _notify(self, key: ResourceKey, obj: Mapping[str, Any]) -> None:
+        if self._observer is not None:
+            self._observer(key, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, Mapping):
             return

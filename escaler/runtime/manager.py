@@ -129,6 +129,7 @@ __all__ = [
     "DEFAULT_HEALTH_PROBE_BIND_ADDRESS",
     "DEFAULT_LEADER_ELECTION_ID",
     "DEFAULT_METRICS_BIND_ADDRESS",
+    "DYNAMIC_LIST_PAGE_SIZE",
     "EXIT_FAILURE",
     "EXIT_OK",
     "Manager",
@@ -149,6 +150,10 @@ DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 # costs nothing when idle. (A standalone Controller keeps controller-runtime's default of 1.)
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
 DEFAULT_EVENT_COMPONENT = "escaler"
+# objects per list page of the dynamic informers (workloads, pods, clones, sources): a relist holds
+# one page of objects before the transform strips them, and a namespace may hold 256 clones of a
+# template of up to 256 KiB (GroupReplication's bounds) — 100 of them is 25 MiB, 500 would be all
+DYNAMIC_LIST_PAGE_SIZE = 100
 # The urllib3 pool is sized before controllers exist: assume this many informers and controllers
 # (each with max_concurrent_reconciles workers) unless ManagerOptions.api_pool_size says otherwise.
 POOL_ESTIMATE_INFORMERS = 16
@@ -359,7 +364,8 @@ class Manager:
         self._client: DynamicClient | None = client
         # shared informers (controllers' caches) and ref-counted label-selected informers
         self.informers = InformerFactory(lw_factory, clock=self.clock)
-        self.dynamic_informers = DynamicInformers(lw_factory, clock=self.clock)
+        self.dynamic_informers = DynamicInformers(lw_factory, clock=self.clock,
+                                                  page_size=DYNAMIC_LIST_PAGE_SIZE)
         # this manager's metrics (its own CollectorRegistry) served on /metrics
         self.metrics = metrics or MetricsRegistry()
         # identity in the Lease and in Events' reportingInstance

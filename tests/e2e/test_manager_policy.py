@@ -1,16 +1,18 @@
 """The manager's own account is limited by ``manifests/rbac/manager-policy.yaml`` (issue 27, item 9).
 
-The manager's ClusterRole grants ``create``/``delete`` on Deployments, StatefulSets and
-LeaderWorkerSets (GroupReplication clones), ``create``/``update``/``delete`` on HPAs (the companion
-HPA) and ``patch`` on pods (the deletion-cost annotation) cluster-wide: with its token, one could
-run any ServiceAccount's pods, scale anything through a forged HPA or change any pod. The shipped
+The manager may ``create``/``delete`` Deployments, StatefulSets and LeaderWorkerSets in the
+namespaces that opted in to GroupReplication (``manifests/rbac/group-replication.yaml``), and holds
+``create``/``update``/``delete`` on HPAs (the companion HPA) and ``patch`` on pods (the
+deletion-cost annotation) cluster-wide: with its token, one could run any pod such a namespace's
+ServiceAccounts may run, scale anything through a forged HPA or change any pod. The shipped
 ValidatingAdmissionPolicy narrows each to what the manager does. Here a ServiceAccount named
-``escaler-manager`` holds exactly the shipped ClusterRole, and the API server must refuse what the
-policy forbids and admit what the manager does, with the policy's message:
+``escaler-manager`` holds exactly the shipped ClusterRole (and the opt-in Role in one namespace),
+and the API server must refuse what the policy forbids and admit what the manager does, with the
+policy's message:
 
-* a Deployment not controlled by a ResourceScalingGroup: refused; a clone (RSG-controlled) in a
-  namespace without ``elasticscaler.io/group-replication=true``: refused; once labelled: admitted;
-  deleting a Deployment no RSG controls: refused, a clone: admitted;
+* a Deployment not controlled by a ResourceScalingGroup: refused; a clone (RSG-controlled): admitted
+  in the namespace that opted in, refused by RBAC in one that did not; deleting a Deployment no RSG
+  controls: refused, a clone: admitted;
 * an HPA not controlled by an ElasticScaler: refused; a companion: admitted; an update taking its
   controller away: refused;
 * a pod: the deletion-cost annotation admitted; another annotation, a label, an image: refused.
@@ -54,6 +56,9 @@ def _policy(ns: str, other: str) -> list[dict[str, Any]]:
 
 
 def _bind_shipped_role(cluster: Cluster, ns: str, other: str) -> None:
+    """The shipped ClusterRole, bound to the ServiceAccount ``escaler-manager`` of ``ns``, and the
+    opt-in Role of ``manifests/rbac/group-replication.yaml`` in ``ns`` only (``other`` has not
+    opted in)."""
     role = next(d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac" / "manager.yaml").read_text())
                 if d and d["kind"] == "ClusterRole" and d["metadata"]["name"] == "escaler-manager")
     role = copy.deepcopy(role)
@@ -66,6 +71,18 @@ def _bind_shipped_role(cluster: Cluster, ns: str, other: str) -> None:
                    {"apiVersion": f"{RBAC}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
                     "subjects": subjects,
                     "roleRef": {"kind": "ClusterRole", "name": name, "apiGroup": RBAC}}])
+    _opt_in(cluster, ns, ns)
+
+
+def _opt_in(cluster: Cluster, ns: str, sa_namespace: str) -> None:
+    """``manifests/rbac/group-replication.yaml`` in ``ns``, for the ServiceAccount of ``sa_namespace``."""
+    text = (ROOT / "manifests" / "rbac" / "group-replication.yaml").read_text()
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = ns
+        if d["kind"] == "RoleBinding":
+            d["subjects"] = [{"kind": "ServiceAccount", "name": SA, "namespace": sa_namespace}]
+    cluster.apply(docs)
 
 
 def _sa_kubeconfig(cluster: Cluster, ns: str, work: Path) -> Path:
@@ -120,15 +137,14 @@ def test_the_managers_account_can_do_only_what_the_manager_does(cluster: Cluster
                          what="the policy to refuse a Deployment no ResourceScalingGroup controls")
     assert "escaler-manager-limits" in refusal and \
         "may create a Deployment only when a ResourceScalingGroup controls it" in refusal, refusal
-    clone = _deployment("clone-g0", other, owner="ResourceScalingGroup")
-    refusal = create(clone)
-    assert f"labelled elasticscaler.io/group-replication=true; namespace {other} is not" in refusal, refusal
-    cluster.kubectl("label", "namespace", other, "elasticscaler.io/group-replication=true")
-    eventually(lambda: create(clone) == "", timeout=20, what="a clone admitted in the opted-in namespace")
-    cluster.apply(_deployment("users", other))  # the user's own, made by the admin
-    refusal = _stderr(cluster, kc, "delete", "deployment", "users", "-n", other)
+    # a clone: admitted where the namespace opted in (its Role), forbidden by RBAC elsewhere
+    assert create(_deployment("clone-g0", ns, owner="ResourceScalingGroup")) == ""
+    refusal = create(_deployment("clone-g0", other, owner="ResourceScalingGroup"))
+    assert "forbidden" in refusal and "cannot create resource \"deployments\"" in refusal, refusal
+    cluster.apply(_deployment("users", ns))  # the user's own, made by the admin
+    refusal = _stderr(cluster, kc, "delete", "deployment", "users", "-n", ns)
     assert "may delete a Deployment only when a ResourceScalingGroup controls it" in refusal, refusal
-    assert _stderr(cluster, kc, "delete", "deployment", "clone-g0", "-n", other) == ""
+    assert _stderr(cluster, kc, "delete", "deployment", "clone-g0", "-n", ns) == ""
 
     # HPAs: only companions
     refusal = create(_hpa("forged", ns, owned=False))
@@ -166,9 +182,9 @@ def test_a_manager_under_the_policy_replicates_groups_only_where_the_namespace_o
     cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager],
 ) -> None:
     """The real manager as the ServiceAccount ``escaler-manager`` (its TokenRequest token) with the
-    shipped ClusterRole: GroupReplication in a
-    namespace that has not opted in is refused by the API server and the RSG says why; once the
-    namespace is labelled the clones appear; a companion HPA is admitted."""
+    shipped ClusterRole, under the policy: GroupReplication in a namespace that has not opted in is
+    refused by the API server and the RSG says why; once the namespace's Role is bound the clones
+    appear (the policy admits them); a companion HPA is admitted."""
     ns, other = namespace, f"{namespace}-other"
     _bind_shipped_role(cluster, ns, other)
     cluster.apply(_policy(ns, other))
@@ -184,12 +200,12 @@ def test_a_manager_under_the_policy_replicates_groups_only_where_the_namespace_o
 
     def says_why() -> str:
         conds = (get_rsg(cluster, other, "pd").get("status") or {}).get("conditions") or []
-        return next((c["message"] for c in conds if "group-replication=true" in c.get("message", "")), "")
+        return next((c["message"] for c in conds if "has not opted in" in c.get("message", "")), "")
 
     message = eventually(says_why, timeout=60, what=f"the RSG to report the refusal; log:\n{m.output(3000)}")
-    assert f"namespace {other} is not" in message, message
+    assert f"namespace {other} has not opted in to GroupReplication" in message, message
     assert clones(cluster, other) == []
-    cluster.kubectl("label", "namespace", other, "elasticscaler.io/group-replication=true")
+    _opt_in(cluster, other, ns)
     eventually(lambda: clones(cluster, other) == ["prefill-g0", "prefill-g1"], timeout=60,
                what=f"the clones once the namespace opted in; log:\n{m.output(3000)}")
 

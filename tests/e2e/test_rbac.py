@@ -10,6 +10,10 @@ companion HPA, scale a Deployment from an LLMScaler's Prometheus query, write st
 and never be refused: no 403 in the audit log for its
 user, and no "forbidden" in its log. A rule missing from the manifest fails this test; a rule too
 many is caught by review of the manifest, each rule being explained in docs/security.md.
+
+GroupReplication is a per-namespace opt-in (issue 27 item 3): bound to the shipped ClusterRole
+only, a manager creates no clone (``Ready=False/CloneWriteFailed`` says the namespace has not opted
+in); once ``manifests/rbac/group-replication.yaml``'s Role is bound in the namespace, it clones.
 """
 
 from __future__ import annotations
@@ -53,11 +57,11 @@ QUEUE_METRIC_RULE = {"apiGroups": ["external.metrics.k8s.io"], "resources": ["qu
                      "verbs": ["get", "list"]}
 
 
-def _manifests() -> list[dict[str, Any]]:
+def _manifests(names: tuple[str, ...] = ("manager.yaml", "bearer-tokens.yaml")) -> list[dict[str, Any]]:
     """The shipped Roles and ClusterRoles (their bindings name the in-cluster ServiceAccount; this
     test binds the same roles to its own user instead)."""
     docs = []
-    for name in ("manager.yaml", "bearer-tokens.yaml"):
+    for name in names:
         docs += [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac" / name).read_text())
                  if d and d["kind"] in ("ClusterRole", "Role")]
     for doc in docs:
@@ -66,10 +70,12 @@ def _manifests() -> list[dict[str, Any]]:
     return docs
 
 
-def _bind(cluster: Cluster, ns: str, group: str = GROUP) -> None:
-    """The shipped roles, bound to the manager's ``group``: the ClusterRole cluster-wide, the Roles in
-    ``ns`` (the manager's namespace, and here also the namespace using bearer-token Secrets)."""
-    docs = _manifests()
+def _bind(cluster: Cluster, ns: str, names: tuple[str, ...] = ("manager.yaml", "bearer-tokens.yaml"),
+          group: str = GROUP) -> None:
+    """The shipped roles of ``names``, bound to the manager's ``group``: the ClusterRole cluster-wide,
+    the Roles in ``ns`` (the manager's namespace, and here also the namespace using bearer-token
+    Secrets)."""
+    docs = _manifests(names)
     objs: list[dict[str, Any]] = []
     for doc in docs:
         role = copy.deepcopy(doc)
@@ -176,3 +182,35 @@ def test_a_companion_hpa_reads_no_metric_the_manager_may_not(
                what=f"the granted scaler's companion HPA; log:\n{m.output()}")
     hold(lambda: companions() == ["horizontalpodautoscaler.autoscaling/g-hpa"], seconds=5,
          what="no companion HPA for the metric the manager may not read")
+
+
+def test_group_replication_needs_the_namespace_opt_in(cluster: Cluster, namespace: str, tmp_path: Path,
+                                                      managers: list[Manager]) -> None:
+    # a user and group of its own: the first test counts its user's 403s in the shared audit log,
+    # and this one's manager is refused on purpose
+    ns, user, group = namespace, "escaler-rbac-optin", "escaler:managers-optin"
+    _bind(cluster, ns, ("manager.yaml",), group=group)
+    m = start_manager(cluster, tmp_path, user=user, groups=(group,), namespace=ns, api=False)
+    managers.append(m)
+    apply(cluster, ns, deployment("llm", 0))
+    apply(cluster, ns, {"apiVersion": "autoscaling.openfuyao.com/v1alpha1", "kind": "ResourceScalingGroup",
+                        "metadata": {"name": "g"},
+                        "spec": {"strategy": "GroupReplication", "replicas": 1, "members": [
+                            {"name": "llm", "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                                                          "name": "llm"}}]}})
+
+    def ready() -> tuple[str, str]:
+        obj = json.loads(cluster.kubectl("get", "rsg", "g", "-n", ns, "-o", "json"))
+        c = next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        return c.get("reason", ""), c.get("message", "")
+
+    _, message = eventually(lambda: ready() if ready()[0] == "CloneWriteFailed" else None, timeout=40,
+                                 what=f"the refusal; log:\n{m.output()}")
+    assert f"namespace {ns} has not opted in to GroupReplication" in message, message
+    assert "manifests/rbac/group-replication.yaml" in message and "forbidden" in message.lower(), message
+    assert not cluster.kubectl("get", "deployment", "llm-g0", "-n", ns, check=False).strip()
+
+    _bind(cluster, ns, ("group-replication.yaml",), group=group)
+    eventually(lambda: cluster.kubectl("get", "deployment", "llm-g0", "-n", ns, "-o", "name",
+                                       check=False).strip(),
+               timeout=40, what=f"the clone once the namespace opted in; log:\n{m.output()}")

@@ -14,7 +14,11 @@ at once.
 * GroupReplication scale-down removes the least-loaded group per the fake Prometheus, and
   deleting the RSG garbage-collects its clones (kube-controller-manager's garbage collector);
 * a member write refused by a ValidatingAdmissionPolicy leaves ``Ready=False/MemberWriteFailed``
-  and the member's message naming it and the refusal, and recovers once the policy is lifted.
+  and the member's message naming it and the refusal, and recovers once the policy is lifted;
+* GroupReplication is bounded (issue 27 item 3): 40 groups are created in passes of at most 16
+  clone creates (counted in the audit log, a pass ending at the RSG's status write), a member whose
+  clone would exceed 256 KiB is refused with ``TemplateTooLarge``, and ``--max-clones-per-namespace``
+  stops every RSG of a namespace together at the limit with ``CloneLimitReached``.
 
 Latencies are printed (``[rsg]`` lines).
 """
@@ -30,7 +34,7 @@ from typing import Any
 import pytest
 
 from .conftest import ROOT, Cluster, eventually, wait_synced
-from .es_helpers import Manager, apply, deployment, replicas, start_manager
+from .es_helpers import AuditLog, Manager, apply, deployment, hold, replicas, start_manager
 
 pytestmark = pytest.mark.e2e
 
@@ -327,3 +331,101 @@ def test_a_refused_member_write_is_reported_and_recovers(cluster: Cluster, names
     print(f"[rsg] refusal lifted -> decode written and Ready=True in {time.monotonic() - t0:.2f}s")
     assert all("message" not in r for r in obj["status"]["members"])
     assert manager.alive(), manager.output()
+
+
+# --- issue 27, item 3: GroupReplication as an amplifier -----------------------------------------
+
+# the manager's defaults (escaler.reconcilers.rsg.limits), as a user runs it
+WRITES_PER_SYNC = 16
+TEMPLATE_BYTES = 256 * 1024
+
+
+def _create(cluster: Cluster, ns: str, obj: dict[str, Any]) -> None:
+    """``kubectl create``: a large object has no room for apply's last-applied annotation."""
+    cluster.kubectl("create", "-n", ns, "-f", "-", input=json.dumps(obj))
+
+
+def _passes(cluster: Cluster, ns: str, user: str, since: int) -> list[int]:
+    """The manager's clone creates in ``ns`` grouped by pass: a pass ends at its RSG status write."""
+    runs, current = [], 0
+    for ev in AuditLog.of(cluster).writes(users=user, namespace=ns, since=since):
+        ref = ev["objectRef"]
+        if ref.get("resource") == "deployments" and ev["verb"] == "create" and not ref.get("subresource"):
+            current += 1
+        elif ref.get("resource") == "resourcescalinggroups" and ref.get("subresource") == "status":
+            runs.append(current)
+            current = 0
+    return [n for n in [*runs, current] if n]
+
+
+def test_group_replication_creates_in_passes_of_at_most_the_bound(cluster: Cluster, namespace: str,
+                                                                   manager: Manager) -> None:
+    """Issue 27 item 3 with the manager's defaults: 40 groups are created 16 clones per pass at most
+    (before the bound, one reconcile created all 40)."""
+    ns, groups = namespace, 40
+    audit = AuditLog.of(cluster)
+    apply(cluster, ns, deployment("small", 0, cpu="1m"))
+    since = audit.offset()
+    t0 = time.monotonic()
+    apply(cluster, ns, rsg("many", [member("small", "small", 1)], replicas=groups,
+                           strategy="GroupReplication"))
+    want = sorted(f"small-g{i}" for i in range(groups))
+    eventually(lambda: clones(cluster, ns) == want, timeout=90, interval=0.5, what=f"{groups} clones")
+    print(f"\n[rsg] {groups} groups created in {time.monotonic() - t0:.2f}s")
+    wait_rsg(cluster, ns, "many", lambda o: (o.get("status") or {}).get("replicas") == groups,
+             "status.replicas", manager)
+    passes = _passes(cluster, ns, manager.user, since)
+    print(f"[rsg] clone creates per pass: {passes}")
+    assert sum(passes) == groups, f"each clone created once: {passes}"
+    assert max(passes) <= WRITES_PER_SYNC, f"a pass created {max(passes)} clones (bound {WRITES_PER_SYNC})"
+    assert len(passes) >= 3, passes
+
+
+def test_group_replication_refuses_an_oversized_template(cluster: Cluster, namespace: str,
+                                                         manager: Manager) -> None:
+    """With the manager's defaults, a member whose clone would exceed 256 KiB is refused
+    (TemplateTooLarge naming the member and the rule) and nothing of it is created (before the
+    limit, the 296 KiB template was cloned)."""
+    ns = namespace
+    huge = deployment("huge", 0, cpu="1m")
+    huge["spec"]["template"]["spec"]["containers"][0]["args"] = ["x" * (TEMPLATE_BYTES + 40 * 1024)]
+    _create(cluster, ns, huge)
+    apply(cluster, ns, rsg("big", [member("huge", "huge", 1)], replicas=2, strategy="GroupReplication"))
+    obj = wait_rsg(cluster, ns, "big", lambda o: cond(o, "Ready")[1] in ("TemplateTooLarge", "AllGroupsReady",
+                                                                         "GroupsNotReady"),
+                   "the oversized template refused", manager)
+    status, reason, message = cond(obj, "Ready")
+    assert (status, reason) == ("False", "TemplateTooLarge"), (status, reason, message)
+    assert message.startswith("spec.members[0] (huge): Deployment"), message
+    assert f"above the {TEMPLATE_BYTES} bytes" in message and "--max-clone-template-bytes" in message
+    assert not [n for n in clones(cluster, ns) if n.startswith("huge-")], "nothing of it created"
+
+
+def test_group_replication_stops_at_the_namespace_bound(cluster: Cluster, namespace: str, lws_crd: None,
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``--max-clones-per-namespace=6``: an RSG of 5 groups of 2 members gets 3 groups, a second
+    RSG of the namespace none; both say CloneLimitReached naming spec.replicas and the limit, and the
+    namespace never holds more than 6 clones."""
+    ns = namespace
+    m = start_manager(cluster, tmp_path_factory.mktemp("rsg-cap"), user="escaler-rsg-cap", api=False,
+                      namespace=ns, extra_args=["--max-clones-per-namespace=6"])
+    wait_synced(m.proc, m.log)
+    try:
+        apply(cluster, ns, deployment("prefill", 0, cpu="1m"))
+        apply(cluster, ns, deployment("decode", 0, cpu="1m"))
+        apply(cluster, ns, rsg("pd", [member("prefill", "prefill", 1), member("decode", "decode", 1)],
+                               replicas=5, strategy="GroupReplication"))
+        obj = wait_rsg(cluster, ns, "pd", lambda o: cond(o, "Ready")[1] == "CloneLimitReached", "refused", m)
+        message = cond(obj, "Ready")[2]
+        assert message.startswith("spec.replicas: 5 groups of 2 members need 10 clones"), message
+        assert "at most 6 clones" in message and "--max-clones-per-namespace" in message
+        assert "3 groups exist, the other 2 are refused" in message, message
+        apply(cluster, ns, rsg("more", [member("other", "prefill", 1)], replicas=2,
+                               strategy="GroupReplication"))
+        obj = wait_rsg(cluster, ns, "more", lambda o: cond(o, "Ready")[1] == "CloneLimitReached", "refused",
+                       m)
+        assert "0 groups exist, the other 2 are refused" in cond(obj, "Ready")[2]
+        hold(lambda: len(clones(cluster, ns)) == 6, 5, what="6 clones in the namespace, never more")
+        assert (get_rsg(cluster, ns, "pd").get("status") or {}).get("replicas") == 3
+    finally:
+        m.stop()

@@ -5,8 +5,8 @@ and LeaderWorkerSet resources), with ``setup_elasticscaler`` (for cross-kind con
 ``setup_rsg`` wired to the fakes: the real ``default_registry`` handlers reading from the
 reconciler's watch caches, a ``RecordingClient`` that records every workload write in order, and
 the ranking queries answered by ``query`` (or ``loads``/``query_error`` set by the test) on an
-``InlineExecutor`` unless ``outbound`` is given. ``start()`` runs the informers; tests call
-``reconcile(name)`` (deterministic: no worker threads).
+``InlineExecutor`` unless ``outbound`` is given, and GroupReplication's ``limits``. ``start()``
+runs the informers; tests call ``reconcile(name)`` (deterministic: no worker threads).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from escaler.informers.factory import ResourceKey
 from escaler.kube.discovery import ResourceMapping
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.reconcilers.rsg import RSGController, setup_rsg
+from escaler.reconcilers.rsg.limits import ReplicationLimits
 from escaler.reconcilers.rsg.members import NOT_SYNCED_RETRY_SECONDS
-from escaler.reconcilers.rsg.replication import CLONES_LISTING_RETRY_SECONDS
+from escaler.reconcilers.rsg.replication import AWAITING_RETRY_SECONDS, CLONES_LISTING_RETRY_SECONDS
 from escaler.runtime import Manager, Request, Result
 from escaler.runtime.executor import InlineExecutor
 from escaler.targets.registry import default_registry
@@ -90,7 +91,7 @@ def rsg(name: str, members: list[tuple[str, str, int]], *, replicas: int = 1,
 class RSGHarness:
     """See the module docstring."""
 
-    def __init__(self, *, outbound: Any = None) -> None:
+    def __init__(self, *, outbound: Any = None, limits: ReplicationLimits | None = None) -> None:
         self.cluster = Cluster(RSG_MAPPINGS)
         self.client = self.cluster.client = RecordingClient(self.cluster)
         self.clock = FakeClock()
@@ -105,7 +106,8 @@ class RSGHarness:
         self.es = es
         self.rsg: RSGController = setup_rsg(
             self.mgr, bindings=es.bindings, client=self.client,
-            outbound=outbound if outbound is not None else InlineExecutor(self.clock), query=self._query)
+            outbound=outbound if outbound is not None else InlineExecutor(self.clock), query=self._query,
+            limits=limits)
         self.reconciler = self.rsg.reconciler
         self._stop = threading.Event()
 
@@ -161,6 +163,10 @@ class RSGHarness:
             self.sync_caches()
             result = self.reconciler.reconcile(Request(NS, name))
             listing = (NOT_SYNCED_RETRY_SECONDS, CLONES_LISTING_RETRY_SECONDS)
+            if result.requeue_after == AWAITING_RETRY_SECONDS:  # the clone events are on their way
+                wait_until(lambda: self.reconciler.ledger.awaiting(NS, f"{NS}/{name}", ()) == 0,
+                           what="created clones observed")
+                continue
             if self._listing() or result.requeue_after in listing:
                 wait_until(lambda: not self._listing(), what="dynamic informers listed")
                 continue

@@ -128,3 +128,18 @@ def test_concurrent_register_and_release(fake: FakeAPI, dyn: DynamicInformers) -
     assert not errors
     assert dyn.active_keys() == [] and dyn.refcount(WEB) == 0
     fake.wait_for(lambda: fake.open_watches == 0)
+
+
+def test_lists_in_pages_of_the_page_size() -> None:
+    # a relist holds one page of untransformed objects: the manager asks for small pages
+    fake = FakeAPI([make_obj(f"p{i}", labels={"app": "web"}) for i in range(5)])
+    d = DynamicInformers(fake.for_key, clock=FakeClock(), page_size=2)
+    try:
+        reg = d.register(WEB, RecordingHandler())
+        fake.wait_for(lambda: fake.open_watches == 1)
+        assert len(reg.informer.store.list()) == 5
+        assert fake.list_calls == 3, "5 objects in pages of 2"
+    finally:
+        d.stop_all()
+    with pytest.raises(ValueError, match="page_size"):
+        DynamicInformers(fake.for_key, page_size=0)

@@ -29,7 +29,9 @@ with ``spec.replicas``), purely from data:
 * ``spec.replicas`` = the member's ``replicasPerGroup``.
 
 ``group_of(obj)`` reads a clone's group index back from its label (None when absent or malformed);
-``owned_by(obj, uid)`` says whether an object is controlled by the RSG of that uid.
+``owned_by(obj, uid)`` says whether an object is controlled by the RSG of that uid; ``is_clone(obj)``
+whether it is a clone at all (the rsg and group labels and a controller ownerReference to a
+ResourceScalingGroup).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ __all__ = [
     "clone_of",
     "group_of",
     "group_selector",
+    "is_clone",
     "owned_by",
 ]
 
@@ -142,3 +145,18 @@ def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
     return any(isinstance(r, Mapping) and r.get("controller") is True and r.get("uid") == uid
                for r in refs or ())
+
+
+def is_clone(obj: Mapping[str, Any]) -> bool:
+    """True when ``obj`` carries the rsg and group labels and is controlled by a ResourceScalingGroup."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return False
+    labels = meta.get("labels")
+    if not isinstance(labels, Mapping) or RSG_LABEL not in labels or GROUP_LABEL not in labels:
+        return False
+    group = ResourceScalingGroup.API_VERSION.split("/")[0] + "/"
+    return any(isinstance(r, Mapping) and r.get("controller") is True
+               and r.get("kind") == ResourceScalingGroup.KIND
+               and str(r.get("apiVersion") or "").startswith(group)
+               for r in meta.get("ownerReferences") or ())

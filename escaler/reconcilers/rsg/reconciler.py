@@ -39,6 +39,8 @@ from escaler.reconcilers.rsg.backoff import WriteBackoff
 from escaler.reconcilers.rsg.claims import member_targets
 from escaler.reconcilers.rsg.context import SCALE_DOWN_RANKING, Outcome, RSGSync
 from escaler.reconcilers.rsg.inplace import InplaceSync
+from escaler.reconcilers.rsg.ledger import CloneLedger
+from escaler.reconcilers.rsg.limits import ReplicationLimits
 from escaler.reconcilers.rsg.members import INVALID_SPEC, Interests, MemberReader
 from escaler.reconcilers.rsg.ranking import GroupRanker
 from escaler.reconcilers.rsg.replication import ReplicationSync
@@ -73,6 +75,11 @@ class RSGDeps:
     # the manager's write fence (anything with is_set()); None = always allowed
     can_write: WriteGate | None = None
     backoff: WriteBackoff | None = None
+    # GroupReplication's bounds (per sync, per namespace, per clone); None = the defaults
+    limits: ReplicationLimits | None = None
+    # GroupReplication's create expectations and namespace reservations (``watches`` feeds it
+    # through ``replication.clone_observer``); None = a new one of ``limits.clones_per_namespace``
+    ledger: CloneLedger | None = None
 
 
 class RSGReconciler:
@@ -91,8 +98,12 @@ class RSGReconciler:
         self.backoff = deps.backoff if deps.backoff is not None else WriteBackoff()
         # one helper per strategy (each module's docstring states its contract)
         self._inplace = InplaceSync(self._may_write, self.backoff)
+        limits = deps.limits if deps.limits is not None else ReplicationLimits()
+        # GroupReplication creates not in the caches yet, and the per-namespace bound (every RSG shares it)
+        self.ledger = deps.ledger if deps.ledger is not None else CloneLedger(limits.clones_per_namespace,
+                                                                              deps.clock)
         self._replication = ReplicationSync(deps.client, self._reader, self.interests, deps.ranker,
-                                            self._may_write, self.backoff)
+                                            self._may_write, self.backoff, limits, self.ledger)
 
     def reconcile(self, req: Request) -> Result:
         obj = self._d.rsgs.get_by_key(str(req))

@@ -14,18 +14,34 @@ One sync:
    flight the sync writes nothing) or, without a query or when it fails, highest index first; the
    ``ScaleDownRanking`` condition says which (True/LeastLoaded with the loads, True/HighestIndexFirst
    without a query, False/QueryFailed with the error);
-3. writes, in order: delete every clone of each removed group (background propagation, with the
-   clone's uid as precondition); in each kept group create a missing member clone and bring a clone
-   whose replicas drifted back to ``replicasPerGroup`` (through ``/scale``); then create the missing
-   groups, lowest free index first, each member in list order. The first failure stops the sequence,
-   is recorded (``Ready=False/CloneWriteFailed`` naming the clone and the API error, a Warning event)
-   and retried after ``WriteBackoff``; a name taken by an object this RSG does not control is
-   ``Ready=False/CloneNameTaken``.
+3. waits (writes nothing) while a clone it created is not in the caches yet (``ledger.CloneLedger``
+   expectations: the clone's watch event wakes it), so a lagging cache never makes it create twice;
+4. writes, in order, at most ``ReplicationLimits.writes_per_sync`` clone creates plus deletes
+   (``limits``): delete every clone of each removed group (background propagation, with the clone's
+   uid as precondition); bring a clone of a kept group whose replicas drifted back to
+   ``replicasPerGroup`` (through ``/scale``); create the missing member clones of kept groups, then
+   the missing groups, lowest free index first, each member in list order (a new group is never
+   split across passes). What the bound leaves is done by the next pass, requeued within
+   ``PROGRESS_REQUEUE_SECONDS``: ``Ready=False/Progressing`` says how far it got ("created 16 of
+   1024 groups; continuing ..."). Before creating, every member to clone is checked: a clone larger
+   than ``template_bytes`` (JSON) is ``Ready=False/TemplateTooLarge`` and a member that is itself a
+   clone (its cached copy has no template, ``clonecache``) is ``Ready=False/InvalidSpec``; nothing
+   is created then. The creates are reserved in the namespace's ledger: beyond
+   ``clones_per_namespace`` clones of every RSG of the namespace, the excess groups are refused,
+   ``Ready=False/CloneLimitReached`` naming ``spec.replicas`` and the limit (looked at again every
+   ``LIMIT_RECHECK_SECONDS``). The first failed write stops the sequence, is recorded
+   (``Ready=False/CloneWriteFailed`` naming the clone and the API error, a Warning event) and retried
+   after ``WriteBackoff`` (a 403 on a create says the namespace has not opted in: the manager's
+   ClusterRole grants no workload creation, a Role per namespace does); a name taken by an object
+   this RSG does not control is ``Ready=False/CloneNameTaken``.
 
 Status: ``replicas`` = groups that exist after the writes, ``readyReplicas`` = groups whose every
 member clone exists with ``replicasPerGroup`` replicas all ready, ``selector`` =
 ``autoscaling.openfuyao.com/rsg=<name>`` (every clone pod of every group), ``groups`` = one row per
 group with a row per member clone, ``members`` = one row per member: replicas summed over its clones.
+
+The clone caches hold clones without their templates (``clonecache.slim_clone``): nothing here
+reads a clone's template.
 
 Limitation: a clone is a copy of its template at creation. A later change of the template (a new
 image) reaches groups created after it, not existing ones.
@@ -33,8 +49,9 @@ image) reaches groups created after it, not existing ones.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,17 +68,30 @@ from escaler.reconcilers.rsg.clones import (
     clone_of,
     group_of,
     group_selector,
+    is_clone,
     owned_by,
 )
 from escaler.reconcilers.rsg.context import READY, SCALE_DOWN_RANKING, CondSpec, EventSpec, Outcome, RSGSync
-from escaler.reconcilers.rsg.members import Interests, Member, MemberReader
+from escaler.reconcilers.rsg.ledger import CloneId, CloneLedger, Reservation
+from escaler.reconcilers.rsg.limits import ReplicationLimits
+from escaler.reconcilers.rsg.members import INVALID_SPEC, Interests, Member, MemberReader
 from escaler.reconcilers.rsg.ranking import PENDING, GroupRanker, Loads
 from escaler.scaling.rsg import groups_to_remove, indices_to_create
 
-__all__ = ["CLONE_NAME_TAKEN", "CLONE_WRITE_FAILED", "ReplicationSync", "clone_key"]
+__all__ = ["CLONE_LIMIT_REACHED", "CLONE_NAME_TAKEN", "CLONE_WRITE_FAILED", "PROGRESSING",
+           "TEMPLATE_TOO_LARGE", "ReplicationSync", "clone_key", "clone_observer"]
 
 CLONE_WRITE_FAILED = "CloneWriteFailed"
 CLONE_NAME_TAKEN = "CloneNameTaken"
+CLONE_LIMIT_REACHED = "CloneLimitReached"
+TEMPLATE_TOO_LARGE = "TemplateTooLarge"
+PROGRESSING = "Progressing"
+# a sync that stopped at the per-sync bound is continued this soon
+PROGRESS_REQUEUE_SECONDS = 0.2
+# while a created clone is not in the caches yet (its watch event wakes the RSG anyway)
+AWAITING_RETRY_SECONDS = 0.3
+# an RSG refused by the per-namespace bound looks again this often (another RSG may free clones)
+LIMIT_RECHECK_SECONDS = 30.0
 ALL_READY = "AllGroupsReady"
 NOT_READY = "GroupsNotReady"
 # a create that met a clone still being deleted is retried this soon
@@ -79,6 +109,17 @@ def clone_key(m: Member) -> ResourceKey:
     """The clone cache of ``m``'s kind in the RSG's namespace: every RSG's clones of that kind there."""
     return ResourceKey(m.key.group, m.key.version, m.key.resource, namespace=m.key.namespace,
                        label_selector=RSG_LABEL)
+
+
+def clone_observer(ledger: CloneLedger) -> Callable[[ResourceKey, Mapping[str, Any]], None]:
+    """The ``WatchIndex`` observer: an event of a clone cache shows a clone, no longer awaited."""
+
+    def observe(key: ResourceKey, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata")
+        if key.label_selector == RSG_LABEL and isinstance(meta, Mapping):
+            ledger.observe(key.namespace, (_resource_id(key), str(meta.get("name"))))
+
+    return observe
 
 
 def _count(obj: Mapping[str, Any], *path: str) -> int:
@@ -101,13 +142,24 @@ class _Plan:
     # the failure that stopped the writes: (reason, message)
     failure: tuple[str, str] | None = None
     retry_soon: bool = False
+    # every clone of every RSG in the namespace the caches show
+    seen: frozenset[CloneId] = frozenset()
+    # clone creates + deletes this sync may still make
+    budget: int = 0
+    created_clones: int = 0
+    deleted_clones: int = 0
+    # the per-sync bound stopped the writes: the next pass continues
+    more: bool = False
+    # the per-namespace bound refused creates: clones counted in the namespace when refused
+    capped: int | None = None
 
 
 class ReplicationSync:
     """See the module docstring."""
 
     def __init__(self, client: KubeClient, reader: MemberReader, interests: Interests, ranker: GroupRanker,
-                 may_write: Callable[[], bool], backoff: WriteBackoff) -> None:
+                 may_write: Callable[[], bool], backoff: WriteBackoff, limits: ReplicationLimits,
+                 ledger: CloneLedger) -> None:
         # creates and deletes clones (fenced by the manager's client); fixed
         self._client = client
         # member templates from their caches; fixed
@@ -120,12 +172,19 @@ class ReplicationSync:
         self._may_write = may_write
         # consecutive failed syncs per RSG (shared with the reconciler); fixed
         self._backoff = backoff
+        # writes per sync, clones per namespace, bytes per clone; fixed
+        self._limits = limits
+        # creates not in the caches yet, and the per-namespace reservations; fixed
+        self._ledger = ledger
 
     def sync(self, s: RSGSync, members: list[Member]) -> Outcome:
         clones = self._clones(s, members)
         if clones is None:
             return Outcome.quiet(CLONES_LISTING_RETRY_SECONDS)
-        plan = _Plan(clones, {i for (_, i) in clones})
+        seen = self._namespace_clones(s.rsg.namespace)
+        if self._ledger.awaiting(s.rsg.namespace, str(s.req), seen):
+            return Outcome.quiet(AWAITING_RETRY_SECONDS)
+        plan = _Plan(clones, {i for (_, i) in clones}, seen=seen, budget=self._limits.writes_per_sync)
         desired = s.rsg.spec.replicas
         if len(plan.present) > desired:
             ranked = self._rank(s, plan, desired)
@@ -161,6 +220,17 @@ class ReplicationSync:
             for m in members:  # watched by name: a clone's changes wake this RSG, created or not
                 self._interests.want(s, f"clone/{m.name}/{i}", clone_key(m), clone_name(m.name, i))
         return out
+
+    def _namespace_clones(self, namespace: str) -> frozenset[CloneId]:
+        """Every clone of every RSG in ``namespace`` in the clone caches held for it (any kind)."""
+        watches, out = self._interests.watches, set()
+        for key in list(watches.keys()):
+            if key.namespace != namespace or key.label_selector != RSG_LABEL:
+                continue
+            for obj in watches.listed(key) or ():
+                if is_clone(obj):
+                    out.add((_resource_id(key), str((obj.get("metadata") or {}).get("name"))))
+        return frozenset(out)
 
     def _rank(self, s: RSGSync, plan: _Plan, desired: int) -> object:
         sd = s.rsg.spec.scale_down
@@ -199,8 +269,16 @@ class ReplicationSync:
     def _write(self, s: RSGSync, members: list[Member], plan: _Plan) -> None:
         for i in plan.removed:
             for m in reversed(members):
-                obj = plan.clones.pop((m.name, i), None)
-                if obj is not None and not self._delete(s, m, obj, plan):
+                obj = plan.clones.get((m.name, i))
+                if obj is None:
+                    continue
+                if plan.budget <= 0:
+                    plan.more = True
+                    return
+                del plan.clones[(m.name, i)]
+                plan.budget -= 1
+                plan.deleted_clones += 1
+                if not self._delete(s, m, obj, plan):
                     return
             plan.present.discard(i)
             plan.events.append(EventSpec("Normal", "DeletedGroup", "DeleteGroup", f"deleted group {i}"))
@@ -208,13 +286,61 @@ class ReplicationSync:
             for m in members:
                 if not self._repair(s, m, i, plan):
                     return
-        for i in indices_to_create(plan.present, s.rsg.spec.replicas):
-            for m in members:
-                if (m.name, i) not in plan.clones and not self._create(s, m, i, plan):
-                    return
-            plan.present.add(i)
-            plan.created.append(i)
-            plan.events.append(EventSpec("Normal", "CreatedGroup", "CreateGroup", f"created group {i}"))
+        self._create_missing(s, members, plan)
+
+    def _create_missing(self, s: RSGSync, members: list[Member], plan: _Plan) -> None:
+        """Missing clones of kept groups, then new groups: within the per-sync and namespace bounds."""
+        units: list[list[tuple[Member, int]]] = [[(m, i)] for i in sorted(plan.present) for m in members
+                                                 if (m.name, i) not in plan.clones]
+        units += [[(m, i) for m in members] for i in indices_to_create(plan.present, s.rsg.spec.replicas)]
+        if not units:
+            return
+        if plan.budget <= 0:
+            plan.more = True
+            return
+        batch = _take(units, plan.budget, at_least_one=True)
+        plan.more = len(batch) < len(units)
+        if not self._clonable(s, {m.name: m for unit in batch for m, _ in unit}.values(), plan):
+            plan.more = False
+            return
+        ns = s.rsg.namespace
+        with self._ledger.reserve(ns, str(s.req), plan.seen, sum(len(u) for u in batch)) as r:
+            granted = _take(batch, r.granted, at_least_one=False)
+            if len(granted) < len(batch):
+                plan.capped, plan.more = r.used, False
+            for unit in granted:
+                for m, i in unit:
+                    if not self._create(s, m, i, plan, r):
+                        return
+                i = unit[0][1]
+                if i not in plan.present:
+                    plan.present.add(i)
+                    plan.created.append(i)
+                    plan.events.append(EventSpec("Normal", "CreatedGroup", "CreateGroup",
+                                                 f"created group {i}"))
+
+    def _clonable(self, s: RSGSync, members: Iterable[Member], plan: _Plan) -> bool:
+        """Every member to clone has a template that is not a clone and makes a clone within the size."""
+        limit = self._limits.template_bytes
+        for m in members:
+            template = self._reader.template(s, m)
+            if template is None:
+                continue  # _create reports it
+            where = f"{m.field()}: {m.describe(s.rsg.namespace)}"
+            if is_clone(template):
+                plan.failure = (INVALID_SPEC, f"{where} is itself a clone of a ResourceScalingGroup; "
+                                              "name the original workload as the member")
+                return False
+            size = len(json.dumps(clone_of(thaw(template), s.rsg, m.name, 0, m.per_group),
+                                  separators=(",", ":")))
+            if size > limit:
+                message = (f"{where} makes clones of {size} bytes (JSON), above the {limit} bytes a "
+                           "GroupReplication clone may be (the manager's --max-clone-template-bytes); "
+                           "no clone is created")
+                plan.failure = (TEMPLATE_TOO_LARGE, message)
+                plan.events.append(EventSpec("Warning", TEMPLATE_TOO_LARGE, "CreateGroup", message))
+                return False
+        return True
 
     def _delete(self, s: RSGSync, m: Member, obj: FrozenDict, plan: _Plan) -> bool:
         meta = obj.get("metadata") or {}
@@ -231,9 +357,10 @@ class ReplicationSync:
         return True
 
     def _repair(self, s: RSGSync, m: Member, i: int, plan: _Plan) -> bool:
+        """A kept clone whose replicas drifted, back to ``replicasPerGroup`` (missing: _create_missing)."""
         obj = plan.clones.get((m.name, i))
         if obj is None:
-            return self._create(s, m, i, plan)
+            return True
         if _count(obj, "spec", "replicas") == m.per_group:
             return True
         name = clone_name(m.name, i)
@@ -250,7 +377,7 @@ class ReplicationSync:
             return self._failed(s, m, what, err, plan)
         return True
 
-    def _create(self, s: RSGSync, m: Member, i: int, plan: _Plan) -> bool:
+    def _create(self, s: RSGSync, m: Member, i: int, plan: _Plan, reservation: Reservation) -> bool:
         template = self._reader.template(s, m)
         name = clone_name(m.name, i)
         if template is None:
@@ -261,9 +388,16 @@ class ReplicationSync:
         except StatusError as err:
             if err.code == 409:
                 return self._taken(s, m, name, plan)
-            return self._failed(s, m, f"creating {m.describe(s.rsg.namespace, name)}", err, plan)
+            what = f"creating {m.describe(s.rsg.namespace, name)}"
+            if err.code == 403:
+                what += (f" (namespace {s.rsg.namespace} has not opted in to GroupReplication: the manager "
+                         f"may create {m.mapping.resource} only where a Role grants it, "
+                         "manifests/rbac/group-replication.yaml)")
+            return self._failed(s, m, what, err, plan)
         except (ConnectionFailure, OSError) as err:
             return self._failed(s, m, f"creating {m.describe(s.rsg.namespace, name)}", err, plan)
+        reservation.created((_resource_id(m.key), name))
+        plan.created_clones += 1
         plan.clones[(m.name, i)] = freeze(created)
         _log.info("ResourceScalingGroup %s: created %s", s.req, name)
         return True
@@ -304,6 +438,24 @@ class ReplicationSync:
             return out
         self._backoff.succeeded(s.req)
         want = s.rsg.spec.replicas
+        if plan.capped is not None:
+            limit = self._limits.clones_per_namespace
+            out.requeue_after = LIMIT_RECHECK_SECONDS
+            out.conditions.append(CondSpec(READY, "False", CLONE_LIMIT_REACHED, (
+                f"spec.replicas: {want} groups of {len(members)} members need {want * len(members)} clones, "
+                f"and namespace {s.rsg.namespace} may hold at most {limit} clones of ResourceScalingGroups "
+                f"(the manager's --max-clones-per-namespace; {plan.capped} there now): {len(plan.present)} "
+                f"groups exist, the other {max(0, want - len(plan.present))} are refused")))
+            return out
+        if plan.more:
+            out.requeue_after = PROGRESS_REQUEUE_SECONDS
+            bound = self._limits.writes_per_sync
+            done = (f"created {len(plan.present)} of {want} groups" if len(plan.present) < want else
+                    f"deleted {plan.deleted_clones} clones, {len(plan.present)} groups left for {want}")
+            out.conditions.append(CondSpec(READY, "False", PROGRESSING,
+                                           f"{done}; continuing (at most {bound} clone creates and deletes "
+                                           "per sync)"))
+            return out
         if len(plan.present) == want and ready_groups >= want:
             out.conditions.append(CondSpec(READY, "True", ALL_READY,
                                            f"{ready_groups} of {want} groups ready"))
@@ -338,6 +490,24 @@ def _group_rows(rsg: ResourceScalingGroup, members: list[Member],
         ready_groups += ready
         rows.append({"index": i, "ready": ready, "members": mrows})
     return rows, ready_groups
+
+
+def _resource_id(key: ResourceKey) -> str:
+    return f"{key.group}/{key.resource}"
+
+
+def _take(units: list[list[tuple[Member, int]]], limit: int,
+          at_least_one: bool) -> list[list[tuple[Member, int]]]:
+    """The leading units (a clone, or a whole new group) whose clones add up to at most ``limit``;
+    with ``at_least_one`` the first unit even if it alone is larger."""
+    out: list[list[tuple[Member, int]]] = []
+    total = 0
+    for unit in units:
+        if total + len(unit) > limit and not (at_least_one and not out):
+            break
+        out.append(unit)
+        total += len(unit)
+    return out
 
 
 def _join(indices: list[int]) -> str:

@@ -16,7 +16,13 @@ What it registers:
   - ``watches_source`` the outbound executor of ``scaleDown.prometheus`` queries (its completions
     enqueue the RSG);
 * the RSG kind as a claim source of the shared ``TargetBindings`` (``claims.rsg_targets``): one
-  writer per workload across ElasticScaler, LLMScaler and ResourceScalingGroup.
+  writer per workload across ElasticScaler, LLMScaler and ResourceScalingGroup;
+* ``clonecache.slim_clone`` as a transform of the manager's ``DynamicInformers``: every dynamic
+  cache (the clone caches and the namespace-wide caches of member kinds) holds clones without their
+  templates.
+
+GroupReplication's bounds (``limits.ReplicationLimits``: writes per sync, clones per namespace,
+bytes per clone) come from ``limits`` (the manager's flags; None = the defaults).
 
 The ranking queries go through ``escaler.signals.fetch`` with the manager's outbound policy:
 ``allowed_hosts`` (``--allowed-endpoint-hosts``) and ``allow_networks``
@@ -41,9 +47,13 @@ from escaler.reconcilers.managerclient import manager_client
 from escaler.reconcilers.ports import HandlerLookup, KubeClient
 from escaler.reconcilers.rsg.backoff import WriteBackoff
 from escaler.reconcilers.rsg.claims import rsg_targets
+from escaler.reconcilers.rsg.clonecache import slim_clone
 from escaler.reconcilers.rsg.clones import RSG_LABEL
+from escaler.reconcilers.rsg.ledger import CloneLedger
+from escaler.reconcilers.rsg.limits import ReplicationLimits
 from escaler.reconcilers.rsg.ranking import GroupRanker, Query, query_group_loads
 from escaler.reconcilers.rsg.reconciler import RSGDeps, RSGReconciler
+from escaler.reconcilers.rsg.replication import clone_observer
 from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
@@ -119,6 +129,7 @@ def setup_rsg(
     outbound: ExecutorSource | None = None,
     query: Query | None = None,
     backoff: WriteBackoff | None = None,
+    limits: ReplicationLimits | None = None,
 ) -> RSGController:
     """Register the ResourceScalingGroup controller on ``mgr``; see the module docstring."""
     bindings = bindings if bindings is not None else TargetBindings()
@@ -126,7 +137,11 @@ def setup_rsg(
     informer = mgr.informers.informer_for(ResourceKey(rsg_map.group, rsg_map.version, rsg_map.resource,
                                                      namespace=mgr.options.namespace))
     bindings.add_source(ResourceScalingGroup.KIND, informer, rsg_targets)
-    watches = WatchIndex(mgr.dynamic_informers)
+    # clones are cached without their templates, in every dynamic cache of their kind (clonecache)
+    mgr.dynamic_informers.add_transform(slim_clone)
+    limits = limits if limits is not None else ReplicationLimits()
+    ledger = CloneLedger(limits.clones_per_namespace, mgr.clock)
+    watches = WatchIndex(mgr.dynamic_informers, observer=clone_observer(ledger))
     writer: Any = client if client is not None else manager_client(mgr)
     if handlers is None:
         handlers = default_registry(writer, cache_get=_cache_get(mgr, watches),
@@ -138,7 +153,7 @@ def setup_rsg(
     reconciler = RSGReconciler(RSGDeps(
         rsgs=informer.store, client=writer, mapper=mgr.mapper, handlers=handlers, recorder=mgr.event_recorder,
         clock=mgr.clock, bindings=bindings, watches=watches, ranker=ranker, can_write=mgr.can_write,
-        backoff=backoff))
+        backoff=backoff, limits=limits, ledger=ledger))
     controller = _build(mgr, reconciler, bindings, watches, max_concurrent_reconciles)
     controller.watch(outbound)
     _log.info("ResourceScalingGroup controller set up")
