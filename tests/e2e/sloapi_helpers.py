@@ -177,9 +177,14 @@ def spec_of(cluster: Cluster, ns: str, plural: str, name: str) -> dict[str, Any]
     return dict(cluster.kubectl_json("get", f"{plural}.llm.escaler.io", name, "-n", ns)["spec"])
 
 
-def wait_route(api: SLOApi, route: str, present: bool = True, token: str | None = None) -> None:
+def route_path(ns: str, route: str) -> str:
+    """The SLO API path of a route: a serviceId within a namespace."""
+    return f"/config/namespaces/{ns}/{route}"
+
+
+def wait_route(api: SLOApi, ns: str, route: str, present: bool = True, token: str | None = None) -> None:
     def seen() -> bool:
-        code = api.call("GET", f"/config/{route}", token=token).status_code
+        code = api.call("GET", route_path(ns, route), token=token).status_code
         return code != 404 if present else code == 404
 
     eventually(seen, timeout=30, what=f"route {route} {'indexed' if present else 'gone'}")

@@ -1,8 +1,8 @@
 """Oversized, malformed and trickled bodies to every HTTP endpoint that takes one (issue 15, hostile
 input), against live processes on the real control plane.
 
-The endpoints: the SLO API's ``PUT /config/{route}`` (``python -m escaler slo-api``), and on one
-``python -m escaler manager`` with its webhook on: the signal push
+The endpoints: the SLO API's ``PUT /config/namespaces/{ns}/{route}`` (``python -m escaler slo-api``),
+and on one ``python -m escaler manager`` with its webhook on: the signal push
 ``POST /signal/v1/namespaces/{ns}/elasticscalers/{name}`` (with an authorized bearer token), the
 decisions route ``GET /decisions/v1/namespaces/{ns}/{serviceId}`` (with a bearer token; it reads a
 body if one is sent) and the
@@ -286,7 +286,8 @@ def _endpoints(cluster: Cluster, ns: str, api_port: int, webhook_port: int, slo:
         "object": scaler("x", "push", {"type": "SignalTrigger", "signalTrigger": {}}, minr=0, maxr=2)}})
     slo_port = int(slo.url.rsplit(":", 1)[1])
     return [
-        Endpoint("SLO API PUT /config/{route}", slo_port, False, "PUT", "/config/chat-llama", 64 * 1024, True,
+        Endpoint("SLO API PUT /config/namespaces/{ns}/{route}", slo_port, False, "PUT",
+                 f"/config/namespaces/{ns}/chat-llama", 64 * 1024, True,
                  None, b'{"highPriority": true}', frozenset({200}), False),
         Endpoint("signal push", api_port, True, "POST", f"/signal/v1/namespaces/{ns}/elasticscalers/push",
                  64 * 1024, False, token, b'{"active": true}', frozenset({202}), True),
