@@ -1,4 +1,5 @@
-"""Issue 27 item 5 on the real control plane: a ``serviceId`` is scoped by namespace.
+"""Issue 27 item 5 on the real control plane: a ``serviceId`` is scoped by namespace, in the
+manager's decisions and in the SLO API.
 
 Tenant A (``namespace``) runs an LLMSLORequirement ``serviceId: chat`` and an LLMScaler reading it
 (``customProvider.serviceId: chat``). Tenant B (a second namespace) registers the same serviceId,
@@ -15,7 +16,11 @@ and points a URL-based Custom provider at A's route on the manager. Asserted as 
   at A's route gets no decision (the manager's outbound GET carries no credentials: 401) and B's
   target is not moved by it.
 
-The manager watches every namespace (two tenants), so the test is in the serial tier.
+And the SLO API over every namespace (``--auth token``): A's owner still reads and writes A's route
+after B registers the serviceId (before: 404, since A's owner may not get B's CR), B's owner gets
+the same 404 on A's route as on a missing one, and each listing shows its own namespace's route.
+
+The manager and the SLO API watch every namespace (two tenants), so the tests are in the serial tier.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import pytest
 
 from .conftest import Cluster, eventually
 from .es_helpers import Manager, apply, cond, deployment, replicas, start_manager
+from .sloapi_helpers import SLOApi, apply_in, bind_owner, route_path, sa_token, spec_of, start_slo_api
+from .sloapi_helpers import llm_slo as sloapi_llm
 from .test_slo_engine import (
     decisions_path,
     http_base,
@@ -141,3 +148,55 @@ def test_a_tenant_registering_another_tenants_service_id_changes_nothing_for_it(
     assert replicas(cluster, b, "probe") == 1
     a_scaler = cluster.kubectl_json("get", "llmscaler", "chat", "-n", a)
     assert f"serviceId {SID}" in json.dumps(a_scaler.get("status")) and b not in json.dumps(a_scaler)
+
+
+def _read_route(api: SLOApi, ns: str, route: str, token: str) -> Any:
+    """A route as the SLO API serves it: the namespaced path, or — on a server without it (the code
+    before issue 27 item 5, run with ESCALER_E2E_SRC) — the unscoped path it had."""
+    resp = api.call("GET", route_path(ns, route), token=token)
+    if resp.status_code == 404 and "no such path" in resp.text:
+        resp = api.call("GET", f"/config/{route}", token=token)
+    return resp
+
+
+def test_the_slo_api_serves_each_tenant_its_own_route(cluster: Cluster, namespace: str, tenant_b: str,
+                                                      slo_apis: list[SLOApi], tmp_path: Path) -> None:
+    """The SLO API over every namespace (--auth token): B registers A's serviceId; A's owner still
+    reads and writes A's route (before: 404, A's owner may not get B's CR), B's owner only B's, and
+    neither answer names the other namespace or CR."""
+    a, b = namespace, tenant_b
+    apply_in(cluster, a, sloapi_llm("chat-a", SID))
+    api = start_slo_api(cluster, tmp_path, namespace="", auth="token")
+    slo_apis.append(api)
+    bind_owner(cluster, a, "owner-a")
+    owner_a = sa_token(cluster, a, "owner-a")
+    eventually(lambda: _read_route(api, a, SID, owner_a).status_code == 200, timeout=30,
+               what="A's owner reading A's route")
+    apply_in(cluster, b, sloapi_llm("chat-b", SID, highPriority=True))
+    bind_owner(cluster, b, "owner-b")
+    owner_b = sa_token(cluster, b, "owner-b")
+    # B's route indexed and B's owner allowed (listing: the same on the code before)
+    def listed_by_b() -> list[str]:
+        return [r["route"] for r in api.call("GET", "/config", token=owner_b).json().get("routes", [])]
+
+    eventually(lambda: listed_by_b() == [SID], timeout=30, what="B's owner listing B's route")
+    resp = _read_route(api, a, SID, owner_a)
+    assert resp.status_code == 200 and resp.json()["highPriority"] is False, resp.text  # before: 404
+    resp = api.call("GET", route_path(b, SID), token=owner_b)
+    assert resp.status_code == 200 and resp.json()["highPriority"] is True, resp.text
+    resp = api.call("PUT", route_path(a, SID), token=owner_a, json={"bounds": {"max": {"type": "replica",
+                                                                                         "value": 5}}})
+    assert resp.status_code == 200, resp.text
+    assert spec_of(cluster, a, "llmslorequirements", "chat-a")["bounds"]["max"]["value"] == 5
+    # B on A's route: the same 404 as a route that does not exist; nothing of A's, no write
+    stolen = api.call("PUT", route_path(a, SID), token=owner_b, json={"highPriority": True})
+    missing = api.call("PUT", route_path(a, "no-such-route"), token=owner_b, json={"highPriority": True})
+    assert stolen.status_code == missing.status_code == 404, (stolen.text, missing.text)
+    assert stolen.json()["error"]["message"] == missing.json()["error"]["message"].replace(
+        "no-such-route", SID)
+    assert "chat-a" not in stolen.text
+    assert spec_of(cluster, a, "llmslorequirements", "chat-a").get("highPriority", False) is False
+    # the listing: each owner sees its own namespace's route only
+    for token, ns in ((owner_a, a), (owner_b, b)):
+        routes = api.call("GET", "/config", token=token).json()["routes"]
+        assert [(r["namespace"], r["route"]) for r in routes] == [(ns, SID)], routes
