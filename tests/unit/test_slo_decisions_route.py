@@ -24,8 +24,9 @@ from es_fakes import NS, deployment
 from test_slo_reconciler import DEPTH_Q, JOB, LLM, OTPS_Q, TTFT_Q, Rig, job_req, llm_req
 
 from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
-from escaler.reconcilers.slo.decisions import DecisionBook, Owner, route_key
-from escaler.runtime.apiserver import ApiServer
+from escaler.reconcilers.slo.decisions import DecisionBook, Decisions, DecisionsAPI, Owner, route_key
+from escaler.runtime.apiserver import ApiError, ApiRequest, ApiServer
+from escaler.runtime.authfilter import RequestAuth
 from escaler.runtime.authn import AccessDecision, Attributes, ResourceAttributes, UserInfo
 from escaler.runtime.types import Request, Result
 
@@ -265,3 +266,14 @@ def test_a_recreated_requirement_does_not_serve_its_predecessors_decision() -> N
     assert book.served(Owner(LLM, NS, "chat", "uid-1")) is not None
     book.forget(LLM, Request(NS, "chat"))
     assert len(book) == 0
+
+
+def test_the_handler_fails_closed_without_a_reviewed_user() -> None:
+    """Registered without the server's filter (a public route by mistake), the handler refuses rather
+    than answer an unauthenticated caller."""
+
+    api = DecisionsAPI(Decisions(DecisionBook()), {}, auth=RequestAuth(Policy()))
+    request = ApiRequest("GET", route("chat"), {"namespace": NS, "serviceId": "chat"}, {}, {}, None, None)
+    with pytest.raises(ApiError) as err:
+        api.handle(request)
+    assert err.value.status == 401

@@ -247,8 +247,10 @@ class DecisionsAPI:
     def handle(self, request: ApiRequest) -> ApiResponse:
         ns, sid = request.params["namespace"], request.params["serviceId"]
         auth, user = self._auth, request.user
-        if auth is None or user is None:  # authentication off (tests, embedding)
+        if auth is None:  # the server authenticates nobody (tests, embedding)
             return self._answer(ns, sid, self.decisions.owners(ns, sid))
+        if user is None:  # fail closed: the route was registered without the server's filter
+            raise ApiError(401, "a bearer token is required (Authorization: Bearer <token>)")
         hidden = ApiError(404, f"no LLMSLORequirement or JobSLORequirement in namespace {ns} defines "
                                f"serviceId {sid}, or user {user.username!r} may not get it")
         try:
