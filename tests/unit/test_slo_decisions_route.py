@@ -24,7 +24,14 @@ from es_fakes import NS, deployment
 from test_slo_reconciler import DEPTH_Q, JOB, LLM, OTPS_Q, TTFT_Q, Rig, job_req, llm_req
 
 from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
-from escaler.reconcilers.slo.decisions import DecisionBook, Decisions, DecisionsAPI, Owner, route_key
+from escaler.reconcilers.slo.decisions import (
+    DecisionBook,
+    Decisions,
+    DecisionsAPI,
+    Owner,
+    Unavailable,
+    route_key,
+)
 from escaler.runtime.apiserver import ApiError, ApiRequest, ApiServer
 from escaler.runtime.authfilter import RequestAuth
 from escaler.runtime.authn import AccessDecision, Attributes, ResourceAttributes, UserInfo
@@ -277,3 +284,36 @@ def test_the_handler_fails_closed_without_a_reviewed_user() -> None:
     with pytest.raises(ApiError) as err:
         api.handle(request)
     assert err.value.status == 401
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    ({"decision": {"replicas": 4, "reason": "scale up 2 -> 4"},
+      "conditions": [{"type": "Ready", "status": "True", "reason": "Sized"}]}, {"replicas": 4}),
+    ({"decision": {"replicas": 4}, "conditions": [{"type": "Ready", "status": "False",
+                                                   "reason": "InvalidSpec"}]}, "shard 1 of 2"),
+    ({}, "shard 1 of 2"),
+], ids=["held-decision", "invalid-spec", "no-decision"])
+def test_in_process_reads_on_another_shard_use_the_decision_the_status_holds(
+        status: dict[str, Any], expected: Any) -> None:
+    """A sharded manager: the requirement's shard is led elsewhere, so this replica's book is empty;
+    the in-process lookup (an LLMScaler's serviceId) answers what the cached status holds, the route
+    still 503 naming the shard."""
+    book = DecisionBook()
+    obj = {"metadata": {"namespace": NS, "name": "chat", "uid": "u"}, "spec": {"serviceId": "x"},
+           "status": status}
+
+    class Indexer:
+        def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
+            return [obj] if value == route_key(NS, "x") else []
+
+    book.add_kind(LLM, Indexer())
+    decisions = Decisions(book, lambda owner: "shard 1 of 2 is not led by this replica")
+    got = decisions.lookup(NS, "x")
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and got["replicas"] == expected["replicas"]
+    else:
+        assert isinstance(got, str) and expected in got
+    assert isinstance(decisions.lookup(OTHER, "x"), str)  # another namespace: nothing held there
+    with pytest.raises(Unavailable) as err:
+        decisions.answer(NS, "x")
+    assert err.value.status == 503

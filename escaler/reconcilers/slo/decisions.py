@@ -19,10 +19,12 @@ namespace's caller with anything of another namespace — not a decision, not a 
 * The book is per process, like every controller's memory: a standby that takes over serves
   decisions once its reconciles have run (the first poll after it leads).
 
-``Decisions.answer(namespace, serviceId)`` is the one lookup, used by the route and in-process by an
-LLMScaler whose ``customProvider.serviceId`` names a route of its own namespace (wired by the
-manager; the LLMScaler's namespace is the only one it can ask for). It returns the decision body or
-raises ``Unavailable(status, message)``:
+``Decisions.answer(namespace, serviceId)`` is the one lookup, used by the route, and in-process
+(``Decisions.lookup``) by an LLMScaler whose ``customProvider.serviceId`` names a route of its own
+namespace (wired by the manager; the LLMScaler's namespace is the only one it can ask for; on a
+sharded manager whose other replica leads the requirement, ``lookup`` answers the decision the
+requirement's cached status holds). It returns the decision body or raises
+``Unavailable(status, message)``:
 
 * ``{"replicas": n, "reason": "...", "signals": {...}, "time": "<RFC 3339>"}`` — the contract an
   LLMScaler Custom provider reads (``{"replicas": n}``; the other fields say why). A decision held
@@ -60,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from escaler.reconcilers.slo.kinds import service_id_of
+from escaler.reconcilers.slo.report import INVALID_SPEC, READY, held_replicas
 from escaler.runtime.apiserver import ApiError, ApiRequest, ApiResponse
 from escaler.runtime.authfilter import RequestAuth
 from escaler.runtime.authn import ResourceAttributes
@@ -101,6 +104,9 @@ class Owner:
     namespace: str
     name: str
     uid: str = field(default="", compare=False)
+    # the decision its cached status holds (written by whichever replica leads it); None when none, or
+    # when its Ready condition is InvalidSpec
+    held: Mapping[str, Any] | None = field(default=None, compare=False)
 
     def describe(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"
@@ -151,7 +157,7 @@ class DecisionBook:
             for obj in indexer.by_index(SERVICE_ID_INDEX, route_key(namespace, service_id)):
                 meta = obj.get("metadata") or {}
                 out.append(Owner(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""),
-                                 str(meta.get("uid") or "")))
+                                 str(meta.get("uid") or ""), _held(obj)))
         return sorted(o for o in out if o.namespace == namespace)
 
     def put(self, kind: str, req: Request, uid: str, body: Mapping[str, Any]) -> None:
@@ -174,6 +180,18 @@ class DecisionBook:
     def __len__(self) -> int:
         with self._mu:
             return len(self._entries)
+
+
+def _held(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    status = obj.get("status")
+    if not isinstance(status, Mapping) or held_replicas(status) is None:
+        return None
+    conditions = status.get("conditions")
+    for c in conditions if isinstance(conditions, list | tuple) else ():
+        if isinstance(c, Mapping) and c.get("type") == READY and c.get("reason") == INVALID_SPEC:
+            return None
+    decision = status.get("decision")
+    return dict(decision) if isinstance(decision, Mapping) else None
 
 
 def conflict_message(service_id: str, namespace: str) -> str:
@@ -208,9 +226,17 @@ class Decisions:
         return self.answer_for(namespace, service_id, self.book.owners(namespace, service_id))
 
     def lookup(self, namespace: str, service_id: str) -> Mapping[str, Any] | str:
-        """``answer`` as a ``DecisionLookup``: the body, or why there is none (the error message)."""
+        """``answer`` as a ``DecisionLookup``: the body, or why there is none (the error message).
+
+        In-process only: on a sharded manager, when another replica leads the requirement's shard,
+        the decision its status holds (``Owner.held``, from the cache every replica keeps) stands in
+        for the live one — written by that replica whenever the replica count changes."""
+        owners = self.book.owners(namespace, service_id)
+        if len(owners) == 1 and owners[0].held is not None and self._shard_problem is not None \
+                and self._shard_problem(owners[0]) is not None:
+            return dict(owners[0].held)
         try:
-            return self.answer(namespace, service_id)
+            return self.answer_for(namespace, service_id, owners)
         except Unavailable as exc:
             return exc.message
 
