@@ -2,7 +2,8 @@
 
 Decides from Prometheus queries (``desired = ceil(value / targetPerReplica)``, the max over the
 usable metrics), from a custom decision provider (GET ``customProvider.url`` →
-``{"replicas": n}``, e.g. the SLO decision engine), or by flow sizing (``metricProvider: Flow``,
+``{"replicas": n}``, or ``customProvider.serviceId``: the SLO decision engine's route of the
+scaler's own namespace, read in-process), or by flow sizing (``metricProvider: Flow``,
 ``spec.flow``: ``escaler.api.llmflow``). Status is the shared scaler status (SPEC §3)
 plus the deprecated ``DecisionAvailable`` condition mirroring ScalingActive.
 
@@ -10,7 +11,8 @@ Rules (CEL and ``validate``): ``metricProvider: Custom`` requires ``customProvid
 ``Prometheus`` requires ``prometheus``, ``Flow`` requires ``flow`` (several may be configured, so
 switching the provider is a one-field edit; ``spec.flow``'s own rules are in ``llmflow``);
 ``minReplicas <= maxReplicas``; ``prometheus.endpoint``, ``flow.endpoint`` and
-``customProvider.url`` name a host, without credentials, with a port in 1..65535.
+``customProvider.url`` name a host, without credentials, with a port in 1..65535;
+``customProvider`` has exactly one of ``url`` and ``serviceId``.
 ``minReplicas: 0`` is allowed: a custom provider may decide zero (SLO bounds of 0 scale to zero).
 """
 
@@ -33,6 +35,7 @@ from escaler.api.scaler import (
     ScalerStatus,
     poll_interval_field,
 )
+from escaler.api.slo import SERVICE_ID_PATTERN
 
 __all__ = [
     "DEFAULT_PROVIDER_TIMEOUT_SECONDS",
@@ -99,22 +102,45 @@ class PrometheusProvider(KubeModel):
 
 
 class CustomProvider(KubeModel):
-    """An HTTP decision source, e.g. the SLO decision engine's /decisions/{serviceId}."""
+    """A decision source: an HTTP URL, or the SLO decision engine's route of this namespace by serviceId."""
 
-    RULES = (url_rule("url", "url"),)
+    RULES = (
+        url_rule("url", "url", optional=True),
+        Rule(
+            rule="has(self.url) != has(self.serviceId)",
+            message="customProvider needs exactly one of url and serviceId",
+            check=lambda m: (m.url is None) != (m.service_id is None),
+            reason="FieldValueInvalid",
+        ),
+    )
 
-    url: str = Field(
+    url: str | None = Field(
+        default=None,
         max_length=2048,
         pattern=URL_PATTERN,
         description='URL answering GET with {"replicas": n} (other fields are ignored). Anything else '
-        "is ScalingActive=False/DecisionUnavailable and replicas are held.",
+        "is ScalingActive=False/DecisionUnavailable and replicas are held. Exactly one of url and "
+        "serviceId.",
+    )
+    service_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=SERVICE_ID_PATTERN,
+        description="The serviceId of an LLMSLORequirement or JobSLORequirement in this LLMScaler's "
+        "namespace: its decision is read from the manager's SLO decision engine in-process (no URL, "
+        "no credentials; another namespace's route cannot be named). Exactly one of url and serviceId.",
     )
     timeout_seconds: int = Field(
         default=DEFAULT_PROVIDER_TIMEOUT_SECONDS,
         ge=1,
         le=300,
-        description="Timeout of one request, in seconds.",
+        description="Timeout of one request, in seconds (url only).",
     )
+
+    def source(self) -> str:
+        """How messages name the source: the URL, or ``serviceId <id>``."""
+        return self.url if self.url is not None else f"serviceId {self.service_id}"
 
 
 class LLMScaleDown(KubeModel):

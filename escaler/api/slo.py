@@ -187,8 +187,10 @@ class QueueObjective(KubeModel):
 
 
 _SERVICE_ID_DESCRIPTION = (
-    "The route this SLO is for (unique across LLM and Job SLO requirements); the decision is "
-    "served at GET /decisions/{serviceId}."
+    "The route this SLO is for, unique across LLM and Job SLO requirements of this namespace "
+    "(other namespaces may use the same serviceId); the decision is served at "
+    "GET /decisions/v1/namespaces/{namespace}/{serviceId} and read by an LLMScaler in this "
+    "namespace with customProvider.serviceId."
 )
 _HIGH_PRIORITY_DESCRIPTION = (
     "Marks the route as high priority (reported by the SLO API to upper orchestration)."
@@ -322,7 +324,8 @@ class SLOStatus(KubeModel):
         default=None, ge=0, description="metadata.generation at the last status write."
     )
     decision: SLODecision | None = Field(
-        default=None, description="The last decision; served at GET /decisions/{serviceId}."
+        default=None, description="The last decision; served at "
+        "GET /decisions/v1/namespaces/{namespace}/{serviceId}."
     )
     conditions: list[Condition] = conditions_field(
         "Ready (the route is sized), with reasons such as SignalsMissing when the last decision is held."

@@ -383,12 +383,13 @@ def _slo(kind: str) -> ConditionDocs:
               "Reading the `targetRef`'s replicas failed; the last decision is held.",
               "Check the manager's RBAC on the target's kind."),
             R(slo.READY, "False", slo.SERVICE_ID_CONFLICT,
-              "Another SLO requirement (of either kind) has the same `serviceId`: the decision is "
-              "computed, but `GET /decisions/{serviceId}` answers 409 until one of them goes.",
+              "Another SLO requirement (of either kind) in the same namespace has the same `serviceId` "
+              "(other namespaces never count): the decision is computed, but the decisions route "
+              "answers 409 until one of them goes.",
               "Give each requirement its own `serviceId`."),
         ),
         health=_ready_health(kind, " The decision itself is in `status.decision` and at "
-                                   "`GET /decisions/{serviceId}`."),
+                                   "`GET /decisions/v1/namespaces/{namespace}/{serviceId}`."),
     )
 
 

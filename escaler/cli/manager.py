@@ -32,8 +32,11 @@ checks every request's bearer token with a TokenReview for the ``escaler`` audie
 manager's own credentials — so the manager's ServiceAccount needs ``create`` on
 ``tokenreviews.authentication.k8s.io`` and ``subjectaccessreviews.authorization.k8s.io`` (the
 ``system:auth-delegator`` ClusterRole). It runs on the elected leader only (see
-``Manager.add_api_server``). ``GET /decisions/{serviceId}`` (the SLO decision engine, read by LLMScaler
-Custom providers) is the one public route: no token (docs/slo.md). ``--slo-prometheus-endpoint`` is the
+``Manager.add_api_server``). ``GET /decisions/v1/namespaces/{namespace}/{serviceId}`` (the SLO decision
+engine) is authenticated like the other routes and authorized per requirement (``get``; a denied
+route is answered 404); the unscoped ``GET /decisions/{serviceId}`` of 0.1 answers 410 naming it
+(docs/slo.md, Migration). An LLMScaler of this manager reads decisions in-process
+(``customProvider.serviceId``), not over HTTP. ``--slo-prometheus-endpoint`` is the
 Prometheus the SLO decision engine queries.
 
 Flags read by parts that land later (kept here so the command line is stable):
@@ -504,7 +507,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     custom-provider decisions on the same pipeline, polled at ``--metrics-trigger-poll-interval``).
     And the SLO decision engine (``escaler.reconcilers.slo``: LLMSLORequirement and JobSLORequirement
     sized from PromQL on ``--slo-prometheus-endpoint`` every ``--metrics-trigger-poll-interval``, and
-    ``GET /decisions/{serviceId}`` on ``mgr.api_server``).
+    ``GET /decisions/v1/namespaces/{namespace}/{serviceId}`` on ``mgr.api_server``; its decisions are
+    handed to the LLMScaler's ``customProvider.serviceId`` in-process).
     """
     # state every scaler kind shares: one binding index, one set of escaler_* collectors
     bindings = TargetBindings()
@@ -524,6 +528,14 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
               allow_networks=flags.allow_endpoint_networks,
               max_concurrent_reconciles=flags.max_concurrent_reconciles, limits=flags.replication_limits)
+    # SLO decision engine: LLM/Job SLO requirements → status.decision and the decisions route; set up
+    # before the LLMScaler, which reads its decisions in-process (customProvider.serviceId)
+    slo = setup_slo(mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
+                    poll_interval=flags.metrics_trigger_poll_interval,
+                    allowed_hosts=flags.allowed_endpoint_hosts,
+                    allow_networks=flags.allow_endpoint_networks,
+                    max_concurrent_reconciles=flags.max_concurrent_reconciles,
+                    outbound_workers=flags.outbound_workers)
     # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings and outbound policy
     setup_llmscaler(
         mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
@@ -534,13 +546,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
             mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
             controller="llmscaler"),
         status_refresh_seconds=flags.status_refresh_seconds,
+        decisions=slo.decisions.lookup,
     )
-    # SLO decision engine: LLM/Job SLO requirements → status.decision and GET /decisions/{serviceId}
-    setup_slo(mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
-              poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
-              allow_networks=flags.allow_endpoint_networks,
-              max_concurrent_reconciles=flags.max_concurrent_reconciles,
-              outbound_workers=flags.outbound_workers)
 
 
 def _positive_duration(text: str) -> float:

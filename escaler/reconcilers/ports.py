@@ -14,6 +14,10 @@ A reconciler never reaches for a global or a concrete client: it is given these 
   (``HandlerRegistry``).
 * ``EventSink`` — records an ``events.k8s.io/v1`` Event about an object (``escaler.kube.events.Recorder``,
   re-exported under the name of its role).
+* ``DecisionLookup`` — the SLO decision engine's decision for ``(namespace, serviceId)``, read
+  in-process (an LLMScaler's ``customProvider.serviceId``; ``escaler.cli.manager`` wires the SLO
+  engine's ``Decisions`` to it, so no scaler kind imports another): the decision body
+  (``{"replicas": n, ...}``) or a string saying why there is none.
 * ``ObjectRef`` — the one reference type for an object in a scaler's namespace (a target, a
   state source, a chain hop): apiVersion, kind, name. ``escaler.api.TargetRef`` converts with
   ``ObjectRef.of``; it satisfies ``escaler.targets.TargetRefLike``.
@@ -107,3 +111,7 @@ class ObjectRef:
             raise ValueError("needs apiVersion, kind and name")
         parse_api_version(str(api_version))
         return cls(str(api_version), str(kind), str(name))
+
+
+class DecisionLookup(Protocol):
+    def __call__(self, namespace: str, service_id: str) -> Mapping[str, Any] | str: ...

@@ -32,9 +32,10 @@ Contract:
   resource); a review that cannot be made → 503 with ``Retry-After`` saying only "authentication
   unavailable" (the cause is logged; never cached, never a denial); then the body is read and parsed
   as JSON (any failure, ``RecursionError`` and bad UTF-8 included → 400); then the handler runs.
-* A handler returns an ``ApiResponse`` (JSON-encoded body) or raises ``ApiError`` for a 4xx of
-  its own; any other exception is logged with its traceback and answered 500 — the server keeps
-  serving. Every error body is ``{"error": {"code": ..., "message": ...}}``.
+* A handler returns an ``ApiResponse`` (JSON-encoded body) or raises ``ApiError`` for a 4xx (or a
+  503) of its own, with headers if it needs them (``Retry-After``); any other exception is logged
+  with its traceback and answered 500 — the server keeps serving. Every error body is
+  ``{"error": {"code": ..., "message": ...}}``.
 * ``ApiRequest`` never carries the ``Authorization`` header; ``user`` is the reviewed user
   (``None`` on a public route or with authentication off).
 * A ``Runnable``: ``start(stop)`` binds (``OSError`` on a busy port, ``ssl.SSLError`` on a bad
@@ -117,6 +118,7 @@ ERROR_CODES: Mapping[int, str] = {
     405: "method_not_allowed",
     408: "request_timeout",
     409: "conflict",
+    410: "gone",
     411: "length_required",
     413: "payload_too_large",
     415: "unsupported_media_type",
@@ -164,11 +166,14 @@ class ApiResponse:
 class ApiError(Exception):
     """Raised by a handler to answer ``{"error": {"code", "message"}}`` with ``status``."""
 
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code or ERROR_CODES.get(status, "error")
         self.message = message
+        # sent with the error (e.g. Retry-After on a 429 or 503)
+        self.headers = dict(headers or {})
 
 
 ApiHandler = Callable[[ApiRequest], ApiResponse]
@@ -284,7 +289,7 @@ class _Handler(BaseHandler):
             payload = b"" if response.body is None else json.dumps(
                 response.body, separators=(",", ":")).encode()
         except ApiError as exc:
-            raise HttpError(exc.status, exc.message, code=exc.code) from None
+            raise HttpError(exc.status, exc.message, code=exc.code, headers=exc.headers) from None
         except Exception:
             _log.exception("API handler for %s %s failed", route.method, route.pattern)
             raise HttpError(500, f"internal error serving {route.method} {path}") from None

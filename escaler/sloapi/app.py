@@ -1,8 +1,10 @@
 """The SLO API's HTTP surface: a FastAPI app over ``SLOService`` (SPEC §9.3).
 
 Routes: ``GET /`` (the form), ``GET /healthz``, ``GET /readyz``, ``GET /config``,
-``GET|PUT|DELETE /config/{route}``, ``GET /openapi.json`` (no ``/docs``: it would load assets
-from a CDN).
+``GET|PUT|DELETE /config/namespaces/{namespace}/{route}``, ``GET /openapi.json`` (no ``/docs``: it
+would load assets from a CDN). A route is a serviceId within a namespace (issue 27 item 5); the
+unscoped ``GET|PUT|DELETE /config/{route}`` of 0.1 answers 410 ``gone`` naming the new path, for
+every route and without a token or a lookup (it tells nothing).
 
 Contract:
 
@@ -54,7 +56,7 @@ from escaler.sloapi.schema import (
     Probe,
     RouteList,
 )
-from escaler.sloapi.service import SLOService
+from escaler.sloapi.service import GONE_MESSAGE, SLOService
 
 __all__ = ["BODY_DEADLINE_SECONDS", "MAX_BODY_BYTES", "BodyLimit", "create_app"]
 
@@ -65,8 +67,12 @@ BODY_DEADLINE_SECONDS = 10.0
 JSON_TYPES = ("application/json", "application/merge-patch+json")
 ROUTE_DESCRIPTION = ("The route: an SLO requirement's spec.serviceId (LLMSLORequirement or "
                      "JobSLORequirement).")
-# the path parameter of /config/{route}
+# the path parameters of /config/namespaces/{namespace}/{route}
 RouteParam = Annotated[str, Path(description=ROUTE_DESCRIPTION, examples=["chat-llama"])]
+NamespaceParam = Annotated[str, Path(description="The namespace of the route's SLO requirement.",
+                                     examples=["team-a"])]
+CONFIG_PATH = "/config/namespaces/{namespace}/{route}"
+LEGACY_CONFIG_PATH = "/config/{route}"
 
 _log = logging.getLogger(__name__)
 
@@ -174,7 +180,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "not_found: no SLO requirement has this serviceId, or the user may not get/patch it "
              "(the same answer either way)",
         408: "request_timeout: the body did not arrive in time",
-        409: "conflict: more than one SLO requirement CR has this serviceId",
+        409: "conflict: more than one SLO requirement CR of the namespace has this serviceId",
+        410: "gone: the unscoped path of 0.1; use /config/namespaces/{namespace}/{route}",
         413: "payload_too_large: the body is over 64 KiB",
         415: "unsupported_media_type: the body is not JSON",
         429: "too_many_requests: too many failed authentications from this client, or too many refused "
@@ -287,23 +294,23 @@ def _add_config_routes(app: FastAPI, service: SLOService) -> None:
 
         return await run_in_threadpool(run)
 
-    @app.get("/config/{route}", summary="One route's full SLO", response_model=None,
+    @app.get(CONFIG_PATH, summary="One route's full SLO", response_model=None,
              responses={**route_responses, **_errors(*_READ_ERRORS)})
-    async def get_config(route: RouteParam, request: Request) -> Any:
+    async def get_config(namespace: NamespaceParam, route: RouteParam, request: Request) -> Any:
         token, client = _token(request), _client(request, service.trusted_proxies)
 
         def run() -> dict[str, Any]:
-            return service.get(route, service.authenticate(token, client))
+            return service.get(namespace, route, service.authenticate(token, client))
 
         return await run_in_threadpool(run)
 
-    @app.put("/config/{route}", summary="Change a route's SLO (JSON merge patch)", response_model=None,
+    @app.put(CONFIG_PATH, summary="Change a route's SLO (JSON merge patch)", response_model=None,
              responses={**route_responses, **_errors(*_WRITE_ERRORS)},
              openapi_extra={"requestBody": {"required": True, "content": {
                  ctype: {"schema": {"anyOf": [{"$ref": "#/components/schemas/LLMRoutePatch"},
                                               {"$ref": "#/components/schemas/JobRoutePatch"}]}}
                  for ctype in JSON_TYPES}}})
-    async def put_config(route: RouteParam, request: Request) -> Any:
+    async def put_config(namespace: NamespaceParam, route: RouteParam, request: Request) -> Any:
         token, client = _token(request), _client(request, service.trusted_proxies)
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         raw = await request.body()
@@ -317,28 +324,38 @@ def _add_config_routes(app: FastAPI, service: SLOService) -> None:
                 body = parse_json(raw)
             except HttpError as exc:
                 raise SLOApiError(400, exc.message) from None
-            return service.put(route, user, body)
+            return service.put(namespace, route, user, body)
 
         return await run_in_threadpool(run)
 
-    @app.delete("/config/{route}", summary="Clear a route's optional SLO objectives", response_model=None,
+    @app.delete(CONFIG_PATH, summary="Clear a route's optional SLO objectives", response_model=None,
                 responses={**route_responses, **_errors(*_DELETE_ERRORS)})
-    async def delete_config(route: RouteParam, request: Request) -> Any:
+    async def delete_config(namespace: NamespaceParam, route: RouteParam, request: Request) -> Any:
         token, client = _token(request), _client(request, service.trusted_proxies)
 
         def run() -> dict[str, Any]:
-            return service.delete(route, service.authenticate(token, client))
+            return service.delete(namespace, route, service.authenticate(token, client))
 
         return await run_in_threadpool(run)
+
+    async def legacy_config(route: RouteParam) -> Any:
+        raise SLOApiError(410, GONE_MESSAGE)
+
+    for method in ("GET", "PUT", "DELETE"):
+        app.add_api_route(LEGACY_CONFIG_PATH, legacy_config, methods=[method], response_model=None,
+                          summary="Gone (0.1): use /config/namespaces/{namespace}/{route}", deprecated=True,
+                          operation_id=f"legacy_{method.lower()}_config", responses=_errors(410))
 
 
 def _openapi_document(app: FastAPI) -> dict[str, Any]:
     doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
     schemas = doc.setdefault("components", {}).setdefault("schemas", {})
     # FastAPI documents a 422 for every route with parameters; this API answers 400 instead
-    for item in doc.get("paths", {}).values():
+    for path, item in doc.get("paths", {}).items():
         for operation in item.values():
             operation.get("responses", {}).pop("422", None)
+            if path == LEGACY_CONFIG_PATH:  # never a 200: FastAPI's default answer is not one of it
+                operation.get("responses", {}).pop("200", None)
     for unused in ("HTTPValidationError", "ValidationError"):
         schemas.pop(unused, None)
     # the PUT body (declared by reference in openapi_extra, so not generated by FastAPI)

@@ -2,15 +2,16 @@
 
 One self-contained page (inline CSS and script, no external asset), served with a strict
 Content-Security-Policy (``FORM_CSP``): it may only talk to its own origin. It calls the JSON API
-itself (``GET /config``, ``GET``/``PUT /config/{route}``), sending the bearer token typed in the
+itself (``GET /config``, ``GET``/``PUT /config/namespaces/{namespace}/{route}``), sending the
+bearer token typed in the
 token field when there is one; every value is inserted with ``textContent`` (never as HTML). A
 refused edit shows the API's error message (``#message``, class ``error``).
 
 Element ids (stable; the headless-browser test uses them): ``token``, ``refresh``, ``routes``
-(a table; each row ``data-route``, a ``button.view`` per row), ``detail`` (the route's JSON),
-``bound-end`` (min | max), ``bound-type``, ``bound-value``, ``save-bound``, ``message``. The
-table's ``data-loads`` counts the listings finished (the page lists once on load), so a test knows
-when the rows it reads are the current ones.
+(a table; each row ``data-namespace`` and ``data-route``, a ``button.view`` per row), ``detail``
+(the route's JSON), ``bound-end`` (min | max), ``bound-type``, ``bound-value``, ``save-bound``,
+``message``. The table's ``data-loads`` counts the listings finished (the page lists once on load),
+so a test knows when the rows it reads are the current ones.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ FORM_HTML = """<!doctype html>
  <input id="token" type="password" size="40" autocomplete="off"></label>
  <button id="refresh" type="button">List routes</button></p>
 <table id="routes"><thead>
-<tr><th>route</th><th>kind</th><th>high priority</th><th>bounds</th><th></th></tr></thead>
+<tr><th>namespace</th><th>route</th><th>kind</th><th>high priority</th><th>bounds</th><th></th></tr></thead>
 <tbody></tbody></table>
 <h2>Route <span id="current"></span></h2>
 <pre id="detail"></pre>
@@ -52,7 +53,7 @@ FORM_HTML = """<!doctype html>
 <p id="message" role="status"></p>
 <script>
 "use strict";
-let current = null;
+let current = null;  // {namespace, route} of the route shown
 let loads = 0;
 function headers(extra) {
   const h = Object.assign({"Accept": "application/json"}, extra || {});
@@ -88,14 +89,15 @@ async function listRoutes() {
     body.replaceChildren();
     for (const r of data.routes) {
       const tr = document.createElement("tr");
+      tr.dataset.namespace = r.namespace;
       tr.dataset.route = r.route;
-      for (const v of [r.route, r.kind, String(r.highPriority), boundsText(r.bounds)]) {
+      for (const v of [r.namespace, r.route, r.kind, String(r.highPriority), boundsText(r.bounds)]) {
         const td = document.createElement("td"); td.textContent = v; tr.appendChild(td);
       }
       const td = document.createElement("td");
       const b = document.createElement("button");
       b.type = "button"; b.className = "view"; b.textContent = "view";
-      b.addEventListener("click", () => view(r.route));
+      b.addEventListener("click", () => view(r.namespace, r.route));
       td.appendChild(b); tr.appendChild(td); body.appendChild(tr);
     }
     say(data.routes.length + " route(s)", true);
@@ -103,11 +105,14 @@ async function listRoutes() {
   loads += 1;
   document.getElementById("routes").dataset.loads = String(loads);
 }
-async function view(route) {
+function routePath(namespace, route) {
+  return "/config/namespaces/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(route);
+}
+async function view(namespace, route) {
   try {
-    const data = await call("GET", "/config/" + encodeURIComponent(route));
-    current = route;
-    document.getElementById("current").textContent = route;
+    const data = await call("GET", routePath(namespace, route));
+    current = {namespace: namespace, route: route};
+    document.getElementById("current").textContent = namespace + "/" + route;
     document.getElementById("detail").textContent = JSON.stringify(data, null, 2);
     document.getElementById("save-bound").disabled = false;
     say("loaded " + route, true);
@@ -120,11 +125,11 @@ async function saveBound() {
   const value = raw === "" ? null : Number(raw);
   const bound = {type: document.getElementById("bound-type").value, value: value};
   try {
-    const data = await call("PUT", "/config/" + encodeURIComponent(current), {bounds: {[end]: bound}});
+    const data = await call("PUT", routePath(current.namespace, current.route), {bounds: {[end]: bound}});
     document.getElementById("detail").textContent = JSON.stringify(data, null, 2);
-    say("saved bounds." + end + " of " + current, true);
+    say("saved bounds." + end + " of " + current.route, true);
     await listRoutes();
-    say("saved bounds." + end + " of " + current, true);
+    say("saved bounds." + end + " of " + current.route, true);
   } catch (e) { say(e.message, false); }
 }
 document.getElementById("refresh").addEventListener("click", listRoutes);

@@ -5,8 +5,10 @@ Contract:
 * One ``SharedInformer`` per kind (``LLMSLORequirement``, ``JobSLORequirement``), built by the
   injected ``informer_for(kind)``; each caches its kind keyed by ``namespace/name``, so an entry
   is identified by ``(plural, namespace, name)``. Each informer has the ``SERVICE_ID_INDEX``
-  (``spec.serviceId``), so ``resolve(route)`` is a lookup per kind, never a scan, and spans both
-  kinds: a route with more than one entry is a conflict the caller answers 409.
+  (``namespace/spec.serviceId``): a route is a serviceId **within a namespace** (issue 27 item 5),
+  so ``resolve(namespace, route)`` is a lookup per kind, never a scan, spans both kinds and never
+  another namespace: a route with more than one entry (in one namespace) is a conflict the caller
+  answers 409.
 * The kinds are independent: a relist (410) of one kind replaces only that kind's cache.
 * **A missing CRD.** Before a kind's informer starts, ``probe(kind)`` asks whether the kind is
   served (a list of one item): ``False`` (404) indexes the kind as empty and the index looks
@@ -55,6 +57,7 @@ __all__ = [
     "Entry",
     "KindState",
     "SLOIndex",
+    "route_key",
     "service_id_index",
 ]
 
@@ -76,10 +79,17 @@ Probe = Callable[[SLOKind], bool]
 InformerFor = Callable[[SLOKind], SharedInformer]
 
 
+def route_key(namespace: str, route: str) -> str:
+    """The ``SERVICE_ID_INDEX`` value of a route: a serviceId is unique within its namespace only."""
+    return f"{namespace}/{route}"
+
+
 def service_id_index(obj: FrozenDict) -> list[str]:
     spec = obj.get("spec")
     sid = spec.get("serviceId") if isinstance(spec, Mapping) else None
-    return [sid] if isinstance(sid, str) and sid else []
+    meta = obj.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return [route_key(ns if isinstance(ns, str) else "", sid)] if isinstance(sid, str) and sid else []
 
 
 class KindState(StrEnum):
@@ -200,11 +210,12 @@ class SLOIndex:
             return f"waiting for the cache of {', '.join(syncing)} to sync"
         return None
 
-    def resolve(self, route: str) -> list[Entry]:
-        """Every CR whose spec.serviceId is ``route``, across both kinds (sorted by key)."""
+    def resolve(self, namespace: str, route: str) -> list[Entry]:
+        """Every CR of ``namespace`` whose spec.serviceId is ``route``, across both kinds (by key)."""
         found = [_entry(kind, obj) for kind, inf in self._informers()
-                 for obj in inf.indexer.by_index(SERVICE_ID_INDEX, route)]
-        return sorted([e for e in self._overlay(found) if e.route == route], key=lambda e: e.key)
+                 for obj in inf.indexer.by_index(SERVICE_ID_INDEX, route_key(namespace, route))]
+        return sorted([e for e in self._overlay(found) if e.route == route and e.namespace == namespace],
+                      key=lambda e: e.key)
 
     def entries(self) -> list[Entry]:
         """Every indexed CR, by route then key."""

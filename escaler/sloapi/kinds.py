@@ -6,8 +6,8 @@ Contract:
   ``llm.escaler.io/v1alpha1``, namespaced. ``KINDS`` lists them in the order the index and
   ``GET /config`` use.
 * ``SLOKind.sections`` are the SLO objectives of a route (LLM: ``ttft``, ``otps``; job:
-  ``queue``); ``optional_sections`` are the ones ``DELETE /config/{route}`` clears (a job
-  route's ``queue`` is required by its CRD, so a job route has none).
+  ``queue``); ``optional_sections`` are the ones ``DELETE /config/namespaces/{namespace}/{route}``
+  clears (a job route's ``queue`` is required by its CRD, so a job route has none).
 * ``writable`` are the body fields a ``PUT`` may set on that kind; ``read_only`` fields are
   shown by ``GET`` and accepted in a ``PUT`` only with their current value; ``foreign`` are the
   fields of the *other* kind, refused with a message saying which kind takes them.

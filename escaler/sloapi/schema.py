@@ -5,7 +5,8 @@ messages naming the field, and the API server has the last word on the merged sp
 the JSON names (camelCase), as the CRDs spell them.
 
 * ``RouteSummary`` / ``RouteList``: ``GET /config``.
-* ``LLMRoute`` / ``JobRoute``: ``GET /config/{route}`` and the answer to ``PUT``/``DELETE``.
+* ``LLMRoute`` / ``JobRoute``: ``GET /config/namespaces/{namespace}/{route}`` and the answer to
+  ``PUT``/``DELETE``.
 * ``LLMRoutePatch`` / ``JobRoutePatch``: the ``PUT`` body, a JSON merge patch (RFC 7396) —
   every field optional, ``null`` removes an optional one.
 * ``ErrorResponse``: every error, ``{"error": {"code", "message"}}``.
@@ -78,6 +79,8 @@ class Queue(_Wire):
 
 
 class RouteSummary(_Wire):
+    namespace: str = Field(description="The namespace of the route's SLO requirement: a route is a "
+                           "serviceId within its namespace.")
     route: str
     kind: RouteKind
     high_priority: bool

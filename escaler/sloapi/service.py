@@ -8,17 +8,19 @@ is an ``SLOApiError``):
 * **Authentication** (with a ``RequestAuth``; ``None`` = ``--auth none``): a bearer token is
   reviewed by TokenReview (none or invalid → 401; a client past its failed-authentication budget
   → 429), then the user is authorized by SubjectAccessReview *on the CRs the request touches*:
-  ``get`` on each CR of a route for ``GET /config/{route}``, ``patch`` for ``PUT`` and
-  ``DELETE``; ``list`` of a kind (cluster-wide, else per namespace holding routes) for
+  ``get`` on each CR of a route for ``GET /config/namespaces/{namespace}/{route}``, ``patch`` for
+  ``PUT`` and ``DELETE``; ``list`` of a kind (cluster-wide, else per namespace holding routes) for
   ``GET /config``, which shows only what the user may list (403 when nothing). A route the user
-  may not ``get``/``patch`` and a route with no CR get **the same** 404 ("route R not found, or
-  user U may not V it"): the answer never tells a caller whether a route exists, nor names the
-  namespace and CR behind it; both charge the user's denial budget (``RequestAuth``: past it,
+  may not ``get``/``patch`` and a route with no CR get **the same** 404 ("route R not found in
+  namespace N, or user U may not V it"): the answer never tells a caller whether a route exists,
+  nor names the CR behind it; both charge the user's denial budget (``RequestAuth``: past it,
   429 without a review).
   Tokens are never logged or kept (the review cache keys them by SHA-256).
-* **Routes.** ``resolve`` across both kinds: none → 404 ``not_found``; more than one CR →
-  409 ``conflict`` ("serviceId X is defined by more than one SLO requirement CRs"), for reads
-  and writes alike (after authorization, so the 409 tells only an allowed user).
+* **Routes.** A route is ``(namespace, serviceId)`` (issue 27 item 5): ``resolve`` across both
+  kinds **in that namespace only**, so a serviceId in another namespace is another route and never
+  a conflict: none → 404 ``not_found``; more than one CR → 409 ``conflict`` ("serviceId X is
+  defined by more than one SLO requirement CRs in namespace N", naming no CR), for reads and writes
+  alike (after authorization, so the 409 tells only a user allowed on every CR of the route).
 * ``put(route, body)``: ``translate.validate_patch`` against the route's kind, then the CR merge
   patch; a patch that changes nothing is not sent. ``delete(route)``: ``translate.clear_patch``
   (nothing to clear → no write). Both answer the route's full body from what the API server
@@ -42,9 +44,15 @@ from escaler.sloapi.errors import SLOApiError, from_upstream
 from escaler.sloapi.index import Entry, SLOIndex
 from escaler.sloapi.kinds import GROUP, VERSION, SLOKind
 
-__all__ = ["CONFLICT_MESSAGE", "SLOService", "SLOWriter"]
+__all__ = ["CONFLICT_MESSAGE", "GONE_MESSAGE", "SLOService", "SLOWriter"]
 
-CONFLICT_MESSAGE = "serviceId {route} is defined by more than one SLO requirement CRs"
+CONFLICT_MESSAGE = ("serviceId {route} is defined by more than one SLO requirement CRs "
+                    "in namespace {namespace}")
+
+# the answer (410) of the unscoped /config/{route} of 0.1, whatever the route: it tells nothing
+GONE_MESSAGE = ("/config/{route} is gone: a route is scoped by namespace. Use "
+                "/config/namespaces/<namespace>/<route> (GET /config lists each route's namespace) — "
+                "docs/sloapi.md, Migration")
 
 _log = logging.getLogger(__name__)
 
@@ -107,17 +115,17 @@ class SLOService:
             raise SLOApiError(503, f"the SLO API is starting: {reason}",
                               headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
-    def _entry(self, route: str, user: UserInfo | None, verb: str) -> Entry:
+    def _entry(self, namespace: str, route: str, user: UserInfo | None, verb: str) -> Entry:
         self._ready()
         authed = self.auth is not None and user is not None
         who = f", or user {user.username!r} may not {verb} it" if authed and user is not None else ""
-        hidden = SLOApiError(404, f"route {route!r} not found{who}")
+        hidden = SLOApiError(404, f"route {route!r} not found in namespace {namespace!r}{who}")
         if self.auth is not None and user is not None:
             try:
                 self.auth.check_denials(user)
             except HttpError as exc:
                 raise SLOApiError(exc.status, exc.message, headers=exc.headers) from None
-        entries = self.index.resolve(route)
+        entries = self.index.resolve(namespace, route)
         if not entries:
             if self.auth is not None and user is not None:
                 self.auth.charge_denial(user)
@@ -129,7 +137,7 @@ class SLOService:
                 raise hidden from None
             raise
         if len(entries) > 1:
-            raise SLOApiError(409, CONFLICT_MESSAGE.format(route=route))
+            raise SLOApiError(409, CONFLICT_MESSAGE.format(route=route, namespace=namespace))
         return entries[0]
 
     def list_routes(self, user: UserInfo | None) -> dict[str, Any]:
@@ -152,15 +160,15 @@ class SLOService:
             raise SLOApiError(403, f'user "{user.username}" cannot list SLO requirements '
                                    f'({", ".join(k.plural for k in self.index.kinds)}) in API group '
                                    f'"{GROUP}" in any namespace holding routes')
-        visible.sort(key=lambda e: (e.route, e.key))
+        visible.sort(key=lambda e: (e.route, e.namespace, e.key))
         return {"routes": [translate.summary(e.kind, e.obj) for e in visible]}
 
-    def get(self, route: str, user: UserInfo | None) -> dict[str, Any]:
-        e = self._entry(route, user, "get")
+    def get(self, namespace: str, route: str, user: UserInfo | None) -> dict[str, Any]:
+        e = self._entry(namespace, route, user, "get")
         return translate.full(e.kind, e.obj)
 
-    def put(self, route: str, user: UserInfo | None, body: Any) -> dict[str, Any]:
-        e = self._entry(route, user, "patch")
+    def put(self, namespace: str, route: str, user: UserInfo | None, body: Any) -> dict[str, Any]:
+        e = self._entry(namespace, route, user, "patch")
         current = translate.full(e.kind, e.obj)
         patch = translate.validate_patch(e.kind, body, current)
         cr_patch = translate.spec_patch(e.kind, patch)
@@ -169,8 +177,8 @@ class SLOService:
             return current
         return self._write(e, route, cr_patch)
 
-    def delete(self, route: str, user: UserInfo | None) -> dict[str, Any]:
-        e = self._entry(route, user, "patch")
+    def delete(self, namespace: str, route: str, user: UserInfo | None) -> dict[str, Any]:
+        e = self._entry(namespace, route, user, "patch")
         cr_patch = translate.clear_patch(e.kind, e.obj)
         if cr_patch is None:
             return translate.full(e.kind, e.obj)

@@ -2,8 +2,8 @@
 
 Contract (pure: data in, data out; every refusal is an ``SLOApiError(400)`` naming the field):
 
-* ``summary(kind, obj)`` → ``{route, kind, highPriority, bounds}`` (``bounds`` is ``null`` when
-  the CR has none); ``full(kind, obj)`` → the whole route body: ``route``, ``kind``,
+* ``summary(kind, obj)`` → ``{namespace, route, kind, highPriority, bounds}`` (``bounds`` is
+  ``null`` when the CR has none); ``full(kind, obj)`` → the whole route body: ``route``, ``kind``,
   ``highPriority``, ``concurrencyPerReplica``, ``deployType`` (LLM), the kind's sections
   (``ttft``/``otps`` or ``queue``; an absent optional section is left out) and ``bounds``.
   Only those fields are copied from the CR (never its name, namespace or status).
@@ -71,7 +71,10 @@ def _plain(value: Any) -> Any:
 
 def summary(kind: SLOKind, obj: Mapping[str, Any]) -> dict[str, Any]:
     spec = _spec(obj)
+    meta = obj.get("metadata")
+    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
     return {
+        "namespace": ns if isinstance(ns, str) else "",
         "route": str(spec.get("serviceId") or ""),
         "kind": kind.name,
         "highPriority": bool(spec.get("highPriority", False)),

@@ -103,12 +103,13 @@ def sa_token(cluster: Cluster, ns: str, sa: str, audience: str = "escaler") -> s
 def start_slo_api(cluster: Cluster, work: Path, *, namespace: str, auth: str = "none",
                   wait_ready: bool = True) -> SLOApi:
     local = cluster.require_local()
-    bind_slo_api(cluster, namespace)
+    bind_slo_api(cluster, namespace or "all-namespaces")
     kubeconfig = local.user_kubeconfig(USER, (GROUP,))
     port = free_port()
+    # namespace "": every namespace (a serial test: it sees the other tests' routes)
     args = [sys.executable, "-m", "escaler", "slo-api", f"--kubeconfig={kubeconfig}",
-            f"--bind-address=127.0.0.1:{port}", f"--auth={auth}", f"--namespace={namespace}",
-            "--log-format=json", "--log-level=debug"]
+            f"--bind-address=127.0.0.1:{port}", f"--auth={auth}",
+            *([f"--namespace={namespace}"] if namespace else []), "--log-format=json", "--log-level=debug"]
     src = source_dir()
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)}
@@ -177,9 +178,14 @@ def spec_of(cluster: Cluster, ns: str, plural: str, name: str) -> dict[str, Any]
     return dict(cluster.kubectl_json("get", f"{plural}.llm.escaler.io", name, "-n", ns)["spec"])
 
 
-def wait_route(api: SLOApi, route: str, present: bool = True, token: str | None = None) -> None:
+def route_path(ns: str, route: str) -> str:
+    """The SLO API path of a route: a serviceId within a namespace."""
+    return f"/config/namespaces/{ns}/{route}"
+
+
+def wait_route(api: SLOApi, ns: str, route: str, present: bool = True, token: str | None = None) -> None:
     def seen() -> bool:
-        code = api.call("GET", f"/config/{route}", token=token).status_code
+        code = api.call("GET", route_path(ns, route), token=token).status_code
         return code != 404 if present else code == 404
 
     eventually(seen, timeout=30, what=f"route {route} {'indexed' if present else 'gone'}")

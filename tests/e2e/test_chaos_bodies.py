@@ -1,10 +1,11 @@
 """Oversized, malformed and trickled bodies to every HTTP endpoint that takes one (issue 15, hostile
 input), against live processes on the real control plane.
 
-The endpoints: the SLO API's ``PUT /config/{route}`` (``python -m escaler slo-api``), and on one
-``python -m escaler manager`` with its webhook on: the signal push
+The endpoints: the SLO API's ``PUT /config/namespaces/{ns}/{route}`` (``python -m escaler slo-api``),
+and on one ``python -m escaler manager`` with its webhook on: the signal push
 ``POST /signal/v1/namespaces/{ns}/elasticscalers/{name}`` (with an authorized bearer token), the
-decisions route ``GET /decisions/{serviceId}`` (public; it reads a body if one is sent) and the
+decisions route ``GET /decisions/v1/namespaces/{ns}/{serviceId}`` (with a bearer token; it reads a
+body if one is sent) and the
 webhook's ``POST /validate-elasticscaler-io-v1alpha1-elasticscaler``. Each gets, over raw sockets:
 
 * a ``Content-Length`` one byte over its cap, and no body: ``413`` within 2 s (the body is never
@@ -20,7 +21,8 @@ webhook's ``POST /validate-elasticscaler-io-v1alpha1-elasticscaler``. Each gets,
 
 No answer is a 5xx, every process stays up with no traceback in its log, and afterwards each
 endpoint still serves a good request (a push 202, a PUT 200, an allowed review, the decisions
-route's own 404 for a serviceId no requirement defines).
+route's own 404 for a serviceId no requirement defines, or its 429 once that user's budget of refused
+routes is spent).
 
 Reduced (every e2e run): each case once. Full (``ESCALER_CHAOS=full``): each case 5 times, and 12
 trickling clients per case at once (24 on the webhook, whose cap is 32 connections; 48 on the
@@ -284,14 +286,17 @@ def _endpoints(cluster: Cluster, ns: str, api_port: int, webhook_port: int, slo:
         "object": scaler("x", "push", {"type": "SignalTrigger", "signalTrigger": {}}, minr=0, maxr=2)}})
     slo_port = int(slo.url.rsplit(":", 1)[1])
     return [
-        Endpoint("SLO API PUT /config/{route}", slo_port, False, "PUT", "/config/chat-llama", 64 * 1024, True,
+        Endpoint("SLO API PUT /config/namespaces/{ns}/{route}", slo_port, False, "PUT",
+                 f"/config/namespaces/{ns}/chat-llama", 64 * 1024, True,
                  None, b'{"highPriority": true}', frozenset({200}), False),
         Endpoint("signal push", api_port, True, "POST", f"/signal/v1/namespaces/{ns}/elasticscalers/push",
                  64 * 1024, False, token, b'{"active": true}', frozenset({202}), True),
         # a serviceId no requirement defines: the handler's own 404 shows the request reached it (a
-        # defined one answers 503 until its first decision, which needs Prometheus)
-        Endpoint("GET /decisions/{serviceId}", api_port, True, "GET", "/decisions/no-such-route", 64 * 1024,
-                 False, None, b"{}", frozenset({404}), True),
+        # defined one answers 503 until its first decision, which needs Prometheus); each 404 charges
+        # the user's denial budget, so a later good request may be the handler's 429
+        Endpoint("GET /decisions/v1/namespaces/{ns}/{serviceId}", api_port, True, "GET",
+                 f"/decisions/v1/namespaces/{ns}/no-such-route", 64 * 1024, False, token, b"{}",
+                 frozenset({404, 429}), True),
         Endpoint("webhook /validate", webhook_port, True, "POST", WEBHOOK_PATH, 2 * 1024 * 1024, False, None,
                  review.encode(), frozenset({200}), True),
     ]

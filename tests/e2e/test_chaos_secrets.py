@@ -45,7 +45,7 @@ from .es_helpers import (
     scaler,
     start_manager,
 )
-from .sloapi_helpers import SLOApi, bind_owner, llm_slo, sa_token, start_slo_api
+from .sloapi_helpers import SLOApi, bind_owner, llm_slo, route_path, sa_token, start_slo_api
 from .webhook import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
@@ -197,8 +197,9 @@ def _exercise(cluster: Cluster, ns: str, mgr: Manager, prom: PrometheusServer, s
     owner, stranger = sa_token(cluster, ns, "owner"), sa_token(cluster, ns, "stranger")
     secrets["SLO owner token"], secrets["SLO stranger token"] = owner, stranger
     bind_owner(cluster, ns, "owner")
-    eventually(lambda: api.call("GET", "/config/chat-llama", token=owner).status_code == 200, timeout=30,
+    chat = route_path(ns, "chat-llama")
+    eventually(lambda: api.call("GET", chat, token=owner).status_code == 200, timeout=30,
                what="the owner allowed")
-    assert api.call("PUT", "/config/chat-llama", token=owner, json={"highPriority": True}).status_code == 200
+    assert api.call("PUT", chat, token=owner, json={"highPriority": True}).status_code == 200
     assert api.call("GET", "/config", token=stranger).status_code == 403
     assert api.call("GET", "/config", token=secrets["made-up SLO API token"]).status_code == 401

@@ -210,9 +210,10 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
                what=f"a scale-up; log:\n{m.output()}")
     # ... as the ServiceAccount, through /scale
     assert audit.scale_writes(sa_user(MANAGER_SA), namespace, "llm", since=since), "no /scale write by the SA"
-    # the decision API of the base (plain HTTP, --api-insecure) answers on the leader
+    # the decision API of the base (plain HTTP, --api-insecure) answers on the leader (the unscoped
+    # route of 0.1: 410 naming the namespaced one, without a token)
     r = requests.get(f"{m.api}/decisions/none-such", timeout=10)
-    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+    assert r.status_code == 410 and r.json()["error"]["code"] == "gone", r.text
 
     # the SLO API as its ServiceAccount, --auth token as shipped
     slo_args = _container_args(objs, "escaler-slo-api")

@@ -109,8 +109,10 @@ def test_bare_manager_runs_without_the_webhook_and_says_what_it_serves(bare_mana
     # it serves what it said: metrics and the API (leader election off: it leads at once)
     status, body = get(f"http://127.0.0.1:{ports['metrics']}/metrics")
     assert status == 200 and 'controller_runtime_reconcile_total{controller="elasticscaler"' in body
-    eventually(lambda: get(f"https://127.0.0.1:{ports['api']}/decisions/no-such-service")[0] == 404,
+    # (the unscoped route of 0.1: 410 without a token; the namespaced one needs one)
+    eventually(lambda: get(f"https://127.0.0.1:{ports['api']}/decisions/no-such-service")[0] == 410,
                timeout=30, what="the decisions API answering")
+    assert get(f"https://127.0.0.1:{ports['api']}/decisions/v1/namespaces/default/no-such-service")[0] == 401
 
     # and it stays up: no exit in the next seconds (the old code was gone within one)
     with pytest.raises(subprocess.TimeoutExpired):

@@ -1,10 +1,11 @@
 """The SLO decision engine on the real control plane (issue 12, SPEC §9.2), asserted on what
-``kubectl get llmslo/jobslo -o yaml`` and ``GET /decisions/{serviceId}`` show:
+``kubectl get llmslo/jobslo -o yaml`` and ``GET /decisions/v1/namespaces/{namespace}/{serviceId}`` show:
 
 * an LLMSLORequirement's ``status.decision`` follows the fake Prometheus: TTFT above target → more
   replicas, recovered → fewer, Prometheus failing → the decision is held and ``Ready=False/
-  SignalsMissing`` says so; the manager's ``GET /decisions/{serviceId}`` answers the same decision
-  (without a token: the route is public) and 404 for an unknown serviceId;
+  SignalsMissing`` says so; the manager's decisions route answers the same decision (to a
+  ServiceAccount token for the ``escaler`` audience bound to the shipped ``escaler-slo-owner``
+  role in the namespace) and 404 for an unknown serviceId;
 * ``spec.inflight`` (the load signal) is accepted by the CRD and keeps a loaded service from the
   scale-down its low TTFT alone would make;
 * a serviceId defined by an LLMSLORequirement and a JobSLORequirement → 409, and both report
@@ -12,12 +13,12 @@
 * a JobSLORequirement sizes ``ceil(depth / maxDepth x current)`` from its target's replicas;
 * the CEL rules of §9.1, applied by the API server itself, refuse invalid bounds naming the field;
 * THE END-TO-END LOOP: an LLMSLORequirement + the decision engine + an LLMScaler whose Custom
-  provider reads the manager's ``/decisions/{serviceId}`` scale a Deployment up while the fake
-  Prometheus reports TTFT above target, and back down when it recovers.
+  provider names the route by ``serviceId`` (read in-process by the manager) scale a Deployment up
+  while the fake Prometheus reports TTFT above target, and back down when it recovers.
 
 The manager runs with ``--slo-prometheus-endpoint`` on the fake Prometheus and ``--api-insecure``
-(plain HTTP: the LLMScaler's Custom provider verifies TLS against the system CAs, which a self-signed
-API certificate is not in).
+(plain HTTP, so the test client needs no CA). Tenants sharing a serviceId across namespaces:
+``test_slo_tenants``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import pytest
 
 from .conftest import Cluster, eventually
 from .es_helpers import Manager, apply, cond, deployment, replicas, start_manager
+from .sloapi_helpers import bind_owner, sa_token
 
 pytestmark = pytest.mark.e2e
 
@@ -89,16 +91,36 @@ def http_base(mgr: Manager) -> str:
     return mgr.api.replace("https://", "http://")
 
 
-def get_decision(mgr: Manager, service_id: str) -> tuple[int, Any]:
+def decisions_path(ns: str, service_id: str) -> str:
+    return f"/decisions/v1/namespaces/{ns}/{service_id}"
+
+
+def reader_token(cluster: Cluster, ns: str, sa: str = "slo-reader") -> str:
+    """A token for the escaler audience of ServiceAccount ``sa``, allowed to get the SLO kinds in ``ns``."""
+    bind_owner(cluster, ns, sa)
+    return sa_token(cluster, ns, sa)
+
+
+def http_get(mgr: Manager, path: str, token: str | None) -> tuple[int, Any]:
     u = urllib.parse.urlsplit(http_base(mgr))
     conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port, timeout=5)
     try:
-        conn.request("GET", f"/decisions/{service_id}")
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
         resp = conn.getresponse()
         body = resp.read()
         return resp.status, json.loads(body) if body else None
     finally:
         conn.close()
+
+
+_TOKENS: dict[str, str] = {}
+
+
+def get_decision(mgr: Manager, service_id: str, ns: str, cluster: Cluster) -> tuple[int, Any]:
+    """The namespace's route, read with a token allowed to get the SLO kinds there."""
+    if ns not in _TOKENS:
+        _TOKENS[ns] = reader_token(cluster, ns)
+    return http_get(mgr, decisions_path(ns, service_id), _TOKENS[ns])
 
 
 @pytest.fixture
@@ -109,7 +131,7 @@ def engine(cluster: Cluster, namespace: str, prometheus: Any, managers: list[Man
     managers.append(mgr)
     def answering() -> bool:
         try:
-            return get_decision(mgr, "warm-up")[0] == 404
+            return http_get(mgr, "/decisions/warm-up", None)[0] == 410
         except OSError:
             return not mgr.alive()
 
@@ -132,24 +154,24 @@ def test_decision_follows_prometheus_and_is_served(cluster: Cluster, namespace: 
     assert "scale up 2 -> 3" in d["reason"] and d["signals"]["ttftMs"] == 1200.0
     assert cond(obj, "Ready")[:2] == ("True", "Sized")
     assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
-    code, body = get_decision(engine, f"chat-{ns}")
+    code, body = get_decision(engine, f"chat-{ns}", ns, cluster)
     assert code == 200 and body["replicas"] == 3 and body["signals"]["ttftMs"] == 1200.0
     # recovered: every signal has headroom → fewer (ceil(2 x 0.5 / 0.9) = 2)
     prometheus.set(ttft, 300.0)
     prometheus.set(otps, 40.0)
     wait_decision(cluster, ns, "chat", decided(2), engine, what="back to 2")
-    assert get_decision(engine, f"chat-{ns}")[1]["replicas"] == 2
+    assert get_decision(engine, f"chat-{ns}", ns, cluster)[1]["replicas"] == 2
     # Prometheus fails: the decision is held and the condition says why
     prometheus.fail(503)
     obj = wait_decision(cluster, ns, "chat", ready_is("False", "SignalsMissing"), engine,
                         what="SignalsMissing")
     assert obj["status"]["decision"]["replicas"] == 2
     assert "holding the last decision (2 replicas)" in cond(obj, "Ready")[2]
-    code, body = get_decision(engine, f"chat-{ns}")
+    code, body = get_decision(engine, f"chat-{ns}", ns, cluster)
     assert code == 200 and body["replicas"] == 2 and "signals missing" in body["reason"]
     prometheus.heal()
     wait_decision(cluster, ns, "chat", ready_is("True", "Sized"), engine, what="Sized again")
-    code, body = get_decision(engine, "no-such-service")
+    code, body = get_decision(engine, "no-such-service", ns, cluster)
     assert code == 404 and body["error"]["code"] == "not_found"
 
 
@@ -191,11 +213,11 @@ def test_a_service_id_on_two_kinds_is_409(cluster: Cluster, namespace: str, prom
         obj = wait_decision(cluster, ns, name, ready_is("False", "ServiceIdConflict"), engine, kind=kind,
                             what="ServiceIdConflict")
         assert f"serviceId {sid} is defined by more than one SLO requirement CRs" in cond(obj, "Ready")[2]
-    code, body = get_decision(engine, sid)
+    code, body = get_decision(engine, sid, ns, cluster)
     assert code == 409 and body["error"]["code"] == "conflict"
     cluster.kubectl("delete", "jobslo", "batch", "-n", ns)
     wait_decision(cluster, ns, "chat", ready_is("True", "Sized"), engine, what="conflict cleared")
-    assert get_decision(engine, sid)[0] == 200
+    assert get_decision(engine, sid, ns, cluster)[0] == 200
 
 
 def test_job_requirement_formula(cluster: Cluster, namespace: str, prometheus: Any, engine: Manager) -> None:
@@ -207,7 +229,7 @@ def test_job_requirement_formula(cluster: Cluster, namespace: str, prometheus: A
     # ceil(340 / 200 x 2) = 4
     obj = wait_decision(cluster, ns, "batch", decided(4), engine, kind="jobslo", what="4 replicas")
     assert "queue depth 340 / maxDepth 200 x 2 replicas -> 4" in obj["status"]["decision"]["reason"]
-    assert get_decision(engine, f"batch-{ns}")[1]["replicas"] == 4
+    assert get_decision(engine, f"batch-{ns}", ns, cluster)[1]["replicas"] == 4
     prometheus.set(depth, 0.0)
     wait_decision(cluster, ns, "batch", decided(0), engine, kind="jobslo", what="empty queue → 0")
 
@@ -244,18 +266,21 @@ def test_cel_rules_refuse_invalid_bounds_naming_the_field(cluster: Cluster, name
         assert w in str(err.value)
 
 
-def llm_scaler(name: str, target: str, url: str, *, maxr: int = 6) -> dict[str, Any]:
+def llm_scaler(name: str, target: str, *, service_id: str | None = None, url: str | None = None,
+               maxr: int = 6) -> dict[str, Any]:
+    provider: dict[str, Any] = ({"serviceId": service_id} if service_id is not None
+                                else {"url": url, "timeoutSeconds": 5})
     return {"apiVersion": API, "kind": "LLMScaler", "metadata": {"name": name},
             "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
                      "minReplicas": 1, "maxReplicas": maxr, "metricProvider": "Custom",
-                     "customProvider": {"url": url, "timeoutSeconds": 5},
+                     "customProvider": provider,
                      "scaleDown": {"stabilizationWindowSeconds": 0}}}
 
 
 def test_end_to_end_loop_llmscaler_follows_the_decision_engine(cluster: Cluster, namespace: str,
                                                                prometheus: Any, engine: Manager) -> None:
-    """Acceptance: TTFT above target → the engine decides more → the LLMScaler (Custom provider on
-    /decisions/{serviceId}) scales the Deployment up; TTFT recovered → back down to the minimum."""
+    """Acceptance: TTFT above target → the engine decides more → the LLMScaler (Custom provider by
+    serviceId, read in-process) scales the Deployment up; TTFT recovered → back down to the minimum."""
     ns = namespace
     sid = f"loop-{ns}"
     ttft, otps = f'loop_ttft{{ns="{ns}"}}', f'loop_otps{{ns="{ns}"}}'
@@ -263,7 +288,7 @@ def test_end_to_end_loop_llmscaler_follows_the_decision_engine(cluster: Cluster,
     prometheus.set(otps, 25.0)
     apply(cluster, ns, deployment("llama", 1))
     apply(cluster, ns, llm_slo("loop", sid, "llama", ttft, otps, maxr=6))
-    apply(cluster, ns, llm_scaler("loop", "llama", f"{http_base(engine)}/decisions/{sid}"))
+    apply(cluster, ns, llm_scaler("loop", "llama", service_id=sid))
 
     def scaled_up() -> bool:
         return replicas(cluster, ns, "llama") >= 2
@@ -279,4 +304,4 @@ def test_end_to_end_loop_llmscaler_follows_the_decision_engine(cluster: Cluster,
     prometheus.set(ttft, 200.0)
     prometheus.set(otps, 60.0)
     eventually(lambda: replicas(cluster, ns, "llama") == 1, timeout=90, what="llama back to 1")
-    assert get_decision(engine, sid)[1]["replicas"] == 1
+    assert get_decision(engine, sid, ns, cluster)[1]["replicas"] == 1

@@ -1,7 +1,8 @@
 """Flow sizing in the SLO decision engine on the real control plane (issue 26): an LLMSLORequirement
 with ``spec.flow``, asserted on what a user sees — ``kubectl get llmslo -o yaml`` (``status.decision``:
-the flow's count, its steps in words, its figures; ``Ready``), ``GET /decisions/{serviceId}`` on the
-manager's API, and an LLMScaler whose Custom provider reads that route scaling a kwok Deployment to the
+the flow's count, its steps in words, its figures; ``Ready``), the decisions route
+``GET /decisions/v1/namespaces/{namespace}/{serviceId}`` on the manager's API, and an LLMScaler whose
+Custom provider reads that route (``customProvider.serviceId``) scaling a kwok Deployment to the
 flow's count; the requirement's bounds clamping it; a flow signal that stops answering held as
 ``SignalsMissing`` naming it; and the CRD's CEL rules of ``spec.flow``, applied by the API server
 itself, refusing naming the field.
@@ -24,7 +25,7 @@ from escaler.reconcilers.slo.kinds import LLM_KIND, Plan
 
 from .conftest import Cluster, PrometheusServer, eventually
 from .es_helpers import Manager, apply, cond, deployment, replicas, start_manager
-from .test_slo_engine import decided, get_decision, get_slo, http_base, llm_scaler, ready_is, wait_decision
+from .test_slo_engine import decided, get_decision, get_slo, http_get, llm_scaler, ready_is, wait_decision
 
 pytestmark = pytest.mark.e2e
 
@@ -77,7 +78,7 @@ def engine(cluster: Cluster, namespace: str, prometheus: PrometheusServer, manag
 
     def answering() -> bool:
         try:
-            return get_decision(mgr, "warm-up")[0] == 404
+            return http_get(mgr, "/decisions/warm-up", None)[0] == 410
         except OSError:
             return not mgr.alive()
 
@@ -106,11 +107,11 @@ def test_flow_sizes_the_requirement_and_an_llmscaler_applies_it(
                             "headroom": 0, "need": 5}, d
     assert cond(obj, "Ready") == ("True", "Sized", "sized from its signals: 5 replicas")
     assert f'unread_ttft{{ns="{ns}"}}' not in prometheus.queries  # ttft only sets the objective
-    code, body = get_decision(engine, sid)
+    code, body = get_decision(engine, sid, ns, cluster)
     assert code == 200 and body["replicas"] == 5 and body["signals"]["need"] == 5 and WORK in body["reason"]
 
-    # an LLMScaler with the Custom provider on the route scales the Deployment to it
-    apply(cluster, ns, llm_scaler("chat", "llama", f"{http_base(engine)}/decisions/{sid}", maxr=12))
+    # an LLMScaler with the Custom provider on the route (by serviceId) scales the Deployment to it
+    apply(cluster, ns, llm_scaler("chat", "llama", service_id=sid, maxr=12))
     try:
         eventually(lambda: replicas(cluster, ns, "llama") == 5, timeout=60, what="llama at the flow's 5")
     except AssertionError as e:
@@ -132,7 +133,7 @@ def test_flow_sizes_the_requirement_and_an_llmscaler_applies_it(
     message = cond(obj, "Ready")[2]
     assert message.startswith("signals missing (waiting: "), message
     assert "holding the last decision (3 replicas)" in message
-    code, body = get_decision(engine, sid)
+    code, body = get_decision(engine, sid, ns, cluster)
     assert code == 200 and body["replicas"] == 3 and "signals missing (waiting: " in body["reason"]
     assert replicas(cluster, ns, "llama") == 3
     answer(prometheus, slo, LOAD)

@@ -24,6 +24,7 @@ from .sloapi_helpers import (
     bind_owner,
     job_slo,
     llm_slo,
+    route_path,
     sa_token,
     spec_of,
     start_slo_api,
@@ -60,48 +61,54 @@ def test_routes_against_the_api_server(cluster: Cluster, namespace: str, tmp_pat
     routes = wait_routes(api, 3)
     assert [(r["route"], r["kind"]) for r in routes] == [
         ("batch-embed", "job"), ("chat-llama", "llm"), ("pd-llama", "llm")]
-    assert set(routes[0]) == {"route", "kind", "highPriority", "bounds"}
+    assert set(routes[0]) == {"namespace", "route", "kind", "highPriority", "bounds"}
+    assert {r["namespace"] for r in routes} == {ns}
+    # the unscoped path of 0.1: gone, for a route that exists as for one that does not
+    for path in ("/config/chat-llama", "/config/nope"):
+        assert _error(api.call("GET", path))[:2] == (410, "gone")
 
     # job route: GET, PUT keeps promql
-    got = api.call("GET", "/config/batch-embed").json()
+    got = api.call("GET", route_path(ns, "batch-embed")).json()
     assert got["queue"] == {"maxDepth": 200, "promql": PROMQL_QUEUE}
-    resp = api.call("PUT", "/config/batch-embed", json={"queue": {"maxDepth": 50}})
+    resp = api.call("PUT", route_path(ns, "batch-embed"), json={"queue": {"maxDepth": 50}})
     assert resp.status_code == 200, resp.text
     assert spec_of(cluster, ns, "jobslorequirements", "batch-cr")["queue"] == {
         "maxDepth": 50, "promql": PROMQL_QUEUE}
 
     # LLM fields refused on a job route, nothing written
-    status, code, message = _error(api.call("PUT", "/config/batch-embed", json={"ttft": {"targetMs": 100}}))
+    status, code, message = _error(api.call("PUT", route_path(ns, "batch-embed"),
+                                            json={"ttft": {"targetMs": 100}}))
     assert (status, code) == (400, "invalid_request") and message.startswith("ttft: is a field of llm routes")
 
     # queue validation
-    assert _error(api.call("PUT", "/config/batch-embed", json={"queue": {"maxDepth": 0}}))[:2] == (
+    assert _error(api.call("PUT", route_path(ns, "batch-embed"), json={"queue": {"maxDepth": 0}}))[:2] == (
         400, "invalid_request")
-    assert _error(api.call("PUT", "/config/batch-embed", json={"queue": None}))[2] == (
+    assert _error(api.call("PUT", route_path(ns, "batch-embed"), json={"queue": None}))[2] == (
         "queue: is required on a job route and cannot be removed")
 
     # DELETE keeps a job route's queue; clears an LLM route's ttft/otps
-    assert api.call("DELETE", "/config/batch-embed").json()["queue"]["promql"] == PROMQL_QUEUE
+    assert api.call("DELETE", route_path(ns, "batch-embed")).json()["queue"]["promql"] == PROMQL_QUEUE
     assert "queue" in spec_of(cluster, ns, "jobslorequirements", "batch-cr")
-    resp = api.call("DELETE", "/config/chat-llama")
+    resp = api.call("DELETE", route_path(ns, "chat-llama"))
     assert resp.status_code == 200, resp.text
     spec = spec_of(cluster, ns, "llmslorequirements", "chat-cr")
     assert "ttft" not in spec and "otps" not in spec and spec["bounds"]["max"]["value"] == 8
 
     # a PUT merges into the stored objective: ttft back with its query, then promql left out
-    resp = api.call("PUT", "/config/chat-llama", json={"ttft": {"targetMs": 900, "promql": PROMQL_TTFT}})
+    resp = api.call("PUT", route_path(ns, "chat-llama"),
+                    json={"ttft": {"targetMs": 900, "promql": PROMQL_TTFT}})
     assert resp.status_code == 200, resp.text
-    resp = api.call("PUT", "/config/chat-llama", json={"ttft": {"targetMs": 500}})
+    resp = api.call("PUT", route_path(ns, "chat-llama"), json={"ttft": {"targetMs": 500}})
     assert resp.status_code == 200, resp.text
     assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["ttft"] == {
         "targetMs": 500, "percentile": 90, "promql": PROMQL_TTFT}
 
     # pdengine and zero bounds reach the cluster
     pd = {"min": {"type": "pdengine", "value": 0}, "max": {"type": "pdengine", "value": 2}}
-    assert api.call("PUT", "/config/pd-llama", json={"bounds": pd}).status_code == 200
+    assert api.call("PUT", route_path(ns, "pd-llama"), json={"bounds": pd}).status_code == 200
     assert spec_of(cluster, ns, "llmslorequirements", "pd-cr")["bounds"] == pd
     zero = {"min": {"type": "replica", "value": 0}, "max": {"type": "replica", "value": 0}}
-    assert api.call("PUT", "/config/chat-llama", json={"bounds": zero}).status_code == 200
+    assert api.call("PUT", route_path(ns, "chat-llama"), json={"bounds": zero}).status_code == 200
     assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["bounds"] == zero
 
     # the CRD's CEL refuses the merged spec: 422 → 400 from the causes, never naming the CR
@@ -110,7 +117,7 @@ def test_routes_against_the_api_server(cluster: Cluster, namespace: str, tmp_pat
                              "max": {"type": "pdengine", "value": 2}}},
                  {"bounds": {"max": {"value": 1}}}):
         route = "pd-llama" if body["bounds"].get("max", {}).get("value") == 1 else "chat-llama"
-        resp = api.call("PUT", f"/config/{route}", json=body)
+        resp = api.call("PUT", route_path(ns, route), json=body)
         status, code, message = _error(resp)
         assert (status, code) == (400, "invalid_request"), resp.text
         assert "bounds" in message, message
@@ -118,13 +125,13 @@ def test_routes_against_the_api_server(cluster: Cluster, namespace: str, tmp_pat
             assert secret not in resp.text, (secret, resp.text)
     assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["bounds"] == zero
     # one cause: its spec.bounds.max.type shown as the route body's bounds.max.type
-    resp = api.call("PUT", "/config/chat-llama", json={"bounds": {"max": {"type": "concurrency"}}})
+    resp = api.call("PUT", route_path(ns, "chat-llama"), json={"bounds": {"max": {"type": "concurrency"}}})
     assert _error(resp) == (
         400, "invalid_request",
         "bounds.max.type: Invalid value: bounds.min.type and bounds.max.type must be the same")
 
     # unknown route
-    assert _error(api.call("GET", "/config/nope"))[:2] == (404, "not_found")
+    assert _error(api.call("GET", route_path(ns, "nope")))[:2] == (404, "not_found")
     # the shipped RBAC was enough: the API server never refused the SLO API (a status of 403 on a
     # request line; a bare "403" could be part of a client port such as 127.0.0.1:44038)
     assert _refusals(api.output(tail=10**7)) == []
@@ -137,16 +144,16 @@ def test_service_id_on_both_kinds_is_409(cluster: Cluster, namespace: str, tmp_p
     api = start_slo_api(cluster, tmp_path, namespace=ns)
     slo_apis.append(api)
     wait_routes(api, 2)
-    message = "serviceId shared is defined by more than one SLO requirement CRs"
-    assert _error(api.call("GET", "/config/shared")) == (409, "conflict", message)
-    assert _error(api.call("PUT", "/config/shared", json={"highPriority": True})) == (
+    message = f"serviceId shared is defined by more than one SLO requirement CRs in namespace {ns}"
+    assert _error(api.call("GET", route_path(ns, "shared"))) == (409, "conflict", message)
+    assert _error(api.call("PUT", route_path(ns, "shared"), json={"highPriority": True})) == (
         409, "conflict", message)
-    assert _error(api.call("DELETE", "/config/shared")) == (409, "conflict", message)
+    assert _error(api.call("DELETE", route_path(ns, "shared"))) == (409, "conflict", message)
     assert spec_of(cluster, ns, "llmslorequirements", "shared-llm")["highPriority"] is False
     assert "ttft" in spec_of(cluster, ns, "llmslorequirements", "shared-llm")
     # the conflict ends when one CR goes
     cluster.kubectl("delete", "jobslorequirements.llm.escaler.io", "shared-job", "-n", ns)
-    eventually(lambda: api.call("GET", "/config/shared").status_code == 200, timeout=30,
+    eventually(lambda: api.call("GET", route_path(ns, "shared")).status_code == 200, timeout=30,
                what="route resolved after the conflict ended")
 
 
@@ -163,21 +170,22 @@ def test_auth_token_401_404_200(cluster: Cluster, namespace: str, tmp_path: Path
     assert _error(api.call("GET", "/config"))[:2] == (401, "unauthorized")
     assert api.call("GET", "/config").headers["WWW-Authenticate"] == "Bearer"
     wrong_audience = sa_token(cluster, ns, "owner", audience="https://kubernetes.default.svc")
-    assert _error(api.call("GET", "/config/chat-llama", token=wrong_audience))[:2] == (401, "unauthorized")
+    chat = route_path(ns, "chat-llama")
+    assert _error(api.call("GET", chat, token=wrong_audience))[:2] == (401, "unauthorized")
     # an authenticated user without RBAC: the same 404 as a route that does not exist, naming neither
     # the namespace nor the CR behind it (issue 27 item 14)
-    status, code, message = _error(api.call("PUT", "/config/chat-llama", token=stranger,
+    status, code, message = _error(api.call("PUT", route_path(ns, "chat-llama"), token=stranger,
                                             json={"highPriority": True}))
     assert (status, code) == (404, "not_found")
     user = f"system:serviceaccount:{ns}:stranger"
-    assert message == f"route 'chat-llama' not found, or user '{user}' may not patch it"
-    missing = api.call("PUT", "/config/no-such-route", token=stranger, json={"highPriority": True})
+    assert message == f"route 'chat-llama' not found in namespace '{ns}', or user '{user}' may not patch it"
+    missing = api.call("PUT", route_path(ns, "no-such-route"), token=stranger, json={"highPriority": True})
     assert _error(missing)[:2] == (404, "not_found")
     assert _error(api.call("GET", "/config", token=stranger))[:2] == (403, "forbidden")
     # the owner (escaler-slo-owner bound in the namespace): 200 (RBAC may take a moment to apply)
-    eventually(lambda: api.call("GET", "/config/chat-llama", token=owner).status_code == 200, timeout=30,
+    eventually(lambda: api.call("GET", chat, token=owner).status_code == 200, timeout=30,
                what="owner allowed")
-    resp = api.call("PUT", "/config/chat-llama", token=owner, json={"highPriority": True})
+    resp = api.call("PUT", route_path(ns, "chat-llama"), token=owner, json={"highPriority": True})
     assert resp.status_code == 200, resp.text
     assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["highPriority"] is True
     assert [r["route"] for r in api.call("GET", "/config", token=owner).json()["routes"]] == ["chat-llama"]
@@ -199,7 +207,7 @@ def test_missing_job_crd_is_indexed_as_empty(cluster: Cluster, namespace: str, t
     try:
         api = start_slo_api(cluster, tmp_path, namespace=ns)  # waits for /readyz 200
         slo_apis.append(api)
-        wait_route(api, "chat-llama")
+        wait_route(api, ns, "chat-llama")
         assert [r["route"] for r in api.call("GET", "/config").json()["routes"]] == ["chat-llama"]
         assert "JobSLORequirement is not served by this cluster" in api.output()
     finally:

@@ -86,6 +86,7 @@ def test_form_lists_views_edits_and_shows_400(cluster: Cluster, namespace: str, 
             assert browser.find_element(By.ID, "message").text == "2 route(s)"
             rows = browser.find_elements(By.CSS_SELECTOR, "#routes tbody tr")
             assert [r.get_attribute("data-route") for r in rows] == ["batch-embed", "chat-llama"]
+            assert [r.get_attribute("data-namespace") for r in rows] == [ns, ns]
             assert "replica 1 .. replica 8" in rows[1].text
             # view one
             rows[1].find_element(By.CSS_SELECTOR, "button.view").click()

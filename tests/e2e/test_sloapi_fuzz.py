@@ -1,9 +1,9 @@
 """schemathesis against ``/openapi.json`` of a live SLO API (issue 12 acceptance): every operation
-of the document, with generated paths, bodies and media types — half of the ``/config/{route}``
-cases aimed at routes that exist, so generated merge patches reach the real API server (and its
-CRD validation). No answer may be a 5xx other than a documented 502 ``upstream_error``, every
-error must be the ``{"error": {"code", "message"}}`` envelope, and every status must be one the
-document lists for the operation.
+of the document, with generated paths, bodies and media types — half of the
+``/config/namespaces/{namespace}/{route}`` cases aimed at routes that exist, so generated merge
+patches reach the real API server (and its CRD validation). No answer may be a 5xx other than a
+documented 502 ``upstream_error``, every error must be the ``{"error": {"code", "message"}}``
+envelope, and every status must be one the document lists for the operation.
 """
 
 from __future__ import annotations
@@ -25,16 +25,20 @@ pytestmark = pytest.mark.e2e
 # generated cases per operation (the PUT and DELETE ones each reach the API server)
 EXAMPLES = 60
 ROUTES = ("chat-llama", "pd-llama", "batch-embed")
+ROUTE = "/config/namespaces/{namespace}/{route}"
+LEGACY = "/config/{route}"
 
 
-def _fuzz(op: Any, documented: set[int], failures: list[str], seen: set[int]) -> None:
+def _fuzz(op: Any, documented: set[int], failures: list[str], seen: set[int], namespace: str) -> None:
     """Run ``EXAMPLES`` generated cases of one operation, recording what is wrong in ``failures``."""
 
     @given(case=op.as_strategy(), aim=st.booleans(), route=st.sampled_from(ROUTES))
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     def check(case: Any, aim: bool, route: str) -> None:
         if aim and "route" in (case.path_parameters or {}):
-            case.path_parameters = {"route": route}
+            case.path_parameters = {**case.path_parameters, "route": route}
+            if "namespace" in case.path_parameters:
+                case.path_parameters["namespace"] = namespace
         resp = case.call()
         seen.add(resp.status_code)
         sent = json.dumps(case.body, default=str)[:300] if case.body is not None else None
@@ -63,15 +67,17 @@ def test_schemathesis_no_undocumented_5xx(cluster: Cluster, namespace: str, tmp_
         seen: dict[tuple[str, str], set[int]] = {}
         operations = [r.ok() for r in schema.get_all_operations()]
         assert {(op.method.upper(), op.path) for op in operations} >= {
-            ("GET", "/config"), ("GET", "/config/{route}"), ("PUT", "/config/{route}"),
-            ("DELETE", "/config/{route}"), ("GET", "/readyz"), ("GET", "/healthz"), ("GET", "/")}
+            ("GET", "/config"), ("GET", ROUTE), ("PUT", ROUTE), ("DELETE", ROUTE),
+            ("GET", LEGACY), ("PUT", LEGACY), ("DELETE", LEGACY),
+            ("GET", "/readyz"), ("GET", "/healthz"), ("GET", "/")}
         for op in operations:
             documented = {int(s) for s in document["paths"][op.path][op.method.lower()]["responses"]}
-            _fuzz(op, documented, failures, seen.setdefault((op.method.upper(), op.path), set()))
+            _fuzz(op, documented, failures, seen.setdefault((op.method.upper(), op.path), set()), ns)
         assert not failures, "\n".join(failures[:20])
         # the run reached the API server: writes happened, and some were refused as 400
-        assert 200 in seen[("PUT", "/config/{route}")], seen
-        assert 400 in seen[("PUT", "/config/{route}")], seen
+        assert 200 in seen[("PUT", ROUTE)], seen
+        assert 400 in seen[("PUT", ROUTE)], seen
+        assert seen[("PUT", LEGACY)] <= {400, 410, 413, 415}, seen  # the 0.1 path: gone
         # nothing unexpected was logged (a 500 would be logged at error)
         assert '"level": "error"' not in api.output(tail=10**7), api.output()
     finally:

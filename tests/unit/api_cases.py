@@ -206,6 +206,18 @@ def _range(field: str) -> str:
 
 REFUSED_BY_RULE: tuple[Refusal, ...] = (
     Refusal(
+        "llms/customProvider-url-and-serviceId",
+        _LLMS,
+        {"spec.customProvider.url": "http://slo.example:8082/decisions"},
+        (("spec.customProvider", "customProvider needs exactly one of url and serviceId"),),
+    ),
+    Refusal(
+        "llms/customProvider-neither-url-nor-serviceId",
+        _LLMS,
+        {"spec.customProvider.serviceId": DELETE},
+        (("spec.customProvider", "customProvider needs exactly one of url and serviceId"),),
+    ),
+    Refusal(
         "es/metrics-type-without-metricsTrigger",
         _ES_S,
         {"spec.trigger.type": "MetricsTrigger"},
@@ -632,7 +644,8 @@ REFUSED_BY_RULE: tuple[Refusal, ...] = (
     Refusal(
         "llms/customProvider-url-credentials",
         _LLMS,
-        {"spec.customProvider.url": "http://user:secret@slo:8080/decisions/x"},
+        {"spec.customProvider.url": "http://user:secret@slo:8080/decisions/x",
+         "spec.customProvider.serviceId": DELETE},
         (("spec.customProvider.url", _url("url")),),
     ),
     Refusal(

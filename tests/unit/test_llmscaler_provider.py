@@ -286,3 +286,55 @@ def test_a_failed_job_is_decision_unavailable_for_every_metric() -> None:
     mx.complete(read_key("team", "chat"))
     out = rec.recommend(_llm(), None)
     assert out.recommend.unavailable is not None and "the query failed: boom" in out.recommend.unavailable
+
+
+class Lookup:
+    """A ``DecisionLookup``: decisions by (namespace, serviceId); records every lookup."""
+
+    def __init__(self, answers: dict[tuple[str, str], Any]) -> None:
+        self.answers = answers
+        self.asked: list[tuple[str, str]] = []
+
+    def __call__(self, namespace: str, service_id: str) -> Any:
+        self.asked.append((namespace, service_id))
+        return self.answers.get((namespace, service_id),
+                                f"no requirement in {namespace} defines {service_id}")
+
+
+def _by_id(lookup: Lookup | None, reader: Reader | None = None,
+           allowed: tuple[str, ...] = ()) -> tuple[LLMRecommender, FakeClock]:
+    clock = FakeClock()
+    return LLMRecommender(reader, clock, ScalerMetrics(CollectorRegistry()), allowed, 30.0,
+                          decisions=lookup), clock
+
+
+SERVED = [
+    ("decision", {"replicas": 5, "reason": "scale up"}, 5, None),
+    ("zero", {"replicas": 0}, 0, None),
+    ("no-decision-yet", "serviceId chat has no decision yet", None,
+     "custom provider returned no decision: serviceId chat: serviceId chat has no decision yet"),
+    ("bool-replicas", {"replicas": True}, None, '"replicas" must be an integer >= 0, got a boolean'),
+]
+
+
+@pytest.mark.parametrize(("answer", "replicas", "error"), [s[1:] for s in SERVED], ids=[s[0] for s in SERVED])
+def test_a_service_id_is_read_in_process_from_the_scalers_own_namespace(
+        answer: Any, replicas: int | None, error: str | None) -> None:
+    """Issue 27 item 5: customProvider.serviceId reads (scaler namespace, serviceId) and nothing else —
+    no HTTP, no URL check (no --allowed-endpoint-hosts entry needed)."""
+    lookup, reader = Lookup({("team", "chat"): answer, ("other", "chat"): {"replicas": 99}}), Reader()
+    rec, _ = _by_id(lookup, reader, allowed=("*.allowed.example",))
+    out = rec.recommend(_llm(provider="Custom", customProvider={"serviceId": "chat"}), None)
+    assert lookup.asked == [("team", "chat")] and reader.calls == 0
+    assert out.recommend.replicas == replicas
+    if error is not None:
+        assert error in (out.recommend.unavailable or "")
+
+
+def test_a_service_id_without_a_decision_engine_is_unavailable_not_a_request() -> None:
+    reader = Reader()
+    rec, _ = _by_id(None, reader)
+    out = rec.recommend(_llm(provider="Custom", customProvider={"serviceId": "chat"}), None)
+    assert out.recommend.replicas is None and reader.calls == 0
+    assert "spec.customProvider.serviceId: this manager has no SLO decision engine" in (
+        out.recommend.unavailable or "")

@@ -14,6 +14,13 @@ from tests.unit.sloapi_fakes import FakeAuthenticator, FakeSLOCluster, job_slo, 
 ALICE = UserInfo("alice", groups=("slo-owners",))
 BOB = UserInfo("bob")
 
+# the routes of the tests' clusters, by namespace (a route is a serviceId in a namespace)
+CHAT = "/config/namespaces/team-a/chat"
+BATCH = "/config/namespaces/team-b/batch"
+OTHER = "/config/namespaces/team-c/other"
+SHARED = "/config/namespaces/team-a/shared"
+NOWHERE = "/config/namespaces/team-a/nowhere"
+
 
 def _cluster() -> FakeSLOCluster:
     return FakeSLOCluster([llm_slo("chat-slo", "chat", namespace="team-a"),
@@ -39,7 +46,7 @@ def _error(resp: Any) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("method, path", [
-    ("GET", "/config"), ("GET", "/config/chat"), ("PUT", "/config/chat"), ("DELETE", "/config/chat"),
+    ("GET", "/config"), ("GET", CHAT), ("PUT", CHAT), ("DELETE", CHAT),
 ], ids=["list", "get", "put", "delete"])
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Basic YTpi"}, _bearer("wrong")],
                          ids=["none", "basic", "invalid"])
@@ -55,31 +62,32 @@ def test_a_route_the_user_may_not_touch_is_answered_as_one_that_does_not_exist()
     # issue 27 item 14: a 403 named the namespace and CR behind a route, and 403 vs 404 told a caller
     # whether a route exists; both are now the same 404, which names neither
     with start_service(_cluster(), auth=_auth()) as r:
-        denied = r.client.put("/config/chat", headers=_bearer("bob-token"), json={"highPriority": True})
-        missing = r.client.put("/config/nowhere", headers=_bearer("bob-token"), json={"highPriority": True})
+        denied = r.client.put(CHAT, headers=_bearer("bob-token"), json={"highPriority": True})
+        missing = r.client.put(NOWHERE, headers=_bearer("bob-token"), json={"highPriority": True})
         assert _error(denied) == _error(missing) == (404, "not_found")
-        assert denied.json()["error"]["message"] == "route 'chat' not found, or user 'bob' may not patch it"
+        assert denied.json()["error"]["message"] == (
+            "route 'chat' not found in namespace 'team-a', or user 'bob' may not patch it")
         for resp in (denied, missing):
-            assert "team-a" not in resp.text and "chat-slo" not in resp.text
+            assert "chat-slo" not in resp.text
         # the list still says 403 (it names kinds, no route or object)
         assert _error(r.client.get("/config", headers=_bearer("bob-token"))) == (403, "forbidden")
         # alice may read team-a but not another namespace's route, nor patch a job route
-        assert r.client.get("/config/chat", headers=_bearer("alice-token")).status_code == 200
-        assert _error(r.client.get("/config/other", headers=_bearer("alice-token"))) == (404, "not_found")
-        assert _error(r.client.delete("/config/batch", headers=_bearer("alice-token"))) == (404, "not_found")
+        assert r.client.get(CHAT, headers=_bearer("alice-token")).status_code == 200
+        assert _error(r.client.get(OTHER, headers=_bearer("alice-token"))) == (404, "not_found")
+        assert _error(r.client.delete(BATCH, headers=_bearer("alice-token"))) == (404, "not_found")
         assert r.cluster.writes == []
 
 
 def test_probing_routes_spends_the_users_denial_budget_whether_they_exist_or_not() -> None:
     with start_service(_cluster(), auth=_auth()) as r:
-        codes = [r.client.get(f"/config/{name}", headers=_bearer("bob-token")).status_code
+        codes = [r.client.get(f"/config/namespaces/team-a/{name}", headers=_bearer("bob-token")).status_code
                  for name in ["chat", "nowhere-1", "other", "nowhere-2"] * 3]
         assert codes[:10] == [404] * 10 and codes[10:] == [429, 429], codes
 
 
 def test_allowed_user_reads_and_writes() -> None:
     with start_service(_cluster(), auth=_auth()) as r:
-        resp = r.client.put("/config/chat", headers=_bearer("alice-token"), json={"highPriority": True})
+        resp = r.client.put(CHAT, headers=_bearer("alice-token"), json={"highPriority": True})
         assert resp.status_code == 200, resp.text
         assert resp.json()["highPriority"] is True
         # the list shows what alice may list: LLM routes of team-a, job routes everywhere
@@ -94,8 +102,44 @@ def test_conflict_only_after_authorization() -> None:
     cluster.apis["job"].create(job_slo("shared-job", "shared", namespace="team-a"))
     cluster.apis["llm"].create(llm_slo("shared-llm", "shared", namespace="team-a"))
     with start_service(cluster, auth=_auth()) as r:
-        assert _error(r.client.get("/config/shared", headers=_bearer("bob-token"))) == (404, "not_found")
-        assert _error(r.client.get("/config/shared", headers=_bearer("alice-token"))) == (409, "conflict")
+        assert _error(r.client.get(SHARED, headers=_bearer("bob-token"))) == (404, "not_found")
+        assert _error(r.client.get(SHARED, headers=_bearer("alice-token"))) == (409, "conflict")
+
+
+def test_a_service_id_in_another_namespace_is_another_route() -> None:
+    """Issue 27 item 5: bob registers alice's serviceId in his namespace; alice's route is unaffected
+    (no 409, her own SLO), bob reads and writes only his, and nothing answered names the other."""
+    cluster = _cluster()
+    cluster.apis["llm"].create(llm_slo("hijack", "chat", namespace="team-b", highPriority=True))
+    auth = _auth()
+    auth.allow |= {("bob", "get", "*", "team-b", "*"), ("bob", "patch", "*", "team-b", "*")}
+    with start_service(cluster, auth=auth) as r:
+        mine = r.client.get(CHAT, headers=_bearer("alice-token"))
+        assert mine.status_code == 200 and mine.json()["highPriority"] is False, mine.text
+        put = r.client.put(CHAT, headers=_bearer("alice-token"), json={"highPriority": True})
+        assert put.status_code == 200, put.text
+        assert r.cluster.writes[-1][:3] == ("llm", "team-a", "chat-slo")
+        theirs = r.client.get("/config/namespaces/team-b/chat", headers=_bearer("bob-token"))
+        assert theirs.status_code == 200 and theirs.json()["highPriority"] is True
+        # bob on alice's route: the same 404 as a route that does not exist, naming nothing of hers
+        stolen = r.client.put(CHAT, headers=_bearer("bob-token"), json={"highPriority": False})
+        assert _error(stolen) == (404, "not_found") and "chat-slo" not in stolen.text
+        assert len(r.cluster.writes) == 1
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE"])
+@pytest.mark.parametrize("token", [None, "alice-token"], ids=["anonymous", "owner"])
+def test_the_unscoped_path_of_0_1_is_gone_and_tells_nothing(method: str, token: str | None) -> None:
+    with start_service(_cluster(), auth=_auth()) as r:
+        headers = _bearer(token) if token else {}
+        body = {} if method == "PUT" else None
+        known = r.client.request(method, "/config/chat", headers=headers, json=body)
+        unknown = r.client.request(method, "/config/nowhere", headers=headers, json=body)
+        assert _error(known) == _error(unknown) == (410, "gone")
+        assert known.json() == unknown.json()
+        assert "/config/namespaces/<namespace>/<route>" in known.json()["error"]["message"]
+        assert r.service.auth is not None and r.service.auth.authenticator.reviews == []  # type: ignore[attr-defined]
+        assert r.cluster.writes == []
 
 
 def test_failed_authentications_are_rate_limited() -> None:
@@ -114,7 +158,7 @@ def test_probes_form_and_openapi_need_no_token() -> None:
 
 def test_body_too_large_is_413() -> None:
     with start_service(_cluster(), max_body_bytes=1024) as r:
-        resp = r.client.put("/config/chat", content=b'{"highPriority": true, "x": "' + b"a" * 2000 + b'"}',
+        resp = r.client.put(CHAT, content=b'{"highPriority": true, "x": "' + b"a" * 2000 + b'"}',
                             headers={"Content-Type": "application/json"})
         assert _error(resp) == (413, "payload_too_large")
 
@@ -122,7 +166,7 @@ def test_body_too_large_is_413() -> None:
             for _ in range(4):
                 yield b"a" * 500
 
-        assert _error(r.client.put("/config/chat", content=chunks())) == (413, "payload_too_large")
+        assert _error(r.client.put(CHAT, content=chunks())) == (413, "payload_too_large")
         assert r.cluster.writes == []
 
 
@@ -134,17 +178,17 @@ def test_body_too_large_is_413() -> None:
 ], ids=["syntax", "utf8", "deep", "empty"])
 def test_malformed_json_is_400(raw: bytes, fragment: str) -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/chat", content=raw, headers={"Content-Type": "application/json"})
+        resp = r.client.put(CHAT, content=raw, headers={"Content-Type": "application/json"})
         assert _error(resp) == (400, "invalid_request")
         assert fragment in resp.json()["error"]["message"]
 
 
 def test_media_types() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/chat", content=b"highPriority=true",
+        resp = r.client.put(CHAT, content=b"highPriority=true",
                             headers={"Content-Type": "application/x-www-form-urlencoded"})
         assert _error(resp) == (415, "unsupported_media_type")
-        ok = r.client.put("/config/chat", content=b'{"highPriority": true}',
+        ok = r.client.put(CHAT, content=b'{"highPriority": true}',
                           headers={"Content-Type": "application/merge-patch+json"})
         assert ok.status_code == 200, ok.text
 
@@ -152,9 +196,10 @@ def test_media_types() -> None:
 @pytest.mark.parametrize("method, path, status, code", [
     ("GET", "/nope", 404, "not_found"),
     ("POST", "/config", 405, "method_not_allowed"),
-    ("PATCH", "/config/chat", 405, "method_not_allowed"),
+    ("PATCH", CHAT, 405, "method_not_allowed"),
     ("GET", "/config/a/b", 404, "not_found"),
-], ids=["path", "post-list", "patch-route", "slash"])
+    ("GET", "/config/namespaces/a/b/c", 404, "not_found"),
+], ids=["path", "post-list", "patch-route", "slash", "too-deep"])
 def test_framework_errors_use_the_envelope(method: str, path: str, status: int, code: str) -> None:
     with start_service(_cluster()) as r:
         assert _error(r.client.request(method, path)) == (status, code)
@@ -164,9 +209,13 @@ def test_openapi_describes_every_route_with_errors() -> None:
     with start_service(_cluster()) as r:
         doc = r.client.get("/openapi.json").json()
         paths = doc["paths"]
-        assert set(paths) == {"/", "/healthz", "/readyz", "/config", "/config/{route}"}
-        assert set(paths["/config/{route}"]) == {"get", "put", "delete"}
-        put = paths["/config/{route}"]["put"]
+        assert set(paths) == {"/", "/healthz", "/readyz", "/config", "/config/namespaces/{namespace}/{route}",
+                              "/config/{route}"}
+        route = "/config/namespaces/{namespace}/{route}"
+        assert set(paths[route]) == {"get", "put", "delete"}
+        assert {op: set(v["responses"]) for op, v in paths["/config/{route}"].items()} == {
+            op: {"410"} for op in ("get", "put", "delete")}
+        put = paths[route]["put"]
         assert {"200", "400", "401", "404", "409", "413", "502", "503"} <= set(put["responses"])
         assert "403" not in put["responses"]  # a denied route is answered 404, as a missing one
         assert put["responses"]["400"]["content"]["application/json"]["schema"] == {

@@ -20,6 +20,10 @@ from escaler.sloapi.kinds import JOB, LLM
 from tests.unit.fakeapi import wait_until
 from tests.unit.sloapi_fakes import FakeSLOCluster, job_slo, llm_slo, start_service
 
+# the routes of the tests' clusters, by namespace (a route is a serviceId in a namespace)
+CHAT = "/config/namespaces/team-a/chat"
+BATCH = "/config/namespaces/team-b/batch"
+
 
 def _routes(client: object) -> list[tuple[str, str]]:
     resp = client.get("/config")  # type: ignore[attr-defined]
@@ -33,7 +37,7 @@ def test_missing_job_crd_still_ready() -> None:
         assert r.index.state(JOB) is KindState.ABSENT
         assert r.client.get("/readyz").json() == {"status": "ok"}
         assert _routes(r.client) == [("chat", "llm")]
-        assert r.client.get("/config/batch").status_code == 404
+        assert r.client.get(BATCH).status_code == 404
         # the CRD is installed with an object; seen at the next check, 60 s later
         cluster.apis["job"].create(job_slo("b", "batch"))
         cluster.present["job"] = True
@@ -79,7 +83,7 @@ def test_relist_of_one_kind_keeps_the_other() -> None:
         assert _routes(r.client) == [("batch", "job"), ("chat", "llm"), ("new-chat", "llm")]
         # the job kind was neither relisted nor re-watched
         assert (job_api.list_calls, job_api.watch_calls) == (job_lists, job_watches)
-        assert r.client.get("/config/batch").status_code == 200
+        assert r.client.get(BATCH).status_code == 200
 
 
 def test_not_ready_until_present_kinds_sync() -> None:
@@ -96,13 +100,13 @@ def test_not_ready_until_present_kinds_sync() -> None:
         assert resp.json()["error"]["code"] == "unavailable"
         assert "LLMSLORequirement" in resp.json()["error"]["message"]
         # the routes answer 503 too (a route not seen yet is not a 404)
-        assert r.client.get("/config/chat").status_code == 503
+        assert r.client.get(CHAT).status_code == 503
         assert r.client.get("/healthz").status_code == 200
         r.clock.block_until_waiters(2)
         r.clock.step(2)
         wait_until(r.index.ready, what="ready after the retried list")
         assert r.client.get("/readyz").status_code == 200
-        assert r.client.get("/config/chat").status_code == 200
+        assert r.client.get(CHAT).status_code == 200
 
 
 @pytest.mark.parametrize("error", [StatusError(403, "Forbidden", "no RBAC"), ConnectionFailure("refused")],
@@ -147,10 +151,10 @@ def test_a_listing_right_after_a_write_shows_it_before_the_watch_does() -> None:
     with start_service(cluster) as r:
         api = cluster.apis["llm"]
         api.pause_watches()  # the watch has not delivered the write yet
-        resp = r.client.put("/config/chat", json={"bounds": {"max": {"type": "replica", "value": 12}}})
+        resp = r.client.put(CHAT, json={"bounds": {"max": {"type": "replica", "value": 12}}})
         assert resp.status_code == 200, resp.text
         assert _max_bound(r.client, "chat") == {"type": "replica", "value": 12}
-        assert r.client.get("/config/chat").json()["bounds"]["max"]["value"] == 12
+        assert r.client.get(CHAT).json()["bounds"]["max"]["value"] == 12
         # someone else writes after us, and the watch delivers both: the newer copy wins
         current = api.get("team-a/a")
         assert current is not None
@@ -168,7 +172,7 @@ def test_a_written_copy_expires_when_the_watch_never_delivers_it() -> None:
                                                            "max": {"type": "replica", "value": 8}})])
     with start_service(cluster) as r:
         cluster.apis["llm"].pause_watches()
-        assert r.client.put("/config/chat", json={"bounds": {"max": {"type": "replica", "value": 12}}}
+        assert r.client.put(CHAT, json={"bounds": {"max": {"type": "replica", "value": 12}}}
                             ).status_code == 200
         r.clock.step(WRITE_OVERLAY_SECONDS - 1)
         assert _max_bound(r.client, "chat") == {"type": "replica", "value": 12}

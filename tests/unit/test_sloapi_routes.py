@@ -33,6 +33,14 @@ from tests.unit.sloapi_fakes import (
     start_service,
 )
 
+# the routes of the tests' clusters, by namespace (a route is a serviceId in a namespace)
+CHAT = "/config/namespaces/team-a/chat-llama"
+BATCH = "/config/namespaces/team-b/batch-embed"
+SHARED = "/config/namespaces/team-a/shared"
+NOPE = "/config/namespaces/team-a/nope"
+# each route's namespace in _cluster() (llm_slo defaults to team-a, job_slo to team-b)
+NS_OF = {"chat-llama": "team-a", "pd-llama": "team-a", "batch-embed": "team-b"}
+
 
 def _cluster() -> FakeSLOCluster:
     return FakeSLOCluster([
@@ -52,7 +60,7 @@ def _error(resp: Any) -> tuple[int, str, str]:
 
 def test_job_route_get() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.get("/config/batch-embed")
+        resp = r.client.get(BATCH)
         assert resp.status_code == 200, resp.text
         assert resp.json() == {
             "route": "batch-embed", "kind": "job", "highPriority": False, "concurrencyPerReplica": 1,
@@ -63,18 +71,18 @@ def test_job_route_get() -> None:
 
 def test_llm_route_get() -> None:
     with start_service(_cluster()) as r:
-        body = r.client.get("/config/chat-llama").json()
+        body = r.client.get(CHAT).json()
         assert body["kind"] == "llm" and body["deployType"] == "aggregated"
         assert body["ttft"] == {"targetMs": 800, "percentile": 90, "promql": PROMQL_TTFT}
         assert body["otps"] == {"target": 20, "promql": PROMQL_OTPS}
         assert "queue" not in body
         # never the CR's identity
-        assert "chat-llama-slo" not in r.client.get("/config/chat-llama").text
+        assert "chat-llama-slo" not in r.client.get(CHAT).text
 
 
 def test_job_put_keeps_promql() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/batch-embed", json={"queue": {"maxDepth": 50}, "highPriority": True})
+        resp = r.client.put(BATCH, json={"queue": {"maxDepth": 50}, "highPriority": True})
         assert resp.status_code == 200, resp.text
         assert resp.json()["queue"] == {"maxDepth": 50, "promql": PROMQL_QUEUE}
         assert resp.json()["highPriority"] is True
@@ -87,7 +95,7 @@ def test_job_put_keeps_promql() -> None:
 
 def test_llm_put_keeps_promql_and_merges_nested() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/chat-llama", json={"ttft": {"targetMs": 500}})
+        resp = r.client.put(CHAT, json={"ttft": {"targetMs": 500}})
         assert resp.status_code == 200, resp.text
         assert resp.json()["ttft"] == {"targetMs": 500, "percentile": 90, "promql": PROMQL_TTFT}
         assert resp.json()["otps"] == {"target": 20, "promql": PROMQL_OTPS}
@@ -100,7 +108,7 @@ def test_llm_put_keeps_promql_and_merges_nested() -> None:
 ], ids=["ttft", "otps", "deployType"])
 def test_llm_fields_refused_on_job_route(body: dict[str, Any], field: str) -> None:
     with start_service(_cluster()) as r:
-        status, code, message = _error(r.client.put("/config/batch-embed", json=body))
+        status, code, message = _error(r.client.put(BATCH, json=body))
         assert (status, code) == (400, "invalid_request")
         assert message.startswith(f"{field}: is a field of llm routes (LLMSLORequirement), not of job routes")
         assert r.cluster.writes == []
@@ -108,14 +116,14 @@ def test_llm_fields_refused_on_job_route(body: dict[str, Any], field: str) -> No
 
 def test_queue_refused_on_llm_route() -> None:
     with start_service(_cluster()) as r:
-        status, _, message = _error(r.client.put("/config/chat-llama", json={"queue": {"maxDepth": 3}}))
+        status, _, message = _error(r.client.put(CHAT, json={"queue": {"maxDepth": 3}}))
         assert status == 400
         assert message.startswith("queue: is a field of job routes (JobSLORequirement), not of llm routes")
 
 
 def test_delete_job_route_keeps_queue() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.delete("/config/batch-embed")
+        resp = r.client.delete(BATCH)
         assert resp.status_code == 200, resp.text
         assert resp.json()["queue"] == {"maxDepth": 200, "promql": PROMQL_QUEUE}
         # nothing to clear: no write at all
@@ -124,7 +132,7 @@ def test_delete_job_route_keeps_queue() -> None:
 
 def test_delete_llm_route_clears_ttft_otps() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.delete("/config/chat-llama")
+        resp = r.client.delete(CHAT)
         assert resp.status_code == 200, resp.text
         body = resp.json()
         assert "ttft" not in body and "otps" not in body
@@ -133,8 +141,8 @@ def test_delete_llm_route_clears_ttft_otps() -> None:
         assert r.cluster.writes == [
             ("llm", "team-a", "chat-llama-slo", {"spec": {"ttft": None, "otps": None}})]
         # once the index has seen the write, a second DELETE has nothing left to clear
-        wait_until(lambda: "ttft" not in r.client.get("/config/chat-llama").json(), what="write seen")
-        assert r.client.delete("/config/chat-llama").status_code == 200
+        wait_until(lambda: "ttft" not in r.client.get(CHAT).json(), what="write seen")
+        assert r.client.delete(CHAT).status_code == 200
         assert len(r.cluster.writes) == 1
 
 
@@ -143,11 +151,11 @@ def test_list_both_kinds_in_summary_shape() -> None:
         resp = r.client.get("/config")
         assert resp.status_code == 200, resp.text
         assert resp.json() == {"routes": [
-            {"route": "batch-embed", "kind": "job", "highPriority": False,
+            {"namespace": "team-b", "route": "batch-embed", "kind": "job", "highPriority": False,
              "bounds": {"min": {"type": "concurrency", "value": 0}, "max": {"type": "replica", "value": 4}}},
-            {"route": "chat-llama", "kind": "llm", "highPriority": False,
+            {"namespace": "team-a", "route": "chat-llama", "kind": "llm", "highPriority": False,
              "bounds": {"min": {"type": "replica", "value": 1}, "max": {"type": "replica", "value": 8}}},
-            {"route": "pd-llama", "kind": "llm", "highPriority": False,
+            {"namespace": "team-a", "route": "pd-llama", "kind": "llm", "highPriority": False,
              "bounds": {"min": {"type": "pdengine", "value": 1}, "max": {"type": "pdengine", "value": 2}}},
         ]}
 
@@ -156,20 +164,21 @@ def test_list_both_kinds_in_summary_shape() -> None:
                          ids=["get", "put", "delete"])
 def test_service_id_on_two_kinds_is_409(method: str, body: dict[str, Any] | None) -> None:
     cluster = _cluster()
-    cluster.apis["job"].create(job_slo("shared-job", "shared"))
-    cluster.apis["llm"].create(llm_slo("shared-llm", "shared"))
+    cluster.apis["job"].create(job_slo("shared-job", "shared", namespace="team-a"))
+    cluster.apis["llm"].create(llm_slo("shared-llm", "shared", namespace="team-a"))
     with start_service(cluster) as r:
-        resp = r.client.request(method, "/config/shared", json=body)
+        resp = r.client.request(method, SHARED, json=body)
         assert _error(resp) == (
-            409, "conflict", "serviceId shared is defined by more than one SLO requirement CRs")
+            409, "conflict",
+            "serviceId shared is defined by more than one SLO requirement CRs in namespace team-a")
         assert r.cluster.writes == []
 
 
 def test_unknown_route_is_404() -> None:
     with start_service(_cluster()) as r:
         for method in ("GET", "PUT", "DELETE"):
-            resp = r.client.request(method, "/config/nope", json={} if method == "PUT" else None)
-            assert _error(resp) == (404, "not_found", "route 'nope' not found")
+            resp = r.client.request(method, NOPE, json={} if method == "PUT" else None)
+            assert _error(resp) == (404, "not_found", "route 'nope' not found in namespace 'team-a'")
 
 
 @pytest.mark.parametrize("route, bounds", [
@@ -181,7 +190,7 @@ def test_unknown_route_is_404() -> None:
 ], ids=["pdengine-min-zero", "pdengine-both-zero", "llm-replica-zero", "llm-concurrency", "job-zero"])
 def test_pdengine_and_zero_bounds(route: str, bounds: dict[str, Any]) -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put(f"/config/{route}", json={"bounds": bounds})
+        resp = r.client.put(f"/config/namespaces/{NS_OF[route]}/{route}", json={"bounds": bounds})
         assert resp.status_code == 200, resp.text
         assert resp.json()["bounds"] == bounds
 
@@ -199,8 +208,8 @@ def test_pdengine_and_zero_bounds(route: str, bounds: dict[str, Any]) -> None:
 ], ids=["pdengine-needs-pd", "pdengine-max-1", "mixed-types", "min-above-max"])
 def test_cross_field_bound_rules_come_back_as_400(route: str, bounds: dict[str, Any], message: str) -> None:
     with start_service(_cluster()) as r:
-        assert _error(r.client.put(f"/config/{route}", json={"bounds": bounds})) == (
-            400, "invalid_request", message)
+        path = f"/config/namespaces/{NS_OF[route]}/{route}"
+        assert _error(r.client.put(path, json={"bounds": bounds})) == (400, "invalid_request", message)
 
 
 @pytest.mark.parametrize("queue, message", [
@@ -216,17 +225,17 @@ def test_cross_field_bound_rules_come_back_as_400(route: str, bounds: dict[str, 
 ], ids=["zero", "fraction", "string", "bool", "empty-promql", "long-promql", "unknown", "null", "array"])
 def test_queue_validation(queue: Any, message: str) -> None:
     with start_service(_cluster()) as r:
-        assert _error(r.client.put("/config/batch-embed", json={"queue": queue})) == (
+        assert _error(r.client.put(BATCH, json={"queue": queue})) == (
             400, "invalid_request", message)
         assert r.cluster.writes == []
 
 
 def test_job_bound_types() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/batch-embed", json={"bounds": {"max": {"type": "concurrency"}}})
+        resp = r.client.put(BATCH, json={"bounds": {"max": {"type": "concurrency"}}})
         assert _error(resp) == (
             400, "invalid_request", "bounds.max.type: must be replica on a job route, got 'concurrency'")
-        resp = r.client.put("/config/batch-embed", json={"bounds": {"min": {"type": "pdengine"}}})
+        resp = r.client.put(BATCH, json={"bounds": {"min": {"type": "pdengine"}}})
         assert _error(resp) == (
             400, "invalid_request",
             "bounds.min.type: must be replica or concurrency on a job route, got 'pdengine'")
@@ -234,7 +243,7 @@ def test_job_bound_types() -> None:
 
 def test_422_is_400_without_the_cr_name() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/chat-llama", json={"bounds": {"max": {"type": "concurrency"}}})
+        resp = r.client.put(CHAT, json={"bounds": {"max": {"type": "concurrency"}}})
         status, code, message = _error(resp)
         assert (status, code) == (400, "invalid_request")
         # the single cause's spec.bounds.max.type is shown as the route body's bounds.max.type
@@ -250,11 +259,11 @@ def test_422_with_several_causes_and_none() -> None:
             {"field": "spec.ttft.targetMs", "message": "Invalid value: 0: spec.ttft.targetMs in body should "
                                                         "be greater than 0"},
             {"field": "spec.otps.promql", "message": "Required value"}]}))
-        _, _, message = _error(r.client.put("/config/chat-llama", json={"highPriority": True}))
+        _, _, message = _error(r.client.put(CHAT, json={"highPriority": True}))
         assert message == ("ttft.targetMs: Invalid value: 0: ttft.targetMs in body should be greater than 0; "
                            "otps.promql: Required value")
         r.cluster.fail_next_write(StatusError(422, "Invalid", 'x "secret-name" is invalid', {}))
-        resp = r.client.put("/config/chat-llama", json={"highPriority": True})
+        resp = r.client.put(CHAT, json={"highPriority": True})
         assert _error(resp)[0] == 400 and "secret-name" not in resp.text
 
 
@@ -268,18 +277,18 @@ def test_422_with_several_causes_and_none() -> None:
 def test_other_upstream_failures(exc: Exception, status: int, code: str) -> None:
     with start_service(_cluster()) as r:
         r.cluster.fail_next_write(exc)
-        resp = r.client.put("/config/chat-llama", json={"highPriority": True})
+        resp = r.client.put(CHAT, json={"highPriority": True})
         assert _error(resp)[:2] == (status, code)
         assert "chat-llama-slo" not in resp.text
 
 
 def test_no_op_put_is_not_written() -> None:
     with start_service(_cluster()) as r:
-        current = r.client.get("/config/chat-llama").json()
-        resp = r.client.put("/config/chat-llama", json=current)
+        current = r.client.get(CHAT).json()
+        resp = r.client.put(CHAT, json=current)
         assert resp.status_code == 200, resp.text
         assert resp.json() == current
-        assert r.client.put("/config/chat-llama", json={"ttft": {"targetMs": 800}}).status_code == 200
+        assert r.client.put(CHAT, json={"ttft": {"targetMs": 800}}).status_code == 200
         assert r.cluster.writes == []
 
 
@@ -302,13 +311,13 @@ def test_no_op_put_is_not_written() -> None:
         "highPriority", "concurrency", "array"])
 def test_llm_body_validation(body: Any, message: str) -> None:
     with start_service(_cluster()) as r:
-        assert _error(r.client.put("/config/chat-llama", json=body)) == (400, "invalid_request", message)
+        assert _error(r.client.put(CHAT, json=body)) == (400, "invalid_request", message)
         assert r.cluster.writes == []
 
 
 def test_removing_an_objective_with_null() -> None:
     with start_service(_cluster()) as r:
-        resp = r.client.put("/config/chat-llama", json={"otps": None, "bounds": None})
+        resp = r.client.put(CHAT, json={"otps": None, "bounds": None})
         assert resp.status_code == 200, resp.text
         assert "otps" not in resp.json() and resp.json()["bounds"] is None
         assert "ttft" in resp.json()

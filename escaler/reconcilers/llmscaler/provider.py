@@ -8,9 +8,13 @@ object ``{"replicas": n}`` with ``n`` a JSON integer >= 0 (a bool, a float such 
 string are refused; other keys — the SLO decision engine's ``reason`` and ``signals`` — are
 ignored). Anything else is a ``CustomReading`` with an ``error``; ``custom_result`` makes that
 ``ScalingActive=False/DecisionUnavailable`` with the message ``custom provider returned no
-decision: <url>: <error>`` (SPEC §8). **No echo**: an error names the HTTP status, the body's size
-and the rule a value broke (with its JSON type), never bytes of the body — the URL is named by
-whoever can create a scaler, and these messages reach status and Events.
+decision: <url>: <error>`` (SPEC §8). ``read_served(lookup, namespace, serviceId)`` is the same rule
+for ``customProvider.serviceId``: the SLO decision engine's decision, read in-process through a
+``DecisionLookup`` for the scaler's own namespace only (messages name ``serviceId <id>``; the
+engine's reason for having none — 404, 409, no decision yet — is the error). **No echo**: an
+error names the HTTP status, the body's size and the rule a value broke (with its JSON type), never
+bytes of the body — the URL is named by whoever can create a scaler, and these messages reach
+status and Events.
 
 **Prometheus.** Each metric's query runs through ``escaler.signals.prometheus.query_prometheus``
 (the same path as an ElasticScaler ``ExternalServer`` metric: one number per query; a non-200
@@ -25,7 +29,8 @@ replica), the count it recommends, or its error.
 
 Both sources may decide from zero replicas (a query measures load on the route, not on the pods;
 a custom provider may decide to wake a service), so ``can_scale_from_zero`` is True.
-Pure apart from ``read_custom`` (which only does the GET it is asked to).
+Pure apart from ``read_custom`` (which only does the GET it is asked to) and ``read_served`` (one
+in-memory lookup).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from escaler.api.llmscaler import PrometheusMetric
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
 from escaler.errors import cap_body
+from escaler.reconcilers.ports import DecisionLookup
 from escaler.scaling.pipeline import FROM_DECISION, RecommendResult
 from escaler.scaling.text import cap_text
 from escaler.signals.fetch import FetchError, HostAllowed, HttpClient, fetch, redact_url
@@ -50,9 +56,11 @@ __all__ = [
     "PROMETHEUS_TYPE",
     "CustomReading",
     "custom_result",
+    "decision_reading",
     "parse_decision",
     "prometheus_result",
     "read_custom",
+    "read_served",
 ]
 
 # a decision is a few hundred bytes (the SLO engine adds its reason and signals); far larger is not one
@@ -99,6 +107,17 @@ def parse_decision(body: bytes | str) -> CustomReading:
         doc = json.loads(body)
     except (ValueError, RecursionError):
         return CustomReading(None, f'the body is not JSON (want {{"replicas": n}}; got {len(body)} bytes)')
+    return decision_reading(doc)
+
+
+def read_served(lookup: DecisionLookup, namespace: str, service_id: str) -> CustomReading:
+    """The SLO decision engine's decision for ``(namespace, service_id)``, in-process (``serviceId``)."""
+    answer = lookup(namespace, service_id)
+    return CustomReading(None, answer) if isinstance(answer, str) else decision_reading(answer)
+
+
+def decision_reading(doc: object) -> CustomReading:
+    """The replicas of a decision object, with the same rules as a body (pure)."""
     if not isinstance(doc, Mapping):
         return CustomReading(None, 'the body is not a JSON object (want {"replicas": n})')
     if "replicas" not in doc:
@@ -111,9 +130,10 @@ def parse_decision(body: bytes | str) -> CustomReading:
     return CustomReading(n)
 
 
-def custom_result(url: str, reading: CustomReading) -> RecommendResult:
-    """The pipeline's view of a custom provider's answer."""
-    where = redact_url(url)
+def custom_result(source: str, reading: CustomReading) -> RecommendResult:
+    """The pipeline's view of a custom provider's answer; ``source`` is the URL (redacted here) or
+    ``serviceId <id>`` (``CustomProvider.source()``)."""
+    where = redact_url(source)
     if reading.replicas is None:
         return RecommendResult.no_decision(CUSTOM_SOURCE, f"{where}: {reading.error}", kind=FROM_DECISION)
     return RecommendResult.from_decision(reading.replicas, source=f"custom provider {where}")

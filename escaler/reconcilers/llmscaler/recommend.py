@@ -10,7 +10,9 @@ passes it; the default 0 serves the other providers' callers).
   (``metricProvider: Custom`` without ``customProvider`` — possible only for objects older than
   the CEL rule — is ``ScalingActive=False/InvalidSpec`` and the count is held, apart from the
   min/max bounds), and its URL must name a host in ``--allowed-endpoint-hosts``
-  (``InvalidSpec`` naming the field); a Flow provider's queries must resolve
+  (``InvalidSpec`` naming the field); a Custom provider by ``serviceId`` has no URL: it needs the
+  SLO decision engine's ``DecisionLookup`` (none → ``DecisionUnavailable``) and reads the route of the
+  scaler's own namespace, never another; a Flow provider's queries must resolve
   (``escaler.reconcilers.flowpresets.flow_queries``: the selector's grammar, a generic engine's
   queries). No reader configured → ``DecisionUnavailable``.
 * **Flow** (``flow``): the queries of ``flowpresets.flow_queries`` are read like Prometheus metrics
@@ -53,7 +55,9 @@ from escaler.reconcilers.llmscaler.provider import (
     CustomReading,
     custom_result,
     prometheus_result,
+    read_served,
 )
+from escaler.reconcilers.ports import DecisionLookup
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
@@ -116,7 +120,8 @@ class LLMRecommender:
     def __init__(self, reader: ProviderReader | None, clock: Clock, metrics: ScalerMetrics,
                  allowed_hosts: Sequence[str], poll_interval: float,
                  executor: Executor | None = None,
-                 min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> None:
+                 min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+                 decisions: DecisionLookup | None = None) -> None:
         if not poll_interval >= 0:
             raise ValueError(f"LLMRecommender.poll_interval: must be >= 0, got {poll_interval!r}")
         # does the GETs; None = no outbound reads possible (every sync: DecisionUnavailable)
@@ -133,6 +138,8 @@ class LLMRecommender:
         self._min_poll_interval = min_poll_interval
         # runs reads off the reconcile worker; inline (synchronous) when none is given
         self._executor: Executor = executor if executor is not None else InlineExecutor(clock)
+        # the SLO decision engine's decisions, in-process (customProvider.serviceId); None = no engine
+        self._decisions = decisions
 
     def forget(self, namespace: str, name: str) -> None:
         """The scaler is gone: drop its queued read, and the result of a running one."""
@@ -177,6 +184,9 @@ class LLMRecommender:
             if spec.custom_provider is None:
                 return RecommendResult.invalid(
                     "spec.customProvider: required when metricProvider is Custom", kind=FROM_DECISION)
+            if spec.custom_provider.url is None:  # serviceId: read in-process, no URL to check
+                return None if self._decisions is not None else _unavailable(
+                    scaler, "spec.customProvider.serviceId: this manager has no SLO decision engine to read")
             refused = self._refused("spec.customProvider.url", spec.custom_provider.url, FROM_DECISION)
         elif spec.metric_provider == MetricProvider.FLOW:
             if spec.flow is None:
@@ -210,12 +220,18 @@ class LLMRecommender:
 
     def _job(self, scaler: LLMScaler) -> Callable[[], Any]:
         """The read, as a closure over plain values (it runs on an executor thread)."""
+        spec = scaler.spec
+        if spec.metric_provider == MetricProvider.CUSTOM and spec.custom_provider is not None \
+                and spec.custom_provider.service_id is not None:
+            lookup, ns, sid = self._decisions, scaler.namespace, spec.custom_provider.service_id
+            assert lookup is not None
+            # the scaler's own namespace, always: a serviceId names a route of that namespace only
+            return lambda: read_served(lookup, ns, sid)
         reader = self._reader
         assert reader is not None
-        spec = scaler.spec
         if spec.metric_provider == MetricProvider.CUSTOM:
             cp = spec.custom_provider
-            assert cp is not None
+            assert cp is not None and cp.url is not None
             url, timeout = cp.url, float(cp.timeout_seconds)
             return lambda: reader.custom(url, timeout)
         if spec.metric_provider == MetricProvider.FLOW:
@@ -242,7 +258,7 @@ class LLMRecommender:
                 CustomReading(None, f"the read failed: {fin.error or 'nothing was returned'}")
             if reading.error is not None:
                 self._count_error(scaler)
-            rr = custom_result(spec.custom_provider.url, reading)
+            rr = custom_result(spec.custom_provider.source(), reading)
         else:
             prom = spec.prometheus
             assert prom is not None

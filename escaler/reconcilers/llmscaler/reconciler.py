@@ -70,7 +70,15 @@ from escaler.reconcilers.elasticscaler.targetread import (
 from escaler.reconcilers.floor import FloorReader
 from escaler.reconcilers.llmscaler.claims import provider_problems
 from escaler.reconcilers.llmscaler.recommend import LLMRecommender, ProviderReader, Reading
-from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
+from escaler.reconcilers.ports import (
+    DecisionLookup,
+    EventSink,
+    HandlerLookup,
+    KubeClient,
+    Mapper,
+    ObjectRef,
+    ObjectStore,
+)
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.executor import Executor
@@ -120,6 +128,8 @@ class LLMReconcilerDeps:
     status_refresh: float = 0.0
     # the Tidal informer's cache, where spec.floorFrom is read; None = the kind is not served
     tidals: ObjectStore | None = None
+    # the SLO decision engine's decisions (customProvider.serviceId), in-process; None = no engine
+    decisions: DecisionLookup | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +180,8 @@ class LLMScalerReconciler:
         self._targets = TargetReader(deps.mapper, deps.handlers, deps.watches)
         # the recommend step
         self._rec = LLMRecommender(deps.reader, deps.clock, deps.metrics, deps.allowed_hosts,
-                                   deps.poll_interval, deps.outbound, deps.min_poll_interval)
+                                   deps.poll_interval, deps.outbound, deps.min_poll_interval,
+                                   decisions=deps.decisions)
         # spec.floorFrom: the floor Tidal, read from the Tidal cache
         self._floors = FloorReader(deps.tidals)
         # guards _memory (an entry is only touched by the reconcile of its own key)

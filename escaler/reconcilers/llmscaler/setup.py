@@ -20,7 +20,9 @@ What it registers (the ElasticScaler's pieces, for another kind):
 * the production ``ProviderReader``: Prometheus instant queries
   (``escaler.signals.prometheus.query_prometheus``; the Flow provider's queries too) and
   custom-provider GETs (``provider.read_custom``), both on one ``HttpClient`` with the SSRF address policy
-  (``--allow-endpoint-networks``) and the ``--allowed-endpoint-hosts`` hook.
+  (``--allow-endpoint-networks``) and the ``--allowed-endpoint-hosts`` hook;
+* ``decisions``: the SLO decision engine's lookup (``escaler.reconcilers.ports.DecisionLookup``),
+  read in-process by a Custom provider with ``serviceId`` — in the scaler's namespace only.
 
 ``bindings`` and ``scaler_metrics`` are shared across kinds (``escaler.cli.manager`` passes the
 same ones to every setup). Tests inject ``client``, ``handlers``, ``reader``, ``outbound``.
@@ -56,7 +58,7 @@ from escaler.reconcilers.llmscaler.provider import CustomReading, read_custom
 from escaler.reconcilers.llmscaler.recommend import ProviderReader
 from escaler.reconcilers.llmscaler.reconciler import LLMReconcilerDeps, LLMScalerReconciler
 from escaler.reconcilers.managerclient import manager_client
-from escaler.reconcilers.ports import HandlerLookup, KubeClient
+from escaler.reconcilers.ports import DecisionLookup, HandlerLookup, KubeClient
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
@@ -131,6 +133,7 @@ def setup_llmscaler(
     poll_tick: float | None = None,
     status_refresh_seconds: float = 0.0,
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    decisions: DecisionLookup | None = None,
 ) -> LLMScalerController:
     """Register the LLMScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -157,7 +160,7 @@ def setup_llmscaler(
         recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings, watches=watches,
         reader=reader, allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write,
         outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
-        tidals=floors.store))
+        tidals=floors.store, decisions=decisions))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, None,

@@ -1,5 +1,6 @@
-"""``SLOReconciler``: one SLO requirement → its decision, in ``status.decision`` and on
-``GET /decisions/{serviceId}`` (SPEC §9.2). One instance per kind (``escaler.reconcilers.slo.kinds``).
+"""``SLOReconciler``: one SLO requirement → its decision, in ``status.decision`` and in the
+``DecisionBook`` (``GET /decisions/v1/namespaces/{namespace}/{serviceId}``; SPEC §9.2). One instance
+per kind (``escaler.reconcilers.slo.kinds``).
 
 One reconcile, level-based:
 
@@ -21,7 +22,8 @@ One reconcile, level-based:
    problem is worth a new look.
 
 ``Ready`` reasons, first that applies: ``InvalidSpec``, ``ServiceIdConflict`` (another requirement of
-either kind has the serviceId: the decision is computed, the route answers 409), ``TargetNotFound`` /
+either kind in the same namespace has the serviceId — requirements of other namespaces never count:
+the decision is computed, the route answers 409), ``TargetNotFound`` /
 ``TargetUnreadable`` (the last decision is held; none before the first), ``SignalsMissing`` (the last
 decision is held), ``Sized``.
 """
@@ -90,7 +92,8 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _ready(decision: Decision | None, problem: TargetProblem | None, conflict: str | None) -> Ready:
     if conflict is not None:
-        return Ready(False, SERVICE_ID_CONFLICT, conflict + ": GET /decisions answers 409 until one remains")
+        return Ready(False, SERVICE_ID_CONFLICT,
+                     conflict + ": the decisions route answers 409 until one remains")
     if problem is not None:
         held = (f"; holding the last decision ({decision.replicas} replicas)" if decision is not None
                 else "; no decision yet")
@@ -186,8 +189,12 @@ class SLOReconciler:
             assert isinstance(current, Replicas)
             decision = self._size(req, uid, plan, readings, current, last)
         me = Owner(self._d.kind.kind, req.namespace, req.name, uid)
-        owners = self._d.book.owners(plan.service_id)
-        conflict = conflict_message(plan.service_id, owners) if [o for o in owners if o != me] else None
+        # only this namespace's requirements share a route (a serviceId is scoped by namespace)
+        owners = self._d.book.owners(req.namespace, plan.service_id)
+        conflict = None
+        if [o for o in owners if o != me]:  # names only requirements of this namespace
+            conflict = (f"{conflict_message(plan.service_id, req.namespace)} "
+                        f"({', '.join(o.describe() for o in owners)})")
         wire = decision_wire(decision, now_iso) if decision is not None else None
         ready = _ready(decision, problem, conflict)
         # the book first: whoever reads the status must never get an older answer from the route

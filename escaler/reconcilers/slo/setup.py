@@ -14,14 +14,17 @@ same write fence, same sharding):
   - ``watches_source`` its ``WatchIndex`` (the targets' dynamic informers: a replica write wakes the
     requirements sizing that target) and its outbound executor (a finished signal read wakes the
     requirement);
-* one ``DecisionBook`` shared by both kinds, and ``GET /decisions/{serviceId}`` on the manager's API
-  server (``mgr.api_server``) when there is one.
+* one ``DecisionBook`` shared by both kinds, keyed by ``(namespace, serviceId)``, its lookup
+  ``Decisions`` (``SLOEngine.decisions``), and the decisions route on the manager's API server
+  (``mgr.api_server``) when there is one.
 
-**The route is public** (no bearer token): it is what an LLMScaler Custom provider reads, and that
-contract (``{"replicas": n}`` from a URL, seed 000) carries no credentials. It serves replica counts,
-the reason and the signal values — no spec, no PromQL, no object name beyond the requirement
-answering a 409. Serve the API on a network only the scalers reach (a ClusterIP Service, a
-NetworkPolicy); docs/security.md says so.
+**The route is authenticated** (SPEC §9.2, issue 27 item 5): ``GET
+/decisions/v1/namespaces/{namespace}/{serviceId}`` needs a bearer token for the ``escaler`` audience
+and ``get`` on the requirement defining the route; a denied route is the same 404 as a missing one
+(``escaler.reconcilers.slo.decisions``). The unscoped ``GET /decisions/{serviceId}`` of 0.1 answers 410
+naming the new route. An LLMScaler of the same manager does not use HTTP at all: its
+``customProvider.serviceId`` reads ``SLOEngine.decisions`` in-process, in its own namespace only
+(``escaler.cli.manager`` wires it).
 
 **Signals.** SLO requirements name PromQL, not a server: the platform's Prometheus is
 ``prometheus_endpoint`` (``--slo-prometheus-endpoint``, a base URL; validated here: a bad one is a
@@ -57,10 +60,14 @@ from escaler.reconcilers.managerclient import LazyManagerClient
 from escaler.reconcilers.ports import HandlerLookup
 from escaler.reconcilers.slo.decisions import (
     DECISIONS_ROUTE,
+    LEGACY_DECISIONS_ROUTE,
     SERVICE_ID_INDEX,
     DecisionBook,
+    Decisions,
     DecisionsAPI,
+    KindResource,
     Owner,
+    gone,
     service_id_index,
 )
 from escaler.reconcilers.slo.kinds import KINDS, SLOKind, service_id_of
@@ -115,6 +122,8 @@ class SLOEngine:
     # kind name → its controller
     controllers: dict[str, SLOController]
     book: DecisionBook
+    # the lookup by (namespace, serviceId): the route's, and in-process readers' (an LLMScaler's)
+    decisions: Decisions
     # None when the manager has no API server
     api: DecisionsAPI | None
 
@@ -157,14 +166,12 @@ class _ServiceIdChanged:
 
 
 def _sharers(indexer: Any) -> Callable[[Mapping[str, Any]], list[Request]]:
-    """A map function: an object → this kind's requirements with the same serviceId."""
+    """A map function: an object → this kind's requirements with the same serviceId in its namespace."""
 
     def fn(obj: Mapping[str, Any]) -> list[Request]:
-        sid = service_id_of(obj)
-        if sid is None:
-            return []
+        keys = service_id_index(obj)
         return [Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"]))
-                for o in indexer.by_index(SERVICE_ID_INDEX, sid)]
+                for key in keys for o in indexer.by_index(SERVICE_ID_INDEX, key)]
 
     return fn
 
@@ -245,11 +252,12 @@ def setup_slo(
         controller = _controller(mgr, k, informers[k.kind], reconciler, watches, max_concurrent_reconciles)
         controller.watch(executor)
         controllers[k.kind] = SLOController(k, controller, reconciler, watches, executor, informers[k.kind])
-    api = _decisions_api(mgr, book, api_server)
+    decisions = Decisions(book, _shard_problem(mgr))
+    api = _decisions_api(mgr, decisions, api_server)
     _log.info("SLO decision engine set up (poll interval %gs, Prometheus %s, %s)", interval,
               redact_url(prometheus_endpoint) if prometheus_endpoint else "not configured",
               "decisions API on" if api is not None else "no decisions API")
-    return SLOEngine(controllers, book, api)
+    return SLOEngine(controllers, book, decisions, api)
 
 
 def _controller(mgr: Manager, k: SLOKind, informer: Any, reconciler: SLOReconciler, watches: WatchIndex,
@@ -265,10 +273,16 @@ def _controller(mgr: Manager, k: SLOKind, informer: Any, reconciler: SLOReconcil
     return builder.complete(reconciler)
 
 
-def _decisions_api(mgr: Manager, book: DecisionBook, api_server: Any) -> DecisionsAPI | None:
+def _decisions_api(mgr: Manager, decisions: Decisions, api_server: Any) -> DecisionsAPI | None:
     server = api_server if api_server is not None else getattr(mgr, "api_server", None)
     if server is None:
         return None
-    api = DecisionsAPI(book, _shard_problem(mgr))
-    server.add_route("GET", DECISIONS_ROUTE, api.handle, public=True)
+    resources = {}
+    for k in KINDS:
+        m = mgr.mapper.mapping_for(k.api_version, k.kind)
+        resources[k.kind] = KindResource(m.group, m.resource)
+    api = DecisionsAPI(decisions, resources, auth=getattr(server, "auth", None))
+    # authenticated by the server's filter; authorized per requirement by the handler (denied == 404)
+    server.add_route("GET", DECISIONS_ROUTE, api.handle)
+    server.add_route("GET", LEGACY_DECISIONS_ROUTE, gone, public=True)
     return api
