@@ -195,7 +195,7 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
              "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
              f"--api-bind-address=127.0.0.1:{api_port}", "--metrics-trigger-poll-interval=2s"]
     proc, log = _run(tmp_path, "manager", args)
-    m = Manager(proc, log, sa_user(MANAGER_SA), f"http://127.0.0.1:{api_port}", args)
+    m = Manager(proc, log, sa_user(MANAGER_SA), f"https://127.0.0.1:{api_port}", args)
     managers.append(m)
     eventually(lambda: lease_holder(cluster, NS, LEASE), timeout=40, what=f"the lease; log:\n{m.output()}")
 
@@ -210,10 +210,15 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
                what=f"a scale-up; log:\n{m.output()}")
     # ... as the ServiceAccount, through /scale
     assert audit.scale_writes(sa_user(MANAGER_SA), namespace, "llm", since=since), "no /scale write by the SA"
-    # the decision API of the base (plain HTTP, --api-insecure) answers on the leader (the unscoped
-    # route of 0.1: 410 naming the namespaced one, without a token)
-    r = requests.get(f"{m.api}/decisions/none-such", timeout=10)
+    # the decision API of the base answers on the leader over HTTPS only (self-signed: no
+    # --api-cert-dir in the base; the unscoped route of 0.1 is 410 naming the namespaced one)
+    r = requests.get(f"{m.api}/decisions/none-such", timeout=10, verify=False)
     assert r.status_code == 410 and r.json()["error"]["code"] == "gone", r.text
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://127.0.0.1:{api_port}/decisions/none-such", timeout=10)
+    logged = m.output(tail=2_000_000)
+    assert "the API server has no serving certificate: serving a self-signed one" in logged
+    assert "secure /metrics has no serving certificate: serving a self-signed one" in logged
 
     # the SLO API as its ServiceAccount, --auth token as shipped
     slo_args = _container_args(objs, "escaler-slo-api")

@@ -321,6 +321,30 @@ def test_the_chart_and_the_base_grant_the_same_rbac() -> None:
     assert _bindings(chart()) == _bindings(kustomize("base"))
 
 
+@pytest.mark.parametrize("where", list(RENDERS))
+def test_every_shipped_server_speaks_tls_and_metrics_need_a_token(where: str) -> None:
+    """Issue 27 item 8: the signal and decision API serves HTTPS (no --api-insecure: a certificate
+    Secret or a self-signed one), /metrics is secure (HTTPS and a token allowed get on /metrics),
+    and whoever may scrape it is named by a shipped ClusterRole."""
+    objs = RENDERS[where]()
+    [manager] = [c for name, _, c in containers(objs) if flags_of(c).command == "manager"]
+    flags = flags_of(manager)
+    assert not flags.api_insecure and flags.metrics_secure, manager["args"]
+    [reader] = [o for o in objs
+                if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-metrics-reader")]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_the_servicemonitor_scrapes_secure_metrics_with_prometheus_token() -> None:
+    objs = chart("serviceMonitor.enabled=true", "serviceMonitor.prometheusServiceAccount.name=prometheus")
+    [endpoint] = one(objs, "ServiceMonitor", "escaler-manager")["spec"]["endpoints"]
+    assert (endpoint["scheme"], endpoint["tlsConfig"]) == ("https", {"insecureSkipVerify": True})
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    binding = one(objs, "ClusterRoleBinding", "escaler-metrics-reader")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
+
+
 @pytest.mark.parametrize(("chart_sets", "overlay"), [((), "base"), (PRODUCTION_LIKE, "overlays/production")])
 def test_the_chart_and_the_base_admit_the_same_callers(chart_sets: tuple[str, ...], overlay: str) -> None:
     def ingress(objs: tuple[Obj, ...]) -> dict[str, Any]:
