@@ -1,8 +1,10 @@
 """``escaler slo-api``: the SLO API process (SPEC §9.3; ``docs/sloapi.md``).
 
 Flags: ``--bind-address`` (default ``:8080``), ``--auth none|token`` (default ``token``: every
-``/config`` request needs a bearer token issued for the ``escaler`` audience, checked by a
-TokenReview, and RBAC on the SLO requirement, checked by a SubjectAccessReview), ``--kubeconfig``,
+``/config`` request needs a bearer token issued for ``--token-audience``, default
+``escaler-slo-api`` — not the manager's ``escaler``: a token for one API is refused by the other —,
+checked by a TokenReview, and RBAC on the SLO requirement, checked by a SubjectAccessReview),
+``--kubeconfig``,
 ``--namespace`` (serve only that namespace's SLO requirements; default all), ``--cert-dir``
 (``tls.crt``/``tls.key``: serve HTTPS; default plain HTTP, which with ``--auth token`` carries
 bearer tokens in clear text — a warning is logged — so terminate TLS in front of it or pass
@@ -59,6 +61,8 @@ KEEP_ALIVE_SECONDS = 5
 # Seconds a request's line and headers may take to arrive (uvicorn has no such bound of its own).
 HEAD_DEADLINE_SECONDS = 10.0
 EXIT_USAGE = 2
+# the SLO API's own token audience: a token for the manager's API (audience escaler) is not one here
+SLO_API_AUDIENCE = "escaler-slo-api"
 
 _log = logging.getLogger("escaler.sloapi")
 
@@ -82,6 +86,8 @@ class SLOApiFlags:
     log_level: str
     # --trusted-proxies: networks whose X-Forwarded-For names the client (escaler.sloapi.clients)
     trusted_proxies: tuple[IPNetwork, ...] = ()
+    # --token-audience: the audience a bearer token must be issued for
+    token_audience: str = SLO_API_AUDIENCE
 
 
 class UsageError(Exception):
@@ -97,9 +103,14 @@ def add_parser(
     p.add_argument("--bind-address", metavar="ADDR", type=bind_address, default=DEFAULT_BIND_ADDRESS,
                    help=f"serve here: host:port, :port or [v6]:port (default: {DEFAULT_BIND_ADDRESS})")
     p.add_argument("--auth", choices=AUTH_MODES, default=DEFAULT_AUTH,
-                   help="token: bearer tokens (audience escaler) checked by TokenReview, access by "
+                   help="token: bearer tokens (for --token-audience) checked by TokenReview, access by "
                         "SubjectAccessReview on the SLO requirement; none: no checks, for a trusted "
                         f"network only (default: {DEFAULT_AUTH})")
+    p.add_argument("--token-audience", metavar="AUDIENCE", default=SLO_API_AUDIENCE,
+                   help="with --auth token, the audience a bearer token must be issued for (kubectl "
+                        "create token <sa> --audience AUDIENCE); distinct from the manager API's "
+                        "'escaler', so a token for one is refused by the other "
+                        f"(default: {SLO_API_AUDIENCE})")
     p.add_argument("--kubeconfig", metavar="PATH", default=None,
                    help="kubeconfig file (default: $KUBECONFIG, then in-cluster, then ~/.kube/config)")
     p.add_argument("--namespace", metavar="NS", default="",
@@ -130,6 +141,8 @@ def flags_from_args(args: argparse.Namespace) -> SLOApiFlags:
         for path in (cert_file, key_file):
             if not os.path.isfile(path):
                 raise UsageError(f"--cert-dir: {path} does not exist")
+    if not args.token_audience:
+        raise UsageError("--token-audience: must not be empty (a token must be issued for some audience)")
     try:
         trusted = parse_networks(args.trusted_proxies) if args.trusted_proxies else ()
     except ValueError as err:
@@ -138,12 +151,11 @@ def flags_from_args(args: argparse.Namespace) -> SLOApiFlags:
         host=host or ("::" if ipv6 else "0.0.0.0"), port=port, auth=args.auth,
         kubeconfig=args.kubeconfig or None, namespace=args.namespace, cert_file=cert_file,
         key_file=key_file, log_format=args.log_format, log_level=args.log_level,
-        trusted_proxies=tuple(trusted))
+        trusted_proxies=tuple(trusted), token_audience=args.token_audience)
 
 
 def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
     """The index (not started) and the service over ``rest``."""
-    from escaler.runtime.apiserver import AUDIENCE_HINT
     from escaler.runtime.authfilter import RequestAuth
     from escaler.runtime.authn import KubeAuthenticator
     from escaler.sloapi.index import SLOIndex
@@ -152,8 +164,10 @@ def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
 
     client = KubeSLOClient(rest, namespace=flags.namespace)
     index = SLOIndex(client.informer_for, client.probe)
-    auth = (RequestAuth(KubeAuthenticator(rest), hint=AUDIENCE_HINT, name="slo-api")
-            if flags.auth == "token" else None)
+    hint = (f"tokens must be issued for the {flags.token_audience} audience: "
+            f"kubectl create token <serviceaccount> --audience {flags.token_audience}")
+    auth = (RequestAuth(KubeAuthenticator(rest, audiences=(flags.token_audience,)), hint=hint,
+                        name="slo-api") if flags.auth == "token" else None)
     return SLOService(index, client, auth, flags.trusted_proxies)
 
 

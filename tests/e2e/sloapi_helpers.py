@@ -5,6 +5,7 @@
   ``manifests/rbac/slo-api.yaml`` (so a rule missing there fails the tests), waiting for
   ``/readyz``; stopped by the ``slo_apis`` fixture of each test module.
 * Builders for the two SLO kinds, ``sa_token`` (``kubectl create token --audience escaler``),
+  ``slo_api_token`` (the SLO API's audience, ``escaler-slo-api``),
   ``bind_owner`` (the shipped ``escaler-slo-owner`` ClusterRole bound in one namespace).
 """
 
@@ -25,6 +26,9 @@ import yaml
 
 from .conftest import ROOT, Cluster, eventually, source_dir
 from .webhook import free_port
+
+# the audience the SLO API's tokens are issued for (docs/sloapi.md), not the manager API's "escaler"
+SLO_API_AUDIENCE = "escaler-slo-api"
 
 USER = "escaler-slo-api"
 GROUP = "escaler:slo-api"
@@ -95,9 +99,16 @@ def bind_owner(cluster: Cluster, ns: str, sa: str) -> None:
 
 
 def sa_token(cluster: Cluster, ns: str, sa: str, audience: str = "escaler") -> str:
+    """A token of ServiceAccount ``sa`` for ``audience``: ``escaler`` (the manager's API) by default,
+    ``SLO_API_AUDIENCE`` for the SLO API (``slo_api_token``)."""
     if not cluster.kubectl("get", "serviceaccount", sa, "-n", ns, "-o", "name", check=False).strip():
         cluster.kubectl("create", "serviceaccount", sa, "-n", ns)
     return cluster.kubectl("create", "token", sa, "-n", ns, "--audience", audience).strip()
+
+
+def slo_api_token(cluster: Cluster, ns: str, sa: str) -> str:
+    """A token of ServiceAccount ``sa`` for the SLO API's audience (``escaler-slo-api``)."""
+    return sa_token(cluster, ns, sa, audience=SLO_API_AUDIENCE)
 
 
 def start_slo_api(cluster: Cluster, work: Path, *, namespace: str, auth: str = "none",

@@ -45,7 +45,7 @@ from .es_helpers import (
     scaler,
     start_manager,
 )
-from .sloapi_helpers import SLOApi, bind_owner, llm_slo, route_path, sa_token, start_slo_api
+from .sloapi_helpers import SLOApi, bind_owner, llm_slo, route_path, sa_token, slo_api_token, start_slo_api
 from .webhook import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
@@ -194,7 +194,7 @@ def _exercise(cluster: Cluster, ns: str, mgr: Manager, prom: PrometheusServer, s
     apply(cluster, ns, llm_slo("chat-cr", "chat-llama"))
     api = start_slo_api(cluster, tmp_path, namespace=ns, auth="token")
     slo_apis.append(api)
-    owner, stranger = sa_token(cluster, ns, "owner"), sa_token(cluster, ns, "stranger")
+    owner, stranger = slo_api_token(cluster, ns, "owner"), slo_api_token(cluster, ns, "stranger")
     secrets["SLO owner token"], secrets["SLO stranger token"] = owner, stranger
     bind_owner(cluster, ns, "owner")
     chat = route_path(ns, "chat-llama")

@@ -35,7 +35,15 @@ import pytest
 
 from .conftest import Cluster, eventually
 from .es_helpers import Manager, apply, cond, deployment, replicas, start_manager
-from .sloapi_helpers import SLOApi, apply_in, bind_owner, route_path, sa_token, spec_of, start_slo_api
+from .sloapi_helpers import (
+    SLOApi,
+    apply_in,
+    bind_owner,
+    route_path,
+    slo_api_token,
+    spec_of,
+    start_slo_api,
+)
 from .sloapi_helpers import llm_slo as sloapi_llm
 from .test_slo_engine import (
     decisions_path,
@@ -169,17 +177,20 @@ def test_the_slo_api_serves_each_tenant_its_own_route(cluster: Cluster, namespac
     api = start_slo_api(cluster, tmp_path, namespace="", auth="token")
     slo_apis.append(api)
     bind_owner(cluster, a, "owner-a")
-    owner_a = sa_token(cluster, a, "owner-a")
+    owner_a = slo_api_token(cluster, a, "owner-a")
     eventually(lambda: _read_route(api, a, SID, owner_a).status_code == 200, timeout=30,
                what="A's owner reading A's route")
     apply_in(cluster, b, sloapi_llm("chat-b", SID, highPriority=True))
     bind_owner(cluster, b, "owner-b")
-    owner_b = sa_token(cluster, b, "owner-b")
+    owner_b = slo_api_token(cluster, b, "owner-b")
     # B's route indexed and B's owner allowed (listing: the same on the code before)
     def listed_by_b() -> list[str]:
         return [r["route"] for r in api.call("GET", "/config", token=owner_b).json().get("routes", [])]
 
-    eventually(lambda: listed_by_b() == [SID], timeout=30, what="B's owner listing B's route")
+    # polled once a second: while B's RoleBinding is not in force each try is a denial, and denials
+    # are budgeted per user (10, then 1 a second; then 429 for that user) — a faster poll would spend
+    # B's budget before the assertions below
+    eventually(lambda: listed_by_b() == [SID], timeout=30, interval=1.1, what="B's owner listing B's route")
     resp = _read_route(api, a, SID, owner_a)
     assert resp.status_code == 200 and resp.json()["highPriority"] is False, resp.text  # before: 404
     resp = api.call("GET", route_path(b, SID), token=owner_b)
@@ -198,5 +209,11 @@ def test_the_slo_api_serves_each_tenant_its_own_route(cluster: Cluster, namespac
     assert spec_of(cluster, a, "llmslorequirements", "chat-a").get("highPriority", False) is False
     # the listing: each owner sees its own namespace's route only
     for token, ns in ((owner_a, a), (owner_b, b)):
-        routes = api.call("GET", "/config", token=token).json()["routes"]
+        # B spent two denials just above: a 429 (its budget) clears within a second
+        def listed(token: str = token) -> Any:
+            r = api.call("GET", "/config", token=token)
+            return r if r.status_code == 200 else None
+
+        listing = eventually(listed, timeout=15, interval=1.1, what=f"{ns}'s owner listing its routes")
+        routes = listing.json()["routes"]
         assert [(r["namespace"], r["route"]) for r in routes] == [(ns, SID)], routes

@@ -26,6 +26,7 @@ from .sloapi_helpers import (
     llm_slo,
     route_path,
     sa_token,
+    slo_api_token,
     spec_of,
     start_slo_api,
     three_routes,
@@ -163,8 +164,8 @@ def test_auth_token_401_404_200(cluster: Cluster, namespace: str, tmp_path: Path
     apply_in(cluster, ns, llm_slo("chat-cr", "chat-llama"))
     api = start_slo_api(cluster, tmp_path, namespace=ns, auth="token")
     slo_apis.append(api)
-    stranger = sa_token(cluster, ns, "stranger")
-    owner = sa_token(cluster, ns, "owner")
+    stranger = slo_api_token(cluster, ns, "stranger")
+    owner = slo_api_token(cluster, ns, "owner")
     bind_owner(cluster, ns, "owner")
     # no token, a token for another audience: 401
     assert _error(api.call("GET", "/config"))[:2] == (401, "unauthorized")
@@ -172,6 +173,11 @@ def test_auth_token_401_404_200(cluster: Cluster, namespace: str, tmp_path: Path
     wrong_audience = sa_token(cluster, ns, "owner", audience="https://kubernetes.default.svc")
     chat = route_path(ns, "chat-llama")
     assert _error(api.call("GET", chat, token=wrong_audience))[:2] == (401, "unauthorized")
+    # the owner's token for the manager's API (audience escaler) is not one for the SLO API
+    # (issue 27 item 8: before, both accepted the same audience)
+    managers_audience = sa_token(cluster, ns, "owner")
+    status, code, message = _error(api.call("GET", chat, token=managers_audience))
+    assert (status, code) == (401, "unauthorized") and "--audience escaler-slo-api" in message, message
     # an authenticated user without RBAC: the same 404 as a route that does not exist, naming neither
     # the namespace nor the CR behind it (issue 27 item 14)
     status, code, message = _error(api.call("PUT", route_path(ns, "chat-llama"), token=stranger,
@@ -193,7 +199,7 @@ def test_auth_token_401_404_200(cluster: Cluster, namespace: str, tmp_path: Path
     for path in ("/healthz", "/readyz", "/", "/openapi.json"):
         assert api.call("GET", path).status_code == 200, path
     # tokens are never logged
-    for token in (owner, stranger, wrong_audience):
+    for token in (owner, stranger, wrong_audience, managers_audience):
         assert token not in api.output(tail=10**7)
 
 
