@@ -2,10 +2,13 @@
 # The one escaler image: every command (`manager` by default, `slo-api`, `explain`, `crds`, ...).
 #   docker build -t escaler:dev .        (make e2e E2E_CLUSTER=kind builds and loads it into kind)
 #   docker run --rm escaler:dev version
-# The builder stage builds the same wheel as `make dist`; the runtime stage installs only that wheel
-# (its dependencies from the package index) into python:3.11-slim and runs as a non-root numeric user,
-# so `runAsNonRoot: true` can verify it without a passwd entry. tests/unit/test_dockerfile.py checks
-# these properties; tests/e2e/test_distribution.py installs the same wheel into a clean virtualenv.
+# The builder stage builds the same wheel as `make dist`; the runtime stage installs its dependencies
+# from requirements.lock (exact versions, every file's hash: pip refuses anything else; regenerated
+# by hack/lock.sh), then only that wheel without resolving anything, removes pip, and runs as a
+# non-root numeric user, so `runAsNonRoot: true` can verify it without a passwd entry. The simulator's
+# plotting and LP stack (the `sim` extra) is not installed. tests/unit/test_dockerfile.py checks these
+# properties and the lock; tests/e2e/test_distribution.py installs the same wheel into a clean
+# virtualenv.
 
 FROM python:3.11-slim AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
@@ -22,10 +25,13 @@ LABEL org.opencontainers.image.title="escaler" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="docker.io/library/python:3.11-slim"
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY requirements.lock /tmp/requirements.lock
 COPY --from=builder /dist/ /wheels/
-RUN pip install --no-cache-dir /wheels/escaler-*.whl && rm -rf /wheels
+RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
+    && pip install --no-cache-dir --no-deps /wheels/escaler-*.whl \
+    && rm -rf /wheels /tmp/requirements.lock \
+    && python -m pip uninstall --yes pip setuptools wheel
 USER 65532:65532
 EXPOSE 8080 8081 8082 9443
 ENTRYPOINT ["escaler"]

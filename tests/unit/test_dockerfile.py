@@ -4,7 +4,9 @@
 the final stage on a ``-slim`` Python base; a numeric non-root ``USER`` set before the exec-form
 ``ENTRYPOINT ["escaler"]`` (default ``CMD ["manager"]``); the runtime installs exactly the wheel the
 builder stage built (``COPY --from=builder`` of the build's ``--outdir``, then ``pip install`` of a
-``.whl`` from there); nothing ``ADD``ed from a URL; every ``pip install`` with ``--no-cache-dir``;
+``.whl`` from there, ``--no-deps``: its dependencies come only from ``requirements.lock``, installed
+with ``--require-hashes``), and ``pip`` is uninstalled before the image is done; nothing ``ADD``ed
+from a URL; every ``pip install`` with ``--no-cache-dir``;
 the ``org.opencontainers.image.*`` labels, with the version equal to ``escaler.__version__``; no
 secret-looking ``ENV``/``ARG``. The real Dockerfile has none; each mutated one below has the one
 its mutation causes, so the checks are not vacuous. ``.dockerignore`` is an allow-list that lets
@@ -77,6 +79,23 @@ def _runtime_problems(runtime: list[dict[str, Any]], builder_name: str | None,
     if not cmd or _exec_form(cmd[-1]["value"]) != ["manager"]:
         problems.append('CMD is not exec-form ["manager"]')
     problems += _installs_builder_wheel(runtime, builder_name, outdir)
+    problems += _locked_install(runtime)
+    return problems
+
+
+def _locked_install(runtime: list[dict[str, Any]]) -> list[str]:
+    """The runtime's dependencies from requirements.lock with hashes, the wheel without resolving
+    anything, and no pip left behind (issue 27 item 17)."""
+    runs = " && ".join(r["value"] for r in _of(runtime, "RUN"))
+    problems = []
+    lock = [shlex.split(c["value"])[-1] for c in _of(runtime, "COPY")
+            if shlex.split(c["value"])[0] == "requirements.lock"]
+    if not lock or not re.search(r"pip install [^&]*--require-hashes [^&]*-r " + re.escape(lock[0]), runs):
+        problems.append("dependencies not installed from requirements.lock with --require-hashes")
+    if not re.search(r"pip install [^&]*--no-deps [^&]*\.whl", runs):
+        problems.append("the wheel is installed resolving its dependencies (not --no-deps)")
+    if not re.search(r"pip uninstall [^&]*\bpip\b", runs):
+        problems.append("pip stays in the image")
     return problems
 
 
@@ -124,9 +143,11 @@ def dockerfile_problems(text: str) -> list[str]:
     for ins in instructions:
         if ins["instruction"] == "ADD" and re.search(r"(https?|ftp)://|git@", ins["value"]):
             problems.append(f"ADD from a URL: {ins['value']!r}")
-        pip = ins["instruction"] == "RUN" and "pip install" in ins["value"]
-        if pip and "--no-cache-dir" not in ins["value"]:
-            problems.append(f"pip install without --no-cache-dir: {ins['value']!r}")
+        installs = ([c for c in ins["value"].split("&&") if "pip install" in c]
+                    if ins["instruction"] == "RUN" else [])
+        for install in installs:  # each command of the RUN
+            if "--no-cache-dir" not in install:
+                problems.append(f"pip install without --no-cache-dir: {install.strip()!r}")
         if ins["instruction"] in ("ENV", "ARG") and re.search(r"(PASSWORD|SECRET|TOKEN|API_?KEY)\w*=",
                                                               ins["value"], re.I):
             problems.append(f"secret-looking {ins['instruction']}: {ins['value']!r}")
@@ -160,10 +181,17 @@ MUTATIONS = {
     "shell-form entrypoint": (r'ENTRYPOINT \["escaler"\]', "ENTRYPOINT escaler",
                               "ENTRYPOINT is not exec-form"),
     "other cmd": (r'CMD \["manager"\]', 'CMD ["slo-api"]', "CMD is not exec-form"),
-    "wheel from the index": (r"pip install --no-cache-dir /wheels/escaler-\*\.whl",
-                             "pip install --no-cache-dir escaler", "no RUN pip install of a .whl"),
+    "wheel from the index": (r"pip install --no-cache-dir --no-deps /wheels/escaler-\*\.whl",
+                             "pip install --no-cache-dir --no-deps escaler", "no RUN pip install of a .whl"),
     "not from the builder": (r"--from=builder", "--from=python:3.11-slim", "does not COPY --from=builder"),
-    "pip cache": (r"pip install --no-cache-dir /wheels", "pip install /wheels", "without --no-cache-dir"),
+    "pip cache": (r"pip install --no-cache-dir --no-deps /wheels", "pip install --no-deps /wheels",
+                  "without --no-cache-dir"),
+    "unhashed dependencies": (r"--require-hashes ", "", "not installed from requirements.lock"),
+    "no lock": (r"COPY requirements.lock /tmp/requirements.lock\n", "",
+                "not installed from requirements.lock"),
+    "wheel resolves": (r"--no-deps /wheels", "/wheels", "not --no-deps"),
+    "pip kept": (r" \\\n    && python -m pip uninstall --yes pip setuptools wheel", "",
+                 "pip stays in the image"),
     "add url": (r"USER 65532", "ADD https://example.com/x.tgz /x\nUSER 65532", "ADD from a URL"),
     "secret env": (r"USER 65532", "ENV HF_TOKEN=abc\nUSER 65532", "secret-looking ENV"),
     "no labels": (r"(?s)LABEL .*?(?=\nENV)", "", "missing label org.opencontainers.image.title"),
@@ -185,9 +213,44 @@ def test_dockerignore_lets_in_exactly_what_the_builder_copies() -> None:
     patterns = [ln for ln in lines if ln and not ln.startswith("#")]
     assert patterns[0] == "*", "an allow-list: everything is excluded first"
     allowed = {p[1:].rstrip("/") for p in patterns if p.startswith("!")}
-    builder = _stages(_parse(DOCKERFILE))[0]
-    copied = {p.rstrip("/") for c in _of(builder, "COPY") for p in shlex.split(c["value"])[:-1]
-              if not p.startswith("--")}
+    stages = _stages(_parse(DOCKERFILE))
+    copied = {p.rstrip("/") for stage in stages for c in _of(stage, "COPY")
+              if not c["value"].startswith("--from") for p in shlex.split(c["value"])[:-1]}
     assert copied == allowed
     readme = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["readme"]
     assert {"pyproject.toml", readme, "escaler"} <= copied, "the build needs pyproject, readme, package"
+
+
+def _locked() -> dict[str, tuple[str, int]]:
+    """requirements.lock: name → (version, number of hashes)."""
+    pins: dict[str, tuple[str, int]] = {}
+    name = ""
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line)
+        if m:
+            name = m.group(1).lower().replace("_", "-")
+            pins[name] = (m.group(2), 0)
+        elif "--hash=sha256:" in line and name:
+            version, hashes = pins[name]
+            pins[name] = (version, hashes + 1)
+    return pins
+
+
+def test_the_lock_pins_every_runtime_dependency_with_hashes_and_nothing_of_the_extras() -> None:
+    """requirements.lock (hack/lock.sh) satisfies every [project] dependency of pyproject.toml, each
+    pin carries hashes (pip --require-hashes refuses anything else), and neither the simulator's
+    extra nor pip itself is in it (issue 27 item 17)."""
+    from packaging.requirements import Requirement
+
+    pins = _locked()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for dep in project["dependencies"]:
+        req = Requirement(dep)
+        name = req.name.lower().replace("_", "-")
+        assert name in pins, f"{name} is not in requirements.lock: run hack/lock.sh"
+        version, hashes = pins[name]
+        assert req.specifier.contains(version, prereleases=True), f"{name}=={version} does not satisfy {dep}"
+        assert hashes >= 1, f"{name} has no hash"
+    assert all(h >= 1 for _, h in pins.values())
+    extras = {Requirement(d).name.lower() for d in project["optional-dependencies"]["sim"]}
+    assert not (extras | {"numpy", "tqdm", "pip", "setuptools"}) & set(pins), sorted(pins)
