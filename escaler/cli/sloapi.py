@@ -6,9 +6,10 @@ Flags: ``--bind-address`` (default ``:8080``), ``--auth none|token`` (default ``
 checked by a TokenReview, and RBAC on the SLO requirement, checked by a SubjectAccessReview),
 ``--kubeconfig``,
 ``--namespace`` (serve only that namespace's SLO requirements; default all), ``--cert-dir``
-(``tls.crt``/``tls.key``: serve HTTPS; default plain HTTP, which with ``--auth token`` carries
-bearer tokens in clear text — a warning is logged — so terminate TLS in front of it or pass
-``--cert-dir``), ``--log-format``, ``--log-level``.
+(``tls.crt``/``tls.key``: serve HTTPS), ``--self-signed-tls`` (without ``--cert-dir``: serve HTTPS
+with a self-signed pair made at start, its SHA-256 fingerprint logged — what the shipped manifests
+run), else plain HTTP, which with ``--auth token`` carries bearer tokens in clear text — a warning
+is logged — so terminate TLS in front of it or pass one of them; ``--log-format``, ``--log-level``.
 
 It builds one ``RestClient`` (the process's ServiceAccount or kubeconfig), the ``SLOIndex`` (one
 informer per kind, missing CRDs rechecked every 60 s), the ``SLOService`` and the FastAPI app,
@@ -22,6 +23,7 @@ be bound, 2 for a usage error. RBAC: ``manifests/rbac/slo-api.yaml``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -88,6 +90,8 @@ class SLOApiFlags:
     trusted_proxies: tuple[IPNetwork, ...] = ()
     # --token-audience: the audience a bearer token must be issued for
     token_audience: str = SLO_API_AUDIENCE
+    # --self-signed-tls: no pair given, make one at start (run() fills cert_file/key_file)
+    self_signed_tls: bool = False
 
 
 class UsageError(Exception):
@@ -118,6 +122,9 @@ def add_parser(
     p.add_argument("--cert-dir", metavar="DIR", default="",
                    help=f"directory holding {CERT_FILE_NAME} and {KEY_FILE_NAME}: serve HTTPS "
                         "(default: none = plain HTTP)")
+    p.add_argument("--self-signed-tls", action="store_true", default=False,
+                   help="without --cert-dir, serve HTTPS with a self-signed certificate made at start "
+                        "(its SHA-256 fingerprint logged) instead of plain HTTP (default: false)")
     p.add_argument("--trusted-proxies", metavar="CIDRS", default="",
                    help="comma list of networks (an ingress' pods) whose X-Forwarded-For names the client a "
                         "failed login is charged to; requests from elsewhere are charged to their peer "
@@ -135,6 +142,8 @@ def flags_from_args(args: argparse.Namespace) -> SLOApiFlags:
         raise UsageError("--bind-address: the SLO API cannot be disabled; give host:port or :port")
     host, port, ipv6 = parsed
     cert_file = key_file = None
+    if args.cert_dir and args.self_signed_tls:
+        raise UsageError("--self-signed-tls: only without --cert-dir (the given pair is served)")
     if args.cert_dir:
         cert_file = os.path.join(args.cert_dir, CERT_FILE_NAME)
         key_file = os.path.join(args.cert_dir, KEY_FILE_NAME)
@@ -151,7 +160,24 @@ def flags_from_args(args: argparse.Namespace) -> SLOApiFlags:
         host=host or ("::" if ipv6 else "0.0.0.0"), port=port, auth=args.auth,
         kubeconfig=args.kubeconfig or None, namespace=args.namespace, cert_file=cert_file,
         key_file=key_file, log_format=args.log_format, log_level=args.log_level,
-        trusted_proxies=tuple(trusted), token_audience=args.token_audience)
+        trusted_proxies=tuple(trusted), token_audience=args.token_audience,
+        self_signed_tls=args.self_signed_tls)
+
+
+def _self_signed_pair(host: str) -> tuple[str, str]:
+    """A self-signed tls.crt/tls.key in a directory of its own (removed at exit)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from escaler.runtime.tls import self_signed
+
+    directory = tempfile.mkdtemp(prefix="escaler-slo-api-tls-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    cert, key, fingerprint = self_signed(directory, [host] if host not in ("", "0.0.0.0", "::") else [])
+    _log.warning("the SLO API has no serving certificate: serving a self-signed one (SHA-256 fingerprint "
+                 "%s); give it one with --cert-dir", fingerprint)
+    return cert, key
 
 
 def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
@@ -184,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"escaler slo-api: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(flags.log_format, flags.log_level)
+    if flags.self_signed_tls:
+        cert_file, key_file = _self_signed_pair(flags.host)
+        flags = dataclasses.replace(flags, cert_file=cert_file, key_file=key_file)
     try:
         cfg = load_config(flags.kubeconfig)
     except ConfigError as exc:

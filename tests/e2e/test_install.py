@@ -230,13 +230,17 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
         def slo_ready() -> bool:
             assert slo_proc.poll() is None, slo_log.read_text()
             try:
-                return requests.get(f"http://127.0.0.1:{slo_port}/readyz", timeout=5).status_code == 200
+                return requests.get(f"https://127.0.0.1:{slo_port}/readyz", timeout=5,
+                                    verify=False).status_code == 200
             except requests.ConnectionError:
                 return False
 
         eventually(slo_ready, timeout=60, what="the SLO API ready")
         # --auth token: a request without a token is refused by the SLO API, not by RBAC
-        assert requests.get(f"http://127.0.0.1:{slo_port}/config", timeout=10).status_code == 401
+        config = requests.get(f"https://127.0.0.1:{slo_port}/config", timeout=10, verify=False)
+        assert config.status_code == 401, config.text
+        # the base serves it over HTTPS only (--self-signed-tls)
+        assert "the SLO API has no serving certificate: serving a self-signed one" in slo_log.read_text()
     finally:
         slo_proc.terminate()
         slo_proc.wait(20)

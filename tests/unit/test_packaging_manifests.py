@@ -333,6 +333,12 @@ def test_every_shipped_server_speaks_tls_and_metrics_need_a_token(where: str) ->
     [reader] = [o for o in objs
                 if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-metrics-reader")]
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    # the SLO API: HTTPS (a Secret's pair, else self-signed), and the kubelet probes it so
+    for _, _, c in containers(objs):
+        if flags_of(c).command == "slo-api":
+            assert flags_of(c).self_signed_tls or flags_of(c).cert_dir, c["args"]
+            for probe in ("livenessProbe", "readinessProbe"):
+                assert c[probe]["httpGet"]["scheme"] == "HTTPS", (where, probe)
 
 
 def test_the_servicemonitor_scrapes_secure_metrics_with_prometheus_token() -> None:
