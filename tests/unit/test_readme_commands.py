@@ -126,11 +126,14 @@ EXERCISED = (
     Exercised(r"kubectl get (es|tidal|rsg|llms|llmslo|jobslo)(,(es|tidal|rsg|llms|llmslo|jobslo))*$",
               {"tests/e2e/test_api.py": '"es,tidal,rsg,llms,llmslo,jobslo"'}, "the printer columns test"),
     Exercised(r"kubectl explain elasticscaler\.", {"tests/e2e/test_api.py": '"explain", "elasticscaler.'}),
-    Exercised(r"kubectl create token \S+ --audience escaler$",
+    Exercised(r"kubectl create token \S+ --audience escaler(-slo-api)?$",
               {"tests/e2e/sloapi_helpers.py": '"create", "token"'}),
 )
 
 NOT_RUN = (
+    NotRun(r"hack/lock\.sh$", "regenerates requirements.lock from the package index (pip-tools) when the "
+           "dependencies change; checked: the lock satisfies pyproject's dependencies, with hashes",
+           {"tests/unit/test_dockerfile.py": "requirements.lock"}),
     NotRun(r"docker build -t escaler \.$", "no container engine runs in this project's tests; checked: a "
            "Dockerfile parser test, and the e2e suite builds the wheel from the Dockerfile's COPY sources",
            {"tests/unit/test_dockerfile.py": "DockerfileParser", "tests/e2e/test_distribution.py": "COPY"}),
