@@ -705,3 +705,54 @@ def test_the_manager_wires_the_llmscaler_controller(monkeypatch: pytest.MonkeyPa
     assert tuple(seen["allowed_hosts"]) == ("prom.example",)
     assert isinstance(seen["outbound"], KeyedExecutor) and seen["outbound"].name == "llmscaler-outbound"
     assert seen["bindings"] is not None and seen["scaler_metrics"] is not None
+
+
+# ------------------------------------------------------------------ issue 28: deferral on a no-op,
+# failed write, invalid pause annotations
+
+
+def test_a_no_op_during_a_deferral_keeps_the_guard_and_the_timeout(t: LLM) -> None:
+    """Issue 28 item 1 (seed 000): a recommendation alternating 6, 4, 6 during a rollout is forced at
+    deferTimeoutSeconds after the first deferral, with one ScalingDeferred event; the no-op syncs in
+    between keep AbleToScale=True/RolloutInProgress and deferredSince."""
+    dep = deployment("web", 4)
+    dep["metadata"]["generation"] = 2  # a template rollout the Deployment controller has not observed
+    t.h.api("deployments").create(dep)
+    t.h.api("llmscalers").create(llmscaler(defer=120))
+    t.start()
+    t.reader.values.update({"sum(running)": 48.0, "sum(waiting)": 0.0})  # 6
+    t.reconcile()
+    assert t.reason("AbleToScale") == ("True", "RolloutInProgress")
+    since = t.status()["deferredSince"]
+    for running, step, at in ((32.0, 40, 40), (48.0, 40, 80), (32.0, 20, 100)):  # 4 (a no-op), 6, 4
+        t.h.clock.step(step)
+        t.reader.values["sum(running)"] = running
+        t.reconcile()
+        assert t.h.replicas() == 4, at
+        assert t.reason("AbleToScale") == ("True", "RolloutInProgress"), at
+        assert t.status()["deferredSince"] == since, at
+    t.h.clock.step(20)  # 120 s after the first deferral
+    t.reader.values["sum(running)"] = 48.0
+    t.reconcile()
+    assert t.h.replicas() == 6
+    assert t.reason("AbleToScale") == ("True", "DeferralTimedOut")
+    assert "deferredSince" not in t.status()
+    assert t.h.reasons().count("ScalingDeferred") == 1
+    assert t.h.reasons().count("DeferralTimedOut") == 1
+
+
+def test_a_no_op_ends_the_deferral_once_the_guard_is_gone(t: LLM) -> None:
+    dep = deployment("web", 4)
+    dep["metadata"]["generation"] = 2
+    t.h.api("deployments").create(dep)
+    t.h.api("llmscalers").create(llmscaler(defer=120))
+    t.start()
+    t.reader.values.update({"sum(running)": 48.0, "sum(waiting)": 0.0})  # 6: held
+    t.reconcile()
+    assert t.status()["deferredSince"]
+    _deployment_status(t, 4)  # the rollout completes
+    t.reader.values["sum(running)"] = 32.0  # 4: a no-op, nothing holds it any more
+    t.h.clock.step(30)
+    t.reconcile()
+    assert t.reason("AbleToScale") == ("True", "Synced")
+    assert "deferredSince" not in t.status()
