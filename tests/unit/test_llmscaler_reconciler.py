@@ -756,3 +756,38 @@ def test_a_no_op_ends_the_deferral_once_the_guard_is_gone(t: LLM) -> None:
     t.reconcile()
     assert t.reason("AbleToScale") == ("True", "Synced")
     assert "deferredSince" not in t.status()
+
+
+def _rolling_out(t: LLM, name: str = "web") -> None:
+    """Start a template rollout the Deployment controller has not observed yet."""
+    obj = t.h.api("deployments").get(f"{NS}/{name}")
+    assert obj is not None
+    obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
+    t.h.api("deployments").update(obj)
+
+
+def test_a_failed_write_leaves_the_counts_deferred_since_and_last_scale_time(t: LLM) -> None:
+    """Issue 28 item 2 (seed 000): a failed /scale write is reported on AbleToScale; desiredReplicas,
+    currentReplicas, deferredSince and lastScaleTime stay as they were."""
+    _setup(t, replicas=2, defer=120)
+    t.reader.values.update({"sum(running)": 24.0, "sum(waiting)": 0.0})  # 3: a normal write
+    t.reconcile()
+    assert t.h.replicas() == 3
+    _rolling_out(t)
+    t.h.clock.step(10)
+    t.reader.values["sum(running)"] = 40.0  # 5: held by the rollout
+    t.reconcile()
+    before = t.status()
+    assert before["deferredSince"] and before["lastScaleTime"]
+    assert (before["currentReplicas"], before["desiredReplicas"]) == (3, 5)
+    t.h.clock.step(121)  # the write is forced, and fails
+    t.reader.values["sum(running)"] = 56.0  # 7
+    t.h.client.faults[("patch", "deployments")] = [StatusError(500, "InternalError", "etcd down")]
+    result = t.reconcile()
+    assert result.requeue
+    assert t.h.replicas() == 3
+    assert t.reason("AbleToScale") == ("False", "TargetWriteFailed")
+    st = t.status()
+    for k in ("currentReplicas", "desiredReplicas", "deferredSince", "lastScaleTime"):
+        assert st.get(k) == before.get(k), k
+    assert "FailedRescale" in t.h.reasons()
