@@ -791,3 +791,25 @@ def test_a_failed_write_leaves_the_counts_deferred_since_and_last_scale_time(t: 
     for k in ("currentReplicas", "desiredReplicas", "deferredSince", "lastScaleTime"):
         assert st.get(k) == before.get(k), k
     assert "FailedRescale" in t.h.reasons()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("elasticscaler.io/paused", "yes"), ("elasticscaler.io/paused-replicas", "-1")],
+    ids=["paused-not-a-bool", "paused-replicas-negative"],
+)
+def test_an_invalid_pause_annotation_is_reported_once(t: LLM, key: str, value: str) -> None:
+    """Issue 28 item 8: as the ElasticScaler does, an unusable pause annotation is a Warning event
+    (InvalidAnnotation) naming the annotation and the rule, once while it lasts; its default is used."""
+    obj = llmscaler()
+    obj["metadata"]["annotations"] = {key: value}
+    t.h.api("deployments").create(deployment("web", 2))
+    t.h.api("llmscalers").create(obj)
+    t.start()
+    t.reader.values.update({"sum(running)": 40.0, "sum(waiting)": 0.0})
+    t.reconcile()
+    t.reconcile()
+    warnings = [e for e in t.h.recorder.events if e.reason == "InvalidAnnotation"]
+    assert len(warnings) == 1
+    assert f"metadata.annotations[{key}]" in warnings[0].note
+    assert t.h.replicas() == 5  # not paused: the default is used
