@@ -474,6 +474,10 @@ def _able_to_scale(d: Decision) -> _Spec:
         when = "never forced (deferTimeoutSeconds 0)" if d.force_at is None \
             else f"forced at {format_time(d.force_at)}"
         since_text = "" if since is None else f" since {format_time(since)}"
+        if d.desired == d.current:  # a no-op while the deferral runs: it goes on
+            return "True", d.guard.reason, _advisory(
+                d, f"{d.guard.message}; nothing to write this sync ({d.current} replicas), the deferral "
+                   f"running{since_text} goes on; {when}")
         return "True", d.guard.reason, _advisory(
             d, f"{d.guard.message}; holding the write {d.current} -> {d.desired}{since_text}; {when}")
     if d.forced and d.guard is not None:

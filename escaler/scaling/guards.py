@@ -22,7 +22,7 @@ there), plus what the reconciler counted about the target's pods. A write from `
 Checked in that order. Replicas that merely are not Ready yet (an LLM server loading weights for
 minutes) are **not** a rollout: they count as capacity on the way (HPA's unready-pod rule), so
 the guards never wait for them — the snapshot has no ready count for that reason. No write
-(``desired == current``) is never held.
+(``desired == current``) is never held, but keeps a running deferral going (below).
 
 ``insufficient_capacity(target)`` is the InsufficientCapacity report whatever the direction: the
 condition model shows it on AbleToScale even on a sync it does not hold (a no-op).
@@ -31,7 +31,14 @@ Deferral — ``defer(hold, deferred_since, last_forced_write, now, defer_timeout
 DeferralOutcome``, the state machine around a hold (any of the three guards):
 
 * no hold → the write (if any) proceeds; ``deferred_since`` is cleared: nothing is held, so no
-  deferral is running (a sync with nothing to write ends a deferral too);
+  deferral is running;
+* a sync with nothing to write (``no_op``) while a deferral runs and a guard still stands on the
+  target (``guards(..., deferring=True)``: rollout, settling scale-down or Unschedulable pods,
+  whatever the direction) → the deferral goes on: same ``deferred_since``, same ``force_at``, the
+  guard's reason stays on AbleToScale (seed 000: "also on a no-op while a deferral runs"). A
+  recommendation that flips between a held write and the current count during one rollout is thus
+  forced ``defer_timeout`` after the *first* hold, with one ScalingDeferred. A no-op with no guard
+  left ends the deferral; a no-op never starts one;
 * a hold and no running deferral → the deferral starts: ``deferred_since = now``, ``started``
   (the reconciler emits ``ScalingDeferred`` once, for this sync only);
 * a hold while a deferral runs → the write stays held until ``force_at`` = ``deferred_since +
@@ -166,20 +173,40 @@ def insufficient_capacity(target: TargetSnapshot | None) -> GuardHold | None:
                      f"scale-down does not")
 
 
-def guards(target: TargetSnapshot | None, current: int, desired: int) -> GuardHold | None:
-    """The guard holding a write from ``current`` to ``desired``, or None; see the module docstring."""
-    if target is None or desired == current:
+def guards(target: TargetSnapshot | None, current: int, desired: int, *,
+           deferring: bool = False) -> GuardHold | None:
+    """The guard holding a write from ``current`` to ``desired``, or None; see the module docstring.
+
+    ``deferring``: a deferral is running. A no-op then reports the first guard the target still
+    raises in either direction, which keeps the deferral (and its reason) going; without a running
+    deferral a no-op is never held."""
+    if target is None:
         return None
-    if target.rollout_in_progress:
-        detail = f": {target.rollout_message}" if target.rollout_message else ""
-        return GuardHold(ROLLOUT_IN_PROGRESS, f"target rollout in progress{detail}")
-    if desired < current and target.settling_scale_down:
-        counts = "" if target.status_replicas is None else \
-            f": status.replicas {target.status_replicas} > spec.replicas {target.spec_replicas}"
-        return GuardHold(SCALE_DOWN_SETTLING, f"previous scale-down not settled{counts}")
-    if desired > current:
-        return insufficient_capacity(target)
-    return None
+    if desired == current:
+        if not deferring:
+            return None
+        return _rollout(target) or _settling(target) or insufficient_capacity(target)
+    hold = _rollout(target)
+    if hold is None and desired < current:
+        hold = _settling(target)
+    if hold is None and desired > current:
+        hold = insufficient_capacity(target)
+    return hold
+
+
+def _rollout(target: TargetSnapshot) -> GuardHold | None:
+    if not target.rollout_in_progress:
+        return None
+    detail = f": {target.rollout_message}" if target.rollout_message else ""
+    return GuardHold(ROLLOUT_IN_PROGRESS, f"target rollout in progress{detail}")
+
+
+def _settling(target: TargetSnapshot) -> GuardHold | None:
+    if not target.settling_scale_down:
+        return None
+    counts = "" if target.status_replicas is None else \
+        f": status.replicas {target.status_replicas} > spec.replicas {target.spec_replicas}"
+    return GuardHold(SCALE_DOWN_SETTLING, f"previous scale-down not settled{counts}")
 
 
 @dataclass(frozen=True)
@@ -219,27 +246,42 @@ def defer(
     last_forced_write: float | None,
     now: float,
     defer_timeout: float,
+    *,
+    no_op: bool = False,
 ) -> DeferralOutcome:
-    """Advance the deferral state machine one sync; see the module docstring."""
+    """Advance the deferral state machine one sync; see the module docstring. ``no_op``: this sync
+    has nothing to write (``hold`` is then ``guards(..., deferring=True)``)."""
     _check_time(now, "now")
     _check_time(deferred_since, "deferred_since")
     _check_time(last_forced_write, "last_forced_write")
     if isinstance(defer_timeout, bool) or not isinstance(defer_timeout, int | float) \
             or not math.isfinite(defer_timeout) or defer_timeout < 0:
         raise ValueError(f"defer_timeout must be a finite number of seconds >= 0, got {defer_timeout!r}")
-    if hold is None:
+    if hold is None or (no_op and deferred_since is None):
         return DeferralOutcome(hold=None, write_allowed=True, forced=False, started=False,
                                deferred_since=None, last_forced_write=last_forced_write, force_at=None)
+    if no_op and deferred_since is not None:
+        # nothing to force: the running deferral goes on, its force time unchanged
+        force_at = None if defer_timeout == 0 else _force_at(deferred_since, last_forced_write, defer_timeout)
+        return DeferralOutcome(hold=hold, write_allowed=False, forced=False, started=False,
+                               deferred_since=deferred_since, last_forced_write=last_forced_write,
+                               force_at=force_at)
     started = deferred_since is None
     since = now if deferred_since is None else deferred_since
     if defer_timeout == 0:
         return DeferralOutcome(hold=hold, write_allowed=False, forced=False, started=started,
                                deferred_since=since, last_forced_write=last_forced_write, force_at=None)
-    force_at = since + defer_timeout
-    if last_forced_write is not None:
-        force_at = max(force_at, last_forced_write + defer_timeout)
+    force_at = _force_at(since, last_forced_write, defer_timeout)
     if now >= force_at:
         return DeferralOutcome(hold=hold, write_allowed=True, forced=True, started=started,
                                deferred_since=None, last_forced_write=now, force_at=None)
     return DeferralOutcome(hold=hold, write_allowed=False, forced=False, started=started,
                            deferred_since=since, last_forced_write=last_forced_write, force_at=force_at)
+
+
+def _force_at(since: float, last_forced_write: float | None, defer_timeout: float) -> float:
+    """When a write held since ``since`` is forced: after the timeout, and paced after the last one."""
+    force_at = since + defer_timeout
+    if last_forced_write is not None:
+        force_at = max(force_at, last_forced_write + defer_timeout)
+    return force_at

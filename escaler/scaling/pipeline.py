@@ -708,6 +708,9 @@ def _guard_step(clamped: int, current: int, outcome: DeferralOutcome, timeout: f
     when = "never forced (deferTimeoutSeconds 0)" if outcome.force_at is None \
         else f"forced at {format_time(outcome.force_at)}"
     since = "" if outcome.deferred_since is None else f" since {format_time(outcome.deferred_since)}"
+    if clamped == current:  # a no-op: nothing is held back, the running deferral goes on
+        return Step(_GUARD, clamped, current, f"deferral by {hold.reason}{since} goes on: {hold.message}; "
+                                              f"{when}")
     return Step(_GUARD, clamped, current, f"held by {hold.reason}{since}: {hold.message}; {when}",
                 BoundBy.GUARD)
 
@@ -764,7 +767,7 @@ def _write_step(d_current: int, desired: int, would_write: bool, write: bool, fo
         return Step(_WRITE, d_current, desired, "forced write" if forced else "write")
     if would_write:
         return Step(_WRITE, d_current, d_current, f"no write: Advisory mode (Active would write {desired})")
-    if held:
+    if held and desired != d_current:
         return Step(_WRITE, d_current, d_current, "no write: held by a guard")
     if frozen:
         return Step(_WRITE, d_current, d_current, f"no write: paused ({PAUSED})")
@@ -875,8 +878,10 @@ def decide(inp: PipelineInput) -> Decision:
     else:
         desired = clamped
         capacity = insufficient_capacity(inp.target)
-        outcome = defer(guards(inp.target, cur, desired), prev.deferred_since, prev.last_forced_write, now,
-                        b.defer_timeout_seconds)
+        # a no-op while a deferral runs keeps it (and the guard's reason) while a guard stands
+        deferring = prev.deferred_since is not None
+        outcome = defer(guards(inp.target, cur, desired, deferring=deferring), prev.deferred_since,
+                        prev.last_forced_write, now, b.defer_timeout_seconds, no_op=desired == cur)
         if outcome.hold is not None:
             steps.append(_guard_step(clamped, cur, outcome, b.defer_timeout_seconds))
         deferred_since, last_forced = outcome.deferred_since, outcome.last_forced_write

@@ -10,8 +10,8 @@ Seed 000 "Testing" case → test:
 * normal write → ``test_a_normal_write_then_a_no_op``
 * no-op → ``test_a_normal_write_then_a_no_op`` (nothing written: lastScaleTime and the object's
   resourceVersion stay)
-* rollout deferral (and the forced write after deferTimeoutSeconds) →
-  ``test_b_rollout_deferral_then_deferral_timed_out``
+* rollout deferral (and the forced write after deferTimeoutSeconds, measured from the first
+  deferral across a no-op sync in between) → ``test_b_rollout_deferral_then_deferral_timed_out``
 * Prometheus unreachable → ``test_c_prometheus_unreachable_and_a_large_error_body``
 * a >1 KiB Prometheus error body → ``test_c_prometheus_unreachable_and_a_large_error_body``
 * ScalingLimited left unchanged without a signal → ``test_c_prometheus_unreachable_and_a_large_error_body``
@@ -37,13 +37,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
+from .conftest import Cluster, PrometheusServer, eventually, source_dir, wait_synced
 from .es_helpers import apply, deployment, hold, replicas, workload
 from .webhook import free_port
 
@@ -78,10 +79,13 @@ def manager(cluster: Cluster, namespace: str,
         # the fake servers listen on loopback, refused by default (SSRF guard)
         "--allow-endpoint-networks=127.0.0.0/8",
     ]
+    # ESCALER_E2E_SRC (conftest.source_dir): the manager runs that checkout's escaler package, as
+    # es_helpers.start_manager does, so a regression test can be watched failing on the old code
+    src = source_dir()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)}
     with open(log, "wb") as f:
-        proc = subprocess.Popen(
-            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
+        proc = subprocess.Popen(args, cwd=src, stdout=f, stderr=subprocess.STDOUT, env=env)
     info = {"proc": proc, "log": log}
     wait_synced(proc, log)
     try:
@@ -190,6 +194,11 @@ def llms(
 
 def get(cluster: Cluster, ns: str, name: str) -> dict[str, Any]:
     return dict(cluster.kubectl_json("get", "llmscaler", name, "-n", ns))
+
+
+def iso(text: str) -> datetime:
+    """A status timestamp (RFC 3339, ``Z``) as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def conds(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -326,10 +335,11 @@ def test_b_rollout_deferral_then_deferral_timed_out(
     q = f'sum(running{{ns="{namespace}"}})'
     prometheus.set(q, 32)  # 4
     apply(
-        cluster, namespace, llms("roll", "roll", prom=prometheus.url, queries={q: 8}, deferTimeoutSeconds=12)
+        cluster, namespace, llms("roll", "roll", prom=prometheus.url, queries={q: 8}, deferTimeoutSeconds=20)
     )
     obj = wait_cond(cluster, namespace, "roll", "AbleToScale", "True", "RolloutInProgress", manager)
-    assert obj["status"].get("deferredSince") and "lastScaleTime" not in obj["status"]
+    since = obj["status"].get("deferredSince")
+    assert since and "lastScaleTime" not in obj["status"]
     assert replicas(cluster, namespace, "roll") == 2
     mirrored(obj)
     eventually(
@@ -337,20 +347,37 @@ def test_b_rollout_deferral_then_deferral_timed_out(
         timeout=20,
         what="ScalingDeferred event",
     )
-    # deferTimeoutSeconds after deferredSince the held write is forced (AbleToScale=True/
-    # DeferralTimedOut for that one sync: the rollout is still stuck, so the next write is held again)
+    # a no-op while the deferral runs (the recommendation back at the current 2): the guard's
+    # reason and deferredSince stay (seed 000), so the timeout still counts from the first hold
+    prometheus.set(q, 16)  # 2
+    eventually(
+        lambda: (get(cluster, namespace, "roll").get("status") or {}).get("desiredReplicas") == 2,
+        timeout=10,
+        what="a no-op sync during the deferral",
+    )
+    obj = get(cluster, namespace, "roll")
+    able = conds(obj)["AbleToScale"]
+    assert (able["status"], able["reason"]) == ("True", "RolloutInProgress"), able
+    assert obj["status"].get("deferredSince") == since
+    prometheus.set(q, 32)  # 4 again: still held by the same deferral
+    # deferTimeoutSeconds after the first deferredSince the held write is forced (AbleToScale=True/
+    # DeferralTimedOut for that one sync)
     wait_replicas(cluster, namespace, "roll", 4, "roll", timeout=40)
     obj = get(cluster, namespace, "roll")
-    assert obj["status"].get("lastScaleTime")
-    assert (
-        "DeferralTimedOut" in obj["status"]["recentDecisions"][-1]["reason"]
-        or obj["status"]["recentDecisions"][-1]["to"] == 4
-    )
+    last = obj["status"]["recentDecisions"][-1]
+    assert last["to"] == 4 and "the held write is forced after deferTimeoutSeconds 20" in last["reason"], last
+    # the forced write came at the timeout, measured from the first deferral (a no-op that ended the
+    # deferral would have restarted it): timestamps have 1 s resolution, and the sync at the force
+    # time (its requeue, or the 2 s poll) may lag a little
+    waited = (iso(obj["status"]["lastScaleTime"]) - iso(since)).total_seconds()
+    assert 20 <= waited <= 20 + 2 + 2, (since, obj["status"]["lastScaleTime"])
     eventually(
         lambda: any(e["reason"] == "DeferralTimedOut" for e in events(cluster, namespace, "roll")),
         timeout=20,
         what="DeferralTimedOut event",
     )
+    deferred = [e for e in events(cluster, namespace, "roll") if e["reason"] == "ScalingDeferred"]
+    assert len(deferred) == 1, [e.get("note") for e in deferred]
 
 
 def test_c_prometheus_unreachable_and_a_large_error_body(

@@ -705,3 +705,111 @@ def test_the_manager_wires_the_llmscaler_controller(monkeypatch: pytest.MonkeyPa
     assert tuple(seen["allowed_hosts"]) == ("prom.example",)
     assert isinstance(seen["outbound"], KeyedExecutor) and seen["outbound"].name == "llmscaler-outbound"
     assert seen["bindings"] is not None and seen["scaler_metrics"] is not None
+
+
+# ------------------------------------------------------------------ issue 28: deferral on a no-op,
+# failed write, invalid pause annotations
+
+
+def test_a_no_op_during_a_deferral_keeps_the_guard_and_the_timeout(t: LLM) -> None:
+    """Issue 28 item 1 (seed 000): a recommendation alternating 6, 4, 6 during a rollout is forced at
+    deferTimeoutSeconds after the first deferral, with one ScalingDeferred event; the no-op syncs in
+    between keep AbleToScale=True/RolloutInProgress and deferredSince."""
+    dep = deployment("web", 4)
+    dep["metadata"]["generation"] = 2  # a template rollout the Deployment controller has not observed
+    t.h.api("deployments").create(dep)
+    t.h.api("llmscalers").create(llmscaler(defer=120))
+    t.start()
+    t.reader.values.update({"sum(running)": 48.0, "sum(waiting)": 0.0})  # 6
+    t.reconcile()
+    assert t.reason("AbleToScale") == ("True", "RolloutInProgress")
+    since = t.status()["deferredSince"]
+    for running, step, at in ((32.0, 40, 40), (48.0, 40, 80), (32.0, 20, 100)):  # 4 (a no-op), 6, 4
+        t.h.clock.step(step)
+        t.reader.values["sum(running)"] = running
+        t.reconcile()
+        assert t.h.replicas() == 4, at
+        assert t.reason("AbleToScale") == ("True", "RolloutInProgress"), at
+        assert t.status()["deferredSince"] == since, at
+    t.h.clock.step(20)  # 120 s after the first deferral
+    t.reader.values["sum(running)"] = 48.0
+    t.reconcile()
+    assert t.h.replicas() == 6
+    assert t.reason("AbleToScale") == ("True", "DeferralTimedOut")
+    assert "deferredSince" not in t.status()
+    assert t.h.reasons().count("ScalingDeferred") == 1
+    assert t.h.reasons().count("DeferralTimedOut") == 1
+
+
+def test_a_no_op_ends_the_deferral_once_the_guard_is_gone(t: LLM) -> None:
+    dep = deployment("web", 4)
+    dep["metadata"]["generation"] = 2
+    t.h.api("deployments").create(dep)
+    t.h.api("llmscalers").create(llmscaler(defer=120))
+    t.start()
+    t.reader.values.update({"sum(running)": 48.0, "sum(waiting)": 0.0})  # 6: held
+    t.reconcile()
+    assert t.status()["deferredSince"]
+    _deployment_status(t, 4)  # the rollout completes
+    t.reader.values["sum(running)"] = 32.0  # 4: a no-op, nothing holds it any more
+    t.h.clock.step(30)
+    t.reconcile()
+    assert t.reason("AbleToScale") == ("True", "Synced")
+    assert "deferredSince" not in t.status()
+
+
+def _rolling_out(t: LLM, name: str = "web") -> None:
+    """Start a template rollout the Deployment controller has not observed yet."""
+    obj = t.h.api("deployments").get(f"{NS}/{name}")
+    assert obj is not None
+    obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
+    t.h.api("deployments").update(obj)
+
+
+def test_a_failed_write_leaves_the_counts_deferred_since_and_last_scale_time(t: LLM) -> None:
+    """Issue 28 item 2 (seed 000): a failed /scale write is reported on AbleToScale; desiredReplicas,
+    currentReplicas, deferredSince and lastScaleTime stay as they were."""
+    _setup(t, replicas=2, defer=120)
+    t.reader.values.update({"sum(running)": 24.0, "sum(waiting)": 0.0})  # 3: a normal write
+    t.reconcile()
+    assert t.h.replicas() == 3
+    _rolling_out(t)
+    t.h.clock.step(10)
+    t.reader.values["sum(running)"] = 40.0  # 5: held by the rollout
+    t.reconcile()
+    before = t.status()
+    assert before["deferredSince"] and before["lastScaleTime"]
+    assert (before["currentReplicas"], before["desiredReplicas"]) == (3, 5)
+    t.h.clock.step(121)  # the write is forced, and fails
+    t.reader.values["sum(running)"] = 56.0  # 7
+    t.h.client.faults[("patch", "deployments")] = [StatusError(500, "InternalError", "etcd down")]
+    result = t.reconcile()
+    assert result.requeue
+    assert t.h.replicas() == 3
+    assert t.reason("AbleToScale") == ("False", "TargetWriteFailed")
+    st = t.status()
+    for k in ("currentReplicas", "desiredReplicas", "deferredSince", "lastScaleTime"):
+        assert st.get(k) == before.get(k), k
+    assert "FailedRescale" in t.h.reasons()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("elasticscaler.io/paused", "yes"), ("elasticscaler.io/paused-replicas", "-1")],
+    ids=["paused-not-a-bool", "paused-replicas-negative"],
+)
+def test_an_invalid_pause_annotation_is_reported_once(t: LLM, key: str, value: str) -> None:
+    """Issue 28 item 8: as the ElasticScaler does, an unusable pause annotation is a Warning event
+    (InvalidAnnotation) naming the annotation and the rule, once while it lasts; its default is used."""
+    obj = llmscaler()
+    obj["metadata"]["annotations"] = {key: value}
+    t.h.api("deployments").create(deployment("web", 2))
+    t.h.api("llmscalers").create(obj)
+    t.start()
+    t.reader.values.update({"sum(running)": 40.0, "sum(waiting)": 0.0})
+    t.reconcile()
+    t.reconcile()
+    warnings = [e for e in t.h.recorder.events if e.reason == "InvalidAnnotation"]
+    assert len(warnings) == 1
+    assert f"metadata.annotations[{key}]" in warnings[0].note
+    assert t.h.replicas() == 5  # not paused: the default is used

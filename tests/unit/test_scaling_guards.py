@@ -100,6 +100,23 @@ def test_guards(facts: dict[str, object] | None, current: int, desired: int, rea
         assert hold is not None and hold.message == message
 
 
+# (id, target facts, reason): a no-op while a deferral runs keeps the first guard still standing on
+# the target, whatever its direction (seed 000: the guard reason stays on a no-op during a deferral)
+DEFERRING: list[tuple[str, dict[str, object], str | None]] = [
+    ("rollout", ROLLING, "RolloutInProgress"),
+    ("settling", SETTLING, "ScaleDownSettling"),
+    ("capacity", PENDING, "InsufficientCapacity"),
+    ("rollout-first", {**ROLLING, **SETTLING, **PENDING}, "RolloutInProgress"),
+    ("nothing-left", {}, None),
+]
+
+
+@pytest.mark.parametrize(("facts", "reason"), [g[1:] for g in DEFERRING], ids=[g[0] for g in DEFERRING])
+def test_guards_on_a_no_op_while_deferring(facts: dict[str, object], reason: str | None) -> None:
+    hold = guards(TargetSnapshot(**{"spec_replicas": 4, **facts}), 4, 4, deferring=True)  # type: ignore[arg-type]
+    assert (None if hold is None else hold.reason) == reason
+
+
 @dataclass(frozen=True)
 class HandlerRead:
     """The fields of ``escaler.targets.TargetSnapshot`` the guards take (a handler's read)."""

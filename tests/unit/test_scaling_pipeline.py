@@ -399,9 +399,30 @@ def test_decide_held_write_keeps_desired_and_bound_by_guard() -> None:
     assert d.state.deferred_since == NOW and d.force_at == NOW + 600
 
 
-def test_decide_nothing_to_write_ends_a_deferral() -> None:
+def test_decide_nothing_to_write_keeps_a_running_deferral_while_the_guard_stands() -> None:
+    """Seed 000: the guard's reason stays "also on a no-op while a deferral runs"; the force time is
+    the first hold's, and no second ScalingDeferred starts."""
     d = decide(inp(4, target=rolling(), deferred_since=NOW - 30))
-    assert not d.held and d.state.deferred_since is None and not d.write
+    assert d.held and not d.write and not d.deferral_started and not d.forced
+    assert d.guard is not None and d.guard.reason == ROLLOUT_IN_PROGRESS
+    assert d.state.deferred_since == NOW - 30 and d.force_at == NOW - 30 + 600
+    assert d.requeue_after == 570
+    assert d.steps[-1].note == "no write: the count does not change"
+    # past the force time there is still nothing to force: the next held write is forced at once
+    late = decide(inp(4, target=rolling(), deferred_since=NOW - 700))
+    assert late.held and not late.forced and late.state.deferred_since == NOW - 700
+    assert decide(inp(7, target=rolling(), deferred_since=NOW - 700)).forced
+
+
+@pytest.mark.parametrize(
+    ("target", "deferred_since"),
+    [(snap(), NOW - 30), (rolling(), None)],
+    ids=["guard-gone-ends-the-deferral", "no-deferral-none-starts"],
+)
+def test_decide_nothing_to_write_without_a_running_deferral_or_guard(
+        target: TargetSnapshot, deferred_since: float | None) -> None:
+    d = decide(inp(4, target=target, deferred_since=deferred_since))
+    assert not d.held and d.guard is None and d.state.deferred_since is None and not d.deferral_started
 
 
 def test_decide_settling_holds_only_scale_down() -> None:

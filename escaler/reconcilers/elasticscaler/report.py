@@ -19,7 +19,9 @@ Every path of a reconcile ends here, with one of:
 * ``synced(sync, Synced)`` — the pipeline ran: conditions from ``conditions_for``, the counts,
   ``deferredSince``, ``fallback`` (the count of polls without a usable signal, with
   ``spec.fallback``), ``lastScaleTime`` (only after a successful write), ``recentDecisions`` (a
-  write, or in Advisory mode a would-be write that differs from the last one recorded).
+  write, or in Advisory mode a would-be write that differs from the last one recorded). A failed
+  write (``AbleToScale=False/TargetWriteFailed``) persists the conditions computed in that sync
+  and leaves the counts, ``deferredSince`` and ``lastScaleTime`` as they were (seed 000).
 
 Status is written only when it changed significantly; drift (a metric value inside the
 significance, numbers in an error text) only at the opt-in refresh, ``--status-refresh-seconds``
@@ -307,13 +309,10 @@ class Reporter(Generic[S]):
             status.fallback = _fallback_status(d)
         status.current_metrics = list(s.current_metrics)
         events = self.apply(sync, status, outcome)
-        # the target's count after this sync: a written sync left it at the desired count, so the
-        # sync its informer echo triggers finds the same status and writes nothing (one status
-        # patch per scale, not two); the step is in recentDecisions
-        status.current_replicas = d.desired if s.written else d.current
-        status.desired_replicas = d.desired
-        state = d.state if s.error is None else d.state_after_failed_write
-        status.deferred_since = wall(state.deferred_since) if state.deferred_since is not None else None
+        if s.error is None:
+            _counts(status, d, s.written)
+        # else a failed write (TargetWriteFailed) leaves the counts, deferredSince and lastScaleTime as
+        # they were (seed 000): the conditions say what failed, the next sync decides again
         if s.written:
             status.last_scale_time = sync.now_dt.replace(microsecond=0)
             status.record(RecentDecision(time=sync.now_dt, from_=d.current, to=d.desired,
@@ -367,6 +366,16 @@ def _key(sync: Sync, s: Synced, p: Plan) -> tuple[Any, ...]:
                  for m in s.current_metrics)
     return (rv, sync.generation, s.target, p.writes, p.removes, rows, d.current, d.desired,
             state.deferred_since, s.advisory, d.would_write, s.validation, d.fallback)
+
+
+def _counts(status: ScalerStatus, d: Decision, written: bool) -> None:
+    """The counts and deferredSince of a sync that did not fail to write."""
+    # the target's count after this sync: a written sync left it at the desired count, so the
+    # sync its informer echo triggers finds the same status and writes nothing (one status
+    # patch per scale, not two); the step is in recentDecisions
+    status.current_replicas = d.desired if written else d.current
+    status.desired_replicas = d.desired
+    status.deferred_since = wall(d.state.deferred_since) if d.state.deferred_since is not None else None
 
 
 def _fallback_status(d: Decision) -> FallbackStatus | None:

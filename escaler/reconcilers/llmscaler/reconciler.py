@@ -8,7 +8,10 @@ turns either into status and events::
 
     load       the cached object → LLMScaler, parsed and validated once per resourceVersion; a spec
                rule other than the missing provider section → Validated=False/InvalidSpec and
-               ScalingActive=False/InvalidSpec (hold); an object that does not parse says so
+               ScalingActive=False/InvalidSpec (hold); an object that does not parse says so; an
+               unusable pause annotation (``elasticscaler.io/paused``, ``paused-replicas``) falls
+               back to its default and is reported once as a Warning event (InvalidAnnotation), as
+               the ElasticScaler does
     claim      the shared ``TargetBindings``: an older scaler of any kind on the same target, or an
                HPA escaler does not own → Validated=False/TargetConflict, never writes; an
                unparsable targetRef.apiVersion → AbleToScale=False/InvalidSpec
@@ -84,7 +87,7 @@ from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.executor import Executor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
-from escaler.scaling.annotations import ScalerAnnotations, parse_annotations
+from escaler.scaling.annotations import AnnotationProblem, ScalerAnnotations, parse_annotations
 from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, TargetError, Validation
 from escaler.scaling.fallback import FallbackCount, FallbackState
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
@@ -138,6 +141,8 @@ class _Parsed:
 
     scaler: LLMScaler
     annotations: ScalerAnnotations
+    # the pause annotations whose value is unusable (their default is used; a Warning event says so)
+    annotation_problems: tuple[AnnotationProblem, ...]
     # the missing provider section (the pipeline runs and holds: InvalidSpec)
     provider_problems: tuple[str, ...]
     # any other rule (the sync holds before the pipeline: Validated=False/InvalidSpec)
@@ -165,6 +170,8 @@ class _Memory:
     wrote_from: str = ""
     # the pollIntervalSeconds clamp last reported as a Warning event (None: not clamped)
     poll_clamp_reported: str | None = None
+    # annotation problems already reported as Warning events (Reporter.annotation_problems)
+    reported: frozenset[str] = frozenset()
 
 
 class LLMScalerReconciler:
@@ -205,6 +212,7 @@ class LLMScalerReconciler:
             return self.reporter.hold(sync, loaded)
         p, mem = loaded
         scaler = p.scaler
+        mem.reported = self.reporter.annotation_problems(sync, mem.reported, p.annotation_problems)
         mem.poll_clamp_reported, clamp = clamp_events(
             scaler.spec.poll_interval_seconds, self._d.poll_interval, self._d.min_poll_interval,
             mem.poll_clamp_reported)
@@ -270,9 +278,9 @@ class LLMScalerReconciler:
                                     for e in err.errors()[:5])
                 _log.warning("LLMScaler %s does not parse: %s", sync.req, details)
                 return Hold(unparsable=f"the object does not parse: {details}")
-            ann, _ = parse_annotations(scaler.metadata.annotations, policies=False)
+            ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=False)
             provider, other = provider_problems([str(e) for e in validate(scaler)])
-            p = _Parsed(scaler, ann, tuple(provider), tuple(other))
+            p = _Parsed(scaler, ann, tuple(ann_problems), tuple(provider), tuple(other))
             mem.parsed = (rv, p) if rv else None
         if p.problems:
             return Hold(validation=Validation(INVALID_SPEC, "; ".join(p.problems)))
