@@ -8,8 +8,9 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
 * ``trigger``: ``metricsTrigger`` is present exactly when ``type`` is MetricsTrigger;
   ``stateTrigger``/``signalTrigger`` only with their own type (both may be omitted: neither has
   a required field, and the defaults of ``SignalTrigger`` apply);
-* ``minReplicas <= maxReplicas``; ``minReplicas: 0`` only with ``SignalTrigger`` or a
-  ``MetricsTrigger`` with ``activation``;
+* ``minReplicas <= maxReplicas``; ``minReplicas: 0`` only with ``SignalTrigger``, ``StateTrigger``
+  (the source decides: a Tidal at 0 takes its target to 0) or a ``MetricsTrigger`` with
+  ``activation``;
 * each metric carries exactly the sub-configuration named by its ``type``, each target exactly
   the value named by its ``type``, and the target type suits the source (Utilization only for
   Resource, AverageValue for Custom, since a Custom metric is a per-pod average);
@@ -573,7 +574,10 @@ class StateTrigger(KubeModel):
     """Follow a state source: spec.targetRef names an object whose status.desiredReplicas is the
     decision (a Tidal, or any custom resource). The written target is found by following
     spec.targetRef links from the source (at most 5 hops). The source must carry the labels
-    elasticscaler.io/name and elasticscaler.io/namespace naming this scaler. No fields yet."""
+    elasticscaler.io/name and elasticscaler.io/namespace naming this scaler. The source's decision is
+    followed at once, down as well as up: no scale-down stabilization window unless the annotation
+    elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds sets one. minReplicas may be 0, so
+    that a source at 0 (a Tidal rule of 0 replicas) takes the target to 0. No fields yet."""
 
 
 class SignalTrigger(KubeModel):
@@ -646,6 +650,11 @@ class Trigger(KubeModel):
     )
 
 
+# triggers whose decision may be 0 as it is: a signal, a state source (a Tidal at 0); a MetricsTrigger
+# needs activation for that
+_MAY_DECIDE_ZERO = (TriggerType.SIGNAL, TriggerType.STATE)
+
+
 # A MetricsTrigger decided by escaler's own algorithm (not the companion HPA): what fallback and
 # floorFrom need, as CEL and as its Python twin
 _ALGORITHMIC_METRICS_CEL = (
@@ -666,11 +675,12 @@ class ElasticScalerSpec(ScalerSpec):
         MIN_MAX_RULE,
         Rule(
             rule="self.minReplicas > 0 || self.trigger.type == 'SignalTrigger' || "
+            "self.trigger.type == 'StateTrigger' || "
             "(self.trigger.type == 'MetricsTrigger' && has(self.trigger.metricsTrigger) && "
             "has(self.trigger.metricsTrigger.activation))",
-            message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger, or "
-            "MetricsTrigger with trigger.metricsTrigger.activation set",
-            check=lambda m: m.min_replicas > 0 or m.trigger.type == TriggerType.SIGNAL or (
+            message="minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger or "
+            "StateTrigger, or MetricsTrigger with trigger.metricsTrigger.activation set",
+            check=lambda m: m.min_replicas > 0 or m.trigger.type in _MAY_DECIDE_ZERO or (
                 m.trigger.type == TriggerType.METRICS and m.trigger.metrics_trigger is not None
                 and m.trigger.metrics_trigger.activation is not None),
             field_path=".minReplicas",
@@ -726,7 +736,8 @@ class ElasticScalerSpec(ScalerSpec):
     min_replicas: int = Field(
         default=DEFAULT_MIN_REPLICAS,
         ge=0,
-        description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger, or "
+        description="Lower bound of the replica count. 0 (scale to zero) only with SignalTrigger, "
+        "StateTrigger (a source at 0, e.g. a Tidal rule of 0 replicas, takes the target to 0), or "
         "MetricsTrigger with metricsTrigger.activation.",
     )
     trigger: Trigger = Field(description="What drives the decision.")

@@ -7,8 +7,8 @@ Two families:
 * **metrics and behavior policies** (ElasticScaler, MetricsTrigger with an algorithm, SPEC §5.4):
   ``elasticscaler.io/metrics.*`` and ``elasticscaler.io/behavior.*``, see ``POLICY_KEYS``.
 
-``parse_annotations(annotations, policies=...)`` returns ``(ScalerAnnotations, problems)``: every
-value that parses is used, every other one falls back to its default and yields one
+``parse_annotations(annotations, policies=..., defaults=...)`` returns ``(ScalerAnnotations, problems)``:
+every value that parses is used, every other one falls back to its default and yields one
 ``AnnotationProblem`` naming the key (as the path ``metadata.annotations[<key>]``), the rule and
 the default used. The admission webhook turns problems into denials; the reconciler uses the
 values and reports each problem once as a Warning event (never silently, SPEC §5.4). A key under
@@ -20,6 +20,13 @@ sizes the *panic window*, a short window of ``windowSeconds * percentage / 100``
 aggregated alongside the main one (``escaler.scaling.window`` states the rule and the numbers
 behind the default): it takes over a scale-up the main window would only creep towards, and never
 drives a scale-down. Ten percent is Knative KPA's default panic window (60 s stable, 6 s panic).
+
+Defaults depend on the trigger. ``DEFAULTS`` are SPEC §5.4's, for a MetricsTrigger (and a
+SignalTrigger). ``STATE_TRIGGER_DEFAULTS`` differ in one value: no scale-down stabilization window
+(0 s, not 300 s). A state source's ``status.desiredReplicas`` (a Tidal's schedule) is a decision
+already made, not a noisy signal to smooth, and seed 003 scopes the behaviour annotations to the
+MetricsTrigger path: a StateTrigger follower follows a scale-down at once instead of 5 minutes late.
+A window set explicitly with the annotation still applies to any trigger.
 
 Numbers are parsed strictly (``escaler.scaling.strconv``): ``"60"``, ``"2.5"``; not ``" 60"``,
 ``"6_0"``, ``"nan"``. Pure: no I/O.
@@ -55,6 +62,7 @@ __all__ = [
     "SCALE_DOWN_STABILIZATION_WINDOW",
     "SCALE_UP_MAX_PODS_PER_STEP",
     "SCALE_UP_STABILIZATION_WINDOW",
+    "STATE_TRIGGER_DEFAULTS",
     "WINDOW_SECONDS",
     "AnnotationProblem",
     "ScalerAnnotations",
@@ -119,6 +127,8 @@ class ScalerAnnotations:
 
 
 DEFAULTS = ScalerAnnotations()
+# a StateTrigger follows its source's decision at once: no scale-down window unless one is set
+STATE_TRIGGER_DEFAULTS = replace(DEFAULTS, scale_down_stabilization_seconds=0)
 
 
 @dataclass(frozen=True)
@@ -234,16 +244,19 @@ def _unknown_rule(key: str) -> str:
 
 
 def parse_annotations(
-    annotations: Mapping[str, Any] | None, *, policies: bool = True
+    annotations: Mapping[str, Any] | None, *, policies: bool = True,
+    defaults: ScalerAnnotations = DEFAULTS,
 ) -> tuple[ScalerAnnotations, list[AnnotationProblem]]:
-    """Parse the pause annotations and, with ``policies``, the §5.4 ones; see the module docstring.
+    """Parse the pause annotations and, with ``policies``, the §5.4 ones; a key absent or unusable
+    takes its value from ``defaults`` (``DEFAULTS``, or ``STATE_TRIGGER_DEFAULTS``); see the module
+    docstring.
 
     Never raises: a non-mapping ``annotations`` gives the defaults and one problem.
     """
     if annotations is None:
-        return DEFAULTS, []
+        return defaults, []
     if not isinstance(annotations, Mapping):
-        return DEFAULTS, [AnnotationProblem("", annotations, "must be a map of strings to strings")]
+        return defaults, [AnnotationProblem("", annotations, "must be a map of strings to strings")]
     table = {**_PAUSE, **_POLICY} if policies else dict(_PAUSE)
     values: dict[str, Any] = {}
     problems: list[AnnotationProblem] = []
@@ -255,7 +268,7 @@ def parse_annotations(
                 problems.append(AnnotationProblem(key, raw, _unknown_rule(key)))
             continue
         attr, parse = entry
-        default = getattr(DEFAULTS, attr)
+        default = getattr(defaults, attr)
         if not isinstance(raw, str):
             problems.append(AnnotationProblem(key, raw, "must be a string", default))
             continue
@@ -263,4 +276,4 @@ def parse_annotations(
             values[attr] = parse(raw)
         except ValueError as exc:
             problems.append(AnnotationProblem(key, raw, str(exc), default))
-    return replace(DEFAULTS, **values), problems
+    return replace(defaults, **values), problems

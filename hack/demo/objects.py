@@ -128,11 +128,9 @@ def tidal(namespace: str) -> dict[str, Any]:
 
 
 def tidal_follower() -> dict[str, Any]:
-    """The sample StateTrigger ElasticScaler, following the Tidal at once on the way down too."""
-    es = copy.deepcopy(sample("elasticscaler.yaml", "ElasticScaler", "llama-es"))
-    es["metadata"].setdefault("annotations", {})[
-        "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds"] = "0"
-    return es
+    """The sample StateTrigger ElasticScaler as shipped: it follows the Tidal at once on the way down
+    too (a StateTrigger has no scale-down window by default)."""
+    return copy.deepcopy(sample("elasticscaler.yaml", "ElasticScaler", "llama-es"))
 
 
 def pd_group() -> dict[str, Any]:

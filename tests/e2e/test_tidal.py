@@ -4,7 +4,9 @@ and ``kubectl get deploy`` show:
 * the shipped sample ``manifests/samples/tidal.yaml`` applied as it is (in ``default``, which its
   labels name), with the StateTrigger ElasticScaler of ``manifests/samples/elasticscaler.yaml`` that
   follows it and the Deployment they point at, reaches Ready, shows its columns, and the Deployment
-  follows the schedule;
+  follows the schedule. The Deployment starts above every count the schedule gives, so following it
+  is a scale-down, which must come at once (issue 28 item 3: with a 300 s scale-down window on the
+  follower, as before, the Deployment would sit at its first count for 5 minutes);
 * a Tidal whose rules start at a minute boundary (one rule in UTC, one in Asia/Kathmandu, +05:45)
   drives a StateTrigger ElasticScaler: the Deployment's replicas change within 1.5 s of each
   transition (delays printed), up, across a rule handover, and back at the last rule's end; the
@@ -16,7 +18,9 @@ and ``kubectl get deploy`` show:
   transition's delay is measured from the real instant at which the manager's clock reaches it.
   The restarted manager is given the same clock file, so it runs on the same time;
 * a Tidal without the binding labels reports ``Ready=False/MissingRequiredLabels`` and still
-  computes ``desiredReplicas``.
+  computes ``desiredReplicas``;
+* a Tidal rule of 0 replicas takes a follower with ``minReplicas: 0`` to 0, and back up when the
+  rule's count is raised.
 
 kwok pods become Ready at once; readiness does not matter here (StateTrigger writes are not held by
 a rollout guard when the Deployment is settled).
@@ -109,7 +113,9 @@ def test_shipped_sample_reaches_ready_and_drives_its_deployment(
     target = tidal["spec"]["targetRef"]["name"]
     mgr = start_manager(cluster, tmp_path, user="escaler-tidal-sample", namespace=ns)
     managers.append(mgr)
-    apply(cluster, ns, deployment(target, 1))
+    start = es["spec"]["maxReplicas"]
+    assert max([r["replicas"] for r in tidal["spec"]["rules"]] + [tidal["spec"]["defaultReplicas"]]) < start
+    apply(cluster, ns, deployment(target, start))  # above the schedule: following it is a scale-down
     cluster.kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "samples" / "tidal.yaml"))
     apply(cluster, ns, es)
     obj = wait_tidal(cluster, ns, tidal["metadata"]["name"], "True", "Scheduled", mgr)
@@ -124,7 +130,7 @@ def test_shipped_sample_reaches_ready_and_drives_its_deployment(
     sys.stderr.write(f"\n[e2e] kubectl get tidals:\n{table}")
     assert desired is not None
     eventually(lambda: cluster.kubectl_json("get", "deployment", target, "-n", ns)["spec"]["replicas"]
-               == max(1, min(12, desired)), timeout=30, what=f"{target} at {desired} replicas")
+               == max(1, min(12, desired)), timeout=30, what=f"{target} from {start} down to {desired}")
 
 
 def _cron(t: datetime, zone: str) -> str:
@@ -242,3 +248,36 @@ def test_a_tidal_without_labels_reports_missing_required_labels(
     assert "elasticscaler.io/name" in cond(obj, "Ready")[2]
     desired, _ = expected_now(obj, datetime.now(UTC))
     assert obj["status"]["desiredReplicas"] == desired
+
+
+def test_a_tidal_at_zero_takes_its_follower_to_zero_and_back(
+    cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager],
+) -> None:
+    """Issue 28 item 4: a rule of 0 replicas takes a follower with ``minReplicas: 0`` (and no
+    annotations: no scale-down window either) to 0 at once, and a rule above 0 wakes it."""
+    mgr = start_manager(cluster, tmp_path, user="escaler-tidal-zero", namespace=namespace)
+    managers.append(mgr)
+    apply(cluster, namespace, deployment("quiet", 3))
+    rule = {"name": "closed", "start": "CRON_TZ=UTC 0 0 1 1 *", "end": "CRON_TZ=UTC 0 0 31 12 *",
+            "replicas": 0}
+    apply(cluster, namespace, {
+        "apiVersion": TIDAL_API, "kind": "Tidal",
+        "metadata": {"name": "quiet-hours", "labels": {"elasticscaler.io/name": "quiet-es",
+                                                       "elasticscaler.io/namespace": namespace}},
+        "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "quiet"},
+                 "defaultReplicas": 0, "rules": [rule]},
+    })
+    es = follower("quiet-es", "quiet-hours")
+    es["metadata"].pop("annotations")
+    es["spec"]["minReplicas"] = 0
+    apply(cluster, namespace, es)
+
+    def replicas() -> int:
+        return int(cluster.kubectl_json("get", "deployment", "quiet", "-n", namespace)["spec"]["replicas"])
+
+    eventually(lambda: replicas() == 0, timeout=30, what="quiet at 0 replicas")
+    obj = cluster.kubectl_json("get", "es", "quiet-es", "-n", namespace)
+    assert cond(obj, "ScalingLimited")[:2] == ("False", "DesiredWithinRange"), obj.get("status")
+    cluster.kubectl("patch", "tidal", "quiet-hours", "-n", namespace, "--type=json", "-p",
+                    '[{"op": "replace", "path": "/spec/rules/0/replicas", "value": 3}]')
+    eventually(lambda: replicas() == 3, timeout=30, what="quiet back at 3 replicas")

@@ -162,8 +162,8 @@ _FLOOR_FROM = ("floorFrom is only allowed with trigger.type MetricsTrigger and a
                "HPA (a StateTrigger follows a Tidal already; the companion HPA scales on its own)")
 _EXCLUDE_DATES = ("excludeDates entries must be calendar dates written YYYY-MM-DD (e.g. 2026-12-25; years "
                   "1000-9999, a day that exists in its month: no 2026-02-30, 02-29 only in leap years)")
-_MIN_ZERO = ("minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger, or MetricsTrigger "
-             "with trigger.metricsTrigger.activation set")
+_MIN_ZERO = ("minReplicas may be 0 (scale to zero) only with trigger.type SignalTrigger or StateTrigger, or "
+             "MetricsTrigger with trigger.metricsTrigger.activation set")
 _ACTIVATION_HPA = ("activation is not allowed with scalingAlgorithm HPA (the companion HPA scales on its "
                    "own); use apa or another registered algorithm")
 _ACTIVATION_WAKE = ("activation needs at least one metric of type External or ExternalServer: a Resource or "
@@ -904,6 +904,17 @@ class Malformed:
         return mutate(_parsed_samples()[self.sample], self.changes)  # mutate() deep-copies
 
 
+# Objects the rules must accept that no sample shows, (id, sample, changes): minReplicas 0 where the
+# trigger can decide 0 (issue 28 item 4) — a StateTrigger (a Tidal at 0), a SignalTrigger, a
+# MetricsTrigger with activation (without it: es/min-zero-without-signal)
+ACCEPTED: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("es/min-zero-state", "ElasticScaler/llama-es", {"spec.minReplicas": 0}),
+    ("es/min-zero-signal", "ElasticScaler/llama-batch", {"spec.minReplicas": 0}),
+    ("es/min-zero-metrics-activation", "ElasticScaler/llama-decode",
+     {"spec.minReplicas": 0, "spec.trigger.metricsTrigger.activation": {"value": "1"}}),
+)
+
+
 # Every malformed object of both tables (issue 8 item 11: at least 40, all six kinds).
 MALFORMED: tuple[Malformed, ...] = tuple(
     Malformed(c.id, c.sample, c.changes, c.errors[0][0], c.errors[0][1]) for c in REFUSED_BY_RULE
@@ -915,14 +926,19 @@ def server_disagreements(dry_run_create: Any) -> list[str]:
 
     ``dry_run_create(obj) -> (accepted: bool, error_text: str)`` creates ``obj`` with a
     server-side dry run (e.g. ``kubectl create --dry-run=server -f -``). Returns one line per
-    disagreement: a sample refused, a refusal accepted, or an error text that lacks the expected
-    field path and message. Used by hand and by e2e; the unit tests check the Python side.
+    disagreement: a sample or an ``ACCEPTED`` object refused, a refusal accepted, or an error text
+    that lacks the expected field path and message. Used by hand and by e2e; the unit tests check
+    the Python side.
     """
     problems: list[str] = []
     for key, obj in load_samples().items():
         ok, err = dry_run_create(obj)
         if not ok:
             problems.append(f"sample {key} refused: {err.strip()}")
+    for case_id, sample, changes in ACCEPTED:
+        ok, err = dry_run_create(mutate(load_samples()[sample], changes))
+        if not ok:
+            problems.append(f"{case_id} refused: {err.strip()}")
     for case in REFUSED_BY_RULE:
         ok, err = dry_run_create(case.obj())
         if ok:

@@ -38,9 +38,20 @@ from typing import Any
 import celpy
 import pytest
 import yaml
-from api_cases import CRDS_DIR, MALFORMED, REFUSED_BY_RULE, Malformed, Refusal, apply_defaults, load_samples
+from api_cases import (
+    ACCEPTED,
+    CRDS_DIR,
+    MALFORMED,
+    REFUSED_BY_RULE,
+    Malformed,
+    Refusal,
+    apply_defaults,
+    load_samples,
+    mutate,
+)
 from celpy import celtypes
 
+from escaler.api import parse, validate
 from escaler.api.quantity import parse_quantity
 
 SAMPLES = load_samples()
@@ -241,6 +252,13 @@ def test_cel_and_python_twins_report_the_same_errors(case: Refusal) -> None:
     kind = case.sample.split("/")[0]
     errors = server_errors(kind, case.obj())
     assert sorted(errors) == sorted(case.errors)
+
+
+@pytest.mark.parametrize(("key", "changes"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_accepted_by_cel_and_python_alike(key: str, changes: dict[str, Any]) -> None:
+    obj = mutate(SAMPLES[key], changes)
+    assert server_errors(key.split("/")[0], obj) == []
+    assert validate(parse(obj), admission=True) == []
 
 
 @pytest.mark.parametrize("kind", sorted(SCHEMAS))

@@ -87,6 +87,8 @@ PROM_CASES: list[tuple[str, list[Sample], int | None, int, str]] = [
     ("exact-multiple", [Sample(16.0), Sample(0.0)], 2, 2, f"{E2} 2 replicas"),
     ("zero-load", [Sample(0.0), Sample(0.0)], 0, 2, f"{E2} 0 replicas"),
     ("negative-is-zero", [Sample(-5.0), Sample(0.0)], 0, 2, f"{E2} 0 replicas"),
+    # far below zero (a counter reset, a bad query): -40 / 8 would be -5 replicas, not a count
+    ("far-negative-is-zero", [Sample(-40.0), Sample(0.0)], 0, 2, f"{E2} 0 replicas"),
     ("one-failing", [Sample.fail("HTTP 500, 20 bytes"), Sample(9.0)], 4, 1, f"{E1} 4 replicas"),
     (
         "none-usable",
@@ -116,6 +118,13 @@ def test_prometheus_every_metric_evaluated_max_of_usable(
         assert row.type == "Prometheus" and row.target_type == "AverageValue"
         assert (row.value is None) == (sample.value is None)
         assert (row.error is None) == (sample.error is None)
+
+
+def test_a_value_far_below_zero_gives_a_clean_status_row() -> None:
+    # the row keeps the value read and recommends 0 (a status row never carries a negative count)
+    _, rows = prometheus_result("http://prom:9090", [RUNNING, WAITING], [Sample(-40.0), Sample(0.0)])
+    assert [(r.value, r.target, r.recommended_replicas, r.error) for r in rows] == [
+        (-40.0, 8.0, 0, None), (0.0, 2.5, 0, None)]
 
 
 def test_prometheus_rows_carry_each_metrics_recommendation() -> None:

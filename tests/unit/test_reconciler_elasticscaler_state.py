@@ -1,5 +1,7 @@
 """StateTrigger: the targetRef chain (hops, cycle, dangling, too long), the source's
-status.desiredReplicas, and the label-selected dynamic informers (registration, release, events)."""
+status.desiredReplicas, the label-selected dynamic informers (registration, release, events), and
+following a schedule: at once on the way down (no default scale-down window; the shipped sample pair)
+and down to 0 with ``minReplicas: 0``."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from api_cases import load_samples
 from es_fakes import NS, Harness, deployment, harness, scaler
 from fakeapi import wait_until
 
@@ -326,3 +329,83 @@ def test_informers_released_when_scalers_go_or_change_source(h: Harness) -> None
     h.api("elasticscalers").update(obj)
     h.reconcile("es")
     wait_until(lambda: WIDGET_SOURCE_KEY not in informers.active_keys(), what="the Widget informer stopped")
+
+
+# -- a schedule is a decision: no scale-down window by default; a source at 0 (issue 28 items 3, 4) --
+
+
+def _sample_pair() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The shipped pair (manifests/samples): the Tidal llama-office-hours and its StateTrigger follower
+    llama-es, as they are apart from the namespace (the Tidal's labels name the follower's)."""
+    samples = load_samples()
+    es, src = samples["ElasticScaler/llama-es"], samples["Tidal/llama-office-hours"]
+    es["metadata"].update(namespace=NS, uid="uid-llama-es", creationTimestamp="2026-01-01T00:00:00Z",
+                          generation=1)
+    src["metadata"]["namespace"] = NS
+    src["metadata"]["labels"]["elasticscaler.io/namespace"] = NS
+    return es, src
+
+
+def _set_desired(h: Harness, name: str, desired: int) -> None:
+    src = h.api("tidals").get(f"{NS}/{name}")
+    assert src is not None
+    src["status"] = {"desiredReplicas": desired}
+    h.api("tidals").update(src)
+
+
+def test_the_shipped_sample_pair_follows_a_scale_down_at_once(h: Harness) -> None:
+    es, src = _sample_pair()
+    assert "annotations" not in es["metadata"]  # the default window is what is under test
+    target = src["spec"]["targetRef"]["name"]
+    h.api("deployments").create(deployment(target, 12))
+    h.api("tidals").create({**src, "status": {"desiredReplicas": 8}})  # weekday-peak
+    h.api("elasticscalers").create(es)
+    h.start()
+    h.reconcile("llama-es")
+    # 12 -> 8 at once: the window that would have kept 12 for 300 s does not apply to a schedule
+    assert h.replicas(target) == 8
+    assert h.condition("llama-es", "AbleToScale")["reason"] == "Synced"  # type: ignore[index]
+    h.settle(target)
+    h.clock.step(30)
+    _set_desired(h, "llama-office-hours", 2)  # the peak ends: defaultReplicas
+    h.reconcile("llama-es")
+    assert h.replicas(target) == 2
+
+
+def test_a_scale_down_window_set_explicitly_still_applies_to_a_state_trigger(h: Harness) -> None:
+    window = {"elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "300"}
+    h.api("deployments").create(deployment("web", 6))
+    h.api("tidals").create(tidal("night", ref("Deployment", "web"), desired=2))
+    h.api("elasticscalers").create(state_scaler(annotations=window))
+    h.start()
+    h.reconcile("es")
+    assert h.replicas() == 6
+    assert h.condition("es", "AbleToScale")["reason"] == "ScaleDownStabilized"  # type: ignore[index]
+
+
+def test_a_tidal_at_zero_takes_its_follower_to_zero_and_back(h: Harness) -> None:
+    h.api("deployments").create(deployment("web", 3))
+    h.api("tidals").create(tidal("night", ref("Deployment", "web"), desired=0))
+    h.api("elasticscalers").create(state_scaler(min_replicas=0))
+    h.start()
+    h.reconcile("es")
+    assert h.replicas() == 0
+    assert h.condition("es", "Validated")["reason"] == "Valid"  # type: ignore[index]
+    limited = h.condition("es", "ScalingLimited")
+    assert limited is not None and (limited["status"], limited["reason"]) == ("False", "DesiredWithinRange")
+    h.settle("web")
+    h.clock.step(30)
+    _set_desired(h, "night", 4)  # a rule starts: from zero
+    h.reconcile("es")
+    assert h.replicas() == 4
+    assert h.condition("es", "ScalingActive")["reason"] == "DecisionReceived"  # type: ignore[index]
+
+
+def test_a_follower_with_min_one_stops_at_one_and_says_so(h: Harness) -> None:
+    h.api("deployments").create(deployment("web", 3))
+    h.api("tidals").create(tidal("night", ref("Deployment", "web"), desired=0))
+    h.api("elasticscalers").create(state_scaler())
+    h.start()
+    h.reconcile("es")
+    assert h.replicas() == 1
+    assert h.condition("es", "ScalingLimited")["reason"] == "TooFewReplicas"  # type: ignore[index]

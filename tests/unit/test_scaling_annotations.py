@@ -3,6 +3,7 @@ the key, unknown keys under our prefixes, and strict number parsing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -110,6 +111,21 @@ def test_fallback_message_names_the_default() -> None:
     )
     _, problems = parse_annotations({ann.SCALE_UP_MAX_PODS_PER_STEP: "0"})
     assert problems[0].fallback_message().endswith("got '0'; ignored")
+
+
+def test_a_state_trigger_has_no_scale_down_window_unless_one_is_set() -> None:
+    """A StateTrigger's defaults differ from §5.4's in one value: no scale-down window (a schedule is
+    a decision already made); a value set explicitly is used, a bad one falls back to 0 and says so."""
+    assert replace(DEFAULTS, scale_down_stabilization_seconds=0) == ann.STATE_TRIGGER_DEFAULTS
+    assert parse_annotations(None, defaults=ann.STATE_TRIGGER_DEFAULTS) == (ann.STATE_TRIGGER_DEFAULTS, [])
+    assert parse_annotations({}, defaults=ann.STATE_TRIGGER_DEFAULTS)[0] == ann.STATE_TRIGGER_DEFAULTS
+    values, problems = parse_annotations({ann.SCALE_DOWN_STABILIZATION_WINDOW: "120"},
+                                         defaults=ann.STATE_TRIGGER_DEFAULTS)
+    assert (values.scale_down_stabilization_seconds, problems) == (120, [])
+    values, problems = parse_annotations({ann.SCALE_DOWN_STABILIZATION_WINDOW: "forever"},
+                                         defaults=ann.STATE_TRIGGER_DEFAULTS)
+    assert values.scale_down_stabilization_seconds == 0
+    assert problems[0].fallback_message().endswith("got 'forever'; using the default 0")
 
 
 def test_good_values_kept_when_others_are_bad() -> None:

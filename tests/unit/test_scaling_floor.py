@@ -75,8 +75,10 @@ def test_the_highest_active_rule_is_the_floor_and_the_next_change_is_the_next_fi
     (_spec(OFFICE, default=2), 4, FLOOR_ACTIVE),
     (_spec(_rule("night", "CRON_TZ=UTC 0 22 * * *", "CRON_TZ=UTC 0 6 * * *", 3), default=2), 2, FLOOR_ACTIVE),
     (_spec(_rule("night", "CRON_TZ=UTC 0 22 * * *", "CRON_TZ=UTC 0 6 * * *", 3)), None, NO_FLOOR),
+    # a default of 0 is a floor of 0 in force (nothing to raise), not the absence of one
+    (_spec(_rule("night", "CRON_TZ=UTC 0 22 * * *", "CRON_TZ=UTC 0 6 * * *", 3), default=0), 0, FLOOR_ACTIVE),
     (_spec(_rule("office", OFFICE["start"], OFFICE["end"], 4, ["2026-03-10"])), None, NO_FLOOR),
-], ids=["rule", "default", "nothing", "excluded-today"])
+], ids=["rule", "default", "nothing", "zero-default", "excluded-today"])
 def test_floor_of(spec: TidalSpec, replicas: int | None, reason: str) -> None:
     f = floor_of("t", spec, T0)
     assert (f.replicas, f.reason) == (replicas, reason)

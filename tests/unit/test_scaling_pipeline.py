@@ -64,6 +64,10 @@ STABILIZE_CASES: list[tuple[str, list[tuple[float, int]], int, int, float, float
     ("up-keeps-lowest-in-window", [(30, 3), (20, 5)], 9, 3, 60, 300, 3),
     ("up-lowest-above-current", [(30, 5), (20, 6)], 9, 3, 60, 300, 5),
     ("up-expired", [(61, 3)], 9, 3, 60, 0, 9),
+    # a window covers now - window < t: an entry exactly one window old is out of it. Each window is
+    # checked with the other one longer, so that the pruning to the longer window does not hide it
+    ("down-boundary-excluded-up-longer", [(60, 9)], 3, 9, 300, 60, 3),
+    ("up-boundary-excluded-down-longer", [(60, 3)], 9, 3, 60, 300, 9),
     ("unchanged-rec", [(10, 9)], 5, 5, 60, 300, 5),
 ]
 
@@ -85,6 +89,9 @@ def test_stabilize_prunes_to_the_longer_window_and_compacts() -> None:
     # 400 s old: out of the longer window; the first 4 has a newer 4 (<= and >=): it can never decide
     assert new_history == (Recommendation(NOW - 150, 7), Recommendation(NOW - 100, 4),
                            Recommendation(NOW - 50, 6), Recommendation(NOW, 5))
+    # exactly one longer window old: out of it (now - window < t), so not kept
+    _, kept, _ = stabilize([(NOW - 300, 9)], 5, NOW, 60, 300, current=5)
+    assert kept == (Recommendation(NOW, 5),)
 
 
 def test_stabilize_compaction_keeps_results_identical() -> None:
@@ -121,8 +128,11 @@ def test_stabilize_validates(kwargs: dict[str, float], match: str) -> None:
         ([(100, 8), (20, 6)], 6, 3, 280.0),              # count 6 (current): newest >= 6 is 20 s old
         ([(30, 3), (10, 4)], 4, 9, 50.0),                # up window 60: newest <= 4 is 10 s old
         ([(10, 5)], 5, 5, None),                         # not stabilized
+        ([(300, 8)], 8, 3, None),                        # exactly one down window old: out of it
+        ([(60, 4)], 4, 9, None),                         # exactly one up window old: out of it
     ],
-    ids=["down-newest-max", "down-held-at-current", "up-newest-min", "not-stabilized"],
+    ids=["down-newest-max", "down-held-at-current", "up-newest-min", "not-stabilized",
+         "down-boundary-excluded", "up-boundary-excluded"],
 )
 def test_stabilization_changes_at(history: list[tuple[float, int]], count: int, rec: int,
                                   expected_in: float | None) -> None:

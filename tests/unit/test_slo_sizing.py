@@ -76,6 +76,13 @@ def test_llm_rule(objectives: list[Objective], current: int, bounds: ReplicaBoun
     assert d.signals["currentReplicas"] == current
 
 
+def test_a_scale_down_is_not_pushed_up_by_float_error() -> None:
+    # 12 x 0.525 / 0.9 is 7.000000000000001 in floats: the smallest count that keeps the worst ratio
+    # at or below 0.9 is 7, not 8
+    d = size_llm([ttft(420)], current=12, bounds=UNBOUNDED, last=None)
+    assert d.replicas == 7 and "scale down 12 -> 7" in d.reason, d.reason
+
+
 def test_a_scale_down_lands_inside_the_band_and_then_holds() -> None:
     """Down to a predicted worst ratio <= 1 - band: the next observation (load spread over fewer
     replicas) is inside the band, and the count holds."""
@@ -212,6 +219,10 @@ def test_replicas_still_starting_count_as_capacity_on_its_way() -> None:
     # 6 replicas ordered, 2 serve: TTFT 3x the target over the 2 -> 6, which is already ordered
     held = size_llm([ttft(2400)], current=6, bounds=UNBOUNDED, last=6, ready=2)
     assert held.replicas == 6 and "with 2 of 6 replicas ready: holding 6 while 4 start" in held.reason
+    # the ready ones alone need fewer than are ordered (2 x 1600/800 = 4): still no scale-down while
+    # 4 start, the count never falls below the current one on a missed SLO
+    cold = size_llm([ttft(1600)], current=6, bounds=UNBOUNDED, last=6, ready=2)
+    assert cold.replicas == 6 and "with 2 of 6 replicas ready: holding 6 while 4 start" in cold.reason
     # the ready ones alone would need more than is ordered: scale up from them, not from 6
     more = size_llm([ttft(4000)], current=6, bounds=UNBOUNDED, last=6, ready=2)
     assert more.replicas == 10 and "scale up 6 -> 10" in more.reason

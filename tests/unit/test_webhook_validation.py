@@ -591,6 +591,18 @@ def test_registered_plugin_allowed_and_its_config_not_checked(plugin: str) -> No
     assert validate_object("ElasticScaler", obj).errors == []
 
 
+def test_min_replicas_zero_allowed_for_a_state_trigger_denied_for_plain_metrics() -> None:
+    """A Tidal may decide 0 (issue 28 item 4): its StateTrigger follower may go there; a MetricsTrigger
+    without activation still may not (SPEC §14)."""
+    state = sample("elasticscaler", {
+        "spec.targetRef": {"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal", "name": "office-hours"},
+        "spec.trigger": {"type": "StateTrigger"}, "spec.minReplicas": 0})
+    assert validate_object("ElasticScaler", state).errors == []
+    metrics = validate_object("ElasticScaler", sample("elasticscaler", {"spec.minReplicas": 0})).errors
+    assert [e.path for e in metrics] == ["spec.minReplicas"], [str(e) for e in metrics]
+    assert "SignalTrigger or StateTrigger" in str(metrics[0])
+
+
 def test_hpa_without_externalserver_allowed() -> None:
     """HPA mode with metrics the HPA reads and behavior.* annotations (which it applies)."""
     assert validate_object("ElasticScaler", sample("hpa-scaler")).errors == []

@@ -19,7 +19,8 @@ One entry per scaler key; ``forget(req)`` drops it when the scaler is deleted.
 Kept small (issue 10's memory per scaler): the model goes through
 ``escaler.api.compact.share_bookkeeping`` (pydantic's per-model fields-sets shared across the
 fleet, empty extras dropped: the model reads and dumps the same and refuses assignment), and
-annotations left at their defaults (most scalers) are the one shared ``DEFAULTS`` instance.
+annotations left at their defaults (most scalers) are the one shared instance of their trigger's
+defaults (``DEFAULTS``, or ``STATE_TRIGGER_DEFAULTS`` for a StateTrigger: no scale-down window).
 """
 
 from __future__ import annotations
@@ -30,13 +31,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from escaler.api.compact import share_bookkeeping
-from escaler.api.elasticscaler import ElasticScaler
+from escaler.api.elasticscaler import ElasticScaler, TriggerType
 from escaler.api.rules import validate
 from escaler.runtime.types import Request
 from escaler.scaling.annotations import DEFAULTS as ANNOTATION_DEFAULTS
-from escaler.scaling.annotations import AnnotationProblem, ScalerAnnotations, parse_annotations
+from escaler.scaling.annotations import (
+    STATE_TRIGGER_DEFAULTS,
+    AnnotationProblem,
+    ScalerAnnotations,
+    parse_annotations,
+)
 
-__all__ = ["ParseCache", "Parsed"]
+__all__ = ["ParseCache", "Parsed", "defaults_for"]
+
+
+def defaults_for(scaler: ElasticScaler) -> ScalerAnnotations:
+    """The annotation defaults of ``scaler``'s trigger (``escaler.scaling.annotations``)."""
+    return STATE_TRIGGER_DEFAULTS if scaler.spec.trigger.type == TriggerType.STATE else ANNOTATION_DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -69,9 +80,11 @@ class ParseCache:
         if hit is not None and hit[0] == version and version[1]:
             return hit[1]
         scaler = share_bookkeeping(ElasticScaler.parse({k: v for k, v in obj.items() if k != "status"}))
-        # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics
-        ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True)
-        ann = ANNOTATION_DEFAULTS if ann == ANNOTATION_DEFAULTS else ann  # one shared instance
+        # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics.
+        # A StateTrigger has no scale-down window unless one is set: its source has decided already
+        defaults = defaults_for(scaler)
+        ann, ann_problems = parse_annotations(scaler.metadata.annotations, policies=True, defaults=defaults)
+        ann = defaults if ann == defaults else ann  # one shared instance
         parsed = Parsed(scaler, tuple(str(e) for e in validate(scaler)), ann, tuple(ann_problems))
         if version[1]:
             with self._mu:
