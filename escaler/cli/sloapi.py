@@ -13,8 +13,9 @@ is logged — so terminate TLS in front of it or pass one of them; ``--log-forma
 
 It builds one ``RestClient`` (the process's ServiceAccount or kubeconfig), the ``SLOIndex`` (one
 informer per kind, missing CRDs rechecked every 60 s), the ``SLOService`` and the FastAPI app,
-then serves with uvicorn until SIGTERM/SIGINT (uvicorn finishes in-flight requests), and stops
-the informers. At most ``MAX_CONNECTIONS`` connections are served at once (503 beyond).
+then serves with uvicorn until SIGTERM/SIGINT (uvicorn finishes in-flight requests, closing what is
+still open after ``GRACEFUL_SHUTDOWN_SECONDS``), and stops the informers. At most
+``MAX_CONNECTIONS`` connections are served at once (503 beyond).
 
 Exit codes: 0 after a stop, 1 when the cluster configuration cannot be loaded or the port cannot
 be bound, 2 for a usage error. RBAC: ``manifests/rbac/slo-api.yaml``.
@@ -62,6 +63,10 @@ WORKER_THREADS = 16
 KEEP_ALIVE_SECONDS = 5
 # Seconds a request's line and headers may take to arrive (uvicorn has no such bound of its own).
 HEAD_DEADLINE_SECONDS = 10.0
+# a stop closes what is still open after this long: a TLS connection a client dropped without its
+# close_notify counts as open until asyncio's 30 s SSL shutdown timeout, as long as the pod's whole
+# grace period (30 s), so without a bound a SIGTERM under HTTPS could end in a SIGKILL
+GRACEFUL_SHUTDOWN_SECONDS = 10
 EXIT_USAGE = 2
 # the SLO API's own token audience: a token for the manager's API (audience escaler) is not one here
 SLO_API_AUDIENCE = "escaler-slo-api"
@@ -233,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
         limit_concurrency=MAX_CONNECTIONS, timeout_keep_alive=KEEP_ALIVE_SECONDS,
         # one client holds at most half the connections; a request's head arrives within the deadline
         http=bounded_protocol(MAX_CONNECTIONS // 2, HEAD_DEADLINE_SECONDS),
-        ssl_certfile=flags.cert_file, ssl_keyfile=flags.key_file, server_header=False)
+        ssl_certfile=flags.cert_file, ssl_keyfile=flags.key_file, server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
     server = uvicorn.Server(config)
     _log.info("starting the SLO API", extra={"bindAddress": f"{flags.host}:{flags.port}",
                                               "auth": flags.auth, "watchNamespace": flags.namespace or "*"})

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import os
@@ -100,6 +101,24 @@ LOOPBACK_NETWORKS = "127.0.0.0/8"
 def has_endpoint_policy(src: Path) -> bool:
     """Whether the manager in ``src`` has the SSRF address policy (``--allow-endpoint-networks``)."""
     return (src / "escaler" / "signals" / "netpolicy.py").exists()
+
+
+def sa_kubeconfig(cluster: Cluster, work: Path, namespace: str, sa: str) -> Path:
+    """A kubeconfig holding a TokenRequest token of ServiceAccount ``namespace/sa``: the API server
+    sees exactly the pod's identity (user and groups), as it would in the cluster."""
+    local = cluster.require_local()
+    eventually(lambda: cluster.kubectl("get", "serviceaccount", sa, "-n", namespace, "-o", "name",
+                                       check=False), what=f"ServiceAccount {namespace}/{sa}")
+    token = cluster.kubectl("create", "token", sa, "-n", namespace, "--duration=1h").strip()
+    ca = base64.b64encode((local.pki / "ca.crt").read_bytes()).decode()
+    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": sa,
+           "clusters": [{"name": "local",
+                         "cluster": {"server": local.server, "certificate-authority-data": ca}}],
+           "users": [{"name": sa, "user": {"token": token}}],
+           "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa, "namespace": namespace}}]}
+    path = work / f"{namespace}-{sa}.kubeconfig"
+    path.write_text(json.dumps(cfg))
+    return path
 
 
 def start_manager(

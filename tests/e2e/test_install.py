@@ -23,7 +23,6 @@ silent), and ``helm install --wait`` / ``helm uninstall`` of the chart work on t
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -50,6 +49,7 @@ from .es_helpers import (
     lease_holder,
     metrics_trigger,
     replicas,
+    sa_kubeconfig,
     scaler,
     wait_cond,
 )
@@ -106,24 +106,6 @@ def _container_args(objs: list[dict[str, Any]], deployment_name: str) -> list[st
     dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == deployment_name)
     args: list[str] = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     return list(args)
-
-
-def _sa_kubeconfig(cluster: Cluster, work: Path, sa: str) -> Path:
-    """A kubeconfig holding a TokenRequest token of the ServiceAccount: the API server sees exactly
-    the pod's identity (user and groups), as it would in the cluster."""
-    local = cluster.require_local()
-    eventually(lambda: cluster.kubectl("get", "serviceaccount", sa, "-n", NS, "-o", "name", check=False),
-               what=f"ServiceAccount {sa}")
-    token = cluster.kubectl("create", "token", sa, "-n", NS, "--duration=1h").strip()
-    ca = base64.b64encode((local.pki / "ca.crt").read_bytes()).decode()
-    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": sa,
-           "clusters": [{"name": "local",
-                         "cluster": {"server": local.server, "certificate-authority-data": ca}}],
-           "users": [{"name": sa, "user": {"token": token}}],
-           "contexts": [{"name": sa, "context": {"cluster": "local", "user": sa, "namespace": NS}}]}
-    path = work / f"{sa}.kubeconfig"
-    path.write_text(json.dumps(cfg))
-    return path
 
 
 def _run(work: Path, name: str, args: list[str]) -> tuple[subprocess.Popen[bytes], Path]:
@@ -189,7 +171,7 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
     # the manager: the Deployment's args, then only what differs outside a pod
     args = _container_args(objs, "escaler-manager")
     assert args[0] == "manager" and "--leader-elect" in args
-    kubeconfig = _sa_kubeconfig(cluster, tmp_path, MANAGER_SA)
+    kubeconfig = sa_kubeconfig(cluster, tmp_path, NS, MANAGER_SA)
     api_port = free_port()
     args += [f"--kubeconfig={kubeconfig}", f"--leader-election-namespace={NS}",
              "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
@@ -223,7 +205,7 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
     # the SLO API as its ServiceAccount, --auth token as shipped
     slo_args = _container_args(objs, "escaler-slo-api")
     slo_port = free_port()
-    slo_args += [f"--kubeconfig={_sa_kubeconfig(cluster, tmp_path, SLO_API_SA)}",
+    slo_args += [f"--kubeconfig={sa_kubeconfig(cluster, tmp_path, NS, SLO_API_SA)}",
                  f"--bind-address=127.0.0.1:{slo_port}"]
     slo_proc, slo_log = _run(tmp_path, "slo-api", slo_args)
     try:

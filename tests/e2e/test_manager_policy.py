@@ -23,7 +23,6 @@ to this test's namespaces so other tests' ServiceAccounts are not affected.
 
 from __future__ import annotations
 
-import base64
 import copy
 import json
 import subprocess
@@ -34,7 +33,16 @@ import pytest
 import yaml
 
 from .conftest import ROOT, Cluster, eventually, source_dir
-from .es_helpers import Manager, apply, cpu_utilization, deployment, metrics_trigger, scaler, start_manager
+from .es_helpers import (
+    Manager,
+    apply,
+    cpu_utilization,
+    deployment,
+    metrics_trigger,
+    sa_kubeconfig,
+    scaler,
+    start_manager,
+)
 from .test_rsg import clones, get_rsg, member, rsg
 
 pytestmark = pytest.mark.e2e
@@ -85,37 +93,36 @@ def _opt_in(cluster: Cluster, ns: str, sa_namespace: str) -> None:
     cluster.apply(docs)
 
 
-def _sa_kubeconfig(cluster: Cluster, ns: str, work: Path) -> Path:
-    local = cluster.require_local()
-    token = cluster.kubectl("create", "token", SA, "-n", ns, "--duration=1h").strip()
-    ca = base64.b64encode((local.pki / "ca.crt").read_bytes()).decode()
-    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": SA,
-           "clusters": [{"name": "local",
-                         "cluster": {"server": local.server, "certificate-authority-data": ca}}],
-           "users": [{"name": SA, "user": {"token": token}}],
-           "contexts": [{"name": SA, "context": {"cluster": "local", "user": SA, "namespace": ns}}]}
-    path = work / "escaler-manager.kubeconfig"
-    path.write_text(json.dumps(cfg))
-    return path
+def _owners(cluster: Cluster, ns: str) -> dict[str, dict[str, Any]]:
+    """Controller references to a real ResourceScalingGroup and a real ElasticScaler of ``ns`` (made
+    by the admin; no manager runs): an owner that does not exist would have the garbage collector
+    delete the objects under test while the test still uses them."""
+    cluster.apply([rsg("g", [member("m", "m", 1)], replicas=0, strategy="InplaceScaling")
+                   | {"metadata": {"name": "g", "namespace": ns}},
+                   scaler("s", "x", metrics_trigger(cpu_utilization(70), algorithm="HPA"))
+                   | {"metadata": {"name": "s", "namespace": ns}}])
+    refs = {}
+    for kind, name in (("resourcescalinggroup", "g"), ("elasticscaler", "s")):
+        obj = cluster.kubectl_json("get", kind, name, "-n", ns)
+        refs[obj["kind"]] = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name,
+                             "uid": obj["metadata"]["uid"], "controller": True}
+    return refs
 
 
-def _deployment(name: str, ns: str, owner: str | None = None) -> dict[str, Any]:
+def _deployment(name: str, ns: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     if owner is not None:
-        meta["ownerReferences"] = [{"apiVersion": "autoscaling.openfuyao.com/v1", "kind": owner, "name": "g",
-                                    "uid": "00000000-0000-0000-0000-000000000001", "controller": True}]
+        meta["ownerReferences"] = [owner]
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
         "replicas": 0, "selector": {"matchLabels": {"app": name}},
         "template": {"metadata": {"labels": {"app": name}},
                      "spec": {"containers": [{"name": "c", "image": "example.invalid/llm:1"}]}}}}
 
 
-def _hpa(name: str, ns: str, owned: bool) -> dict[str, Any]:
+def _hpa(name: str, ns: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if owned:
-        meta["ownerReferences"] = [{"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
-                                    "name": "s", "uid": "00000000-0000-0000-0000-000000000002",
-                                    "controller": True}]
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
     return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": meta, "spec": {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "x"},
         "minReplicas": 1, "maxReplicas": 2}}
@@ -126,7 +133,8 @@ def test_the_managers_account_can_do_only_what_the_manager_does(cluster: Cluster
     ns, other = namespace, f"{namespace}-other"
     _bind_shipped_role(cluster, ns, other)
     cluster.apply(_policy(ns, other))
-    kc = _sa_kubeconfig(cluster, ns, tmp_path)
+    kc = sa_kubeconfig(cluster, tmp_path, ns, SA)
+    owners = _owners(cluster, ns)
 
     def create(obj: dict[str, Any]) -> str:
         """'' when admitted, else the API server's refusal."""
@@ -138,8 +146,8 @@ def test_the_managers_account_can_do_only_what_the_manager_does(cluster: Cluster
     assert "escaler-manager-limits" in refusal and \
         "may create a Deployment only when a ResourceScalingGroup controls it" in refusal, refusal
     # a clone: admitted where the namespace opted in (its Role), forbidden by RBAC elsewhere
-    assert create(_deployment("clone-g0", ns, owner="ResourceScalingGroup")) == ""
-    refusal = create(_deployment("clone-g0", other, owner="ResourceScalingGroup"))
+    assert create(_deployment("clone-g0", ns, owner=owners["ResourceScalingGroup"])) == ""
+    refusal = create(_deployment("clone-g0", other, owner=owners["ResourceScalingGroup"]))
     assert "forbidden" in refusal and "cannot create resource \"deployments\"" in refusal, refusal
     cluster.apply(_deployment("users", ns))  # the user's own, made by the admin
     refusal = _stderr(cluster, kc, "delete", "deployment", "users", "-n", ns)
@@ -147,9 +155,9 @@ def test_the_managers_account_can_do_only_what_the_manager_does(cluster: Cluster
     assert _stderr(cluster, kc, "delete", "deployment", "clone-g0", "-n", ns) == ""
 
     # HPAs: only companions
-    refusal = create(_hpa("forged", ns, owned=False))
+    refusal = create(_hpa("forged", ns))
     assert "may create a HorizontalPodAutoscaler only when a ElasticScaler controls it" in refusal, refusal
-    assert create(_hpa("s-hpa", ns, owned=True)) == ""
+    assert create(_hpa("s-hpa", ns, owner=owners["ElasticScaler"])) == ""
     refusal = _stderr(cluster, kc, "patch", "hpa", "s-hpa", "-n", ns, "--type=json",
                       "-p", '[{"op": "remove", "path": "/metadata/ownerReferences"}]')
     assert "only when a ElasticScaler controls it" in refusal, refusal
@@ -188,7 +196,7 @@ def test_a_manager_under_the_policy_replicates_groups_only_where_the_namespace_o
     ns, other = namespace, f"{namespace}-other"
     _bind_shipped_role(cluster, ns, other)
     cluster.apply(_policy(ns, other))
-    kc = _sa_kubeconfig(cluster, ns, tmp_path)
+    kc = sa_kubeconfig(cluster, tmp_path, ns, SA)
     plain = json.dumps(_deployment("plain", other))
     eventually(lambda: _stderr(cluster, kc, "create", "-f", "-", input=plain), timeout=30,
                what="the policy in force")
