@@ -160,6 +160,18 @@ class RequestAuth:
             _log.info("%s: request denied: %s", self.name, message)
             raise HttpError(403, message)
 
+    def permits(self, user: UserInfo, attributes: Attributes) -> bool:
+        """Whether ``user`` may ``attributes``, for *filtering* what a request shows (a listing's
+        per-namespace checks): the review is cached like ``authorize``'s, but a refusal is no
+        denied request — nothing is charged and no budget is checked (the caller checks the budget
+        once per request, and charges once if the request as a whole is refused)."""
+        try:
+            return self.authenticator.authorize(user, attributes).allowed
+        except ReviewUnavailable as exc:
+            _log.error("%s: cannot authorize %s: %s", self.name, user.username, exc)
+            raise HttpError(503, "authorization unavailable; retry later",
+                            headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
+
     def check(self, token: str | None, client: str, attributes: Attributes | None) -> UserInfo:
         """Authenticate, then (with ``attributes``) authorize; raises ``HttpError``."""
         user = self.authenticate(token, client)

@@ -87,16 +87,13 @@ class SLOService:
         except HttpError as exc:
             raise SLOApiError(exc.status, exc.message, headers=exc.headers) from None
 
-    def _allowed(self, user: UserInfo | None, attrs: ResourceAttributes) -> bool:
+    def _permits(self, user: UserInfo | None, attrs: ResourceAttributes) -> bool:
         if self.auth is None or user is None:
             return True
         try:
-            self.auth.authorize(user, attrs)
+            return self.auth.permits(user, attrs)
         except HttpError as exc:
-            if exc.status == 403:
-                return False
             raise SLOApiError(exc.status, exc.message, headers=exc.headers) from None
-        return True
 
     def _authorize(self, user: UserInfo | None, verb: str, entries: list[Entry]) -> None:
         if self.auth is None or user is None:
@@ -141,22 +138,33 @@ class SLOService:
         return entries[0]
 
     def list_routes(self, user: UserInfo | None) -> dict[str, Any]:
+        """Every route ``user`` may list. The per-namespace checks filter, they are not denied
+        requests: a tenant listing in a cluster of many namespaces is charged one denial when it may
+        list none of them, not one per namespace it may not see (its budget would be spent by its
+        first listing)."""
         self._ready()
+        if self.auth is not None and user is not None:
+            try:
+                self.auth.check_denials(user)
+            except HttpError as exc:
+                raise SLOApiError(exc.status, exc.message, headers=exc.headers) from None
         entries = self.index.entries()
         visible: list[Entry] = []
         any_allowed = False
         for kind in self.index.kinds:
             of_kind = [e for e in entries if e.kind is kind]
-            if self._allowed(user, _attributes("list", kind, "", "")):
+            if self._permits(user, _attributes("list", kind, "", "")):
                 any_allowed = True
                 visible += of_kind
                 continue
             for ns in sorted({e.namespace for e in of_kind}):
-                if self._allowed(user, _attributes("list", kind, ns, "")):
+                if self._permits(user, _attributes("list", kind, ns, "")):
                     any_allowed = True
                     visible += [e for e in of_kind if e.namespace == ns]
         if not any_allowed:
             assert user is not None
+            if self.auth is not None:
+                self.auth.charge_denial(user)
             raise SLOApiError(403, f'user "{user.username}" cannot list SLO requirements '
                                    f'({", ".join(k.plural for k in self.index.kinds)}) in API group '
                                    f'"{GROUP}" in any namespace holding routes')

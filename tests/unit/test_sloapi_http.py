@@ -85,6 +85,24 @@ def test_probing_routes_spends_the_users_denial_budget_whether_they_exist_or_not
         assert codes[:10] == [404] * 10 and codes[10:] == [429, 429], codes
 
 
+def test_listing_among_many_namespaces_charges_no_denial_per_namespace_it_may_not_see() -> None:
+    """A tenant allowed to list its own namespace's routes, in a cluster where 24 other namespaces
+    hold routes: each listing reviews every namespace (cached), but a namespace filtered out is not
+    a denied request, so twenty listings in a row all answer 200 (before: the first listing spent
+    the user's budget of 10 on the namespaces it may not see, and then 429). A user who may list
+    nothing is charged one denial per listing."""
+    slos = [llm_slo(f"slo-{i}", f"r{i}", namespace=f"team-{i:02d}") for i in range(25)]
+    auth = FakeAuthenticator(tokens={"alice-token": ALICE, "bob-token": BOB},
+                             allow={("alice", "list", "llmslorequirements", "team-00", "")})
+    with start_service(FakeSLOCluster(slos), auth=auth) as r:
+        for _ in range(20):
+            resp = r.client.get("/config", headers=_bearer("alice-token"))
+            assert resp.status_code == 200, resp.text
+            assert [x["route"] for x in resp.json()["routes"]] == ["r0"]
+        codes = [r.client.get("/config", headers=_bearer("bob-token")).status_code for _ in range(12)]
+        assert codes[:10] == [403] * 10 and codes[10:] == [429, 429], codes
+
+
 def test_allowed_user_reads_and_writes() -> None:
     with start_service(_cluster(), auth=_auth()) as r:
         resp = r.client.put(CHAT, headers=_bearer("alice-token"), json={"highPriority": True})
