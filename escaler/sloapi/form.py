@@ -12,6 +12,11 @@ Element ids (stable; the headless-browser test uses them): ``token``, ``refresh`
 (the route's JSON), ``bound-end`` (min | max), ``bound-type``, ``bound-value``, ``save-bound``,
 ``message``. The table's ``data-loads`` counts the listings finished (the page lists once on load),
 so a test knows when the rows it reads are the current ones.
+
+The bound types offered follow the route shown (``allowedTypes``, the rules of
+``escaler.sloapi.kinds``): an LLM route's ``replica`` and ``concurrency``, and ``pdengine`` only with
+``deployType: pd``; a job route's min ``replica`` or ``concurrency`` and its max ``replica`` only.
+The others are disabled (a type the server would refuse is never offered; issue 28 item 11).
 """
 
 from __future__ import annotations
@@ -105,13 +110,26 @@ async function listRoutes() {
   loads += 1;
   document.getElementById("routes").dataset.loads = String(loads);
 }
+function allowedTypes(data, end) {
+  if (data.kind === "job") { return end === "max" ? ["replica"] : ["replica", "concurrency"]; }
+  return data.deployType === "pd" ? ["replica", "concurrency", "pdengine"] : ["replica", "concurrency"];
+}
+function offerTypes() {
+  if (current === null) { return; }
+  const end = document.getElementById("bound-end").value;
+  const allowed = allowedTypes(current.data, end);
+  const select = document.getElementById("bound-type");
+  for (const option of select.options) { option.disabled = !allowed.includes(option.value); }
+  if (!allowed.includes(select.value)) { select.value = allowed[0]; }
+}
 function routePath(namespace, route) {
   return "/config/namespaces/" + encodeURIComponent(namespace) + "/" + encodeURIComponent(route);
 }
 async function view(namespace, route) {
   try {
     const data = await call("GET", routePath(namespace, route));
-    current = {namespace: namespace, route: route};
+    current = {namespace: namespace, route: route, data: data};
+    offerTypes();
     document.getElementById("current").textContent = namespace + "/" + route;
     document.getElementById("detail").textContent = JSON.stringify(data, null, 2);
     document.getElementById("save-bound").disabled = false;
@@ -134,6 +152,7 @@ async function saveBound() {
 }
 document.getElementById("refresh").addEventListener("click", listRoutes);
 document.getElementById("save-bound").addEventListener("click", saveBound);
+document.getElementById("bound-end").addEventListener("change", offerTypes);
 listRoutes();
 </script>
 </body>

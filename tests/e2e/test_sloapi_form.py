@@ -118,5 +118,22 @@ def test_form_lists_views_edits_and_shows_400(cluster: Cluster, namespace: str, 
             message = _wait_text(browser, "message", "bounds.min.value")
             assert message.startswith("invalid_request: bounds.min.value: ") and "chat-cr" not in message
             assert spec_of(cluster, ns, "llmslorequirements", "chat-cr")["bounds"]["min"]["value"] == 1
+            # the types offered follow the route (issue 28 item 11): an aggregated LLM route has no
+            # pdengine bound; a job route's max is a replica count only
+            assert _offered(browser) == ["replica", "concurrency"]
+            rows = browser.find_elements(By.CSS_SELECTOR, "#routes tbody tr")
+            rows[0].find_element(By.CSS_SELECTOR, "button.view").click()
+            _wait_text(browser, "detail", '"route": "batch-embed"')
+            Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("max")
+            assert _offered(browser) == ["replica"]
+            Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("min")
+            assert _offered(browser) == ["replica", "concurrency"]
         finally:
             api.stop()
+
+
+def _offered(browser: webdriver.Chrome) -> list[str]:
+    """The bound types the form lets a user pick now."""
+    select = browser.find_element(By.ID, "bound-type")
+    return [o.get_attribute("value") or "" for o in select.find_elements(By.TAG_NAME, "option")
+            if o.is_enabled()]
