@@ -363,7 +363,13 @@ def test_b_rollout_deferral_then_deferral_timed_out(
     # deferTimeoutSeconds after the first deferredSince the held write is forced (AbleToScale=True/
     # DeferralTimedOut for that one sync)
     wait_replicas(cluster, namespace, "roll", 4, "roll", timeout=40)
-    obj = get(cluster, namespace, "roll")
+    # the status is written after the target: wait for the decision the write recorded
+    def recorded() -> dict[str, Any] | None:
+        o = get(cluster, namespace, "roll")
+        decisions = (o.get("status") or {}).get("recentDecisions") or []
+        return o if any(d.get("to") == 4 for d in decisions) else None
+
+    obj = eventually(recorded, timeout=10, what="the forced write's recentDecisions entry")
     last = obj["status"]["recentDecisions"][-1]
     assert last["to"] == 4 and "the held write is forced after deferTimeoutSeconds 20" in last["reason"], last
     # the forced write came at the timeout, measured from the first deferral (a no-op that ended the
