@@ -5,6 +5,7 @@ executor (pending writes nothing; a result is consumed only by the spec it was r
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from escaler.api.llmscaler import LLMScaler, PrometheusMetric
 from escaler.clock import FakeClock
+from escaler.reconcilers.elasticscaler.poller import phase
 from escaler.reconcilers.llmscaler.provider import (
     CUSTOM_SOURCE,
     CustomReading,
@@ -22,6 +24,7 @@ from escaler.reconcilers.llmscaler.provider import (
 )
 from escaler.reconcilers.llmscaler.recommend import LLMRecommender, read_key
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.runtime.types import Request
 from escaler.scaling.pipeline import FROM_DECISION, FROM_METRICS
 from escaler.scaling.text import MAX_ERROR_BYTES
 from escaler.signals.prometheus import parse_query_response
@@ -205,20 +208,49 @@ def test_a_read_in_flight_is_pending_and_its_result_is_consumed_once() -> None:
     assert not done.pending and done.recommend.replicas == 5 and reader.calls == 1
 
 
+def _to_due(clock: FakeClock, late: float = 0.0, interval: float = 30.0) -> float:
+    """Step ``clock`` to the scaler team/chat's next due poll (plus ``late``); returns the due time."""
+    p = phase(Request("team", "chat"), interval)
+    due = (math.floor((clock.monotonic() - p) / interval) + 1) * interval + p
+    clock.step(due + late - clock.monotonic())
+    return due
+
+
 def test_a_reading_is_reused_until_the_next_poll_and_a_spec_change_reads_afresh() -> None:
     reader = Reader()
     reader.values["sum(running)"] = 16.0
     rec, clock = _rec(reader)
+    _to_due(clock)
     out = rec.recommend(_llm(), None)
     assert out.recommend.replicas == 2 and reader.calls == 1
     clock.step(10)
     out = rec.recommend(_llm(), out.memory)
     assert reader.calls == 1 and out.recommend.replicas == 2
+    clock.step(18)  # two seconds before the next due poll: an event's sync still reuses it
+    out = rec.recommend(_llm(), out.memory)
+    assert reader.calls == 1
     out = rec.recommend(_llm(generation=2), out.memory)
     assert reader.calls == 2
-    clock.step(30)
+    _to_due(clock)
     rec.recommend(_llm(generation=2), out.memory)
     assert reader.calls == 3
+
+
+def test_a_read_that_ran_late_does_not_make_the_next_poll_reuse_it() -> None:
+    """A read submitted 8 s after its due time (a backlog in the queue) was reused by the next due
+    poll under the old 80 %-of-the-interval rule (22 s < 24 s): that scaler read every 60 s."""
+    reader = Reader()
+    reader.values["sum(running)"] = 16.0
+    rec, clock = _rec(reader)
+    _to_due(clock, late=8.0)
+    out = rec.recommend(_llm(), None)
+    assert reader.calls == 1
+    clock.step(5)  # an event's sync before the next due time reuses the late reading
+    out = rec.recommend(_llm(), out.memory)
+    assert reader.calls == 1
+    _to_due(clock)
+    rec.recommend(_llm(), out.memory)
+    assert reader.calls == 2
 
 
 def test_a_result_read_for_another_generation_is_dropped() -> None:

@@ -4,6 +4,7 @@ metrics; the panic window; the rate cap reported; read failures reported on ever
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,9 @@ from escaler.reconcilers.elasticscaler.metricsync import (
     MetricsRecommender,
     window_key,
 )
+from escaler.reconcilers.elasticscaler.poller import phase as poll_phase
 from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.runtime.types import Request
 from escaler.scaling.algorithm import AlgorithmContext, MetricValue, NoDecision, PodCounts
 from escaler.scaling.annotations import MISSING_DATA_POLICY, PANIC_WINDOW_PERCENTAGE, parse_annotations
 from escaler.scaling.registry import register_algorithm, unregister_algorithm
@@ -345,18 +348,41 @@ def test_recommend_never_mutates_the_memory_it_is_given() -> None:
     assert len(again.memory.history) == 2 and len(first.memory.history) == 1
 
 
+def _step_to_due(run: Run, late: float = 0.0, interval: float = 30.0) -> float:
+    """How far ``run``'s clock is from the scaler NS/es's next due poll (plus ``late``)."""
+    p = poll_phase(Request(NS, "es"), interval)
+    now = run.clock.monotonic()
+    return (math.floor((now - p) / interval) + 1) * interval + p + late - now
+
+
 def test_syncs_between_polls_reuse_the_collection_and_the_memory() -> None:
     scaler = es(external("queue", value("10")))
     col = ScriptedCollector([40.0])
     run = Run(col, poll_interval=30)
-    first = run.sync(scaler, 4)
+    first = run.sync(scaler, 4, step=_step_to_due(run))
+    at = run.clock.monotonic()
     second = run.sync(scaler, 4, step=10)
     assert col.calls == 1 and second.memory is first.memory and second.recommend is first.recommend
-    third = run.sync(scaler, 4, step=20)  # one poll interval later
-    assert col.calls == 2 and third.memory.last is not None and third.memory.last.at == 1030.0
+    run.sync(scaler, 4, step=18)  # two seconds before the next due poll: still reused
+    assert col.calls == 1
+    third = run.sync(scaler, 4, step=_step_to_due(run))  # one poll interval later
+    assert col.calls == 2 and third.memory.last is not None and third.memory.last.at == at + 30
     # a spec change collects at once
     run.sync(es(external("queue", value("20")), generation=2), 4, step=1)
     assert col.calls == 3
+
+
+def test_a_collection_that_ran_late_does_not_make_the_next_poll_reuse_it() -> None:
+    """Collected 8 s after its due time (a backlog): the old 80 %-of-the-interval rule reused it at
+    the next due poll (22 s < 24 s), so the scaler was read every 60 s."""
+    scaler = es(external("queue", value("10")))
+    col = ScriptedCollector([40.0])
+    run = Run(col, poll_interval=30)
+    run.sync(scaler, 4, step=_step_to_due(run, late=8.0))
+    run.sync(scaler, 4, step=5)
+    assert col.calls == 1
+    run.sync(scaler, 4, step=_step_to_due(run))
+    assert col.calls == 2
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,13 @@ from itertools import pairwise
 import pytest
 
 from escaler.clock import FakeClock
-from escaler.reconcilers.elasticscaler.poller import MetricsPoller, clamp_note, effective_interval, phase
+from escaler.reconcilers.elasticscaler.poller import (
+    MetricsPoller,
+    clamp_note,
+    effective_interval,
+    phase,
+    same_poll,
+)
 from escaler.reconcilers.elasticscaler.setup import spec_poll_interval
 from escaler.runtime.types import Request
 
@@ -116,3 +122,21 @@ def test_metric_collections_follow_the_scalers_own_interval() -> None:
         run.sync(scaler, 2)
         run.sync(scaler, 2, step=7.0)
         assert collector.calls == calls, scaler.spec.trigger
+
+
+def test_same_poll_follows_the_due_grid_not_a_fraction_of_the_interval() -> None:
+    """A reading serves until the scaler's next due time: early by up to the tick (the poller's
+    shortcut) belongs to the coming due time, late belongs to the one it was for."""
+    req = Request("ns", "a")
+    p = phase(req, 30.0)
+    due = 3000.0 + p  # a due time of req's grid
+    assert same_poll(req, due, due + 28.5, 30.0)  # an event's sync shortly before the next due
+    assert not same_poll(req, due, due + 29.5, 30.0)  # within the tick of it: the next due poll starts
+    assert not same_poll(req, due, due + 30.0, 30.0)  # the next due poll reads
+    assert not same_poll(req, due + 8.0, due + 30.0, 30.0)  # a late reading does not skip it
+    assert same_poll(req, due - 0.5, due + 20.0, 30.0)  # started early: it is this due's reading
+    assert not same_poll(req, due - 5.0, due + 1.0, 30.0)  # five seconds early is the previous one's
+    assert same_poll(req, due, due - 1.0, 30.0)  # a clock before the reading: nothing new is due
+    assert not same_poll(req, due, due + 1.0, 0.0)  # polling off: every sync reads
+    short = 1000.0 + phase(req, 2.0)  # a due time of the 2 s grid: the tick is capped at 0.5 s
+    assert same_poll(req, short, short + 1.4, 2.0) and not same_poll(req, short, short + 1.6, 2.0)

@@ -8,12 +8,13 @@ returns (``ScalerMemory`` holds one ``MetricsMemory`` per scaler) and reports th
 * **Cadence.** Metrics are collected at most once per poll interval — the scaler's
   ``pollIntervalSeconds`` raised to ``--min-poll-interval``, or ``--metrics-trigger-poll-interval``
   (``poller.effective_interval``; what the poll interval promises the metric backends): a sync woken
-  in between by an event (a target rollout step, a foreign HPA) reuses the last collection's
-  outcome, against the target as it is now (a recommendation is an absolute count, so reusing it
-  after our own write does not compound: the next step waits for the next poll). A spec or
-  annotation change collects afresh; with polling off (interval 0) every sync collects. The poller
-  enqueues every scaler once per interval, so a recommendation never needs a timer of its own: the
-  outcome has no requeue time.
+  before the scaler's next due poll (``poller.same_poll``: its phase's grid, so a collection that
+  ran late never makes the next poll skip) by an event (a target rollout step, a foreign HPA) reuses
+  the last collection's outcome, against the target as it is now (a recommendation is an absolute
+  count, so reusing it after our own write does not compound: the next step waits for the next
+  poll). A spec or annotation change collects afresh; with polling off (interval 0) every sync
+  collects. The poller enqueues every scaler once per interval, so a recommendation never needs a
+  timer of its own: the outcome has no requeue time.
 * **Off the reconcile worker.** A collection is I/O against servers a tenant names, so it runs on
   the outbound executor (``escaler.runtime.executor``; inline when none is given), never on the
   reconcile worker: the sync that starts one returns a *pending* outcome (the reconciler writes
@@ -89,7 +90,11 @@ from escaler.api.elasticscaler import WAKE_METRIC_TYPES, ElasticScaler, MetricSp
 from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, effective_interval
+from escaler.reconcilers.elasticscaler.poller import (
+    DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    effective_interval,
+    same_poll,
+)
 from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
@@ -112,7 +117,6 @@ from escaler.targets.snapshot import TargetSnapshot
 
 __all__ = [
     "ALGORITHM_HISTORY",
-    "REUSE_FRACTION",
     "Collection",
     "Collector",
     "MetricsMemory",
@@ -122,9 +126,6 @@ __all__ = [
     "window_key",
 ]
 
-# a sync within this fraction of the poll interval after a collection reuses it (the poller's
-# next enqueue lands exactly one interval later; the slack absorbs scheduling jitter)
-REUSE_FRACTION = 0.8
 # what a collection's result must match to be consumed: uid, generation, annotations
 _Tag = tuple[str, int, tuple[tuple[str, str], ...]]
 # hex digits of the spec hash in a window key (64 bits: no two specs of one scaler collide)
@@ -312,8 +313,8 @@ class MetricsRecommender:
         """The last collection was made for this spec less than a poll (the scaler's own) ago."""
         every = effective_interval(scaler.spec.poll_interval_seconds, self._poll_interval,
                                    self._min_poll_interval)
-        return (_same_spec(last, tag) and last is not None and every > 0
-                and mono - last.at < every * REUSE_FRACTION)
+        return (_same_spec(last, tag) and last is not None
+                and same_poll(Request(scaler.namespace, scaler.name), last.at, mono, every))
 
     def forget(self, namespace: str, name: str) -> None:
         """The scaler is gone: drop its queued collection, and the result of a running one."""

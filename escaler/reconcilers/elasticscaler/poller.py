@@ -56,7 +56,8 @@ from escaler.runtime.types import Request
 from escaler.scaling.conditions import EventValue
 
 __all__ = ["DEFAULT_MIN_POLL_INTERVAL_SECONDS", "DEFAULT_POLL_TICK_SECONDS", "DEFAULT_RELIST_SECONDS",
-           "EVENT_POLL_INTERVAL_CLAMPED", "MetricsPoller", "clamp_note", "effective_interval", "phase"]
+           "EVENT_POLL_INTERVAL_CLAMPED", "MetricsPoller", "clamp_note", "effective_interval", "phase",
+           "same_poll"]
 
 # how often the poller wakes to schedule the next slice of the interval (upper bound)
 DEFAULT_POLL_TICK_SECONDS = 1.0
@@ -78,6 +79,24 @@ def phase(request: Request, interval: float) -> float:
     digest = hashlib.sha256(f"{request.namespace}/{request.name}".encode()).digest()
     fraction = int.from_bytes(digest[:8], "big") / 2**64
     return fraction * interval
+
+
+def same_poll(request: Request, at: float, now: float, interval: float,
+              early: float = DEFAULT_POLL_TICK_SECONDS) -> bool:
+    """Whether a reading of ``request`` taken at ``at`` still serves a sync at ``now``: no due time
+    of its poll (``k x interval + phase``) falls in ``(at + e, now + e]``, ``e = min(early,
+    interval / 4)``. A poll started up to ``e`` before its due time (the poller's shortcut) belongs
+    to that due time, and one that ran late belongs to the due time it was for: a late reading never
+    makes the next due poll reuse it (a fraction-of-the-interval rule skipped a whole poll when one
+    reading came more than the remaining fraction late). ``interval <= 0`` (polling off) → False;
+    ``now`` before ``at`` → True."""
+    if interval <= 0:
+        return False
+    if now <= at:
+        return True
+    e = min(early, interval / 4)
+    p = phase(request, interval)
+    return math.floor((now + e - p) / interval) == math.floor((at + e - p) / interval)
 
 
 def clamp_note(spec_seconds: float | None, default: float, floor: float, path: str) -> str | None:

@@ -21,10 +21,11 @@ passes it; the default 0 serves the other providers' callers).
   the reading carries it on: a failed or refused read leaves the flow state as it was), and a sync
   that reuses the reading reuses its decision.
 * **Cadence** (as an ElasticScaler MetricsTrigger): a provider is read at most once per
-  ``--metrics-trigger-poll-interval``; a sync in between (a target event, our own write's echo)
-  reuses the last reading, against the target as it is now. A spec change (generation) or a new
-  object (uid) reads afresh; with polling off (interval 0) every sync reads. The poller enqueues
-  every LLMScaler once per interval.
+  ``--metrics-trigger-poll-interval`` (``poller.same_poll``: once per due time of the scaler's
+  phase, so a read that ran late never makes the next poll skip); a sync in between (a target event,
+  our own write's echo) reuses the last reading, against the target as it is now. A spec change
+  (generation) or a new object (uid) reads afresh; with polling off (interval 0) every sync reads.
+  The poller enqueues every LLMScaler once per interval.
 * **Off the reconcile worker.** A read is I/O against a server a tenant names, so it runs on the
   outbound executor (``escaler.runtime.executor``; inline when none is given), keyed
   ``("llm", namespace, name)``, grouped per namespace: the sync that submits one is *pending*
@@ -46,7 +47,11 @@ from typing import Any, Protocol
 from escaler.api.llmscaler import LLMScaler, MetricProvider
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, effective_interval
+from escaler.reconcilers.elasticscaler.poller import (
+    DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    effective_interval,
+    same_poll,
+)
 from escaler.reconcilers.flowpresets import flow_queries
 from escaler.reconcilers.flowsizing import FlowMemo
 from escaler.reconcilers.llmscaler.flow import flow_config, flow_result, flow_source, signal_targets
@@ -65,11 +70,8 @@ from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.pipeline import FROM_DECISION, FROM_METRICS, RecommendResult
 from escaler.signals.sample import Sample
 
-__all__ = ["REUSE_FRACTION", "LLMRecommender", "Outcome", "ProviderReader", "Reading", "read_key"]
+__all__ = ["LLMRecommender", "Outcome", "ProviderReader", "Reading", "read_key"]
 
-# a sync within this fraction of the poll interval after a read reuses it (the poller's next
-# enqueue lands one interval later; the slack absorbs scheduling jitter) — as metricsync
-REUSE_FRACTION = 0.8
 # (uid, generation): what a read's result must match to be consumed
 _Tag = tuple[str, int]
 
@@ -159,7 +161,8 @@ class LLMRecommender:
         if fin is not None and fin.tag == tag:
             return self._consume(scaler, fin, tag, carried, current, every)
         same = memory is not None and memory.tag == tag
-        if same and memory is not None and every > 0 and mono - memory.at < every * REUSE_FRACTION:
+        if same and memory is not None and same_poll(Request(scaler.namespace, scaler.name), memory.at, mono,
+                                                     every):
             return Outcome(memory.recommend, memory.rows, memory)
         if self._executor.pending(key):
             if same and memory is not None:
