@@ -72,6 +72,17 @@ def test_custom_no_decision_message_starts_as_the_spec_says() -> None:
     assert rr.kind == FROM_DECISION
 
 
+def test_a_custom_providers_error_is_capped_at_1_kib_on_its_own() -> None:
+    """The custom provider's own cap (seed 000: 1 KiB), not only the status message's: a 6 KiB
+    error (a long transport error, a provider's message) keeps at most 1 KiB, cut at a character."""
+    long = "é" * 3000 + "TAIL"
+    reading = CustomReading(None, long)
+    assert reading.error is not None and reading.error.endswith("…") and "TAIL" not in reading.error
+    assert len(reading.error.encode()) <= 1024 + len("…".encode())
+    rr = custom_result("http://slo.example/d", reading)
+    assert rr.unavailable is not None and "TAIL" not in rr.unavailable
+
+
 def test_custom_decision_received() -> None:
     rr = custom_result("http://slo.example/d", CustomReading(4))
     assert (rr.replicas, rr.kind) == (4, FROM_DECISION)
