@@ -114,6 +114,7 @@ from escaler.runtime.manager import (
 from escaler.runtime.server import parse_bind_address
 from escaler.runtime.tls import CertificateReloader
 from escaler.signals.netpolicy import IPNetwork
+from escaler.signals.promqlscope import DEFAULT_NAMESPACE_LABEL, DEFAULT_SCOPE, PromQLScope
 from escaler.testclock import ClockFile, read_offset
 from escaler.webhook import CheckContext, WebhookServer, validators
 from escaler.webhook.server import DEFAULT_WEBHOOK_PORT
@@ -217,6 +218,8 @@ class ManagerFlags:
     # --max-clone-writes-per-sync, --max-clones-per-namespace, --max-clone-template-bytes
     # (ResourceScalingGroup GroupReplication; escaler.reconcilers.rsg.limits)
     replication_limits: ReplicationLimits = field(default_factory=ReplicationLimits)
+    # --promql-namespace-label, --promql-unconfined-hosts (escaler.signals.promqlscope)
+    promql_scope: PromQLScope = DEFAULT_SCOPE
 
     def manager_options(self, clock: Clock | None = None) -> ManagerOptions:
         """The manager's options; ``clock`` is its one clock (None: the real one)."""
@@ -326,6 +329,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allowed-endpoint-hosts", metavar="HOSTS", type=host_patterns, default=(),
                    help="comma list of hosts (or *.domain) that endpoint URLs in specs may name; "
                         "empty allows every host (default: '')")
+    p.add_argument("--promql-namespace-label", metavar="LABEL", default=DEFAULT_NAMESPACE_LABEL,
+                   help="tenant PromQL (ExternalServer, LLMScaler, SLO requirement, RSG ranking and "
+                        "pod-deletion-cost queries) runs only when every series selector holds "
+                        "LABEL=\"<the object's namespace>\"; empty turns this off (a single-tenant "
+                        f"cluster) (default: {DEFAULT_NAMESPACE_LABEL})")
+    p.add_argument("--promql-unconfined-hosts", metavar="HOSTS", type=host_patterns, default=(),
+                   help="comma list of hosts (or *.domain) of Prometheus servers that hold one "
+                        "tenant's series only, whose queries are not confined (default: '')")
     p.add_argument("--allow-endpoint-networks", metavar="CIDRS", type=endpoint_networks, default=(),
                    help="comma list of networks endpoints may reach although refused by default "
                         "(loopback, link-local, multicast, unspecified; a cloud metadata address only "
@@ -457,6 +468,10 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
             read_offset(args.unsafe_test_clock_file)
         except ValueError as exc:
             raise UsageError(f"{TEST_CLOCK_FLAG}: {exc}") from None
+    try:
+        promql_scope = PromQLScope.from_flags(args.promql_namespace_label, args.promql_unconfined_hosts)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return ManagerFlags(
         kubeconfig=args.kubeconfig or None,
         namespace=args.namespace,
@@ -491,6 +506,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         replication_limits=ReplicationLimits(writes_per_sync=args.max_clone_writes_per_sync,
                                              clones_per_namespace=args.max_clones_per_namespace,
                                              template_bytes=args.max_clone_template_bytes),
+        promql_scope=promql_scope,
     )
 
 
@@ -520,14 +536,15 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
         max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
         scaler_metrics=scaler_metrics, outbound=outbound_executor(
             mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
-        status_refresh_seconds=flags.status_refresh_seconds,
+        status_refresh_seconds=flags.status_refresh_seconds, promql_scope=flags.promql_scope,
     )
     # Tidal: time rules → status.desiredReplicas, followed by a StateTrigger ElasticScaler
     setup_tidal(mgr, bindings=bindings, max_concurrent_reconciles=flags.max_concurrent_reconciles)
     # ResourceScalingGroup: members scaled as one unit; its ranking queries use the outbound policy
     setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
               allow_networks=flags.allow_endpoint_networks,
-              max_concurrent_reconciles=flags.max_concurrent_reconciles, limits=flags.replication_limits)
+              max_concurrent_reconciles=flags.max_concurrent_reconciles, limits=flags.replication_limits,
+              promql_scope=flags.promql_scope)
     # SLO decision engine: LLM/Job SLO requirements → status.decision and the decisions route; set up
     # before the LLMScaler, which reads its decisions in-process (customProvider.serviceId)
     slo = setup_slo(mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
@@ -535,7 +552,7 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
                     allowed_hosts=flags.allowed_endpoint_hosts,
                     allow_networks=flags.allow_endpoint_networks,
                     max_concurrent_reconciles=flags.max_concurrent_reconciles,
-                    outbound_workers=flags.outbound_workers)
+                    outbound_workers=flags.outbound_workers, promql_scope=flags.promql_scope)
     # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings and outbound policy
     setup_llmscaler(
         mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
@@ -546,7 +563,7 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
             mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
             controller="llmscaler"),
         status_refresh_seconds=flags.status_refresh_seconds,
-        decisions=slo.decisions.lookup,
+        decisions=slo.decisions.lookup, promql_scope=flags.promql_scope,
     )
 
 

@@ -75,6 +75,7 @@ __all__ = [
     "TTFT_QUANTILE",
     "EnginePreset",
     "flow_queries",
+    "flow_query_path",
     "share_bound",
 ]
 
@@ -220,3 +221,9 @@ def flow_queries(flow: FlowSizing) -> tuple[tuple[str, str], ...]:
         if signal not in queries:
             raise ValueError(f"spec.flow.queries.{signal}: required with engine {flow.engine}")
     return tuple((s, queries[s]) for s in FLOW_SIGNALS if s in queries and not _objective_off(flow, s))
+
+
+def flow_query_path(flow: FlowSizing, signal: str) -> str:
+    """The field a user edits to change ``signal``'s query: its ``spec.flow.queries`` entry when one is
+    given, else ``spec.flow.selector`` (the preset's query is built from it)."""
+    return f"spec.flow.queries.{signal}" if signal in _overrides(flow) else "spec.flow.selector"

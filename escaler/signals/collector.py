@@ -79,6 +79,7 @@ from escaler.signals.external import ExternalCollector, per_target_type
 from escaler.signals.fetch import MAX_TIMEOUT_SECONDS, HostAllowed, HttpClient, redact_url
 from escaler.signals.podvalues import PodValues, query_pod_values
 from escaler.signals.prometheus import query_prometheus
+from escaler.signals.promqlscope import PromQLScope
 from escaler.signals.resource import PodLister, PodUsage, ResourceCollector
 from escaler.signals.sample import PodTarget, Sample
 
@@ -179,6 +180,7 @@ class MetricsCollector:
         secret_reader: SecretReader | None = None,
         budget_seconds: float = DEFAULT_COLLECT_BUDGET_SECONDS,
         shared: SharedQueries[Sample] | None = None,
+        promql_scope: PromQLScope | None = None,
     ) -> None:
         if budget_seconds <= 0:
             raise ValueError(f"MetricsCollector: budget_seconds must be > 0, got {budget_seconds}")
@@ -200,6 +202,8 @@ class MetricsCollector:
         self._budget = budget_seconds
         # identical ExternalServer queries in flight or just answered: one request; None = off
         self._shared = shared
+        # tenant PromQL confinement (--promql-namespace-label); None = not confined
+        self._scope = promql_scope
 
     def collect(self, namespace: str, metrics: Sequence[MetricSpec], target: PodTarget,
                 current_replicas: int, now: float | None = None) -> list[tuple[MetricSpec, Sample]]:
@@ -225,6 +229,9 @@ class MetricsCollector:
 
     def pod_values(self, namespace: str, source: PodDeletionCostPrometheus) -> PodValues:
         """The values per pod of ``scaleDown.podDeletionCost.prometheus`` (see the module docstring)."""
+        why = self._confinement(source.query, namespace, source.endpoint)
+        if why is not None:
+            return PodValues.fail(f"scaleDown.podDeletionCost.prometheus.query: {why}")
         token = self._token(namespace, source.query, source.endpoint, source.bearer_token_secret_ref)
         if isinstance(token, Sample):
             return PodValues.fail(token.error or "the bearer token could not be read")
@@ -247,12 +254,19 @@ class MetricsCollector:
                                           str(e.target.type), current_replicas)
         if t == MetricSourceType.EXTERNAL_SERVER and spec.external_server is not None:
             s = spec.external_server
+            why = self._confinement(s.query, namespace, s.endpoint)
+            if why is not None:  # never sent, and no Secret read for it
+                return Sample.fail(f"externalServer.query: {why}")
             token = self._token(namespace, s.query, s.endpoint, s.bearer_token_secret_ref)
             if isinstance(token, Sample):
                 return token
             total = self._query(s.endpoint, s.query, float(s.timeout_seconds), token, time_left)
             return per_target_type(total, str(s.target.type), current_replicas, f"query {s.query!r}")
         return Sample.fail(f"metric of type {t}: its {_field_of(spec)} configuration is missing")
+
+    def _confinement(self, query: str, namespace: str, endpoint: str) -> str | None:
+        """Why ``query`` may not run for ``namespace`` (``escaler.signals.promqlscope``), or None."""
+        return self._scope.refusal(query, namespace, endpoint) if self._scope is not None else None
 
     def _query(self, endpoint: str, query: str, timeout_seconds: float, token: str | None,
                time_left: float) -> Sample:

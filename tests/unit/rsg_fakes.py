@@ -29,6 +29,7 @@ from escaler.reconcilers.rsg.members import NOT_SYNCED_RETRY_SECONDS
 from escaler.reconcilers.rsg.replication import AWAITING_RETRY_SECONDS, CLONES_LISTING_RETRY_SECONDS
 from escaler.runtime import Manager, Request, Result
 from escaler.runtime.executor import InlineExecutor
+from escaler.signals.promqlscope import PromQLScope
 from escaler.targets.registry import default_registry
 
 LWS = ResourceMapping("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True,
@@ -91,7 +92,9 @@ def rsg(name: str, members: list[tuple[str, str, int]], *, replicas: int = 1,
 class RSGHarness:
     """See the module docstring."""
 
-    def __init__(self, *, outbound: Any = None, limits: ReplicationLimits | None = None) -> None:
+    def __init__(self, *, outbound: Any = None, limits: ReplicationLimits | None = None,
+                 promql_scope: PromQLScope | None = None) -> None:
+        """``promql_scope`` None: ranking queries unconfined (confinement: test_promql_scope.py)."""
         self.cluster = Cluster(RSG_MAPPINGS)
         self.client = self.cluster.client = RecordingClient(self.cluster)
         self.clock = FakeClock()
@@ -107,7 +110,7 @@ class RSGHarness:
         self.rsg: RSGController = setup_rsg(
             self.mgr, bindings=es.bindings, client=self.client,
             outbound=outbound if outbound is not None else InlineExecutor(self.clock), query=self._query,
-            limits=limits)
+            limits=limits, promql_scope=promql_scope)
         self.reconciler = self.rsg.reconciler
         self._stop = threading.Event()
 

@@ -25,6 +25,7 @@ from escaler.reconcilers.llmscaler import LLMScalerController, setup_llmscaler
 from escaler.reconcilers.llmscaler.provider import CustomReading
 from escaler.runtime import Request, Result
 from escaler.runtime.executor import InlineExecutor
+from escaler.signals.promqlscope import PromQLScope
 from escaler.signals.sample import Sample
 from escaler.targets.registry import default_registry
 
@@ -53,7 +54,9 @@ class Reader:
 class LLM:
     """The ES harness plus the LLMScaler controller (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, promql_scope: PromQLScope | None = None) -> None:
+        """``promql_scope`` None: queries unconfined (their fakes read bare names; confinement has its
+        own tests in test_promql_scope.py)."""
         self.h = Harness()
         self.reader = Reader()
         self.ctl: LLMScalerController = setup_llmscaler(
@@ -65,6 +68,7 @@ class LLM:
             outbound=InlineExecutor(self.h.clock),
             scaler_metrics=self.h.reconciler._d.metrics,
             poll_interval=0.0,
+            promql_scope=promql_scope,
         )
 
     def start(self) -> None:

@@ -26,6 +26,7 @@ from escaler.signals import (
     parse_networks,
     to_metric_value,
 )
+from escaler.signals.promqlscope import PromQLScope
 from escaler.targets import TargetSnapshot
 
 NS = "ns1"
@@ -308,3 +309,23 @@ def test_unreadable_bearer_token_is_an_error_sample_naming_the_secret(api: FakeA
     assert sample.value is None and sample.error is not None
     assert f"bearerTokenSecretRef {NS}/prom-token[token]" in sample.error
     assert api.reqs("GET", "/api/v1/query") == [], "no query is sent without its token"
+
+
+def test_a_query_outside_the_namespace_is_refused_before_the_secret_or_the_server(api: FakeAPI) -> None:
+    """Tenant PromQL confinement (issue 27 item 4): neither the Secret nor Prometheus is touched."""
+    reads: list[str] = []
+
+    def reader(ns: str, name: str, key: str, host: str) -> str:
+        reads.append(name)
+        return "s3cret"
+
+    rest = api.rest()
+    c = MetricsCollector(rest, DynamicClient(rest, RESTMapper(rest)), LOOPBACK, FakeClock(),
+                         secret_reader=reader, promql_scope=PromQLScope())
+    [(_, sample)] = c.collect(NS, [_token_metric(api.url)], snapshot(), 1)
+    assert sample.error is not None and sample.error.startswith("externalServer.query: every series selector")
+    assert f'namespace="{NS}"' in sample.error and "running does not" in sample.error
+    assert reads == [] and api.reqs("GET", "/api/v1/query") == []
+    ok = prom_metric(api.url, f'sum(running{{namespace="{NS}"}})', {"type": "Value", "value": "1"})
+    [(_, sample)] = c.collect(NS, [ok], snapshot(), 1)
+    assert sample.value == 12.0 and len(api.reqs("GET", "/api/v1/query")) == 1

@@ -22,6 +22,7 @@ from escaler.reconcilers.slo import SLOEngine, setup_slo
 from escaler.reconcilers.slo.setup import NO_PROMETHEUS, _ServiceIdChanged, _sharers
 from escaler.runtime import Request, Result
 from escaler.runtime.executor import InlineExecutor
+from escaler.signals.promqlscope import PromQLScope
 from escaler.signals.sample import Sample
 from escaler.targets.registry import default_registry
 
@@ -61,7 +62,8 @@ class Rig:
     """A Harness with the SLO engine on the same manager and clock; signals from ``answers``."""
 
     def __init__(self, *, outbound: Any = None, query: Any = "scripted", endpoint: str = "",
-                 api_server: Any = None) -> None:
+                 api_server: Any = None, promql_scope: PromQLScope | None = None) -> None:
+        """``promql_scope`` None: queries unconfined (confinement: test_promql_scope.py)."""
         self.h = Harness()
         # promql → value, or an error message
         self.answers: dict[str, float | str] = {}
@@ -73,7 +75,8 @@ class Rig:
             handlers=lambda w: default_registry(self.h.client,  # type: ignore[arg-type]
                                                 cache_get=cache_reader(mapper, w)),
             outbound=outbound if outbound is not None else (lambda _name: InlineExecutor(self.h.clock)),
-            query=self._query if query == "scripted" else query, api_server=api_server)
+            query=self._query if query == "scripted" else query, api_server=api_server,
+            promql_scope=promql_scope)
 
     def _query(self, promql: str) -> Sample:
         self.queries.append(promql)

@@ -93,6 +93,7 @@ from escaler.signals.collector import MetricsCollector
 from escaler.signals.dedupe import SharedQueries
 from escaler.signals.fetch import HttpClient
 from escaler.signals.netpolicy import AddressPolicy, IPNetwork
+from escaler.signals.promqlscope import DEFAULT_SCOPE, PromQLScope
 from escaler.signals.signal_pull import SignalReading, pull_signal
 from escaler.targets.pods import select_pods
 from escaler.targets.registry import default_registry
@@ -199,6 +200,7 @@ def setup_elasticscaler(
     status_refresh_seconds: float = 0.0,
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     metric_grants: MetricGrants | None = None,
+    promql_scope: PromQLScope | None = DEFAULT_SCOPE,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -215,7 +217,7 @@ def setup_elasticscaler(
     # outbound GETs to user-named endpoints: the SSRF address policy (--allow-endpoint-networks)
     http = HttpClient(AddressPolicy(allow_networks))
     if collector is None and mgr.rest is not None and dynamic is not None:
-        collector = _collector(mgr, dynamic, http, allowed_host, watches)
+        collector = _collector(mgr, dynamic, http, allowed_host, watches, promql_scope)
     if signal_puller is None and mgr.rest is not None:
         signal_puller = _signal_puller(allowed_host, mgr, http)
     outbound = outbound if outbound is not None else outbound_executor(mgr)
@@ -268,13 +270,14 @@ def _patcher_of(writer: KubeClient) -> PodPatcher | None:
 
 
 def _collector(mgr: Manager, dynamic: DynamicClient, http: HttpClient, allowed_host: Callable[[str], bool],
-               watches: WatchIndex) -> MetricsCollector:
+               watches: WatchIndex, promql_scope: PromQLScope | None) -> MetricsCollector:
     """The production collector: bearer tokens from label-selected Secret caches, identical
     ExternalServer queries shared within a poll tick, pods from the reconciler's pod caches."""
     assert mgr.rest is not None
     return MetricsCollector(mgr.rest, dynamic, http, clock=mgr.clock, allowed=allowed_host,
                             secret_reader=secret_key_reader(dynamic, informers=mgr.dynamic_informers),
-                            shared=SharedQueries(mgr.clock), pod_lister=pod_lister(mgr.mapper, watches))
+                            shared=SharedQueries(mgr.clock), pod_lister=pod_lister(mgr.mapper, watches),
+                            promql_scope=promql_scope)
 
 
 def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,

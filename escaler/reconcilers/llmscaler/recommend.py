@@ -52,7 +52,7 @@ from escaler.reconcilers.elasticscaler.poller import (
     effective_interval,
     same_poll,
 )
-from escaler.reconcilers.flowpresets import flow_queries
+from escaler.reconcilers.flowpresets import flow_queries, flow_query_path
 from escaler.reconcilers.flowsizing import FlowMemo
 from escaler.reconcilers.llmscaler.flow import flow_config, flow_result, flow_source, signal_targets
 from escaler.reconcilers.llmscaler.provider import (
@@ -68,6 +68,7 @@ from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitt
 from escaler.runtime.types import Request
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.pipeline import FROM_DECISION, FROM_METRICS, RecommendResult
+from escaler.signals.promqlscope import PromQLScope
 from escaler.signals.sample import Sample
 
 __all__ = ["LLMRecommender", "Outcome", "ProviderReader", "Reading", "read_key"]
@@ -123,7 +124,8 @@ class LLMRecommender:
                  allowed_hosts: Sequence[str], poll_interval: float,
                  executor: Executor | None = None,
                  min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
-                 decisions: DecisionLookup | None = None) -> None:
+                 decisions: DecisionLookup | None = None,
+                 promql_scope: PromQLScope | None = None) -> None:
         if not poll_interval >= 0:
             raise ValueError(f"LLMRecommender.poll_interval: must be >= 0, got {poll_interval!r}")
         # does the GETs; None = no outbound reads possible (every sync: DecisionUnavailable)
@@ -142,6 +144,8 @@ class LLMRecommender:
         self._executor: Executor = executor if executor is not None else InlineExecutor(clock)
         # the SLO decision engine's decisions, in-process (customProvider.serviceId); None = no engine
         self._decisions = decisions
+        # tenant PromQL confinement (--promql-namespace-label); None = not confined
+        self._scope = promql_scope
 
     def forget(self, namespace: str, name: str) -> None:
         """The scaler is gone: drop its queued read, and the result of a running one."""
@@ -195,20 +199,37 @@ class LLMRecommender:
             if spec.flow is None:
                 return RecommendResult.invalid("spec.flow: required when metricProvider is Flow")
             try:
-                total = len(flow_queries(spec.flow))
+                queries = flow_queries(spec.flow)
             except ValueError as err:
                 return RecommendResult.invalid(str(err))
-            refused = self._refused("spec.flow.endpoint", spec.flow.endpoint, FROM_METRICS, total=total)
+            paths = [(flow_query_path(spec.flow, s), q) for s, q in queries]
+            refused = (self._refused("spec.flow.endpoint", spec.flow.endpoint, FROM_METRICS, total=len(paths))
+                       or self._confined(scaler.namespace, spec.flow.endpoint, paths, len(paths)))
         else:
             if spec.prometheus is None:
                 return RecommendResult.invalid(
                     "spec.prometheus: required when metricProvider is Prometheus", kind=FROM_METRICS)
-            refused = self._refused("spec.prometheus.endpoint", spec.prometheus.endpoint, FROM_METRICS,
-                                    total=len(spec.prometheus.metrics))
+            metrics = spec.prometheus.metrics
+            refused = (self._refused("spec.prometheus.endpoint", spec.prometheus.endpoint, FROM_METRICS,
+                                     total=len(metrics))
+                       or self._confined(scaler.namespace, spec.prometheus.endpoint,
+                                         [(f"spec.prometheus.metrics[{i}].query", m.query)
+                                          for i, m in enumerate(metrics)], len(metrics)))
         if refused is not None:
             return refused
         if self._reader is None:
             return _unavailable(scaler, "no HTTP client configured")
+        return None
+
+    def _confined(self, namespace: str, endpoint: str, queries: Sequence[tuple[str, str]],
+                  total: int) -> RecommendResult | None:
+        """InvalidSpec naming the first query that reads outside ``namespace`` (``promqlscope``)."""
+        if self._scope is None:
+            return None
+        for path, query in queries:
+            why = self._scope.refusal(query, namespace, endpoint)
+            if why is not None:
+                return RecommendResult.invalid(f"{path}: {why}", kind=FROM_METRICS, total=total)
         return None
 
     def _refused(self, path: str, url: str, kind: str, total: int = 0) -> RecommendResult | None:

@@ -91,6 +91,7 @@ from escaler.scaling.annotations import AnnotationProblem, ScalerAnnotations, pa
 from escaler.scaling.conditions import INVALID_SPEC, TARGET_CONFLICT, TargetError, Validation
 from escaler.scaling.fallback import FallbackCount, FallbackState
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
+from escaler.signals.promqlscope import PromQLScope
 
 __all__ = ["LLM_REPORTED", "LLMReconcilerDeps", "LLMScalerReconciler"]
 
@@ -133,6 +134,8 @@ class LLMReconcilerDeps:
     tidals: ObjectStore | None = None
     # the SLO decision engine's decisions (customProvider.serviceId), in-process; None = no engine
     decisions: DecisionLookup | None = None
+    # tenant PromQL confinement (--promql-namespace-label); None = not confined (tests, simulation)
+    promql_scope: PromQLScope | None = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ class LLMScalerReconciler:
         # the recommend step
         self._rec = LLMRecommender(deps.reader, deps.clock, deps.metrics, deps.allowed_hosts,
                                    deps.poll_interval, deps.outbound, deps.min_poll_interval,
-                                   decisions=deps.decisions)
+                                   decisions=deps.decisions, promql_scope=deps.promql_scope)
         # spec.floorFrom: the floor Tidal, read from the Tidal cache
         self._floors = FloorReader(deps.tidals)
         # guards _memory (an entry is only touched by the reconcile of its own key)

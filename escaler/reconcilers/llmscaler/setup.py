@@ -72,6 +72,7 @@ from escaler.scaling.endpoints import host_allowed
 from escaler.signals.fetch import HttpClient
 from escaler.signals.netpolicy import AddressPolicy, IPNetwork
 from escaler.signals.prometheus import query_prometheus
+from escaler.signals.promqlscope import DEFAULT_SCOPE, PromQLScope
 from escaler.signals.sample import Sample
 from escaler.targets.registry import default_registry
 
@@ -134,6 +135,7 @@ def setup_llmscaler(
     status_refresh_seconds: float = 0.0,
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     decisions: DecisionLookup | None = None,
+    promql_scope: PromQLScope | None = DEFAULT_SCOPE,
 ) -> LLMScalerController:
     """Register the LLMScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
@@ -160,7 +162,7 @@ def setup_llmscaler(
         recorder=mgr.event_recorder, clock=mgr.clock, metrics=metrics, bindings=bindings, watches=watches,
         reader=reader, allowed_hosts=allowed, poll_interval=poll_interval, can_write=mgr.can_write,
         outbound=outbound, status_refresh=status_refresh_seconds, min_poll_interval=min_poll_interval,
-        tidals=floors.store, decisions=decisions))
+        tidals=floors.store, decisions=decisions, promql_scope=promql_scope))
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, None,

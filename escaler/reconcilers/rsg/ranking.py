@@ -38,6 +38,7 @@ from escaler.runtime.types import Request
 from escaler.scaling.endpoints import check_endpoint_url
 from escaler.signals.fetch import FetchError, HostAllowed, HttpClient, fetch, redact_url
 from escaler.signals.prometheus import capped_text as _capped
+from escaler.signals.promqlscope import PromQLScope
 
 __all__ = ["GROUP_LOAD_LABEL", "PENDING", "GroupRanker", "Loads", "parse_group_loads", "query_group_loads"]
 
@@ -130,11 +131,13 @@ def query_group_loads(client: HttpClient, prom: RSGPrometheus, *, allowed: HostA
 class GroupRanker:
     """Starts and consumes group-load queries (see the module docstring). Thread-safe."""
 
-    def __init__(self, executor: Executor, query: Query) -> None:
+    def __init__(self, executor: Executor, query: Query, promql_scope: PromQLScope | None = None) -> None:
         # runs the queries off the reconcile workers; completions enqueue the RSG
         self._executor = executor
         # the blocking query (query_group_loads bound to the manager's client and policy)
         self._query = query
+        # tenant PromQL confinement (--promql-namespace-label); None = not confined
+        self._scope = promql_scope
 
     @staticmethod
     def _key(rsg: ResourceScalingGroup) -> Hashable:
@@ -142,6 +145,10 @@ class GroupRanker:
 
     def loads(self, rsg: ResourceScalingGroup, prom: RSGPrometheus, present: Collection[int]) -> Any:
         """``Loads`` for this RSG and these groups, or ``PENDING``."""
+        scope = self._scope
+        why = scope.refusal(prom.query, rsg.namespace, prom.endpoint) if scope is not None else None
+        if why is not None:  # never sent: the query reads outside the RSG's namespace
+            return Loads(error=f"query: {why}")
         key = self._key(rsg)
         tag = (rsg.metadata.uid, rsg.metadata.generation, tuple(sorted(present)))
         fin = self._executor.take(key)

@@ -65,6 +65,7 @@ from escaler.runtime.types import Request
 from escaler.scaling.endpoints import host_allowed
 from escaler.signals.fetch import HttpClient
 from escaler.signals.netpolicy import AddressPolicy, IPNetwork
+from escaler.signals.promqlscope import DEFAULT_SCOPE, PromQLScope
 from escaler.targets.registry import default_registry
 
 __all__ = ["CONTROLLER_NAME", "RANKING_PER_NAMESPACE", "RANKING_WORKERS", "RSGController", "setup_rsg"]
@@ -130,6 +131,7 @@ def setup_rsg(
     query: Query | None = None,
     backoff: WriteBackoff | None = None,
     limits: ReplicationLimits | None = None,
+    promql_scope: PromQLScope | None = DEFAULT_SCOPE,
 ) -> RSGController:
     """Register the ResourceScalingGroup controller on ``mgr``; see the module docstring."""
     bindings = bindings if bindings is not None else TargetBindings()
@@ -149,7 +151,8 @@ def setup_rsg(
     outbound = outbound if outbound is not None else KeyedExecutor(
         f"{CONTROLLER_NAME}-outbound", workers=RANKING_WORKERS, per_group=RANKING_PER_NAMESPACE,
         clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
-    ranker = GroupRanker(outbound, query if query is not None else _query(allowed_hosts, allow_networks, mgr))
+    ranker = GroupRanker(outbound, query if query is not None else _query(allowed_hosts, allow_networks, mgr),
+                         promql_scope)
     reconciler = RSGReconciler(RSGDeps(
         rsgs=informer.store, client=writer, mapper=mgr.mapper, handlers=handlers, recorder=mgr.event_recorder,
         clock=mgr.clock, bindings=bindings, watches=watches, ranker=ranker, can_write=mgr.can_write,

@@ -44,15 +44,19 @@ from escaler.scaling.slo import (
     size_job,
     size_llm,
 )
+from escaler.signals.promqlscope import PromQLScope
 from escaler.signals.sample import Sample
 
-__all__ = ["JOB_KIND", "KINDS", "LLM_KIND", "Invalid", "Plan", "SLOKind", "service_id_of"]
+__all__ = ["JOB_KIND", "KINDS", "LLM_KIND", "Invalid", "Plan", "SLOKind", "confined", "service_id_of"]
 
 # signal names (keys of Decision.signals and of the queries)
 TTFT = "ttftMs"
 OTPS = "otps"
 INFLIGHT = "inflight"
 QUEUE_DEPTH = "queueDepth"
+# the field that holds each signal's PromQL (a flow signal's is its selector or queries entry)
+_QUERY_FIELDS = {TTFT: "spec.ttft.promql", OTPS: "spec.otps.promql", INFLIGHT: "spec.inflight.promql",
+                 QUEUE_DEPTH: "spec.queue.promql"}
 # how many validation errors one message lists
 _MAX_ERRORS = 5
 
@@ -189,6 +193,22 @@ class SLOKind:
 LLM_KIND = SLOKind(LLMSLORequirement.API_VERSION, LLMSLORequirement.KIND, "llmslorequirement", _plan_llm)
 JOB_KIND = SLOKind(JobSLORequirement.API_VERSION, JobSLORequirement.KIND, "jobslorequirement", _plan_job)
 KINDS = (LLM_KIND, JOB_KIND)
+
+
+def confined(plan: Plan | Invalid, namespace: str, scope: PromQLScope | None,
+             endpoint: str) -> Plan | Invalid:
+    """``plan``, or Invalid naming each query that reads outside ``namespace`` (tenant PromQL
+    confinement, ``escaler.signals.promqlscope``; ``scope`` None = not confined)."""
+    if scope is None or isinstance(plan, Invalid):
+        return plan
+    errors = []
+    for signal, query in plan.queries:
+        why = scope.refusal(query, namespace, endpoint)
+        if why is not None:
+            path = _QUERY_FIELDS.get(signal) or (f"spec.flow (the {signal} signal: spec.flow.selector, "
+                                                 f"or spec.flow.queries.{signal})")
+            errors.append(f"{path}: {why}")
+    return Invalid(tuple(errors)) if errors else plan
 
 
 def service_id_of(obj: Mapping[str, Any]) -> str | None:

@@ -42,7 +42,7 @@ from escaler.reconcilers.elasticscaler.status import StatusClient, StatusWriter
 from escaler.reconcilers.ports import ObjectStore
 from escaler.reconcilers.slo.decisions import DecisionBook, Owner, conflict_message
 from escaler.reconcilers.slo.flow import FlowStates
-from escaler.reconcilers.slo.kinds import Invalid, Plan, SLOKind
+from escaler.reconcilers.slo.kinds import Invalid, Plan, SLOKind, confined
 from escaler.reconcilers.slo.readings import BUSY, BUSY_RETRY_SECONDS, PENDING, Readings, SignalReader
 from escaler.reconcilers.slo.report import (
     INVALID_SPEC,
@@ -59,6 +59,7 @@ from escaler.reconcilers.slo.report import (
 from escaler.reconcilers.slo.target import NOT_SYNCED, Replicas, TargetCounts, TargetProblem
 from escaler.runtime.types import Request, Result
 from escaler.scaling.slo import Decision
+from escaler.signals.promqlscope import PromQLScope
 
 __all__ = ["SLODeps", "SLOReconciler"]
 
@@ -83,6 +84,10 @@ class SLODeps:
     # decisions by serviceId, shared by both kinds and the route
     book: DecisionBook
     clock: Clock
+    # tenant PromQL confinement (--promql-namespace-label); None = not confined (tests)
+    promql_scope: PromQLScope | None = None
+    # --slo-prometheus-endpoint (what --promql-unconfined-hosts is matched against)
+    prometheus_endpoint: str = ""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -154,7 +159,8 @@ class SLOReconciler:
             cached = self._plans.get(req)
         if cached is not None and cached[:2] == (uid, generation):
             return cached[2]
-        plan = self._d.kind.parse(obj)
+        plan = confined(self._d.kind.parse(obj), req.namespace, self._d.promql_scope,
+                        self._d.prometheus_endpoint)
         with self._mu:
             self._plans[req] = (uid, generation, plan)
         return plan

@@ -86,6 +86,7 @@ from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.signals.fetch import HttpClient, redact_url
 from escaler.signals.netpolicy import AddressPolicy, IPNetwork
 from escaler.signals.prometheus import query_prometheus
+from escaler.signals.promqlscope import DEFAULT_SCOPE, PromQLScope
 from escaler.signals.sample import Sample
 from escaler.targets.registry import default_registry
 
@@ -227,6 +228,7 @@ def setup_slo(
     clock: Clock | None = None,
     api_server: Any = None,
     outbound_workers: int = DEFAULT_OUTBOUND_WORKERS,
+    promql_scope: PromQLScope | None = DEFAULT_SCOPE,
 ) -> SLOEngine:
     """Register the SLO decision engine on ``mgr``; see the module docstring."""
     clock = clock if clock is not None else mgr.clock
@@ -248,7 +250,8 @@ def setup_slo(
             mapping=mgr.mapper.mapping_for(k.api_version, k.kind),
             targets=TargetCounts(
                 mgr.mapper, handlers(watches) if handlers is not None else _handlers(mgr, watches), watches),
-            reader=SignalReader(executor, query, interval, k.kind), book=book, clock=clock))
+            reader=SignalReader(executor, query, interval, k.kind), book=book, clock=clock,
+            promql_scope=promql_scope, prometheus_endpoint=prometheus_endpoint))
         controller = _controller(mgr, k, informers[k.kind], reconciler, watches, max_concurrent_reconciles)
         controller.watch(executor)
         controllers[k.kind] = SLOController(k, controller, reconciler, watches, executor, informers[k.kind])
