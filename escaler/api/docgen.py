@@ -1,8 +1,10 @@
 """The per-kind reference (Markdown) generated from the models, so it cannot drift from them.
 
-``render_reference(conditions) -> dict[file name, text]``: one page per kind of ``KINDS``
-(``elasticscaler.md``, ``tidal.md``, ...) plus ``README.md`` (the index), every page starting
-with ``HEADER`` (generated, do not edit). A page holds, for its kind:
+``render_reference(conditions, annotations) -> dict[file name, text]``: one page per kind of
+``KINDS`` (``elasticscaler.md``, ``tidal.md``, ...) plus ``README.md`` (the index) and, when the
+caller renders it, ``annotations.md`` (the scaler annotations: ``escaler.cli.annotationdocs``, from
+``escaler.scaling.annotations.ANNOTATIONS``, a layer this module may not import), every page
+starting with ``HEADER`` (generated, do not edit). A kind's page holds:
 
 * the identity: apiVersion, short names, scope, subresources, the webhook path, the sample in
   ``manifests/samples/`` and the ``kubectl get`` columns (``registry.KindInfo``);
@@ -40,6 +42,7 @@ from escaler.api.registry import KINDS, KindInfo
 from escaler.api.rules import Rule, render_field_path
 
 __all__ = [
+    "ANNOTATIONS_PAGE",
     "HEADER",
     "REFRESH_COMMAND",
     "ConditionDocs",
@@ -48,6 +51,7 @@ __all__ = [
     "ReasonDoc",
     "RuleRow",
     "field_rows",
+    "markdown_table",
     "page_name",
     "render_kind",
     "render_reference",
@@ -56,11 +60,13 @@ __all__ = [
 
 REFRESH_COMMAND = "python -m escaler docs --out docs/reference"
 HEADER = (
-    f"<!-- Generated from escaler/api and the reconcilers' condition constants by `{REFRESH_COMMAND}`;"
-    " do not edit. -->\n"
+    "<!-- Generated from escaler/api, the reconcilers' condition constants and escaler/scaling/annotations.py"
+    f" by `{REFRESH_COMMAND}`; do not edit. -->\n"
 )
 # the reference's index page
 INDEX = "README.md"
+# the annotations page (rendered by the caller: the annotations are escaler.scaling's, above this layer)
+ANNOTATIONS_PAGE = "annotations.md"
 
 
 class DocError(ValueError):
@@ -318,7 +324,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
@@ -344,7 +350,7 @@ def _identity(info: KindInfo) -> str:
         ("sample", f"[`{sample}`](../../{sample})"),
         ("admission webhook path", f"`{info.webhook_path}`"),
     ]
-    return _table(("", ""), rows)
+    return markdown_table(("", ""), rows)
 
 
 def _columns(info: KindInfo) -> str:
@@ -352,13 +358,13 @@ def _columns(info: KindInfo) -> str:
         (f"`{c.name}`", f"`{c.json_path}`", _prose(c.description) + (" (`-o wide`)" if c.priority else ""))
         for c in info.printer_columns
     ]
-    return _table(("column", "JSONPath", "meaning"), rows)
+    return markdown_table(("column", "JSONPath", "meaning"), rows)
 
 
 def _fields(info: KindInfo, section: str) -> str:
     rows = [(f"`{r.path}`", f"`{r.type}`", r.default, r.constraints, r.description)
             for r in field_rows(info, section)]
-    return _table(("field", "type", "default", "constraints", "description"), rows)
+    return markdown_table(("field", "type", "default", "constraints", "description"), rows)
 
 
 def _rules(info: KindInfo) -> str:
@@ -384,8 +390,8 @@ def _rules(info: KindInfo) -> str:
 
 
 def _conditions(docs: ConditionDocs) -> str:
-    types_table = _table(("type", "meaning"), [(f"`{t}`", meaning) for t, meaning in docs.types])
-    reasons_table = _table(
+    types_table = markdown_table(("type", "meaning"), [(f"`{t}`", meaning) for t, meaning in docs.types])
+    reasons_table = markdown_table(
         ("type", "status", "reason", "when it is set", "what to do"),
         [(f"`{r.type}`", r.status, f"`{r.reason}`", r.when, r.action) for r in docs.reasons],
     )
@@ -417,7 +423,7 @@ def render_kind(info: KindInfo, conditions: ConditionDocs) -> str:
     )
 
 
-def _index(conditions: Mapping[str, ConditionDocs]) -> str:
+def _index(conditions: Mapping[str, ConditionDocs], annotations: bool) -> str:
     rows = []
     for info in KINDS.values():
         reasons = ", ".join(sorted({f"`{r.reason}`" for r in conditions[info.kind].reasons}))
@@ -431,17 +437,27 @@ def _index(conditions: Mapping[str, ConditionDocs]) -> str:
         "twin), every condition reason with when it is set and what to do, and the health rule.\n\n"
         f"Regenerate with `{REFRESH_COMMAND}`; `tests/unit/test_reference_docs.py` fails when these "
         "pages differ from the models.\n\n"
-        f"{_table(('kind', 'apiVersion', 'short names', 'condition reasons'), rows)}"
+        f"{markdown_table(('kind', 'apiVersion', 'short names', 'condition reasons'), rows)}"
+        + (f"\nThe scaler annotations (`elasticscaler.io/paused`, `elasticscaler.io/metrics.*`, "
+           f"`elasticscaler.io/behavior.*`: values, defaults, who reads them and what an invalid value "
+           f"does) are in [{ANNOTATIONS_PAGE}]({ANNOTATIONS_PAGE}), generated from the table the "
+           f"annotation parser reads.\n" if annotations else "")
     )
 
 
-def render_reference(conditions: Mapping[str, ConditionDocs]) -> dict[str, str]:
-    """File name → Markdown for every kind's page and the index (``README.md``), in ``KINDS`` order.
+def render_reference(conditions: Mapping[str, ConditionDocs],
+                     annotations: str | None = None) -> dict[str, str]:
+    """File name → Markdown for every kind's page and the index (``README.md``), in ``KINDS`` order,
+    and ``annotations`` (the annotations page, starting with ``HEADER``) as ``ANNOTATIONS_PAGE``,
+    linked from the index, when given.
 
     ``conditions`` maps every kind name of ``KINDS`` to its ``ConditionDocs``; a missing kind is a
-    ``DocError``."""
+    ``DocError``, and so is an annotations page without the header."""
     missing = [k for k in KINDS if k not in conditions]
     if missing:
         raise DocError(f"no condition docs for {', '.join(missing)}")
+    if annotations is not None and not annotations.startswith(HEADER):
+        raise DocError(f"the {ANNOTATIONS_PAGE} page does not start with the generated-file header")
     pages = {page_name(info): render_kind(info, conditions[info.kind]) for info in KINDS.values()}
-    return {INDEX: _index(conditions), **pages}
+    extra = {ANNOTATIONS_PAGE: annotations} if annotations is not None else {}
+    return {INDEX: _index(conditions, annotations is not None), **pages, **extra}

@@ -7,11 +7,17 @@ Two families:
 * **metrics and behavior policies** (ElasticScaler, MetricsTrigger with an algorithm, SPEC §5.4):
   ``elasticscaler.io/metrics.*`` and ``elasticscaler.io/behavior.*``, see ``POLICY_KEYS``.
 
+``ANNOTATIONS`` is the one table of every key: its ``ScalerAnnotations`` field, its value type
+(``ValueType``: the parser and the words the reference uses), what it does and who reads it. The
+parser reads it, and ``docs/reference/annotations.md`` is generated from it
+(``escaler.cli.annotationdocs``), so the parser and the reference cannot drift.
+
 ``parse_annotations(annotations, policies=..., defaults=...)`` returns ``(ScalerAnnotations, problems)``:
 every value that parses is used, every other one falls back to its default and yields one
 ``AnnotationProblem`` naming the key (as the path ``metadata.annotations[<key>]``), the rule and
-the default used. The admission webhook turns problems into denials; the reconciler uses the
-values and reports each problem once as a Warning event (never silently, SPEC §5.4). A key under
+the default used. The reconciler uses the values and reports each problem once as a Warning event
+(never silently, SPEC §5.4); the admission webhook accepts such an object with an admission
+warning saying the same (``escaler.webhook.checks`` states when it denies instead). A key under
 ``elasticscaler.io/metrics.`` or ``elasticscaler.io/behavior.`` that is not one of ours is a
 problem too (a typo such as ``metrics.windowSecond`` would otherwise be ignored silently).
 
@@ -43,21 +49,27 @@ from escaler.scaling.strconv import parse_bool, parse_int, parse_number
 
 __all__ = [
     "AGGREGATION_TYPES",
+    "ANNOTATIONS",
     "ANNOTATION_PREFIX",
+    "BEHAVIOR_FAMILY",
     "DEFAULTS",
     "ENABLE_OUTLIER_FILTER",
     "GC_FACTOR",
     "MAX_STABILIZATION_WINDOW_SECONDS",
     "METRICS_AGGREGATION_TYPE",
+    "METRICS_FAMILY",
     "MISSING_DATA_POLICIES",
     "MISSING_DATA_POLICY",
     "OUTLIER_THRESHOLD",
     "PANIC_WINDOW_PERCENTAGE",
     "PAUSED",
     "PAUSED_REPLICAS",
+    "PAUSE_FAMILY",
     "PAUSE_KEYS",
+    "PAUSE_READERS",
     "POLICY_KEYS",
     "POLICY_PREFIXES",
+    "READERS",
     "SCALE_DOWN_MAX_PODS_PER_STEP",
     "SCALE_DOWN_STABILIZATION_WINDOW",
     "SCALE_UP_MAX_PODS_PER_STEP",
@@ -65,9 +77,14 @@ __all__ = [
     "STATE_TRIGGER_DEFAULTS",
     "WINDOW_SECONDS",
     "AnnotationProblem",
+    "AnnotationSpec",
+    "Readers",
     "ScalerAnnotations",
+    "ValueType",
     "annotation_path",
+    "defaults_for_trigger",
     "parse_annotations",
+    "show_default",
 ]
 
 ANNOTATION_PREFIX = "elasticscaler.io/"
@@ -131,6 +148,11 @@ DEFAULTS = ScalerAnnotations()
 STATE_TRIGGER_DEFAULTS = replace(DEFAULTS, scale_down_stabilization_seconds=0)
 
 
+def defaults_for_trigger(trigger_type: Any) -> ScalerAnnotations:
+    """The defaults of an ElasticScaler whose ``spec.trigger.type`` is ``trigger_type`` (as written)."""
+    return STATE_TRIGGER_DEFAULTS if trigger_type == "StateTrigger" else DEFAULTS
+
+
 @dataclass(frozen=True)
 class AnnotationProblem:
     """One annotation that could not be used; ``str()`` is the message for events and denials."""
@@ -153,8 +175,17 @@ class AnnotationProblem:
 
     def fallback_message(self) -> str:
         """For the reconciler's Warning event: the problem and the default used."""
-        fallback = "ignored" if self.default is None else f"using the default {self.default}"
+        fallback = "ignored" if self.default is None else f"using the default {show_default(self.default)}"
         return f"{self}; {fallback}"
+
+
+def show_default(value: Any) -> str:
+    """A default as a user writes it in the annotation: ``false``, ``2``, ``2.5``, ``Average``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def annotation_path(key: str) -> str:
@@ -171,69 +202,165 @@ def _show(value: Any) -> str:
 Parser = Callable[[str], Any]
 
 
-def _int_in(low: int, high: int | None) -> Parser:
-    rule = f"must be an integer >= {low}" if high is None else f"must be an integer in [{low}, {high}]"
+@dataclass(frozen=True)
+class ValueType:
+    """What an annotation's value must be: the parser and the same rule in the reference's words."""
 
-    def parse(text: str) -> int:
+    # the values accepted, as the reference shows them ("an integer >= 1")
+    text: str
+    # str -> value; raises ValueError with the rule
+    parse: Parser
+
+
+def _int_in(low: int, high: int | None) -> ValueType:
+    text = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+    rule = f"must be {text}"
+
+    def parse(value_text: str) -> int:
         try:
-            value = parse_int(text)
+            value = parse_int(value_text)
         except ValueError:
             raise ValueError(rule) from None
         if value < low or (high is not None and value > high):
             raise ValueError(rule)
         return value
-    return parse
+    return ValueType(text, parse)
 
 
-def _number_at_least(low: float, *, strict: bool) -> Parser:
-    def parse(text: str) -> float:
-        value = parse_number(text)
+def _number_at_least(low: float, *, strict: bool) -> ValueType:
+    text = f"a number {'>' if strict else '>='} {low:g}"
+
+    def parse(value_text: str) -> float:
+        value = parse_number(value_text)
         if value < low or (strict and value == low):
-            raise ValueError(f"must be a number {'>' if strict else '>='} {low:g}")
+            raise ValueError(f"must be {text}")
         return value
-    return parse
+    return ValueType(text, parse)
 
 
-def _number_in(low: float, high: float) -> Parser:
-    def parse(text: str) -> float:
-        value = parse_number(text)
+def _number_in(low: float, high: float) -> ValueType:
+    text = f"a number in [{low:g}, {high:g}]"
+
+    def parse(value_text: str) -> float:
+        value = parse_number(value_text)
         if not low <= value <= high:
-            raise ValueError(f"must be a number in [{low:g}, {high:g}]")
+            raise ValueError(f"must be {text}")
         return value
-    return parse
+    return ValueType(text, parse)
 
 
-def _one_of(allowed: tuple[str, ...]) -> Parser:
+def _one_of(allowed: tuple[str, ...]) -> ValueType:
     def parse(text: str) -> str:
         if text not in allowed:
             raise ValueError(f"must be one of {', '.join(allowed)}")
         return text
-    return parse
+    return ValueType("one of " + ", ".join(f"`{a}`" for a in allowed), parse)
 
 
-# key → (ScalerAnnotations field, parser)
+_BOOL = ValueType("`true` or `false`", parse_bool)
+
+# the families, by who reads them
+PAUSE_FAMILY = "pause"
+METRICS_FAMILY = "metrics"
+BEHAVIOR_FAMILY = "behavior"
+
+
+@dataclass(frozen=True)
+class Readers:
+    """Who reads a family of annotations: the kinds whose reconciler falls back on a bad value."""
+
+    # the kinds, in KINDS order
+    kinds: tuple[str, ...]
+    # which triggers or modes of those kinds, in words (Markdown)
+    where: str
+
+
+# family → its readers; every other kind ignores the family (the webhook refuses a bad value there)
+READERS: dict[str, Readers] = {
+    PAUSE_FAMILY: Readers(("ElasticScaler", "LLMScaler"),
+                          "every trigger and mode (with `scalingAlgorithm: HPA`, pausing pins the companion "
+                          "HPA)"),
+    METRICS_FAMILY: Readers(("ElasticScaler",),
+                            "`MetricsTrigger` with a scaling algorithm; with `scalingAlgorithm: HPA` the "
+                            "companion HPA aggregates metrics itself, so the webhook refuses these"),
+    BEHAVIOR_FAMILY: Readers(("ElasticScaler",),
+                             "every trigger; with `scalingAlgorithm: HPA` they become the companion HPA's "
+                             "`behavior`"),
+}
+# the kinds that read the pause annotations
+PAUSE_READERS = READERS[PAUSE_FAMILY].kinds
+
+
+@dataclass(frozen=True)
+class AnnotationSpec:
+    """One annotation: the parser's and the reference's one source."""
+
+    # the annotation key
+    key: str
+    # the ScalerAnnotations field it sets
+    field: str
+    # the values accepted
+    value: ValueType
+    # PAUSE_FAMILY, METRICS_FAMILY or BEHAVIOR_FAMILY
+    family: str
+    # what it does (Markdown, one paragraph)
+    help: str
+    # the default in words when the field's default is None ("unlimited", "not pinned")
+    unset: str = ""
+
+
+ANNOTATIONS: tuple[AnnotationSpec, ...] = (
+    AnnotationSpec(WINDOW_SECONDS, "window_seconds", _int_in(1, None), METRICS_FAMILY,
+                   "The aggregation window, in seconds: each metric's samples of the last `windowSeconds` "
+                   "are reduced to one value by `aggregationType`."),
+    AnnotationSpec(GC_FACTOR, "gc_factor", _number_at_least(1, strict=False), METRICS_FAMILY,
+                   "Samples are kept for `windowSeconds * gcFactor` seconds, then dropped."),
+    AnnotationSpec(METRICS_AGGREGATION_TYPE, "aggregation_type", _one_of(AGGREGATION_TYPES), METRICS_FAMILY,
+                   "How the samples in the window become one value: the mean, the largest, the smallest, a "
+                   "nearest-rank percentile (an observed sample, never interpolated) or the newest sample."),
+    AnnotationSpec(MISSING_DATA_POLICY, "missing_data_policy", _one_of(MISSING_DATA_POLICIES), METRICS_FAMILY,
+                   "A metric with no sample in the window: `Ignore` leaves it out of this sync's decision, "
+                   "`TreatAsZero` counts it as 0, `Fail` makes no decision this sync, naming the metric."),
+    AnnotationSpec(ENABLE_OUTLIER_FILTER, "enable_outlier_filter", _BOOL, METRICS_FAMILY,
+                   "Drop the samples farther than `outlierThreshold * MAD` from the window's median before "
+                   "aggregating (never all of them; nothing with fewer than three samples or a zero MAD)."),
+    AnnotationSpec(OUTLIER_THRESHOLD, "outlier_threshold", _number_at_least(0, strict=True), METRICS_FAMILY,
+                   "The outlier filter's threshold, in MADs (median absolute deviations) from the median."),
+    AnnotationSpec(PANIC_WINDOW_PERCENTAGE, "panic_window_percentage", _number_in(0, 100), METRICS_FAMILY,
+                   "The panic window, as a percentage of `windowSeconds` (6 s by default), aggregated beside "
+                   "the main window: it takes over a scale-up the main window would only creep towards and "
+                   "never drives a scale-down; `0` turns it off (Knative KPA's default is the same 10 %)."),
+    AnnotationSpec(SCALE_UP_STABILIZATION_WINDOW, "scale_up_stabilization_seconds",
+                   _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS), BEHAVIOR_FAMILY,
+                   "Scale up only to the lowest recommendation of this many last seconds (HPA's "
+                   "`behavior.scaleUp.stabilizationWindowSeconds`)."),
+    AnnotationSpec(SCALE_DOWN_STABILIZATION_WINDOW, "scale_down_stabilization_seconds",
+                   _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS), BEHAVIOR_FAMILY,
+                   "Scale down only to the highest recommendation of this many last seconds (HPA's "
+                   "`behavior.scaleDown.stabilizationWindowSeconds`). A StateTrigger follows its source at "
+                   "once unless this is set: its default there is 0."),
+    AnnotationSpec(SCALE_UP_MAX_PODS_PER_STEP, "scale_up_max_pods_per_step", _int_in(1, None),
+                   BEHAVIOR_FAMILY, "Add at most this many replicas in one step.", unset="unlimited"),
+    AnnotationSpec(SCALE_DOWN_MAX_PODS_PER_STEP, "scale_down_max_pods_per_step", _int_in(1, None),
+                   BEHAVIOR_FAMILY, "Remove at most this many replicas in one step.", unset="unlimited"),
+    AnnotationSpec(PAUSED, "paused", _BOOL, PAUSE_FAMILY,
+                   "`true` freezes the scaler: nothing is written to the target "
+                   "(`AbleToScale=True/Paused`)."),
+    AnnotationSpec(PAUSED_REPLICAS, "paused_replicas", _int_in(0, None), PAUSE_FAMILY,
+                   "Pin the target to this many replicas, whatever the trigger says "
+                   "(`AbleToScale=True/PausedReplicas`); it wins over `paused`.", unset="not pinned"),
+)
+
+# key → (ScalerAnnotations field, parser), per family
 _POLICY: dict[str, tuple[str, Parser]] = {
-    WINDOW_SECONDS: ("window_seconds", _int_in(1, None)),
-    GC_FACTOR: ("gc_factor", _number_at_least(1, strict=False)),
-    METRICS_AGGREGATION_TYPE: ("aggregation_type", _one_of(AGGREGATION_TYPES)),
-    MISSING_DATA_POLICY: ("missing_data_policy", _one_of(MISSING_DATA_POLICIES)),
-    ENABLE_OUTLIER_FILTER: ("enable_outlier_filter", parse_bool),
-    OUTLIER_THRESHOLD: ("outlier_threshold", _number_at_least(0, strict=True)),
-    PANIC_WINDOW_PERCENTAGE: ("panic_window_percentage", _number_in(0, 100)),
-    SCALE_UP_STABILIZATION_WINDOW: ("scale_up_stabilization_seconds",
-                                    _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS)),
-    SCALE_DOWN_STABILIZATION_WINDOW: ("scale_down_stabilization_seconds",
-                                      _int_in(0, MAX_STABILIZATION_WINDOW_SECONDS)),
-    SCALE_UP_MAX_PODS_PER_STEP: ("scale_up_max_pods_per_step", _int_in(1, None)),
-    SCALE_DOWN_MAX_PODS_PER_STEP: ("scale_down_max_pods_per_step", _int_in(1, None)),
-}
+    a.key: (a.field, a.value.parse) for a in ANNOTATIONS if a.family != PAUSE_FAMILY}
 _PAUSE: dict[str, tuple[str, Parser]] = {
-    PAUSED: ("paused", parse_bool),
-    PAUSED_REPLICAS: ("paused_replicas", _int_in(0, None)),
-}
+    a.key: (a.field, a.value.parse) for a in ANNOTATIONS if a.family == PAUSE_FAMILY}
 POLICY_KEYS = tuple(_POLICY)
 PAUSE_KEYS = tuple(_PAUSE)
-assert {f.name for f in fields(ScalerAnnotations)} == {f for f, _ in (*_POLICY.values(), *_PAUSE.values())}
+assert {f.name for f in fields(ScalerAnnotations)} == {a.field for a in ANNOTATIONS}
+assert len({a.key for a in ANNOTATIONS}) == len(ANNOTATIONS)
+assert all(a.key.startswith(POLICY_PREFIXES) for a in ANNOTATIONS if a.family != PAUSE_FAMILY)
 
 
 def _unknown_rule(key: str) -> str:

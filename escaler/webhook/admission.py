@@ -11,8 +11,10 @@
   - a request whose ``request.kind`` is not the route's kind: denied (code 400), the message
     naming both — a misconfigured ValidatingWebhookConfiguration must not pass objects
     unchecked;
-  - ``CREATE``/``UPDATE``: ``validate(object)``; no errors → allowed (with any warnings);
-    errors → denied with ``status: {code: 422, reason: "Invalid", message, details.causes}``,
+  - ``CREATE``/``UPDATE``: ``validate(object)``; no errors → allowed, with any warnings in
+    ``response.warnings`` (kubectl prints them as ``Warning: ...``), bounded and one line each by
+    ``warnings.bound_warnings``; errors → denied with
+    ``status: {code: 422, reason: "Invalid", message, details.causes}``,
     the message listing every error as ``<field path>: <rule>`` (``; ``-separated) and each
     cause carrying ``field`` and ``message``, as the API server's own 422 does;
   - ``UPDATE`` of an object being deleted (``metadata.deletionTimestamp`` set), or one that
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from escaler.api.rules import FieldError
+from escaler.webhook.warnings import bound_warnings
 
 __all__ = [
     "ADMISSION_API_VERSION",
@@ -109,8 +112,9 @@ def _response(uid: str, allowed: bool, status: Mapping[str, Any] | None = None,
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if status is not None:
         response["status"] = {"metadata": {}, "status": "Failure", **status}
-    if warnings:
-        response["warnings"] = warnings
+    shown = bound_warnings(warnings or ())
+    if shown:
+        response["warnings"] = shown
     return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
 
 

@@ -17,9 +17,29 @@ webhook) refuses them too. What needs code lives here:
   parsed (CEL only compares the strings);
 * annotations (CEL cannot see them): ``elasticscaler.io/paused``/``paused-replicas`` on every
   kind, the §5.4 metric and behavior annotations on ElasticScaler
-  (``escaler.scaling.annotations``); with ``scalingAlgorithm: HPA``, any
-  ``elasticscaler.io/metrics.*`` annotation is refused, since the companion HPA collects and
-  aggregates metrics itself and would silently ignore it (behavior annotations are applied).
+  (``escaler.scaling.annotations``; ``docs/reference/annotations.md`` lists them).
+
+**Annotations: warn when the reconciler falls back, deny what can never work.** The rule, per
+annotation and kind:
+
+* **warning** (allowed; ``response.warnings``, which kubectl prints as ``Warning: ...``) — a value
+  the reconciler replaces by its default, on a kind whose reconciler reads that annotation
+  (``READERS``: the pause annotations on ElasticScaler and LLMScaler, ``metrics.*`` and
+  ``behavior.*`` on ElasticScaler), and an unknown key under ``elasticscaler.io/metrics.`` or
+  ``behavior.`` on an ElasticScaler, which the reconciler ignores. The object works, with the
+  default (seed 003's fallback), and the warning says exactly what the reconciler's Warning event
+  ``InvalidAnnotation`` will say: the key as ``metadata.annotations[<key>]``, the rule, the value
+  and the default used (``AnnotationProblem.fallback_message``);
+* **denial** (422 naming ``metadata.annotations[<key>]`` and the rule) — what no default makes work:
+
+  - any ``elasticscaler.io/metrics.*`` annotation with ``scalingAlgorithm: HPA``: it contradicts the
+    spec (the companion HPA collects and aggregates metrics itself and would silently ignore it;
+    behavior annotations are applied, and warned about like any other ElasticScaler's);
+  - an invalid pause annotation on a kind whose reconciler never reads it (Tidal,
+    ResourceScalingGroup, LLMSLORequirement, JobSLORequirement): nothing falls back from it and no
+    event would ever report it, so the webhook is the only one to tell;
+  - annotations that are not a map of strings to strings (no reconciler can read them; the API
+    server never sends such an object).
 
 Every function takes the raw object (``request.object`` of an AdmissionReview) and returns
 ``FieldError``s. They never raise: a value of the wrong type is skipped here (the schema check
@@ -32,7 +52,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from escaler.api.rules import FieldError
-from escaler.scaling.annotations import ANNOTATION_PREFIX, annotation_path, parse_annotations
+from escaler.scaling.annotations import (
+    ANNOTATION_PREFIX,
+    DEFAULTS,
+    PAUSE_READERS,
+    ScalerAnnotations,
+    annotation_path,
+    defaults_for_trigger,
+    parse_annotations,
+)
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.registry import DEFAULT_ALGORITHM, HPA, is_known_algorithm, registered_algorithms
 from escaler.scaling.schedule import parse_schedule
@@ -98,15 +126,22 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _annotations(obj: Mapping[str, Any], checks: Checks, *, policies: bool, hpa: bool = False) -> None:
-    """The annotation values; with ``hpa``, each ``metrics.*`` key is refused instead, whatever its value."""
+def _annotations(obj: Mapping[str, Any], checks: Checks, *, policies: bool, read: bool,
+                 hpa: bool = False, defaults: ScalerAnnotations = DEFAULTS) -> None:
+    """The annotation values (see the module docstring): with ``read`` (the kind's reconciler reads
+    them and falls back to ``defaults``), an unusable value is a warning, else a denial; with
+    ``hpa``, each ``metrics.*`` key is refused instead, whatever its value."""
     raw = _map(obj.get("metadata")).get("annotations")
     if raw is None:
         return
     ignored = sorted(k for k in _map(raw) if isinstance(k, str) and k.startswith(METRICS_ANNOTATION_PREFIX))
-    _, problems = parse_annotations(raw, policies=policies)
+    _, problems = parse_annotations(raw, policies=policies, defaults=defaults)
     for p in problems:
-        if not (hpa and p.key in ignored):
+        if hpa and p.key in ignored:
+            continue
+        if read and p.key and isinstance(p.value, str):
+            checks.warnings.append(p.fallback_message())
+        else:
             checks.fail(p.path, f"{p.rule}, got {_show(p.value)}" if p.key else p.rule)
     if hpa:
         for key in ignored:
@@ -114,6 +149,10 @@ def _annotations(obj: Mapping[str, Any], checks: Checks, *, policies: bool, hpa:
                         f"{METRICS_ANNOTATION_PREFIX}* annotations have no effect with scalingAlgorithm "
                         f"{HPA}: the companion HPA collects and aggregates metrics itself; remove it "
                         f"(HPA mode reads only the {ANNOTATION_PREFIX}behavior.* and pause annotations)")
+
+
+def _pause_annotations(kind: str, obj: Mapping[str, Any], checks: Checks) -> None:
+    _annotations(obj, checks, policies=False, read=kind in PAUSE_READERS)
 
 
 # ---------------------------------------------------------------- per kind
@@ -127,7 +166,8 @@ def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
     if algorithm is None:
         algorithm = DEFAULT_ALGORITHM
     hpa = isinstance(mt, Mapping) and trigger.get("type") == "MetricsTrigger" and algorithm == HPA
-    _annotations(obj, checks, policies=True, hpa=hpa)
+    _annotations(obj, checks, policies=True, read=True, hpa=hpa,
+                 defaults=defaults_for_trigger(trigger.get("type")))
     if isinstance(mt, Mapping):
         if isinstance(algorithm, str) and not is_known_algorithm(algorithm):
             registered = ", ".join(registered_algorithms()) or "none"
@@ -146,7 +186,7 @@ def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
 
 
 def check_llmscaler(obj: Mapping[str, Any], checks: Checks) -> None:
-    _annotations(obj, checks, policies=False)
+    _pause_annotations("LLMScaler", obj, checks)
     spec = _map(obj.get("spec"))
     checks.endpoint("spec.prometheus.endpoint", _map(spec.get("prometheus")).get("endpoint"))
     checks.endpoint("spec.flow.endpoint", _map(spec.get("flow")).get("endpoint"))
@@ -154,13 +194,13 @@ def check_llmscaler(obj: Mapping[str, Any], checks: Checks) -> None:
 
 
 def check_rsg(obj: Mapping[str, Any], checks: Checks) -> None:
-    _annotations(obj, checks, policies=False)
+    _pause_annotations("ResourceScalingGroup", obj, checks)
     prometheus = _map(_map(_map(obj.get("spec")).get("scaleDown")).get("prometheus"))
     checks.endpoint("spec.scaleDown.prometheus.endpoint", prometheus.get("endpoint"))
 
 
 def check_tidal(obj: Mapping[str, Any], checks: Checks) -> None:
-    _annotations(obj, checks, policies=False)
+    _pause_annotations("Tidal", obj, checks)
     for i, rule in enumerate(_list(_map(obj.get("spec")).get("rules"))):
         rule = _map(rule)
         name = rule.get("name")
@@ -187,8 +227,8 @@ def check_tidal(obj: Mapping[str, Any], checks: Checks) -> None:
 
 
 def check_common(obj: Mapping[str, Any], checks: Checks) -> None:
-    """What every kind gets: the pause annotations."""
-    _annotations(obj, checks, policies=False)
+    """What every other kind gets: the pause annotations, which it never reads (a bad value is denied)."""
+    _annotations(obj, checks, policies=False, read=False)
 
 
 # kind → its extra checks

@@ -10,7 +10,8 @@
 * with ``python -m escaler manager`` serving the webhook, registered in the API server, a table
   of invalid objects across all six kinds is refused — by the schema/CEL or by the webhook —
   with the field path in kubectl's message, and the same object with the one mistake fixed is
-  created; deletes are allowed;
+  created; annotation values the reconciler falls back from (``WARNED``) are created with
+  kubectl's ``Warning:`` naming the key, the rule, the value and the default; deletes are allowed;
 * issue 9: the manager's HTTP surfaces against the real TokenReview/SubjectAccessReview: the
   signal API speaks only TLS by default (a self-signed certificate whose fingerprint is logged),
   accepts only tokens for the ``escaler`` audience, rate-limits failed authentications (429);
@@ -83,24 +84,6 @@ WEBHOOK_ONLY: list[tuple[str, str, dict[str, Any], str]] = [
         {"spec.trigger.signalTrigger.endpoint": "http://" + "g" * 64 + ".llm/activity"},
         "spec.trigger.signalTrigger.endpoint",
     ),
-    (
-        "es/annotation-window-not-int",
-        ES_M,
-        {f"{ANN}.elasticscaler\\.io/metrics\\.windowSeconds": "a minute"},
-        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
-    ),
-    (
-        "es/annotation-aggregation-enum",
-        ES_M,
-        {f"{ANN}.elasticscaler\\.io/metrics\\.aggregationType": "Median"},
-        f"{ANN}[elasticscaler.io/metrics.aggregationType]",
-    ),
-    (
-        "es/annotation-paused-replicas",
-        ES_S,
-        {f"{ANN}": {"elasticscaler.io/paused-replicas": "-2"}},
-        f"{ANN}[elasticscaler.io/paused-replicas]",
-    ),
     # issue 8 item 7: the companion HPA would silently ignore metrics.* annotations
     ("es/hpa-with-metrics-annotation", ES_M, _HPA, f"{ANN}[elasticscaler.io/metrics.windowSeconds]"),
     (
@@ -132,6 +115,32 @@ WEBHOOK_ONLY: list[tuple[str, str, dict[str, Any], str]] = [
         RSG,
         {"spec.scaleDown.prometheus.endpoint": "http://prometheus..svc:9090"},
         "spec.scaleDown.prometheus.endpoint",
+    ),
+]
+
+# Issue 28 item 6: annotation values the reconciler replaces by their default (seed 003's fallback) are
+# accepted, with the webhook on too, and kubectl prints the webhook's warning naming the key, the rule,
+# the value and the default used. (id, sample, the mistake, what the warning must say)
+WARNED: list[tuple[str, str, dict[str, Any], str]] = [
+    (
+        "es/annotation-window-not-int",
+        ES_M,
+        {f"{ANN}.elasticscaler\\.io/metrics\\.windowSeconds": "a minute"},
+        f"Warning: {ANN}[elasticscaler.io/metrics.windowSeconds]: must be an integer >= 1, got 'a minute'; "
+        "using the default 60",
+    ),
+    (
+        "es/annotation-aggregation-enum",
+        ES_M,
+        {f"{ANN}.elasticscaler\\.io/metrics\\.aggregationType": "Median"},
+        f"Warning: {ANN}[elasticscaler.io/metrics.aggregationType]: must be one of Average, Max, Min, P50, "
+        "P90, P95, P99, Latest, got 'Median'; using the default Average",
+    ),
+    (
+        "es/annotation-paused-replicas",
+        ES_S,
+        {f"{ANN}": {"elasticscaler.io/paused-replicas": "-2"}},
+        f"Warning: {ANN}[elasticscaler.io/paused-replicas]: must be an integer >= 0, got '-2'; ignored",
     ),
 ]
 
@@ -260,7 +269,7 @@ def test_cel_and_schema_rules_enforced_by_the_api_server_alone(cluster: Cluster,
     assert len(MALFORMED) >= 40 and len({m.kind for m in MALFORMED}) == 6
     assert server_disagreements(dry_run) == []
     samples = load_samples()
-    refused = [cid for cid, sample, changes, _ in WEBHOOK_ONLY
+    refused = [cid for cid, sample, changes, _ in WEBHOOK_ONLY + WARNED
                if not dry_run(_set_annotation_path(samples[sample], changes))[0]]
     assert refused == [], "refused without the webhook: move these to api_cases"
 
@@ -299,6 +308,13 @@ def test_invalid_objects_refused_fixed_ones_accepted(
             ok, msg = submit(cluster, namespace, fixed)
             if not ok:
                 failures.append(f"{cid}: fixed object refused: {msg}")
+        # what the reconciler falls back on is accepted, with the webhook's warning (issue 28 item 6)
+        for cid, sample, changes, warning in WARNED:
+            ok, msg = submit(cluster, namespace, _unique(_set_annotation_path(samples[sample], changes)))
+            if not ok:
+                failures.append(f"{cid}: refused: {msg}")
+            elif warning not in msg.splitlines():
+                failures.append(f"{cid}: no {warning!r} in {msg!r}")
         # deletes are always allowed
         kinds = "es,tidal,rsg,llms,llmslo,jobslo"
         cluster.kubectl("delete", kinds, "--all", "-n", namespace)

@@ -24,8 +24,11 @@ afterwards is still reconciled (its Deployment raised to ``minReplicas``), then 
 drains (is seen empty within ``DRAIN_S``) and no reconcile runs for more than ``STUCK_S``.
 
 Then each shape only code refuses (``CODE_ONLY``, per kind) once, with a target and serviceId of its
-own: the webhook refuses it naming the field, and without the webhook the reconciler reports it in a
-False condition naming the field (an ElasticScaler annotation: a Warning Event ``InvalidAnnotation``).
+own: the webhook refuses it naming the field — or, for an annotation value the reconciler falls back
+from (ElasticScaler, LLMScaler; issue 28 item 6), accepts it with an admission warning naming the
+annotation, which the API server passes on as a ``Warning`` header — and without the webhook the
+reconciler reports it in a False condition naming the field (an annotation: a Warning Event
+``InvalidAnnotation``).
 
 Reduced (every e2e run): ``derandomize`` with 60 examples (120 creates, plus 42 fixed ones). Full
 (``ESCALER_CHAOS=full``): 500 examples. Reports (``record_property``): ``runs`` (creates),
@@ -211,6 +214,7 @@ CODE_ONLY.update({
     "LLMScaler": [
         Mutation("set", ("spec", "prometheus", "endpoint"), "http://user:pw@prometheus:9090"),
         Mutation("set", ("spec", "customProvider", "url"), "not a url"),
+        Mutation("set", ("metadata", "annotations", "elasticscaler.io/paused"), "maybe"),
     ],
     "LLMSLORequirement": [
         Mutation("set", ("metadata", "annotations", "elasticscaler.io/paused"), "yes please"),
@@ -339,21 +343,41 @@ class Record:
     refused: int = 0
     # creates the webhook refused that the API server alone accepted
     webhook_only: int = 0
+    # code-only annotation mistakes accepted with the webhook on, with a warning naming the annotation
+    warned: int = 0
 
 
-def create(api: k8s.CustomObjectsApi, ns: str, obj: dict[str, Any]) -> tuple[int, str, list[str]]:
-    """(HTTP status, message, causes' fields) of a create; 201 on success."""
+# kinds whose reconciler reads the pause annotations and falls back (escaler.scaling.annotations.READERS)
+FALLBACK_KINDS = ("ElasticScaler", "LLMScaler")
+# one Warning header value: 299 <agent> "<text>" (RFC 7234; the API server's agent is "-")
+_WARNING_RE = re.compile(r'^\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+
+
+def _warnings(headers: Any) -> list[str]:
+    values = headers.getlist("Warning") if hasattr(headers, "getlist") else [headers.get("Warning") or ""]
+    out = []
+    for value in values:
+        m = _WARNING_RE.match(value or "")
+        if m:
+            out.append(re.sub(r"\\(.)", r"\1", m.group(1)))
+    return out
+
+
+def create(api: k8s.CustomObjectsApi, ns: str, obj: dict[str, Any]) -> tuple[int, str, list[str], list[str]]:
+    """(HTTP status, message, causes' fields, warnings) of a create; 201 on success, with the admission
+    warnings the API server passed on (what kubectl prints as ``Warning: ...``)."""
     group, version, plural = KINDS[obj["kind"]]
     try:
-        api.create_namespaced_custom_object(group, version, ns, plural, obj, _request_timeout=60)
-        return 201, "", []
+        _, code, headers = api.create_namespaced_custom_object_with_http_info(
+            group, version, ns, plural, obj, _request_timeout=60)
+        return int(code), "", [], _warnings(headers)
     except ApiException as exc:
         try:
             status = json.loads(exc.body or "{}")
         except ValueError:
             status = {"message": str(exc.body)[:2000]}
         causes = ((status.get("details") or {}).get("causes")) or []
-        return int(exc.status), str(status.get("message", "")), [str(c.get("field", "")) for c in causes]
+        return int(exc.status), str(status.get("message", "")), [str(c.get("field", "")) for c in causes], []
 
 
 def settled(obj: dict[str, Any]) -> bool:
@@ -464,8 +488,10 @@ def test_random_custom_resources_are_refused_naming_the_field_or_reconciled(
                 remove(obj, m.path) if m.op == "delete" else put(obj, m.path, m.value)
                 obj["metadata"]["name"] = name = f"code-{next(counter)}"
                 _unique(obj, name)
-                _judge(api, obj, [m], hooked, plain, rec)
+                warnings = _judge(api, obj, [m], hooked, plain, rec)
                 fixed.append((obj, m))
+                if m.path[:2] == ("metadata", "annotations") and obj["kind"] in FALLBACK_KINDS:
+                    _warned(obj, m, hooked, warnings, rec)
         _wait_settled(api, rec)
         reported = _reported(api, cluster, plain, fixed, rec)
         _sentinel(cluster, plain, mgr)
@@ -484,6 +510,11 @@ def test_random_custom_resources_are_refused_naming_the_field_or_reconciled(
     assert rec.refused and rec.accepted and rec.webhook_only, summary
     # the reconcilers judged code-only mistakes of the four scaler kinds (not all refused by CEL first)
     assert reported >= 8, (reported, summary)
+    # every fall-back annotation of CODE_ONLY (two per ElasticScaler sample, one per LLMScaler sample) was
+    # accepted with the webhook on, with a warning naming the annotation
+    fallbacks = sum(1 for sample in SAMPLES for m in CODE_ONLY[sample["kind"]]
+                    if m.path[:2] == ("metadata", "annotations") and sample["kind"] in FALLBACK_KINDS)
+    assert fallbacks >= 3 and rec.warned == fallbacks, (rec.warned, fallbacks, summary)
 
 
 def _wait_webhook_scoped(api: k8s.CustomObjectsApi, hooked: str, plain: str) -> None:
@@ -505,12 +536,14 @@ def _wait_webhook_scoped(api: k8s.CustomObjectsApi, hooked: str, plain: str) -> 
 
 
 def _judge(api: k8s.CustomObjectsApi, obj: dict[str, Any], mutations: list[Mutation], hooked: str,
-           plain: str, rec: Record) -> None:
+           plain: str, rec: Record) -> dict[str, list[str]]:
+    """Create ``obj`` in both namespaces and judge the outcomes; returns each namespace's warnings."""
     what = f"{obj['kind']}/{obj['metadata']['name']} ({'; '.join(map(str, mutations))})"
     codes: dict[str, int] = {}
+    warnings: dict[str, list[str]] = {}
     for ns in (plain, hooked):
         rec.runs += 1
-        code, message, fields = create(api, ns, obj)
+        code, message, fields, warnings[ns] = create(api, ns, obj)
         codes[ns] = code
         if code == 201:
             rec.accepted.append((obj["kind"], ns, obj["metadata"]["name"]))
@@ -525,6 +558,26 @@ def _judge(api: k8s.CustomObjectsApi, obj: dict[str, Any], mutations: list[Mutat
         rec.failures.append(f"{what}: refused by schema/CEL alone but accepted with the webhook on")
     if codes[plain] == 201 and codes[hooked] != 201:
         rec.webhook_only += 1
+    return warnings
+
+
+def _warned(obj: dict[str, Any], m: Mutation, hooked: str, warnings: dict[str, list[str]],
+            rec: Record) -> None:
+    """An annotation the kind's reconciler falls back from: accepted with the webhook on, and a warning
+    names it (``metadata.annotations[<key>]``), the value and the default used (issue 28 item 6)."""
+    what = f"{obj['kind']}/{obj['metadata']['name']} ({m})"
+    if (obj["kind"], hooked, obj["metadata"]["name"]) not in rec.accepted:
+        rec.failures.append(f"{what}: refused with the webhook on; the reconciler falls back from it, so "
+                            "the webhook should accept it with a warning")
+        return
+    path = f"metadata.annotations[{m.path[2]}]"
+    named = [w for w in warnings[hooked] if w.startswith(f"{path}: ") and repr(m.value) in w
+             and ("using the default" in w or w.endswith("; ignored"))]
+    if not named:
+        rec.failures.append(f"{what}: accepted with the webhook on, but no warning names {path}, the value "
+                            f"and the default: {warnings[hooked]}")
+        return
+    rec.warned += 1
 
 
 def _wait_settled(api: k8s.CustomObjectsApi, rec: Record) -> None:

@@ -1,7 +1,9 @@
 """E2E helpers: run ``python -m escaler manager`` with its validating webhook and register it in
 the real API server.
 
-The manager is a subprocess, exactly as a user runs it; its serving certificate comes from
+The manager is a subprocess, exactly as a user runs it (the ``escaler`` package of
+``ESCALER_E2E_SRC`` when set, so a regression test can watch the old code fail); its serving
+certificate comes from
 ``hack/webhook-certs.sh``; the shipped ``manifests/webhook/`` configuration is applied with each
 webhook's ``clientConfig`` pointed at the manager's loopback URL (the API server runs on this
 machine, so no Service is needed) and the CA bundle patched in.
@@ -23,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from .conftest import ROOT, Cluster, eventually
+from .conftest import ROOT, Cluster, eventually, source_dir
 from .conftest import free_port as cluster_free_port
 
 WEBHOOK_CONFIG = ROOT / "manifests" / "webhook" / "validating-webhook-configuration.yaml"
@@ -67,24 +69,27 @@ class ManagerProcess:
 
 @contextmanager
 def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str,
-                         namespace: str | None = None) -> Iterator[ManagerProcess]:
+                         namespace: str | None = None, user: str | None = None) -> Iterator[ManagerProcess]:
     """The manager with its webhook, registered with the shipped configuration. With ``namespace``
     (the parallel tier, docs/testing.md) the manager watches only that namespace and the
     configuration, renamed ``<name>-<namespace>``, serves only it (a ``namespaceSelector`` on its
     name label), so tests running beside it never meet this webhook; without, it serves every
-    namespace (a serial test)."""
+    namespace (a serial test). With ``user`` (the local control plane only) the manager runs as that
+    client-certificate user, so the shared audit log tells its writes apart; without, as the admin."""
     certs = workdir / "webhook-certs"
     subprocess.run(
         ["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True, capture_output=True
     )
     port = free_port()
     log = workdir / "manager.log"
+    kubeconfig = cluster.require_local().user_kubeconfig(user) if user else cluster.kubeconfig
+    src = source_dir()
     args = [
         sys.executable,
         "-m",
         "escaler",
         "manager",
-        f"--kubeconfig={cluster.kubeconfig}",
+        f"--kubeconfig={kubeconfig}",
         f"--webhook-port={port}",
         f"--webhook-cert-dir={certs}",
         "--metrics-bind-address=127.0.0.1:0",
@@ -94,9 +99,9 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str,
         *extra,
     ]
     with open(log, "wb") as f:
-        proc = subprocess.Popen(
-            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)}
+        proc = subprocess.Popen(args, cwd=src, stdout=f, stderr=subprocess.STDOUT, env=env)
     mp = ManagerProcess(proc, log, port)
     names = [_config_name(d["metadata"]["name"], namespace)
              for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]

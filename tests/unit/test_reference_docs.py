@@ -1,6 +1,7 @@
-"""docs/reference/ is generated from the models and the reconcilers' condition constants: the committed
-pages equal the generator's output, the condition catalog covers exactly the reasons the code writes,
-and the generator's tables say what the models say."""
+"""docs/reference/ is generated from the models, the reconcilers' condition constants and the annotation
+table: the committed pages equal the generator's output (annotations.md included), the condition catalog
+covers exactly the reasons the code writes, and the generator's tables say what the models and the
+annotation parser say."""
 
 from __future__ import annotations
 
@@ -14,11 +15,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from escaler.api.docgen import HEADER, REFRESH_COMMAND, DocError, field_rows, render_reference, rule_rows
+from escaler.api.docgen import (
+    ANNOTATIONS_PAGE,
+    HEADER,
+    REFRESH_COMMAND,
+    DocError,
+    field_rows,
+    render_reference,
+    rule_rows,
+)
 from escaler.api.registry import KINDS
 from escaler.cli import conditiondocs
+from escaler.cli.annotationdocs import EVENT_REASON, NON_READERS, render_annotations
 from escaler.cli.docs import render
 from escaler.cli.main import main
+from escaler.reconcilers.elasticscaler.report import EVENT_INVALID_ANNOTATION
+from escaler.scaling import annotations as ann
 from escaler.scaling import conditions as scaler_conditions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +92,87 @@ def test_a_kind_without_condition_docs_is_refused() -> None:
     del docs["Tidal"]
     with pytest.raises(DocError, match="Tidal"):
         render_reference(docs)
+
+
+# ------------------------------------------------------------------ the annotations page (issue 28 item 7)
+
+
+def test_the_annotations_page_is_committed_and_linked() -> None:
+    """A missing or stale annotations.md fails test_committed_reference_is_current; this says which."""
+    page = REFERENCE / ANNOTATIONS_PAGE
+    assert page.exists(), f"docs/reference/{ANNOTATIONS_PAGE} is missing: run `{REFRESH_COMMAND}`"
+    assert page.read_text(encoding="utf-8") == render_annotations(), (
+        f"docs/reference/{ANNOTATIONS_PAGE} is out of date: run `{REFRESH_COMMAND}`")
+    pages = render()
+    assert pages[ANNOTATIONS_PAGE].startswith(HEADER)
+    assert f"]({ANNOTATIONS_PAGE})" in pages["README.md"]
+    assert "](docs/reference/annotations.md)" in README.read_text(encoding="utf-8")
+
+
+def _annotation_rows() -> dict[str, list[str]]:
+    """The summary table of the page: key → [value, default, read by]."""
+    rows = {}
+    for line in render_annotations().splitlines():
+        m = re.match(r"^\| \[`([^`]+)`\]\(#[^)]+\) \| (.*) \|$", line)
+        if m:
+            rows[m.group(1)] = m.group(2).split(" | ")
+    return rows
+
+
+def test_the_annotations_page_lists_every_key_the_parser_reads() -> None:
+    rows = _annotation_rows()
+    assert list(rows) == [a.key for a in ann.ANNOTATIONS]
+    assert set(rows) == set(ann.POLICY_KEYS) | set(ann.PAUSE_KEYS)
+    for key in ("elasticscaler.io/metrics.aggregationType", "elasticscaler.io/metrics.missingDataPolicy",
+                "elasticscaler.io/metrics.outlierThreshold", "elasticscaler.io/metrics.gcFactor"):
+        assert key in rows  # issue 28 item 7 names these
+    text = render_annotations()
+    for a in ann.ANNOTATIONS:
+        assert f"### `{a.key}`" in text
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "default", "read_by"),
+    [
+        (ann.WINDOW_SECONDS, "an integer >= 1", "`60`", "ElasticScaler"),
+        (ann.GC_FACTOR, "a number >= 1", "`2`", "ElasticScaler"),
+        (ann.METRICS_AGGREGATION_TYPE, "one of `Average`, `Max`, `Min`, `P50`, `P90`, `P95`, `P99`, `Latest`",
+         "`Average`", "ElasticScaler"),
+        (ann.MISSING_DATA_POLICY, "one of `Ignore`, `TreatAsZero`, `Fail`", "`Ignore`", "ElasticScaler"),
+        (ann.OUTLIER_THRESHOLD, "a number > 0", "`3`", "ElasticScaler"),
+        (ann.SCALE_DOWN_STABILIZATION_WINDOW, "an integer in [0, 3600]", "`300` (`0` for a StateTrigger)",
+         "ElasticScaler"),
+        (ann.SCALE_UP_MAX_PODS_PER_STEP, "an integer >= 1", "unlimited", "ElasticScaler"),
+        (ann.PAUSED, "`true` or `false`", "`false`", "ElasticScaler, LLMScaler"),
+        (ann.PAUSED_REPLICAS, "an integer >= 0", "not pinned", "ElasticScaler, LLMScaler"),
+    ],
+    ids=lambda v: v.split("/")[-1] if isinstance(v, str) and "/" in v else None,
+)
+def test_annotation_rows_say_what_the_parser_does(key: str, value: str, default: str, read_by: str) -> None:
+    assert _annotation_rows()[key] == [value, default, read_by]
+
+
+@pytest.mark.parametrize("spec", ann.ANNOTATIONS, ids=lambda a: a.key.split("/")[-1])
+def test_the_documented_value_type_is_the_parsers(spec: ann.AnnotationSpec) -> None:
+    """The parser reads the same table: a bad value's rule is the documented value type."""
+    _, problems = ann.parse_annotations({spec.key: "not-a-value"}, policies=True)
+    assert [p.key for p in problems] == [spec.key]
+    if spec.value.text.startswith(("an integer", "one of", "`true`")):
+        assert spec.value.text.replace("`", "").replace('"', "") in problems[0].rule.replace('"', "")
+    getattr(ann.DEFAULTS, spec.field)  # the field exists
+
+
+def test_the_annotations_page_names_the_real_event_and_the_webhook_rule() -> None:
+    assert EVENT_REASON == EVENT_INVALID_ANNOTATION
+    text = render_annotations()
+    assert "Warning: metadata.annotations[elasticscaler.io/metrics.missingDataPolicy]: must be one of" in text
+    assert "using the default Ignore" in text
+    assert set(NON_READERS) | set(ann.PAUSE_READERS) == set(KINDS)
+
+
+def test_a_page_without_the_header_is_refused() -> None:
+    with pytest.raises(DocError, match=r"annotations\.md"):
+        render_reference(conditiondocs.condition_docs(), "# no header\n")
 
 
 # ------------------------------------------------------------------ the tables say what the models say

@@ -3,6 +3,7 @@ in the message; the same object with that mistake fixed is allowed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,9 +13,12 @@ from webhook_samples import DELETE, ELASTICSCALER, SAMPLES, put, sample
 
 from escaler.api.registry import KINDS
 from escaler.scaling import register_algorithm, unregister_algorithm
+from escaler.scaling.annotations import DEFAULTS, defaults_for_trigger, parse_annotations
 from escaler.scaling.endpoints import parse_host_patterns
+from escaler.webhook.admission import Outcome, review
 from escaler.webhook.checks import CheckContext
-from escaler.webhook.validation import ROUTES, validate_object
+from escaler.webhook.validation import ROUTES, validate_object, validators
+from escaler.webhook.warnings import MAX_WARNING_BYTES, MAX_WARNINGS
 
 MT = "spec.trigger.metricsTrigger"
 ANN = "metadata.annotations"
@@ -215,76 +219,6 @@ CASES: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = [
         "spec.trigger.signalTrigger.endpoint",
         {"spec.trigger.signalTrigger.endpoint": "http://gateway/activity"},
     ),
-    (
-        "es-ann-window-zero",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "0"},
-        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
-        {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "120"},
-    ),
-    (
-        "es-ann-gc-factor-below-1",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.gcFactor]": "0.5"},
-        f"{ANN}[elasticscaler.io/metrics.gcFactor]",
-        {f"{ANN}[elasticscaler.io/metrics.gcFactor]": "1.5"},
-    ),
-    (
-        "es-ann-aggregation-type",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "Median"},
-        f"{ANN}[elasticscaler.io/metrics.aggregationType]",
-        {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "P50"},
-    ),
-    (
-        "es-ann-missing-data-policy",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]": "Skip"},
-        f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]",
-        {f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]": "TreatAsZero"},
-    ),
-    (
-        "es-ann-outlier-filter",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]": "yes"},
-        f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]",
-        {f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]": "true"},
-    ),
-    (
-        "es-ann-outlier-threshold",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.outlierThreshold]": "0"},
-        f"{ANN}[elasticscaler.io/metrics.outlierThreshold]",
-        {f"{ANN}[elasticscaler.io/metrics.outlierThreshold]": "2.5"},
-    ),
-    (
-        "es-ann-stabilization-too-long",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "4000"},
-        f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]",
-        {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "3600"},
-    ),
-    (
-        "es-ann-max-pods-zero",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]": "0"},
-        f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]",
-        {f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]": "1"},
-    ),
-    (
-        "es-ann-typo",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/metrics.windowSecond]": "30"},
-        f"{ANN}[elasticscaler.io/metrics.windowSecond]",
-        {f"{ANN}[elasticscaler.io/metrics.windowSecond]": DELETE},
-    ),
-    (
-        "es-paused-not-bool",
-        "elasticscaler",
-        {f"{ANN}[elasticscaler.io/paused]": "yes"},
-        f"{ANN}[elasticscaler.io/paused]",
-        {f"{ANN}[elasticscaler.io/paused]": "true"},
-    ),
     # ---- Tidal
     (
         "tidal-no-cron-tz",
@@ -425,13 +359,6 @@ CASES: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = [
         "spec.prometheus.metrics[0].targetPerReplica",
         {"spec.prometheus.metrics[0].targetPerReplica": 0.5},
     ),
-    (
-        "llms-paused-bad",
-        "llmscaler",
-        {f"{ANN}[elasticscaler.io/paused]": "True"},
-        f"{ANN}[elasticscaler.io/paused]",
-        {f"{ANN}[elasticscaler.io/paused]": "false"},
-    ),
     # ---- LLMSLORequirement
     (
         "llmslo-bound-types-differ",
@@ -500,6 +427,68 @@ CASES: list[tuple[str, str, dict[str, Any], str, dict[str, Any]]] = [
 ]
 
 
+# an ElasticScaler following a Tidal (StateTrigger)
+_STATE: dict[str, Any] = {
+    "spec.targetRef": {"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal", "name": "office-hours"},
+    "spec.trigger": {"type": "StateTrigger"}}
+
+# Issue 28 item 6: an annotation value the reconciler replaces by its default is allowed with a warning
+# that says what the reconciler's Warning event says. (id, sample, the mistake {path: value}, the key,
+# the warning's ending: the default used, the fix {path: value})
+WARNED: list[tuple[str, str, dict[str, Any], str, str, dict[str, Any]]] = [
+    ("es-ann-window-zero", "elasticscaler", {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "0"},
+     "elasticscaler.io/metrics.windowSeconds", "got '0'; using the default 60",
+     {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": "120"}),
+    ("es-ann-gc-factor-below-1", "elasticscaler", {f"{ANN}[elasticscaler.io/metrics.gcFactor]": "0.5"},
+     "elasticscaler.io/metrics.gcFactor", "got '0.5'; using the default 2",
+     {f"{ANN}[elasticscaler.io/metrics.gcFactor]": "1.5"}),
+    ("es-ann-aggregation-type", "elasticscaler",
+     {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "Median"},
+     "elasticscaler.io/metrics.aggregationType", "got 'Median'; using the default Average",
+     {f"{ANN}[elasticscaler.io/metrics.aggregationType]": "P50"}),
+    ("es-ann-missing-data-policy", "elasticscaler",
+     {f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]": "Skip"},
+     "elasticscaler.io/metrics.missingDataPolicy", "got 'Skip'; using the default Ignore",
+     {f"{ANN}[elasticscaler.io/metrics.missingDataPolicy]": "TreatAsZero"}),
+    ("es-ann-outlier-filter", "elasticscaler",
+     {f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]": "yes"},
+     "elasticscaler.io/metrics.enableOutlierFilter", "got 'yes'; using the default false",
+     {f"{ANN}[elasticscaler.io/metrics.enableOutlierFilter]": "true"}),
+    ("es-ann-outlier-threshold", "elasticscaler", {f"{ANN}[elasticscaler.io/metrics.outlierThreshold]": "0"},
+     "elasticscaler.io/metrics.outlierThreshold", "got '0'; using the default 3",
+     {f"{ANN}[elasticscaler.io/metrics.outlierThreshold]": "2.5"}),
+    ("es-ann-stabilization-too-long", "elasticscaler",
+     {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "4000"},
+     "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds", "got '4000'; using the default 300",
+     {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "3600"}),
+    # a StateTrigger's default scale-down window is 0: the warning names the default the reconciler uses
+    ("es-ann-state-trigger-window", "elasticscaler",
+     {**_STATE, f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "soon"},
+     "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds", "got 'soon'; using the default 0",
+     {f"{ANN}[elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds]": "60"}),
+    ("es-ann-max-pods-zero", "elasticscaler",
+     {f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]": "0"},
+     "elasticscaler.io/behavior.scaleUp.maxPodsPerStep", "got '0'; ignored",
+     {f"{ANN}[elasticscaler.io/behavior.scaleUp.maxPodsPerStep]": "1"}),
+    ("es-ann-typo", "elasticscaler", {f"{ANN}[elasticscaler.io/metrics.windowSecond]": "30"},
+     "elasticscaler.io/metrics.windowSecond", "got '30'; ignored",
+     {f"{ANN}[elasticscaler.io/metrics.windowSecond]": DELETE}),
+    ("es-paused-not-bool", "elasticscaler", {f"{ANN}[elasticscaler.io/paused]": "yes"},
+     "elasticscaler.io/paused", "got 'yes'; using the default false",
+     {f"{ANN}[elasticscaler.io/paused]": "true"}),
+    # HPA mode reads behavior.* (the companion HPA's behavior) and falls back like any other mode
+    ("es-hpa-behavior-bad", "hpa-scaler",
+     {f"{ANN}[elasticscaler.io/behavior.scaleUp.stabilizationWindowSeconds]": "-1"},
+     "elasticscaler.io/behavior.scaleUp.stabilizationWindowSeconds", "got '-1'; using the default 0",
+     {f"{ANN}[elasticscaler.io/behavior.scaleUp.stabilizationWindowSeconds]": "30"}),
+    ("llms-paused-bad", "llmscaler", {f"{ANN}[elasticscaler.io/paused]": "True"},
+     "elasticscaler.io/paused", "got 'True'; using the default false",
+     {f"{ANN}[elasticscaler.io/paused]": "false"}),
+    ("llms-paused-replicas-bad", "llmscaler", {f"{ANN}[elasticscaler.io/paused-replicas]": "-3"},
+     "elasticscaler.io/paused-replicas", "got '-3'; ignored",
+     {f"{ANN}[elasticscaler.io/paused-replicas]": "3"}),
+]
+
 def _kind(name: str) -> str:
     return str(SAMPLES[name]["kind"])
 
@@ -533,6 +522,71 @@ def test_mistake_denied_and_fix_allowed(
     assert validate_object(_kind(name), fixed).errors == []
 
 
+def test_warned_table_covers_both_reading_kinds() -> None:
+    assert len(WARNED) >= 12 and len({c[0] for c in WARNED}) == len(WARNED)
+    assert {_kind(c[1]) for c in WARNED} == {"ElasticScaler", "LLMScaler"}
+    assert not {c[0] for c in WARNED} & {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize(("name", "mistake", "key", "ending", "fix"), [c[1:] for c in WARNED],
+                         ids=[c[0] for c in WARNED])
+def test_fallback_value_allowed_with_the_reconcilers_warning(
+    name: str, mistake: dict[str, Any], key: str, ending: str, fix: dict[str, Any]
+) -> None:
+    """Allowed; one warning naming the key, the rule, the value and the default, word for word the
+    reconciler's InvalidAnnotation event; the fixed object has no warning."""
+    broken = sample(name, mistake)
+    outcome = validate_object(_kind(name), broken)
+    assert outcome.errors == [], [str(e) for e in outcome.errors]
+    assert len(outcome.warnings) == 1, outcome.warnings
+    warning = outcome.warnings[0]
+    assert warning.startswith(f"{ANN}[{key}]: ") and warning.endswith(ending), warning
+    assert "must be" in warning or "unknown escaler annotation" in warning
+    # the same words as the reconciler's Warning event (ElasticScaler: with its trigger's defaults)
+    defaults = defaults_for_trigger(broken["spec"].get("trigger", {}).get("type"))
+    policies = _kind(name) == "ElasticScaler"
+    _, problems = parse_annotations(broken["metadata"]["annotations"], policies=policies,
+                                    defaults=defaults if policies else DEFAULTS)
+    assert [p.fallback_message() for p in problems] == [warning]
+    fixed = sample(name, mistake)
+    for fix_path, value in fix.items():
+        put(fixed, fix_path, value)
+    assert validate_object(_kind(name), fixed) == Outcome([], [])
+
+
+@pytest.mark.parametrize("name", ["tidal", "rsg", "llmslo", "jobslo"])
+def test_pause_annotation_on_a_kind_that_never_reads_it_is_denied(name: str) -> None:
+    """No reconciler falls back from it or reports it: the webhook is the only one to tell."""
+    outcome = validate_object(_kind(name), sample(name, {f"{ANN}[elasticscaler.io/paused]": "yes"}))
+    assert [str(e) for e in outcome.errors] == [
+        f"{ANN}[elasticscaler.io/paused]: must be \"true\" or \"false\", got 'yes'"]
+    assert outcome.warnings == [] or all("paused" not in w for w in outcome.warnings)
+
+
+def test_non_string_annotation_values_are_denied() -> None:
+    obj = sample("elasticscaler", {f"{ANN}[elasticscaler.io/metrics.windowSeconds]": 60})
+    outcome = validate_object("ElasticScaler", obj)
+    assert f"{ANN}[elasticscaler.io/metrics.windowSeconds]" in [e.path for e in outcome.errors]
+
+
+def test_many_bad_annotations_give_bounded_warnings() -> None:
+    """Thirty unknown keys: ten warnings, each at most 256 bytes on one line, and a count of the rest."""
+    mistakes = {f"{ANN}[elasticscaler.io/metrics.typo{i:02d}]": "x\n" * 100 for i in range(30)}
+    outcome = validate_object("ElasticScaler", sample("elasticscaler", mistakes))
+    assert outcome.errors == [] and len(outcome.warnings) == 30
+    status, body = review(ROUTES[0], json.dumps({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u", "operation": "CREATE", "kind": {
+            "group": ROUTES[0].group, "version": ROUTES[0].version, "kind": ROUTES[0].kind},
+            "object": sample("elasticscaler", mistakes)}}).encode(), validators()[ROUTES[0]])
+    response = body["response"]
+    assert status == 200 and response["allowed"] is True
+    warnings = response["warnings"]
+    assert len(warnings) == MAX_WARNINGS + 1 and warnings[-1] == "and 20 more warnings"
+    assert all(len(w.encode()) <= MAX_WARNING_BYTES and w.isprintable() for w in warnings)
+    assert warnings[0].startswith(f"{ANN}[elasticscaler.io/metrics.typo00]: unknown escaler annotation")
+
+
 def test_message_names_rule_and_value() -> None:
     errors = validate_object(
         "Tidal", sample("tidal", {"spec.rules[0].start": "CRON_TZ=Mars/Olympus 0 9 * * *"})
@@ -559,12 +613,16 @@ def test_every_error_reported_at_once() -> None:
             f"{MT}.metrics[3].externalServer.endpoint": "gopher://x",
         },
     )
-    paths = sorted(e.path for e in validate_object("ElasticScaler", obj).errors)
+    outcome = validate_object("ElasticScaler", obj)
+    paths = sorted(e.path for e in outcome.errors)
     assert paths == [
-        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
-        f"{ANN}[elasticscaler.io/paused-replicas]",
         f"{MT}.metrics[3].externalServer.endpoint",
         f"{MT}.scalingAlgorithm",
+    ]
+    # the annotations the reconciler falls back on are warnings beside the denials
+    assert [w.split(":")[0] for w in outcome.warnings] == [
+        f"{ANN}[elasticscaler.io/metrics.windowSeconds]",
+        f"{ANN}[elasticscaler.io/paused-replicas]",
     ]
 
 
