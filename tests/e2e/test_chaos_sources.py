@@ -17,7 +17,12 @@ One manager serves four objects at once, in one namespace:
 Each fault is applied to both sources at once, then healed: the source is down (nothing
 listens on its port), slow past the timeout (7 s), answers NaN, +Inf, an empty vector (``{}`` from
 the custom provider), malformed JSON, or a 1 MB HTML error page (HTTP 502). During each fault:
-the three targets keep their replicas and the SLO decision is held; the ElasticScaler and the
+the three targets keep their replicas and the SLO decision is held — checked on every sample
+(0.5 s apart) from the injection on, while waiting for the reports too, over at least
+``HOLD_POLLS`` (3) polls of every object (the manager polls every ``POLL_SECONDS``: the span runs
+``HOLD_POLLS`` intervals and 1 s for the last poll's write from the injection, and at least one
+interval and 1 s past the last report), and the manager made no replica write to the three
+targets in that span (audit log: a write and its undoing between two samples); the ElasticScaler and the
 LLMScalers report ``ScalingActive=False/DecisionUnavailable`` and the SLO requirement
 ``Ready=False/SignalsMissing``,
 each message at most 1 KiB, naming the source and saying what was wrong, with no byte of the
@@ -44,6 +49,7 @@ import pytest
 
 from .conftest import Cluster, PrometheusServer, eventually
 from .es_helpers import (
+    AuditLog,
     Manager,
     apply,
     chaos_runs,
@@ -67,6 +73,13 @@ ES_API = "elasticscaler.io/v1alpha1"
 SLOW = 7.0  # past both timeouts: the LLMScaler's 2 s and the SLO engine's 5 s per query
 HTML = b"<html><body>" + b"upstream connect error " * 45_000 + b"</body></html>"  # ~1 MB
 FAULTS = ("down", "slow", "nan", "inf", "empty", "malformed", "html")
+# every object's poll interval (start_manager's --metrics-trigger-poll-interval, es_helpers.POLL)
+POLL_SECONDS = 2.0
+# a fault's hold spans at least this many polls of every object
+HOLD_POLLS = 3
+USER = "chaos-sources"
+# the targets whose replicas a fault must leave alone
+TARGETS = ("e", "p", "c")
 # what a useful message says for each fault (any one of the fragments, case-insensitive)
 SAYS: dict[str, tuple[str, ...]] = {
     # a connection the closing server had accepted is reset instead
@@ -213,7 +226,7 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
     prom.set(eq, 30.0)  # 30 over 3 replicas at 10 each → 3
     prom.set(ttft, 1200.0)  # 1.5 x the target on 2 replicas → 3
     prom.set(otps, 25.0)
-    mgr = start_manager(cluster, tmp_path, user="chaos-sources", namespace=ns,
+    mgr = start_manager(cluster, tmp_path, user=USER, namespace=ns,
                         extra_args=[f"--slo-prometheus-endpoint={prom.url}", "--api-insecure"])
     managers.append(mgr)
     apply(cluster, ns, deployment("p", 1))
@@ -249,6 +262,13 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
         return (replicas(cluster, ns, "e") == 3 and replicas(cluster, ns, "p") == 3
                 and replicas(cluster, ns, "c") == 4)
 
+    def holding() -> bool:
+        """One sample of a fault's hold: the targets keep their replicas and the SLO decision stays
+        (asserted: the first sample that breaks it fails the test)."""
+        decision = ((get(cluster, ns, "llmslo", "chat").get("status") or {}).get("decision") or {})
+        assert held() and decision.get("replicas") == 3, f"replicas or the SLO decision moved: {state()}"
+        return True
+
     def wait(pred: Callable[[], Any], what: str, timeout: float = 60) -> Any:
         try:
             return eventually(pred, timeout=timeout, interval=0.5, what=what)
@@ -260,14 +280,17 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
          .get("replicas") == 3, "the SLO decision at 3")
 
     good = dict(prom.answers)
+    audit = AuditLog.of(cluster)
     cycles = chaos_runs(1, 3)
     record_property("runs", cycles)
     for cycle in range(cycles):
         for fault in FAULTS:
+            since = audit.offset()
             prom = _inject(fault, prom, proms, provider)
             t0 = time.monotonic()
 
             def failing() -> tuple[str, str, str, str] | None:
+                holding()  # held from the injection on, not only once reported
                 e = cond(get(cluster, ns, "es", "e"), "ScalingActive")
                 p = cond(get(cluster, ns, "llmscaler", "p"), "ScalingActive")
                 c = cond(get(cluster, ns, "llmscaler", "c"), "ScalingActive")
@@ -277,7 +300,8 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
                 return (e[2], p[2], c[2], s[2]) if ok else None
 
             emsg, pmsg, cmsg, smsg = wait(failing, f"{fault}: every object reports the fault", timeout=90)
-            sys.stderr.write(f"\n[chaos] {fault} seen in {time.monotonic() - t0:.1f}s\n"
+            reported = time.monotonic()
+            sys.stderr.write(f"\n[chaos] {fault} seen in {reported - t0:.1f}s\n"
                              f"  elasticscaler: {emsg}\n  prometheus: {pmsg}\n  custom: {cmsg}\n"
                              f"  slo: {smsg}\n")
             named = {"es/e": (prom.url,),
@@ -290,9 +314,16 @@ def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomPro
                 assert all(n in msg for n in named[who]), (fault, who, named[who], msg)
                 assert any(s in msg.lower() for s in SAYS[fault]), (fault, who, SAYS[fault], msg)
                 assert "upstream connect error" not in msg and "<html" not in msg.lower(), (fault, who, msg)
-            # held: the targets keep their replicas, the SLO decision stays (and the manager lives)
-            hold(lambda: held() and get(cluster, ns, "llmslo", "chat")["status"]["decision"]["replicas"] == 3,
-                 2, what=f"{fault}: replicas and the decision held")
+            # held: the targets keep their replicas, the SLO decision stays (and the manager lives),
+            # over HOLD_POLLS polls of every object from the injection and one more after the reports
+            until = max(t0 + HOLD_POLLS * POLL_SECONDS + 1, reported + POLL_SECONDS + 1)
+            try:
+                hold(holding, until - time.monotonic(), what="replicas and the decision held")
+            except AssertionError as e:
+                raise AssertionError(f"{fault}: {e}") from None
+            writes = [(e["objectRef"]["name"], e["requestReceivedTimestamp"])
+                      for e in audit.scale_writes(USER, ns, since=since) if e["objectRef"]["name"] in TARGETS]
+            assert not writes, (fault, "replica writes during the fault", writes)
             assert mgr.alive(), mgr.output()
             prom = _heal(fault, prom, proms, provider, good)
             wait(healthy, f"{fault} healed: every object healthy again")

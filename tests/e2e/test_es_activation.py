@@ -2,8 +2,14 @@
 ElasticScaler (minReplicas 0, activation.value 0) on the fake Prometheus (ExternalServer,
 AverageValue 10, 2 s poll, the QUICK window) takes its Deployment 0 -> 1 -> N -> 0:
 
-* at 0 with no load it stays at 0, ScalingActive=True saying "below activation";
-* a load of 5 (above 0) wakes it to 1 at once (the activation step, boundBy Activation);
+* at 0 with no load it stays at 0, ScalingActive=True saying "below activation": sampled every
+  0.25 s over ``STAY_SECONDS`` (two polls and 0.5 s) from the first decision, every sample at 0 with
+  the Deployment's generation unchanged, and the manager made no replica write at all (audit log);
+* a load of 5 (above 0) wakes it to 1 at once (the activation step, boundBy Activation). "At once"
+  is measured: the load is raised ``AFTER_POLL_SECONDS`` after a poll (the fake Prometheus sees the
+  query), and the API server must receive the manager's replica write within
+  ``WAKE_BUDGET_SECONDS`` (3 s: the next poll, at most one 2 s poll interval later, plus 1 s to read,
+  decide and write) of the change: a wake that waited for a second poll comes at least 3.7 s after;
 * a load of 40 scales it 1 -> 4 on load as usual (apa: 40 / 10 per replica);
 * the load drops to 0: the scale-down window (8 s) holds the count first
   (AbleToScale=ScaleDownStabilized), then the target goes to 0 with the message "below
@@ -15,20 +21,46 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import Cluster, PrometheusServer, eventually
-from .es_helpers import QUICK, apply, cond, deployment, es, replicas, scaler, start_manager
+from .es_helpers import (
+    QUICK,
+    AuditLog,
+    apply,
+    cond,
+    deployment,
+    es,
+    generation,
+    replicas,
+    scaler,
+    start_manager,
+)
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = "escaler-activation"
 DOWN_WINDOW = 8
+POLL_SECONDS = 2
 ANNOTATIONS = {**QUICK, "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": str(DOWN_WINDOW)}
+# "stays at 0" is sampled over this long: two polls and a half second
+STAY_SECONDS = 2 * POLL_SECONDS + 0.5
+# the load is raised this long after a poll's query (that poll's sync is over by then)...
+AFTER_POLL_SECONDS = 0.3
+# ...and the wake must be written within this long of it: the next poll (at most one interval
+# away, in fact POLL_SECONDS - AFTER_POLL_SECONDS) plus 1 s to read, decide and write; a wake one
+# poll later would come 2 * POLL_SECONDS - AFTER_POLL_SECONDS = 3.7 s after the change
+WAKE_BUDGET_SECONDS = POLL_SECONDS + 1.0
+
+
+def _received(ev: dict[str, Any]) -> float:
+    """When the API server received an audited request (``time.time()`` scale)."""
+    return datetime.fromisoformat(ev["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def _trigger(url: str, query: str) -> dict[str, Any]:
@@ -46,6 +78,8 @@ def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, promethe
     apply(cluster, namespace, deployment("act", 0))
     apply(cluster, namespace, scaler("act", "act", _trigger(prometheus.url, query), minr=0, maxr=8,
                                      annotations=ANNOTATIONS))
+    audit = AuditLog.of(cluster)
+    since = audit.offset()
     manager = start_manager(cluster, tmp_path, user=USER, namespace=namespace)
     managers.append(manager)
 
@@ -54,14 +88,37 @@ def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, promethe
         return (status, reason) == ("True", "MetricsAvailable") and "below activation" in message
 
     eventually(below, timeout=60, what=f"the first decision at 0; log:\n{manager.output()}")
-    assert replicas(cluster, namespace, "act") == 0
     message = cond(es(cluster, namespace, "act"), "ScalingActive")[2]
     assert "activation.value 0): the target goes to 0" in message, message
+    # stays at 0: every sample over more than two polls, and no write in between (a wake and a
+    # return to 0 between two samples would move the generation and show in the audit log)
+    gen0 = generation(cluster, namespace, "act")
+    samples: list[tuple[int, int]] = []
+    until = time.monotonic() + STAY_SECONDS
+    while time.monotonic() < until:
+        obj = cluster.kubectl_json("get", "deployment", "act", "-n", namespace)
+        samples.append((obj["spec"]["replicas"], obj["metadata"]["generation"]))
+        time.sleep(0.25)
+    assert samples and all(s == (0, gen0) for s in samples), f"not at 0 all along: {samples}"
+    assert audit.scale_writes(USER, namespace, "act", since=since) == [], "a replica write at 0 with no load"
+    assert below(), cond(es(cluster, namespace, "act"), "ScalingActive")
 
-    # 0 -> 1: any load above the value wakes it
+    # 0 -> 1: any load above the value wakes it, at the next poll
+    seen = prometheus.queries.count(query)
+    eventually(lambda: prometheus.queries.count(query) > seen, timeout=3 * POLL_SECONDS, interval=0.01,
+               what="a poll")
+    time.sleep(AFTER_POLL_SECONDS)
+    since = audit.offset()
+    raised = time.time()
     prometheus.set(query, 5.0)
     eventually(lambda: replicas(cluster, namespace, "act") == 1, timeout=30, interval=0.2,
                what=f"the wake; log:\n{manager.output()}")
+    [wake] = audit.scale_writes(USER, namespace, "act", since=since)
+    took = _received(wake) - raised
+    sys.stderr.write(f"\n[e2e] wake written {took:.3f}s after the load rose\n")
+    assert took <= WAKE_BUDGET_SECONDS, (
+        f"the wake was written {took:.3f}s after the load rose (budget {WAKE_BUDGET_SECONDS}s); log:\n"
+        f"{manager.output()}")
     # the status is written after the target: wait for the decision to show in it
     obj = eventually(lambda: (o := es(cluster, namespace, "act"))["status"].get("desiredReplicas") == 1 and o,
                      timeout=15, interval=0.1, what="status.desiredReplicas 1 after the wake")

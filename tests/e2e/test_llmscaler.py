@@ -23,7 +23,9 @@ Seed 000 "Testing" case → test:
 * each ScalingLimited reason → ``test_h_each_scaling_limited_reason``
 * switching metricProvider Custom → Prometheus → Custom → ``test_i_provider_switch_custom_prometheus_custom``
 * stale ScalingDeferred removed → ``test_j_stale_scaling_deferred_is_removed``
-* DecisionAvailable mirrors ScalingActive → asserted in every test (``mirrored``)
+* DecisionAvailable mirrors ScalingActive → asserted in every test (``mirrored``): equal to it where
+  ScalingActive is written, absent with it where the pipeline never ran (an invalid spec, a target
+  conflict)
 * (SPEC §5) an LLMScaler and an older ElasticScaler on one Deployment →
   ``test_k_target_conflict_across_kinds``
 """
@@ -244,9 +246,14 @@ def wait_replicas(cluster: Cluster, ns: str, target: str, n: int, scaler: str, t
         ) from None
 
 
-def mirrored(obj: dict[str, Any]) -> None:
-    """The deprecated DecisionAvailable is ScalingActive, field for field."""
+def mirrored(obj: dict[str, Any], *, active: bool = True) -> None:
+    """The deprecated DecisionAvailable is ScalingActive, field for field: present exactly when
+    ScalingActive is (``active``: whether this state has a ScalingActive at all — a spec refused
+    before the pipeline ran has neither), and then equal to it but for the type."""
     cs = conds(obj)
+    if not active:
+        assert "ScalingActive" not in cs and "DecisionAvailable" not in cs, cs
+        return
     assert "DecisionAvailable" in cs and "ScalingActive" in cs, cs
     assert {**cs["ScalingActive"], "type": "DecisionAvailable"} == cs["DecisionAvailable"]
 
@@ -456,7 +463,8 @@ def test_e_invalid_api_version(
     got = wait_cond(cluster, namespace, "bad", "AbleToScale", "False", "InvalidSpec", manager)
     assert "spec.targetRef.apiVersion" in conds(got)["AbleToScale"]["message"]
     assert got["status"]["observedGeneration"] == got["metadata"]["generation"]
-    assert "ScalingActive" not in conds(got) and "lastScaleTime" not in got["status"]
+    assert "lastScaleTime" not in got["status"]
+    mirrored(got, active=False)  # the pipeline never ran: no ScalingActive, so no mirror either
 
 
 def test_f_spec_change_moves_observed_generation(
@@ -694,5 +702,7 @@ def test_k_target_conflict_across_kinds(
         "ElasticScaler" in conds(obj)["Validated"]["message"]
         and "older" in conds(obj)["Validated"]["message"]
     )
+    mirrored(obj, active=False)  # refused before the pipeline ran: neither ScalingActive nor its mirror
     wait_replicas(cluster, namespace, "both", 2, "younger")  # the ElasticScaler's 40 / 20
     hold(lambda: replicas(cluster, namespace, "both") == 2, 5, what="the younger LLMScaler never writes")
+    mirrored(get(cluster, namespace, "younger"), active=False)

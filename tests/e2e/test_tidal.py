@@ -9,21 +9,29 @@ and ``kubectl get deploy`` show:
   follower, as before, the Deployment would sit at its first count for 5 minutes);
 * a Tidal whose rules start at a minute boundary (one rule in UTC, one in Asia/Kathmandu, +05:45)
   drives a StateTrigger ElasticScaler: the Deployment's replicas change within 1.5 s of each
-  transition (delays printed), up, across a rule handover, and back at the last rule's end; the
-  manager is restarted in the middle of the first rule and the Tidal's state never flips (same
-  status, no status write) while the new manager handles the next transitions. The managers run on
-  a test clock (``--unsafe-test-clock-file``, ``tests/e2e/testclock.py``) instead of the wall clock:
-  the boundaries are whole minutes of *manager* time, and before each the test steps the clock to
-  ``LEAD_SECONDS`` before it, so each is seconds of real time away (no wait for a real minute); a
-  transition's delay is measured from the real instant at which the manager's clock reaches it.
-  The restarted manager is given the same clock file, so it runs on the same time;
+  transition (delays printed), up, across a rule handover, and back at the last rule's end, and
+  **not before it** (issue 28): the manager's write of the Tidal's status and its replica write are
+  each the only one of the transition, and the API server received both at or after the real
+  instant at which the manager's clock reached the boundary (audit log ``requestReceivedTimestamp``,
+  microseconds); the manager is restarted in the middle of the first rule and the Tidal's state
+  never flips (same status, no status write) while the new manager handles the next transitions.
+  The managers run on a test clock (``--unsafe-test-clock-file``, ``tests/e2e/testclock.py``)
+  instead of the wall clock: the boundaries are whole minutes of *manager* time, and before each
+  the test steps the clock to ``LEAD_SECONDS`` before it, so each is seconds of real time away (no
+  wait for a real minute); a transition's delay is measured from the real instant at which the
+  manager's clock reaches it. The restarted manager is given the same clock file, so it runs on the
+  same time. The expected counts are the rules' literal ``replicas``;
 * a Tidal without the binding labels reports ``Ready=False/MissingRequiredLabels`` and still
-  computes ``desiredReplicas``;
+  computes ``desiredReplicas`` (the expected count written out from the rule's dates);
 * a Tidal rule of 0 replicas takes a follower with ``minReplicas: 0`` to 0, and back up when the
   rule's count is raised.
 
 kwok pods become Ready at once; readiness does not matter here (StateTrigger writes are not held by
 a rollout guard when the Deployment is settled).
+
+The expectations never come from escaler's own schedule code (``escaler.scaling.schedule``,
+``escaler.scaling.tidal``): the shipped sample's expected count, active rules and next transition
+are computed here with croniter directly (``_sample_expectation``), the others are written out.
 """
 
 from __future__ import annotations
@@ -38,13 +46,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
+from croniter import croniter
 from kubernetes import client as k8s
 
-from escaler.scaling.schedule import parse_schedule
-from escaler.scaling.tidal import RuleSchedule, evaluate
-
 from .conftest import ROOT, Cluster, eventually
-from .es_helpers import Manager, apply, cond, deployment, hold, start_manager
+from .es_helpers import AuditLog, Manager, apply, cond, deployment, hold, start_manager
 from .testclock import ManagerClock
 
 pytestmark = pytest.mark.e2e
@@ -83,12 +89,28 @@ def follower(name: str, tidal: str, *, maxr: int = 12) -> dict[str, Any]:
                      "minReplicas": 1, "maxReplicas": maxr, "trigger": {"type": "StateTrigger"}}}
 
 
-def expected_now(tidal: dict[str, Any], now: datetime) -> tuple[int | None, tuple[str, ...]]:
+def _fires(schedule: str, now: datetime) -> tuple[datetime, datetime]:
+    """The last fire at or before ``now`` and the next one after it, by croniter alone (not escaler's
+    schedule code). ``schedule`` is ``CRON_TZ=<zone> <five fields>``; croniter is handed ``now`` in
+    that zone. Only for zones without daylight saving (the sample's Asia/Shanghai), where croniter's
+    own handling of the zone is the whole answer. A fire exactly at ``now`` is the last one (fires
+    are whole minutes: ``now`` is nudged past a whole minute)."""
+    zone, fields = schedule.removeprefix("CRON_TZ=").split(" ", 1)
+    local = now.astimezone(ZoneInfo(zone)) + timedelta(microseconds=1)
+    last = croniter(fields, local).get_prev(datetime)
+    following = croniter(fields, local).get_next(datetime)
+    return last.astimezone(UTC), following.astimezone(UTC)
+
+
+def _sample_expectation(tidal: dict[str, Any], now: datetime) -> tuple[int, tuple[str, ...], datetime]:
+    """SPEC §6 for the sample, independently of escaler: a rule is active when its last start fire is
+    later than its last end fire; the count is the highest active rule's, else ``defaultReplicas``;
+    the next transition is the earliest start or end fire after ``now``."""
     spec = tidal["spec"]
-    rules = [RuleSchedule(r["name"], parse_schedule(r["start"]), parse_schedule(r["end"]), r["replicas"])
-             for r in spec["rules"]]
-    ev = evaluate(rules, spec.get("defaultReplicas"), now)
-    return ev.desired_replicas, ev.active_rules
+    active = [r for r in spec["rules"] if _fires(r["start"], now)[0] > _fires(r["end"], now)[0]]
+    desired = max((r["replicas"] for r in active), default=spec["defaultReplicas"])
+    following = min(_fires(r[k], now)[1] for r in spec["rules"] for k in ("start", "end"))
+    return desired, tuple(r["name"] for r in active), following
 
 
 @pytest.fixture
@@ -119,16 +141,15 @@ def test_shipped_sample_reaches_ready_and_drives_its_deployment(
     cluster.kubectl("apply", "-n", ns, "-f", str(ROOT / "manifests" / "samples" / "tidal.yaml"))
     apply(cluster, ns, es)
     obj = wait_tidal(cluster, ns, tidal["metadata"]["name"], "True", "Scheduled", mgr)
-    desired, active = expected_now(tidal, datetime.now(UTC))
+    desired, active, following = _sample_expectation(tidal, datetime.now(UTC))
     st = obj["status"]
     assert (st.get("desiredReplicas"), tuple(st.get("activeRules") or ())) == (desired, active)
-    assert datetime.fromisoformat(st["nextTransitionTime"].replace("Z", "+00:00")) > datetime.now(UTC)
+    assert st["nextTransitionTime"] == following.strftime("%Y-%m-%dT%H:%M:%SZ"), (st, following)
     table = cluster.kubectl("get", "tidals", "-n", ns)
     header = table.splitlines()[0].split()
     assert header[:7] == ["NAME", "TARGET", "DESIRED", "ACTIVE", "RULES", "NEXT", "TRANSITION"], table
     assert target in table.splitlines()[1]
     sys.stderr.write(f"\n[e2e] kubectl get tidals:\n{table}")
-    assert desired is not None
     eventually(lambda: cluster.kubectl_json("get", "deployment", target, "-n", ns)["spec"]["replicas"]
                == max(1, min(12, desired)), timeout=30, what=f"{target} from {start} down to {desired}")
 
@@ -149,6 +170,33 @@ def _wait_transition(apps: k8s.AppsV1Api, ns: str, name: str, want: int, at: dat
             return delay
         time.sleep(0.02)
     raise AssertionError(f"{name} never reached {want} replicas after the {what} transition at {at}")
+
+
+def _not_early(audit: AuditLog, since: int, user: str, ns: str, at: datetime,
+               what: str) -> None:
+    """The transition at ``at`` (the real instant at which the manager's clock reaches the boundary)
+    did not fire early: since the audit log offset ``since`` (taken before the clock was stepped to
+    the boundary) the manager ``user`` wrote the Tidal's status once and the Deployment's replicas
+    once, and the API server received both at or after ``at``. Both writes are in the log before
+    their responses (blocking audit); the Deployment was seen at its new count, so its write is
+    there, and the status write precedes it (the follower reads the count from that status)."""
+    status = audit.writes(users=user, namespace=ns, resource="tidals", subresource="status", name="plan",
+                          since=since)
+    scale = audit.scale_writes(user, ns, "web", since=since)
+
+    def received(evs: list[dict[str, Any]]) -> list[str]:
+        return [e["requestReceivedTimestamp"] for e in evs]
+
+    assert len(status) == 1 and len(scale) == 1, (
+        f"{what}: one Tidal status write and one replica write expected, got {received(status)} and "
+        f"{received(scale)}")
+    boundary = at.timestamp()
+    for kind, ev in (("Tidal status", status[0]), ("replica", scale[0])):
+        got = datetime.fromisoformat(ev["requestReceivedTimestamp"].replace("Z", "+00:00"))
+        sys.stderr.write(f"[e2e] {what}: {kind} write {got.timestamp() - boundary:+.3f}s from the boundary\n")
+        assert got.timestamp() >= boundary, (
+            f"{what}: the {kind} write came {boundary - got.timestamp():.3f}s before the boundary "
+            f"({ev['requestReceivedTimestamp']} < {at.isoformat()} real)")
 
 
 def _follower_settled(cluster: Cluster, ns: str, name: str) -> bool:
@@ -173,6 +221,7 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
     cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager], api_client: Any,
 ) -> None:
     apps = k8s.AppsV1Api(api_client)
+    audit = AuditLog.of(cluster)
     clock = ManagerClock(tmp_path / "clock")
     mgr = start_manager(cluster, tmp_path, user="escaler-tidal-a", namespace=namespace,
                         test_clock_file=clock.path)
@@ -199,8 +248,10 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
     # stepping at once could time the scaler's own start-up instead
     eventually(lambda: _follower_settled(cluster, namespace, "follow"), timeout=60,
                what=f"the follower's first reconcile; log:\n{mgr.output(2000)}")
+    since = audit.offset()
     clock.step_to(t1 - timedelta(seconds=LEAD_SECONDS), mgr)
     delays = [_wait_transition(apps, namespace, "web", 3, clock.real(t1), "utc rule starts")]
+    _not_early(audit, since, "escaler-tidal-a", namespace, clock.real(t1), "utc rule starts")
     # restart the manager in the middle of the rule: the state must not flip, nor be rewritten
     during = _state(cluster, namespace, "plan")
     assert during[:2] == (3, ("utc",))
@@ -222,11 +273,16 @@ def test_transitions_drive_a_state_trigger_scaler_within_budget_across_a_restart
     assert clock.manager_now() < t2 - timedelta(seconds=LEAD_SECONDS)
     assert tidal_obj(cluster, namespace, "plan")["metadata"]["resourceVersion"] == rv, \
         "the restarted manager rewrote an unchanged Tidal status"
+    since = audit.offset()
     clock.step_to(t2 - timedelta(seconds=LEAD_SECONDS), mgr2)
-    delays.append(_wait_transition(apps, namespace, "web", 4, clock.real(t2), "utc ends, kathmandu starts"))
+    handover = "utc ends, kathmandu starts"
+    delays.append(_wait_transition(apps, namespace, "web", 4, clock.real(t2), handover))
+    _not_early(audit, since, "escaler-tidal-b", namespace, clock.real(t2), handover)
     assert _state(cluster, namespace, "plan")[:2] == (4, ("kathmandu",))
+    since = audit.offset()
     clock.step_to(t3 - timedelta(seconds=LEAD_SECONDS), mgr2)
     delays.append(_wait_transition(apps, namespace, "web", 1, clock.real(t3), "kathmandu ends"))
+    _not_early(audit, since, "escaler-tidal-b", namespace, clock.real(t3), "kathmandu ends")
     assert _state(cluster, namespace, "plan")[:2] == (1, ())
     assert all(d <= TRANSITION_BUDGET_SECONDS for d in delays), (
         f"a transition took longer than {TRANSITION_BUDGET_SECONDS}s: {delays}; log:\n{mgr2.output(2000)}")
@@ -246,8 +302,9 @@ def test_a_tidal_without_labels_reports_missing_required_labels(
     })
     obj = wait_tidal(cluster, namespace, "bare", "False", "MissingRequiredLabels", mgr)
     assert "elasticscaler.io/name" in cond(obj, "Ready")[2]
-    desired, _ = expected_now(obj, datetime.now(UTC))
-    assert obj["status"]["desiredReplicas"] == desired
+    # the rule runs from Jan 1 00:00 to Dec 31 00:00 UTC: 6 replicas, except on Dec 31 (the default, 2)
+    now = datetime.now(UTC)
+    assert obj["status"]["desiredReplicas"] == (6 if now < datetime(now.year, 12, 31, tzinfo=UTC) else 2)
 
 
 def test_a_tidal_at_zero_takes_its_follower_to_zero_and_back(
@@ -276,7 +333,12 @@ def test_a_tidal_at_zero_takes_its_follower_to_zero_and_back(
         return int(cluster.kubectl_json("get", "deployment", "quiet", "-n", namespace)["spec"]["replicas"])
 
     eventually(lambda: replicas() == 0, timeout=30, what="quiet at 0 replicas")
-    obj = cluster.kubectl_json("get", "es", "quiet-es", "-n", namespace)
+    # the status is written after the target: wait for the write's conditions
+    def written() -> dict[str, Any] | None:
+        o = dict(cluster.kubectl_json("get", "es", "quiet-es", "-n", namespace))
+        return o if cond(o, "ScalingLimited")[0] else None
+
+    obj = eventually(written, timeout=15, interval=0.1, what="the follower's conditions after the scale to 0")
     assert cond(obj, "ScalingLimited")[:2] == ("False", "DesiredWithinRange"), obj.get("status")
     cluster.kubectl("patch", "tidal", "quiet-hours", "-n", namespace, "--type=json", "-p",
                     '[{"op": "replace", "path": "/spec/rules/0/replicas", "value": 3}]')
