@@ -268,8 +268,9 @@ def target(name: str) -> dict[str, Any]:
     }
 
 
-def scaler(name: str, endpoint: str) -> dict[str, Any]:
-    query = f'sum(rate(http_requests_total{{service="{name}"}}[1m]))'
+def scaler(name: str, endpoint: str, ns: str) -> dict[str, Any]:
+    # names its namespace: the manager runs tenant PromQL only within it (escaler.signals.promqlscope)
+    query = f'sum(rate(http_requests_total{{namespace="{ns}",service="{name}"}}[1m]))'
     metric = {
         "type": "ExternalServer",
         "externalServer": {
@@ -570,7 +571,7 @@ class Run:
             (f"/apis/{GROUP}/v1/namespaces/{ns}/{PLURAL}", {**target(name)}) for ns, name, _ in fleet
         )
         self.api.create_all(
-            (f"/apis/elasticscaler.io/v1alpha1/namespaces/{ns}/elasticscalers", scaler(name, endpoint))
+            (f"/apis/elasticscaler.io/v1alpha1/namespaces/{ns}/elasticscalers", scaler(name, endpoint, ns))
             for ns, name, _ in fleet
         )
         create_s = time.monotonic() - t0

@@ -218,7 +218,7 @@ NO_STAB = {
 
 def bench_apa(b: Bench) -> list[float]:
     b.deployment("apa", 2)
-    q = "sum(bench_apa)"
+    q = f'sum(bench_apa{{namespace="{NS}"}})'
     b.prom.set(q, 20)
     b.scaler(
         "apa",
@@ -353,7 +353,7 @@ def bench_signal(b: Bench) -> list[float]:
 
 
 def bench_idle(b: Bench) -> dict[str, Any]:
-    q = "sum(bench_idle)"  # answered by Bench.noisy: 20 +-4 %
+    q = f'sum(bench_idle{{namespace="{NS}"}})'  # answered by Bench.noisy: 20 +-4 %
     items = []
     for i in range(IDLE_SCALERS):
         n = f"idle-{i:03d}"

@@ -115,7 +115,7 @@ class ShardedRun(cap.Run):
         self.api.create_all((f"/apis/{cap.GROUP}/v1/namespaces/{ns}/{cap.PLURAL}", cap.target(name))
                             for ns, name, _ in fleet)
         self.api.create_all((f"/apis/elasticscaler.io/v1alpha1/namespaces/{ns}/elasticscalers",
-                             cap.scaler(name, endpoint)) for ns, name, _ in fleet)
+                             cap.scaler(name, endpoint, ns)) for ns, name, _ in fleet)
         first_poll_s = cap.wait_until(lambda: len(collected.done) >= n, 60 + 4 * cap.POLL + n / 50,
                                       f"all {n} scalers collected", self.alive)
         time.sleep(cap.POLL)  # first status writes land

@@ -138,8 +138,9 @@ class Demo:
 
     def prometheus_answer(self, query: str) -> float | None:
         load = self.load.at(self.elapsed())
-        return {objects.Q_IN_FLIGHT: load.in_flight, objects.Q_PROMPT_TPS: load.prompt_tps,
-                objects.Q_TOKENS_TPS: load.total_tps}.get(query)
+        ns = self.ns
+        return {objects.q_in_flight(ns): load.in_flight, objects.q_prompt_tps(ns): load.prompt_tps,
+                objects.q_tokens_tps(ns): load.total_tps}.get(query)
 
     def manager_tail(self, n: int = 1500) -> str:
         text = self.manager_log.read_text(errors="replace") if self.manager_log.exists() else ""

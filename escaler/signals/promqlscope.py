@@ -24,14 +24,15 @@ equality matcher on the namespace label naming the object's own namespace:
   holds one tenant's series only (a tenant's own): its queries run unchecked.
 * The number literal and string literal queries (``vector(1)``, ``1``) read no series: allowed.
 
-Pure apart from the parser; the cost is one parse per query (microseconds to a millisecond for the
-queries the API accepts, whose length the CRDs bound).
+Pure apart from the parser; a verdict is remembered per (query, namespace, label) in a bounded LRU
+(``_CACHED_VERDICTS``), so a fleet polling the same queries parses each once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import promql_parser
@@ -44,8 +45,16 @@ DEFAULT_NAMESPACE_LABEL = "namespace"
 # longest parser message quoted in a refusal (the parser echoes parts of the query, which is the
 # tenant's own text, but a message must stay short)
 _MAX_PARSE_ERROR = 200
-# nesting deeper than this is refused rather than walked (the walk is recursive)
-_MAX_DEPTH = 200
+# nesting deeper than this is refused before the parser sees it: the Rust parser recurses on the
+# native stack and a query nested ~20,000 deep kills the process (measured); the CRDs bound a query at
+# 4,096 characters, but an object stored before that rule, or a flow query built from a selector,
+# must not reach it either. The walk below is recursive too.
+_MAX_DEPTH = 256
+# longest query parsed (a flow preset's query repeats its selector a few times)
+_MAX_QUERY_CHARS = 64 * 1024
+# verdicts remembered (query, namespace, label): a fleet polls the same queries every interval, so a
+# poll costs a dictionary look-up, not a parse; bounded, least recently used out
+_CACHED_VERDICTS = 4096
 
 
 @dataclass(frozen=True)
@@ -97,10 +106,15 @@ def _label_ok(label: str) -> bool:
         and label.isascii()
 
 
+@lru_cache(maxsize=_CACHED_VERDICTS)
 def confinement_error(query: str, namespace: str, label: str = DEFAULT_NAMESPACE_LABEL) -> str | None:
     """None when every series selector of ``query`` holds ``label="namespace"``; else why not."""
     rule = (f'every series selector must hold {label}="{namespace}" (PromQL of a namespace reads only '
             "that namespace's series)")
+    if len(query) > _MAX_QUERY_CHARS:
+        return f"is longer than {_MAX_QUERY_CHARS} characters; {rule}"
+    if _nesting(query) > _MAX_DEPTH:
+        return f"nests deeper than {_MAX_DEPTH} levels; {rule}"
     try:
         expr = promql_parser.parse(query)
     except Exception as err:  # the parser raises ValueError on syntax; anything else is refusal too
@@ -112,6 +126,19 @@ def confinement_error(query: str, namespace: str, label: str = DEFAULT_NAMESPACE
         if not _confined(selector, namespace, label):
             return f"{rule}; {_shown(selector)} does not"
     return None
+
+
+def _nesting(query: str) -> int:
+    """The deepest bracket nesting of ``query`` (quotes not skipped: a bracket in a label value only
+    counts against the bound, never for it)."""
+    depth = deepest = 0
+    for c in query:
+        if c in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in ")]}":
+            depth -= 1
+    return deepest
 
 
 def _selectors(node: Any, depth: int) -> Iterator[Any]:

@@ -33,10 +33,21 @@ RSG_API = "autoscaling.openfuyao.com/v1alpha1"
 LLM_API = "llm.escaler.io/v1alpha1"
 
 # the Prometheus queries the scalers send, answered by the fake Prometheus from the trace
-Q_IN_FLIGHT = 'sum(vllm:num_requests_running{model="model-server"})'
-Q_PROMPT_TPS = 'sum(rate(vllm:prompt_tokens_total{model="llama-pd"}[1m]))'
-Q_TOKENS_TPS = 'sum(rate(vllm:prompt_tokens_total{model="chat-llama"}[1m])) + ' \
-    'sum(rate(vllm:generation_tokens_total{model="chat-llama"}[1m]))'
+
+
+def q_in_flight(ns: str) -> str:
+    """The model server's in-flight requests (each query names the demo's namespace: tenant PromQL
+    reads only its own namespace's series)."""
+    return f'sum(vllm:num_requests_running{{namespace="{ns}",model="model-server"}})'
+
+
+def q_prompt_tps(ns: str) -> str:
+    return f'sum(rate(vllm:prompt_tokens_total{{namespace="{ns}",model="llama-pd"}}[1m]))'
+
+
+def q_tokens_tps(ns: str) -> str:
+    return (f'sum(rate(vllm:prompt_tokens_total{{namespace="{ns}",model="chat-llama"}}[1m])) + '
+            f'sum(rate(vllm:generation_tokens_total{{namespace="{ns}",model="chat-llama"}}[1m]))')
 
 IN_FLIGHT_PER_REPLICA = 8
 PROMPT_TPS_PER_GROUP = 2500
@@ -98,7 +109,7 @@ def quick(scale_down_window_s: int) -> dict[str, str]:
             "elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": str(scale_down_window_s)}
 
 
-def model_server_scaler(prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
+def model_server_scaler(namespace: str, prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
     return {
         "apiVersion": ES_API, "kind": "ElasticScaler",
         "metadata": {"name": "model-server", "annotations": quick(scale_down_window_s)},
@@ -106,7 +117,7 @@ def model_server_scaler(prom_url: str, scale_down_window_s: int) -> dict[str, An
                  "minReplicas": 1, "maxReplicas": 12,
                  "trigger": {"type": "MetricsTrigger", "metricsTrigger": {
                      "scalingAlgorithm": "apa", "metrics": [{"type": "ExternalServer", "externalServer": {
-                         "endpoint": prom_url, "query": Q_IN_FLIGHT, "timeoutSeconds": 2,
+                         "endpoint": prom_url, "query": q_in_flight(namespace), "timeoutSeconds": 2,
                          "target": {"type": "AverageValue",
                                     "averageValue": str(IN_FLIGHT_PER_REPLICA)}}}]}}},
     }
@@ -145,7 +156,7 @@ def pd_group() -> dict[str, Any]:
     return rsg
 
 
-def pd_scaler(prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
+def pd_scaler(namespace: str, prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
     return {
         "apiVersion": ES_API, "kind": "ElasticScaler",
         "metadata": {"name": "llama-pd", "annotations": quick(scale_down_window_s)},
@@ -153,19 +164,20 @@ def pd_scaler(prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
                  "minReplicas": 1, "maxReplicas": 6,
                  "trigger": {"type": "MetricsTrigger", "metricsTrigger": {
                      "scalingAlgorithm": "apa", "metrics": [{"type": "ExternalServer", "externalServer": {
-                         "endpoint": prom_url, "query": Q_PROMPT_TPS, "timeoutSeconds": 2,
+                         "endpoint": prom_url, "query": q_prompt_tps(namespace), "timeoutSeconds": 2,
                          "target": {"type": "AverageValue",
                                     "averageValue": str(PROMPT_TPS_PER_GROUP)}}}]}}},
     }
 
 
-def llm_scaler(prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
+def llm_scaler(namespace: str, prom_url: str, scale_down_window_s: int) -> dict[str, Any]:
     """The sample LLMScaler on the fake Prometheus, sized on tokens per second."""
     s = copy.deepcopy(sample("llmscaler.yaml", "LLMScaler", "chat-llama"))
     s["spec"]["targetRef"]["name"] = "chat-llama"
     s["spec"]["maxReplicas"] = 12
     s["spec"]["prometheus"] = {"endpoint": prom_url, "timeoutSeconds": 2, "metrics": [
-        {"name": "tokens-per-replica", "query": Q_TOKENS_TPS, "targetPerReplica": TOKENS_TPS_PER_REPLICA}]}
+        {"name": "tokens-per-replica", "query": q_tokens_tps(namespace),
+         "targetPerReplica": TOKENS_TPS_PER_REPLICA}]}
     s["spec"]["scaleDown"] = {"stabilizationWindowSeconds": scale_down_window_s, "maxStepReplicas": 2}
     return s
 
@@ -179,5 +191,6 @@ def workloads() -> list[dict[str, Any]]:
 
 def scalers(namespace: str, prom_url: str, scale_down_window_s: int) -> list[dict[str, Any]]:
     """What decides replicas: three ElasticScalers, the Tidal, the LLMScaler."""
-    return [model_server_scaler(prom_url, scale_down_window_s), tidal(namespace), tidal_follower(),
-            pd_scaler(prom_url, scale_down_window_s), llm_scaler(prom_url, scale_down_window_s)]
+    return [model_server_scaler(namespace, prom_url, scale_down_window_s), tidal(namespace), tidal_follower(),
+            pd_scaler(namespace, prom_url, scale_down_window_s),
+            llm_scaler(namespace, prom_url, scale_down_window_s)]

@@ -84,7 +84,7 @@ def objects(ns: str, name: str, endpoint: str) -> list[dict[str, Any]]:
     target = {"apiVersion": f"{GROUP}/v1", "kind": "Scalable", "metadata": {"name": name, "namespace": ns},
               "spec": {"replicas": START}, "status": {"replicas": START, "selector": f"app={name}"}}
     metric = {"type": "ExternalServer", "externalServer": {
-        "endpoint": endpoint, "query": f'sum(rate(requests_total{{service="{name}"}}[1m]))',
+        "endpoint": endpoint, "query": f'sum(rate(requests_total{{namespace="{ns}",service="{name}"}}[1m]))',
         "target": {"type": "AverageValue", "averageValue": str(AVERAGE_VALUE)}}}
     scaler = {"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
               "metadata": {"name": name, "namespace": ns},

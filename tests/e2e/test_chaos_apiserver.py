@@ -96,7 +96,7 @@ def _role(i: int) -> str:
 
 
 def _query(ns: str, i: int) -> str:
-    return f'load{{ns="{ns}",scaler="s{i}"}}'
+    return f'load{{namespace="{ns}",scaler="s{i}"}}'
 
 
 def _trigger(url: str, query: str) -> dict[str, Any]:

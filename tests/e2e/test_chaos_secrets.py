@@ -157,7 +157,7 @@ def _exercise(cluster: Cluster, ns: str, mgr: Manager, prom: PrometheusServer, s
               slo_apis: list[SLOApi], tmp_path: Path) -> None:
     # 1. a Prometheus query with a bearer token from a labelled Secret
     set_secret(cluster, ns, secrets["prometheus token"])
-    q = f'load{{ns="{ns}"}}'
+    q = f'load{{namespace="{ns}"}}'
     prom.set(q, 40)  # 40 / 10 → 4
     apply(cluster, ns, deployment("tok", 2))
     apply(cluster, ns, scaler("tok", "tok", prom_trigger(prom.url, q),

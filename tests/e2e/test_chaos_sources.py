@@ -220,8 +220,8 @@ def test_llmscaler_and_slo_engine_hold_through_every_metric_source_fault(
 def _run(cluster: Cluster, ns: str, managers: list[Manager], provider: CustomProvider,
          prom: PrometheusServer, proms: list[PrometheusServer], tmp_path: Path,
          record_property: Callable[[str, object], None]) -> None:
-    q, ttft, otps = f'running{{ns="{ns}"}}', f'ttft{{ns="{ns}"}}', f'otps{{ns="{ns}"}}'
-    eq = f'queue{{ns="{ns}"}}'
+    q, ttft, otps = f'running{{namespace="{ns}"}}', f'ttft{{namespace="{ns}"}}', f'otps{{namespace="{ns}"}}'
+    eq = f'queue{{namespace="{ns}"}}'
     prom.set(q, 24.0)  # 24 / 8 → 3
     prom.set(eq, 30.0)  # 30 over 3 replicas at 10 each → 3
     prom.set(ttft, 1200.0)  # 1.5 x the target on 2 replicas → 3

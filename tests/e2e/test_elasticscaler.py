@@ -179,7 +179,7 @@ def test_a_apa_scales_up_then_stabilizes_then_scales_down(
     cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
 ) -> None:
     apply(cluster, namespace, deployment("llm-a", 2))
-    q = f'sum(vllm:num_requests_running{{ns="{namespace}"}})'
+    q = f'sum(vllm:num_requests_running{{namespace="{namespace}"}})'
     prometheus.set(q, 20)  # 20 over 2 replicas = 10 per replica: at target
     # a 30 s window, not FAST's 12 s: `escaler explain` below must run inside it, and a CLI process
     # started on a loaded machine (the parallel tier) can take most of 12 s to answer
@@ -493,7 +493,7 @@ def test_f_rollout_holds_the_write_until_defer_timeout(
     # a new template whose pods can never be scheduled: the rollout stays in progress
     stuck = deployment("llm-f", 2, nodeSelector={"e2e.escaler.io/nowhere": "true"})
     apply(cluster, namespace, stuck)
-    q = f'sum(load{{ns="{namespace}",t="f"}})'
+    q = f'sum(load{{namespace="{namespace}",t="f"}})'
     prometheus.set(q, 60)
     apply(
         cluster,
@@ -535,7 +535,7 @@ def test_g_two_scalers_on_one_target_older_wins(
     cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
 ) -> None:
     apply(cluster, namespace, deployment("llm-g", 2))
-    q1, q2 = f'one{{ns="{namespace}"}}', f'two{{ns="{namespace}"}}'
+    q1, q2 = f'one{{namespace="{namespace}"}}', f'two{{namespace="{namespace}"}}'
     prometheus.set(q1, 40)  # wants 4
     prometheus.set(q2, 80)  # wants 8
     latest = {**FAST, "elasticscaler.io/metrics.aggregationType": "Latest"}
@@ -559,7 +559,7 @@ def test_h_prometheus_unreachable_holds_replicas(
     cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
 ) -> None:
     apply(cluster, namespace, deployment("llm-h", 3))
-    q = f'h{{ns="{namespace}"}}'
+    q = f'h{{namespace="{namespace}"}}'
     prometheus.set(q, 30)
     apply(cluster, namespace, scaler("h", "llm-h", prom_trigger(prometheus.url, q), annotations=FAST))
     wait_cond(cluster, namespace, "h", "ScalingActive", "True", "MetricsAvailable", manager)
@@ -584,7 +584,7 @@ def test_i_advisory_mode_never_writes_the_target(
     cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
 ) -> None:
     apply(cluster, namespace, deployment("llm-i", 2))
-    q = f'i{{ns="{namespace}"}}'
+    q = f'i{{namespace="{namespace}"}}'
     prometheus.set(q, 80)
     apply(
         cluster,
@@ -616,7 +616,7 @@ def test_i_advisory_mode_never_writes_the_target(
 def test_j_target_deleted_then_recreated(
     cluster: Cluster, namespace: str, prometheus: Any, manager: dict[str, Any]
 ) -> None:
-    q = f'j{{ns="{namespace}"}}'
+    q = f'j{{namespace="{namespace}"}}'
     prometheus.set(q, 20)  # 20 at 10 per replica: 2 wanted
     apply(cluster, namespace, deployment("llm-j", 2))
     apply(cluster, namespace, scaler("j", "llm-j", prom_trigger(prometheus.url, q), annotations=FAST))
@@ -656,7 +656,7 @@ def test_k_prometheus_bearer_token_from_a_secret(
             "create", "secret", "generic", "prom", "-n", namespace, "--from-literal=token=s3cret-token"
         )
         apply(cluster, namespace, deployment("llm-k", 2))
-        q = f'k{{ns="{namespace}"}}'
+        q = f'k{{namespace="{namespace}"}}'
         prometheus.set(q, 40)
         trig = prom_trigger(prometheus.url.replace("https://", "http://"), q)
         server = trig["metricsTrigger"]["metrics"][0]["externalServer"]

@@ -73,7 +73,7 @@ def _trigger(url: str, query: str) -> dict[str, Any]:
 
 def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, prometheus: PrometheusServer,
                                       managers: list[Any], tmp_path: Path) -> None:
-    query = f'requests{{ns="{namespace}"}}'
+    query = f'requests{{namespace="{namespace}"}}'
     prometheus.set(query, 0.0)
     apply(cluster, namespace, deployment("act", 0))
     apply(cluster, namespace, scaler("act", "act", _trigger(prometheus.url, query), minr=0, maxr=8,

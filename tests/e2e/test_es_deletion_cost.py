@@ -63,8 +63,8 @@ def test_the_idle_pods_get_the_lowest_deletion_cost_and_are_the_ones_removed(
     assert "pod-deletion-cost" in explained and "DeletionCostSkipped" in explained, explained
     assert "holds the pod name" in cluster.kubectl(
         "explain", "elasticscaler.spec.scaleDown.podDeletionCost.prometheus.podLabel")
-    load = f'load{{ns="{namespace}"}}'
-    per_pod = f'sum by (pod) (running{{ns="{namespace}"}})'
+    load = f'load{{namespace="{namespace}"}}'
+    per_pod = f'sum by (pod) (running{{namespace="{namespace}"}})'
     prometheus.set(load, 40.0)  # on target at 4 replicas
     apply(cluster, namespace, deployment("dc", 4))
     wait_ready(cluster, namespace, "dc", 4)

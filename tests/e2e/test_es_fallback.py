@@ -44,7 +44,7 @@ def _status(cluster: Cluster, ns: str) -> dict[str, Any]:
 def test_fallback_engages_after_n_failed_polls_and_recovers_through_the_window(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, managers: list[Any], tmp_path: Path
 ) -> None:
-    query = f'load{{ns="{namespace}"}}'
+    query = f'load{{namespace="{namespace}"}}'
     prometheus.set(query, 10.0 * START)  # on target at 3 replicas
     apply(cluster, namespace, deployment("fb", START))
     apply(cluster, namespace, scaler("fb", "fb", _trigger(prometheus.url, query), annotations=ANNOTATIONS,

@@ -81,7 +81,7 @@ def _tidal(name: str, target: str, start: datetime, end: datetime,
 
 def _setup(cluster: Cluster, namespace: str, prometheus: PrometheusServer, name: str,
            tidal: dict[str, Any]) -> str:
-    query = f'requests{{ns="{namespace}",app="{name}"}}'
+    query = f'requests{{namespace="{namespace}",app="{name}"}}'
     prometheus.set(query, 5.0)  # one replica on load alone
     apply(cluster, namespace, deployment(name, 1))
     apply(cluster, namespace, tidal)

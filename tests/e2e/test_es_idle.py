@@ -57,8 +57,8 @@ def test_a_noisy_metric_inside_the_tolerance_writes_nothing(
     names = [f"idle-{i}" for i in range(SCALERS)]
     for name in names:
         apply(cluster, namespace, deployment(name, REPLICAS))
-        apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, f'load{{app="{name}"}}'),
-                                         annotations=QUICK))
+        query = f'load{{namespace="{namespace}",app="{name}"}}'
+        apply(cluster, namespace, scaler(name, name, _trigger(prometheus.url, query), annotations=QUICK))
     manager = start_manager(cluster, tmp_path, user=USER, namespace=namespace)
     managers.append(manager)
 

@@ -39,7 +39,7 @@ def _trigger(url: str, query: str) -> dict[str, Any]:
 
 def test_scalers_are_polled_at_their_own_rates(cluster: Cluster, namespace: str, prometheus: PrometheusServer,
                                                 managers: list[Any], tmp_path: Path) -> None:
-    queries = {name: f'load{{ns="{namespace}",scaler="{name}"}}' for name in SCALERS}
+    queries = {name: f'load{{namespace="{namespace}",scaler="{name}"}}' for name in SCALERS}
     for name, every in SCALERS.items():
         prometheus.set(queries[name], 20.0)  # on target at 2 replicas: no scaling, just polls
         apply(cluster, namespace, deployment(name, 2))

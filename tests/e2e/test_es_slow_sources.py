@@ -192,7 +192,7 @@ def test_a_trickling_prometheus_does_not_delay_another_tenants_write(
     mgr = start_manager(cluster, tmp_path, user="escaler-slow-sources", api=False, extra_args=manager_args())
     audit = AuditLog.of(cluster)
     try:
-        q = f'sum(load{{ns="{namespace}"}})'
+        q = f'sum(load{{namespace="{namespace}"}})'
         fast.set(q, 20)  # 10 per replica at 2 replicas: at target
         apply(cluster, namespace, deployment("healthy", 2))
         apply(cluster, namespace,

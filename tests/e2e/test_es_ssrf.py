@@ -72,7 +72,7 @@ def test_internal_endpoints_are_refused_with_a_clear_condition(
     control = PrometheusServer(host="127.0.0.2").start()
     internal = PrometheusServer(host="127.0.0.1").start()  # would answer anyone
     try:
-        q = f'sum(load{{ns="{namespace}"}})'
+        q = f'sum(load{{namespace="{namespace}"}})'
         control.set(q, 40)  # 40 at 10 per replica: 4 wanted
         internal.set(q, 40)
         refused = {

@@ -70,9 +70,10 @@ def simulated() -> tuple[Experiment, FlowPolicy]:
     return exp, policy
 
 
-def flow_spec(exp: Experiment, endpoint: str) -> dict[str, Any]:
+def flow_spec(exp: Experiment, endpoint: str, namespace: str) -> dict[str, Any]:
     cap = flow_capacity(exp.options.profile)
-    return {"engine": "vllm", "selector": 'model_name="llama-3.1-8b"', "endpoint": endpoint,
+    return {"engine": "vllm", "selector": f'model_name="llama-3.1-8b",namespace="{namespace}"',
+            "endpoint": endpoint,
             "timeoutSeconds": 5,
             "capacity": {"prefillTokensPerSecond": cap.prefill_tokens_per_s,
                          "decodeTokensPerSecond": cap.decode_tokens_per_s},
@@ -105,7 +106,7 @@ def test_the_manager_writes_the_simulators_flow_decisions(
     assert max(sim_counts) > min(sim_counts) and any(b < a for a, b in itertools.pairwise(sim_counts)), \
         f"the segment must move up and down: {sim_counts}"
 
-    spec = flow_spec(exp, prometheus.url)
+    spec = flow_spec(exp, prometheus.url, namespace)
     queries = flow_queries(FlowProvider.model_validate(spec))
     prefill = float(spec["capacity"]["prefillTokensPerSecond"])
 

@@ -285,7 +285,7 @@ def stuck_rollout(cluster: Cluster, ns: str, name: str, n: int) -> None:
 def test_a_normal_write_then_a_no_op(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    q1, q2 = f'sum(running{{ns="{namespace}"}})', f'sum(waiting{{ns="{namespace}"}})'
+    q1, q2 = f'sum(running{{namespace="{namespace}"}})', f'sum(waiting{{namespace="{namespace}"}})'
     prometheus.set(q1, 40)  # 40 / 8 → 5
     prometheus.set(q2, 9)  # 9 / 2.5 → 4
     apply(cluster, namespace, deployment("chat", 1))
@@ -339,7 +339,7 @@ def test_b_rollout_deferral_then_deferral_timed_out(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
     stuck_rollout(cluster, namespace, "roll", 2)
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 32)  # 4
     apply(
         cluster, namespace, llms("roll", "roll", prom=prometheus.url, queries={q: 8}, deferTimeoutSeconds=20)
@@ -396,7 +396,7 @@ def test_b_rollout_deferral_then_deferral_timed_out(
 def test_c_prometheus_unreachable_and_a_large_error_body(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 80)  # 10, capped at 3
     apply(cluster, namespace, deployment("big", 1))
     apply(cluster, namespace, llms("big", "big", prom=prometheus.url, queries={q: 8}, maxr=3))
@@ -437,7 +437,7 @@ def test_d_target_deleted_during_a_deferral(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
     stuck_rollout(cluster, namespace, "del", 2)
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 32)
     apply(cluster, namespace, llms("del", "del", prom=prometheus.url, queries={q: 8}))
     before = wait_cond(cluster, namespace, "del", "AbleToScale", "True", "RolloutInProgress", manager)
@@ -457,7 +457,7 @@ def test_d_target_deleted_during_a_deferral(
 def test_e_invalid_api_version(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    obj = llms("bad", "x", prom=prometheus.url, queries={"sum(x)": 1})
+    obj = llms("bad", "x", prom=prometheus.url, queries={f'sum(x{{namespace="{namespace}"}})': 1})
     obj["spec"]["targetRef"]["apiVersion"] = "apps/v1/extra"
     apply(cluster, namespace, obj)
     got = wait_cond(cluster, namespace, "bad", "AbleToScale", "False", "InvalidSpec", manager)
@@ -470,7 +470,7 @@ def test_e_invalid_api_version(
 def test_f_spec_change_moves_observed_generation(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 64)  # 8
     apply(cluster, namespace, deployment("gen", 1))
     apply(cluster, namespace, llms("gen", "gen", prom=prometheus.url, queries={q: 8}, window=300))
@@ -499,7 +499,7 @@ def test_f_spec_change_moves_observed_generation(
 def test_g_scale_down_stabilized_then_a_guard_wins(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 48)  # 6
     apply(cluster, namespace, deployment("stab", 6))
     apply(cluster, namespace, llms("stab", "stab", prom=prometheus.url, queries={q: 8}, window=10))
@@ -530,9 +530,9 @@ def test_h_each_scaling_limited_reason(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
     q_hi, q_zero, q_mid = (
-        f'sum(hi{{ns="{namespace}"}})',
-        f'sum(zero{{ns="{namespace}"}})',
-        f'sum(mid{{ns="{namespace}"}})',
+        f'sum(hi{{namespace="{namespace}"}})',
+        f'sum(zero{{namespace="{namespace}"}})',
+        f'sum(mid{{namespace="{namespace}"}})',
     )
     prometheus.set(q_hi, 200)
     prometheus.set(q_zero, 0)
@@ -568,7 +568,7 @@ def test_i_provider_switch_custom_prometheus_custom(
     decisions: Decisions,
     manager: dict[str, Any],
 ) -> None:
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 16)  # 2
     decisions.set(namespace, 3)
     apply(cluster, namespace, deployment("sw", 1))
@@ -625,7 +625,7 @@ def test_i_provider_switch_custom_prometheus_custom(
 def test_j_stale_scaling_deferred_is_removed(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 16)
     apply(cluster, namespace, deployment("old", 2))
     apply(cluster, namespace, llms("old", "old", prom=prometheus.url, queries={q: 8}))
@@ -663,7 +663,7 @@ def test_j_stale_scaling_deferred_is_removed(
 def test_k_target_conflict_across_kinds(
     cluster: Cluster, namespace: str, prometheus: PrometheusServer, manager: dict[str, Any]
 ) -> None:
-    q = f'sum(running{{ns="{namespace}"}})'
+    q = f'sum(running{{namespace="{namespace}"}})'
     prometheus.set(q, 40)
     apply(cluster, namespace, deployment("both", 1))
     apply(

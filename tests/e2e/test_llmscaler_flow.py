@@ -41,21 +41,23 @@ def manager(cluster: Cluster, namespace: str, managers: list[Manager], tmp_path:
     yield mgr.log
 
 
-def flow(endpoint: str) -> dict[str, Any]:
-    return {"engine": "vllm", "selector": 'model_name="llama-3-8b"', "endpoint": endpoint,
+def flow(endpoint: str, namespace: str) -> dict[str, Any]:
+    # the namespace matcher: tenant PromQL reads only its own namespace's series (promqlscope)
+    return {"engine": "vllm", "selector": f'model_name="llama-3-8b",namespace="{namespace}"',
+            "endpoint": endpoint,
             "timeoutSeconds": 2, "capacity": CAPACITY, "ttftSeconds": 2, "coldStartSeconds": 30}
 
 
-def scaler(name: str, target: str, endpoint: str) -> dict[str, Any]:
+def scaler(name: str, target: str, endpoint: str, namespace: str) -> dict[str, Any]:
     return {"apiVersion": GROUP, "kind": "LLMScaler", "metadata": {"name": name}, "spec": {
         "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-        "minReplicas": 1, "maxReplicas": 12, "metricProvider": "Flow", "flow": flow(endpoint),
+        "minReplicas": 1, "maxReplicas": 12, "metricProvider": "Flow", "flow": flow(endpoint, namespace),
         "scaleDown": {"stabilizationWindowSeconds": 0}}}
 
 
-def answer(prometheus: PrometheusServer, values: dict[str, float | None]) -> None:
+def answer(prometheus: PrometheusServer, namespace: str, values: dict[str, float | None]) -> None:
     """The fake Prometheus answers each preset query of ``flow`` with ``values[signal]`` (None: no series)."""
-    for signal, query in flow_queries(FlowProvider.model_validate(flow(prometheus.url))):
+    for signal, query in flow_queries(FlowProvider.model_validate(flow(prometheus.url, namespace))):
         value = values.get(signal, 0.0)
         if value is None:
             with prometheus._lock:
@@ -109,9 +111,9 @@ def test_flow_sizes_the_deployment_and_explain_names_the_steps(
     # 16000 prompt tok/s / 8000 + 3000 generated tok/s / 1500 = 4 replicas at 100 %; / 0.85 → 5. The
     # TTFT p90 of 0.5 s less the mean prompt's 0.2 s prefill (16000 / 10 req/s / 8000) is 0.3 s of
     # queueing: within the 1 s budget (half the objective), the utilisation target stays
-    answer(prometheus, load(16000, 3000, 10))
+    answer(prometheus, namespace, load(16000, 3000, 10))
     apply(cluster, namespace, deployment("llama", 1))
-    apply(cluster, namespace, scaler("llama", "llama", prometheus.url))
+    apply(cluster, namespace, scaler("llama", "llama", prometheus.url, namespace))
     eventually(lambda: replicas(cluster, namespace, "llama") == 5, timeout=60, what="llama at 5")
     obj = wait_for(cluster, namespace, "llama", "AbleToScale=True/Synced at 5",
                    lambda o: (conds(o).get("AbleToScale") or {}).get("reason") == "Synced"
@@ -146,7 +148,7 @@ def test_flow_sizes_the_deployment_and_explain_names_the_steps(
     # the load doubles: up at once to ceil(8 / 0.85) = 10 — or more: the least-squares trend of the
     # few polls so far (4, 4, ..., 8) projects the rise on over the cold start, and a forecast only
     # raises (it is what the decision says, and the Deployment follows the decision)
-    answer(prometheus, load(32000, 6000, 20))
+    answer(prometheus, namespace, load(32000, 6000, 20))
     eventually(lambda: replicas(cluster, namespace, "llama") >= 10, timeout=60, what="llama at 10 or more")
     def decided(o: dict[str, Any]) -> bool:
         st = o.get("status") or {}
@@ -159,7 +161,7 @@ def test_flow_sizes_the_deployment_and_explain_names_the_steps(
     assert last["to"] == 10 or "forecast: trend" in last["reason"], last
 
     # a signal the flow reads stops answering: DecisionUnavailable naming it, the count held
-    answer(prometheus, {**load(32000, 6000, 20), "waiting": None})
+    answer(prometheus, namespace, {**load(32000, 6000, 20), "waiting": None})
     obj = wait_for(cluster, namespace, "llama", "ScalingActive=False/DecisionUnavailable",
                    lambda o: (conds(o).get("ScalingActive") or {}).get("reason") == "DecisionUnavailable",
                    manager)

@@ -123,10 +123,11 @@ def test_the_shipped_rbac_is_enough_for_the_manager(cluster: Cluster, namespace:
 
     # an LLMScaler (Prometheus provider): its status and a /scale write
     apply(cluster, ns, deployment("llm-c", 1))
-    prometheus.set(f'sum(running{{ns="{ns}"}})', 24)  # 24 / 8 → 3
+    prometheus.set(f'sum(running{{namespace="{ns}"}})', 24)  # 24 / 8 → 3
     llms_spec = {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-c"},
                  "prometheus": {"endpoint": prometheus.url, "metrics": [
-                     {"name": "running", "query": f'sum(running{{ns="{ns}"}})', "targetPerReplica": 8}]}}
+                     {"name": "running", "query": f'sum(running{{namespace="{ns}"}})',
+                      "targetPerReplica": 8}]}}
     apply(cluster, ns, {"apiVersion": "llm.escaler.io/v1alpha1", "kind": "LLMScaler",
                         "metadata": {"name": "l"}, "spec": llms_spec})
     eventually(lambda: replicas(cluster, ns, "llm-c") == 3, timeout=40,

@@ -206,7 +206,7 @@ def test_the_shipped_sample_reaches_a_healthy_state(cluster: Cluster, namespace:
 
 def test_an_elasticscaler_scales_an_inplace_rsg_through_scale(cluster: Cluster, namespace: str,
                                                               manager: Manager, prometheus: Any) -> None:
-    ns, q = namespace, f'sum(load{{ns="{namespace}"}})'
+    ns, q = namespace, f'sum(load{{namespace="{namespace}"}})'
     apply(cluster, ns, deployment("prefill", 2))
     apply(cluster, ns, deployment("decode", 1))
     apply(cluster, ns, rsg("pd", [member("prefill", "prefill", 2), member("decode", "decode", 1)], replicas=1,
@@ -234,7 +234,8 @@ def test_an_elasticscaler_scales_an_inplace_rsg_through_scale(cluster: Cluster, 
 
 def test_group_replication_scale_up_least_loaded_scale_down_and_gc(
         cluster: Cluster, namespace: str, manager: Manager, prometheus: Any) -> None:
-    ns, q, rank_q = namespace, f'sum(load{{ns="{namespace}"}})', f'sum by (group) (load{{ns="{namespace}"}})'
+    ns, q = namespace, f'sum(load{{namespace="{namespace}"}})'
+    rank_q = f'sum by (group) (load{{namespace="{namespace}"}})'
     apply(cluster, ns, deployment("prefill", 0))
     apply(cluster, ns, deployment("decode", 0))
     apply(cluster, ns, rsg("pd", [member("prefill", "prefill", 2), member("decode", "decode", 1)], replicas=1,

@@ -143,7 +143,7 @@ def engine(cluster: Cluster, namespace: str, prometheus: Any, managers: list[Man
 def test_decision_follows_prometheus_and_is_served(cluster: Cluster, namespace: str, prometheus: Any,
                                                    engine: Manager) -> None:
     ns = namespace
-    ttft, otps = f'ttft_p90_ms{{ns="{ns}"}}', f'otps{{ns="{ns}"}}'
+    ttft, otps = f'ttft_p90_ms{{namespace="{ns}"}}', f'otps{{namespace="{ns}"}}'
     prometheus.set(ttft, 1200.0)
     prometheus.set(otps, 25.0)
     apply(cluster, ns, deployment("llama", 2))
@@ -178,7 +178,8 @@ def test_decision_follows_prometheus_and_is_served(cluster: Cluster, namespace: 
 def test_the_inflight_load_signal_holds_a_loaded_service(cluster: Cluster, namespace: str,
                                                          prometheus: Any, engine: Manager) -> None:
     ns = namespace
-    ttft, otps, load = f'ttft{{ns="{ns}",q="load"}}', f'otps{{ns="{ns}",q="load"}}', f'inflight{{ns="{ns}"}}'
+    ttft, otps = f'ttft{{namespace="{ns}",q="load"}}', f'otps{{namespace="{ns}",q="load"}}'
+    load = f'inflight{{namespace="{ns}"}}'
     prometheus.set(ttft, 200.0)  # a quarter of the target: TTFT and OTPS alone would go 4 -> 2
     prometheus.set(otps, 40.0)
     prometheus.set(load, 60.0)   # 60 in flight on 4 x 16: ratio 0.9375, inside the band → hold 4
@@ -203,12 +204,13 @@ def test_a_service_id_on_two_kinds_is_409(cluster: Cluster, namespace: str, prom
                                           engine: Manager) -> None:
     ns = namespace
     sid = f"shared-{ns}"
-    prometheus.set(f'ttft{{ns="{ns}"}}', 900.0)
-    prometheus.set(f'otps{{ns="{ns}"}}', 25.0)
-    prometheus.set(f'depth{{ns="{ns}"}}', 50.0)
+    prometheus.set(f'ttft{{namespace="{ns}"}}', 900.0)
+    prometheus.set(f'otps{{namespace="{ns}"}}', 25.0)
+    prometheus.set(f'depth{{namespace="{ns}"}}', 50.0)
     apply(cluster, ns, deployment("llama", 1))
-    apply(cluster, ns, llm_slo("chat", sid, "llama", f'ttft{{ns="{ns}"}}', f'otps{{ns="{ns}"}}'))
-    apply(cluster, ns, job_slo("batch", sid, f'depth{{ns="{ns}"}}'))
+    apply(cluster, ns, llm_slo("chat", sid, "llama", f'ttft{{namespace="{ns}"}}',
+                               f'otps{{namespace="{ns}"}}'))
+    apply(cluster, ns, job_slo("batch", sid, f'depth{{namespace="{ns}"}}'))
     for kind, name in (("llmslo", "chat"), ("jobslo", "batch")):
         obj = wait_decision(cluster, ns, name, ready_is("False", "ServiceIdConflict"), engine, kind=kind,
                             what="ServiceIdConflict")
@@ -222,7 +224,7 @@ def test_a_service_id_on_two_kinds_is_409(cluster: Cluster, namespace: str, prom
 
 def test_job_requirement_formula(cluster: Cluster, namespace: str, prometheus: Any, engine: Manager) -> None:
     ns = namespace
-    depth = f'queue_depth{{ns="{ns}"}}'
+    depth = f'queue_depth{{namespace="{ns}"}}'
     prometheus.set(depth, 340.0)
     apply(cluster, ns, deployment("worker", 2))
     apply(cluster, ns, job_slo("batch", f"batch-{ns}", depth, target="worker"))
@@ -283,7 +285,7 @@ def test_end_to_end_loop_llmscaler_follows_the_decision_engine(cluster: Cluster,
     serviceId, read in-process) scales the Deployment up; TTFT recovered → back down to the minimum."""
     ns = namespace
     sid = f"loop-{ns}"
-    ttft, otps = f'loop_ttft{{ns="{ns}"}}', f'loop_otps{{ns="{ns}"}}'
+    ttft, otps = f'loop_ttft{{namespace="{ns}"}}', f'loop_otps{{namespace="{ns}"}}'
     prometheus.set(ttft, 1600.0)  # twice the target
     prometheus.set(otps, 25.0)
     apply(cluster, ns, deployment("llama", 1))

@@ -48,7 +48,7 @@ def flow_slo(name: str, service_id: str, target: str, ns: str, *, maxr: int = 12
             "spec": {"serviceId": service_id,
                      "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
                      # the flow's TTFT objective (2 s); this PromQL is not read while flow is set
-                     "ttft": {"targetMs": 2000, "promql": f'unread_ttft{{ns="{ns}"}}'},
+                     "ttft": {"targetMs": 2000, "promql": f'unread_ttft{{namespace="{ns}"}}'},
                      "flow": {"engine": "vllm", "selector": f'model_name="llama",namespace="{ns}"',
                               "capacity": CAPACITY, "coldStartSeconds": 30, **flow},
                      "bounds": {"min": {"type": "replica", "value": 1},
@@ -106,7 +106,7 @@ def test_flow_sizes_the_requirement_and_an_llmscaler_applies_it(
     assert d["signals"] == {"currentReplicas": 1, "work": 4, "backlog": 0, "planned": 4, "utilization": 0.85,
                             "headroom": 0, "need": 5}, d
     assert cond(obj, "Ready") == ("True", "Sized", "sized from its signals: 5 replicas")
-    assert f'unread_ttft{{ns="{ns}"}}' not in prometheus.queries  # ttft only sets the objective
+    assert f'unread_ttft{{namespace="{ns}"}}' not in prometheus.queries  # ttft only sets the objective
     code, body = get_decision(engine, sid, ns, cluster)
     assert code == 200 and body["replicas"] == 5 and body["signals"]["need"] == 5 and WORK in body["reason"]
 

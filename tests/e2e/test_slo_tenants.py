@@ -97,8 +97,8 @@ def _scaler_message(cluster: Cluster, ns: str, name: str) -> str:
 def test_a_tenant_registering_another_tenants_service_id_changes_nothing_for_it(
         cluster: Cluster, namespace: str, tenant_b: str, prometheus: Any, fleet_engine: Manager) -> None:
     a, b, mgr = namespace, tenant_b, fleet_engine
-    a_ttft, a_otps = f'ttft{{ns="{a}"}}', f'otps{{ns="{a}"}}'
-    b_ttft, b_otps = f'ttft{{ns="{b}"}}', f'otps{{ns="{b}"}}'
+    a_ttft, a_otps = f'ttft{{namespace="{a}"}}', f'otps{{namespace="{a}"}}'
+    b_ttft, b_otps = f'ttft{{namespace="{b}"}}', f'otps{{namespace="{b}"}}'
     prometheus.set(a_ttft, 1200.0)  # 1.5x the target: A's 2 replicas → 3 (its max bound)
     prometheus.set(a_otps, 25.0)
     prometheus.set(b_ttft, 1600.0)  # 2x: B's 1 replica → 2 (its max bound)

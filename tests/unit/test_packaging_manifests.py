@@ -617,3 +617,19 @@ def test_the_namespace_enforces_the_restricted_pod_security_standard() -> None:
     namespaced = [o for o in kustomize("base") if o["kind"] not in (
         "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding")]
     assert {o["metadata"].get("namespace") for o in namespaced} == {NAMESPACE}
+
+
+def test_tenant_promql_is_confined_by_default_and_the_chart_sets_the_flags() -> None:
+    """Issue 27 item 4: the manager the chart runs confines tenant PromQL (the default), and the
+    values reach its flags; a label that is not a label name is refused by the schema."""
+    default = one(chart(), "Deployment", "escaler-manager")["spec"]["template"]["spec"]["containers"][0]
+    assert flags_of(default).promql_namespace_label == "namespace"
+    assert not [a for a in default["args"] if a.startswith("--promql")]
+    objs = chart("manager.promql.namespaceLabel=kubernetes_namespace",
+                 "manager.promql.unconfinedHosts=prom.team-a.svc")
+    dep = one(objs, "Deployment", "escaler-manager")
+    flags = flags_of(dep["spec"]["template"]["spec"]["containers"][0])
+    assert (flags.promql_namespace_label, flags.promql_unconfined_hosts) == ("kubernetes_namespace",
+                                                                            ("prom.team-a.svc",))
+    r = helm("template", "escaler", str(CHART), "--set", "manager.promql.namespaceLabel=a-b")
+    assert r.returncode != 0 and "namespaceLabel" in r.stderr, r.stderr

@@ -8,9 +8,11 @@ query here ran as written (``sum(x{namespace="other"})`` read another namespace'
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from es_fakes import NS, deployment
 from test_llmscaler_reconciler import LLM, llmscaler
 from test_slo_reconciler import OTPS_Q, TTFT_Q, Rig, llm_req
@@ -218,3 +220,38 @@ def test_a_pod_deletion_cost_query_outside_its_namespace_is_never_sent() -> None
     got = c.pod_values(NS, source)
     assert got.error is not None
     assert got.error.startswith("scaleDown.podDeletionCost.prometheus.query: every series selector")
+
+
+def test_a_query_nested_past_the_bound_is_refused_before_the_parser_sees_it() -> None:
+    """The Rust parser recurses on the native stack: 20,000 levels killed the process (SIGSEGV)."""
+    deep = "(" * 20_000 + 'x{namespace="team"}' + ")" * 20_000
+    why = confinement_error(deep, "team")
+    assert why is not None and why.startswith("nests deeper than 256 levels")
+    assert confinement_error("(" * 200 + 'x{namespace="team"}' + ")" * 200, "team") is None
+    long = 'x{namespace="team"} + ' * 4000 + "1"
+    assert (confinement_error(long, "team") or "").startswith("is longer than")
+
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "manifests" / "samples").glob("*.yaml"))
+
+
+def _promql(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("query", "promql") and isinstance(v, str):
+                yield f"{path}.{k}", v
+            elif k == "flow" and isinstance(v, dict) and v.get("selector"):
+                yield f"{path}.flow.selector", f'x{{{v["selector"]}}}'
+            else:
+                yield from _promql(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _promql(v, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
+def test_every_shipped_samples_promql_runs_in_the_namespace_it_is_applied_to(sample: Path) -> None:
+    """The samples are applied to ``default`` (the Tidal's labels name it): their queries read it."""
+    for doc in yaml.safe_load_all(sample.read_text(encoding="utf-8")):
+        for path, query in _promql(doc or {}):
+            assert confinement_error(query, "default") is None, (sample.name, path, query)
