@@ -557,7 +557,7 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
             max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
             scaler_metrics=scaler_metrics, outbound=outbound_executor(
                 mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
-            status_refresh_seconds=flags.status_refresh_seconds,
+            status_refresh_seconds=flags.status_refresh_seconds, crd_gate=gate,
         ),
         # Tidal: time rules → status.desiredReplicas, followed by a StateTrigger ElasticScaler
         "tidal": lambda: setup_tidal(mgr, bindings=bindings,
@@ -585,7 +585,7 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
                 mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
                 controller="llmscaler"),
             status_refresh_seconds=flags.status_refresh_seconds,
-            decisions=slo if "slo" in flags.controllers else None,
+            decisions=slo if "slo" in flags.controllers else None, crd_gate=gate,
         ),
     }
     for name, needs in CONTROLLERS.items():

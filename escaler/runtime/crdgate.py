@@ -23,6 +23,11 @@ Contract:
 * **Leader election is kept**: ``setup`` registers controllers the usual way (``ControllerBuilder``,
   ``Manager.add``): leader runnables, started at once on the leader and on election on a standby —
   where the late setup still runs, so the standby's caches are warm when it takes over.
+* ``optional=True`` (e.g. a controller's ``spec.floorFrom`` watch of Tidals, a feature of a running
+  controller rather than a controller) waits the same way but quietly: an INFO line instead of the
+  WARNING, and neither in ``waiting()`` nor on ``/readyz`` — a cluster that never installs the kind
+  is not missing anything it asked for. ``label`` names an entry in the log (default ``controller
+  <name>``).
 * A ``setup`` that raises ends the gate's runnable with that error: the manager reports it and exits
   1 (as the same error at start would), rather than run with a half-registered controller.
 
@@ -69,6 +74,10 @@ class _Waiting:
     setup: Callable[[], object]
     # the CRDs found missing at the last check, in ``needs`` order; never empty while waiting
     missing: tuple[str, ...]
+    # how the log names it ("controller tidal")
+    label: str
+    # not a controller: logged at INFO, not listed by waiting() nor on /readyz
+    optional: bool = False
 
 
 class CRDGate:
@@ -88,30 +97,33 @@ class CRDGate:
         # True once the gate was added to the manager (runnable and readyz check), never reset
         self._installed = False
 
-    def add(self, name: str, needs: Sequence[Needed], setup: Callable[[], object]) -> bool:
+    def add(self, name: str, needs: Sequence[Needed], setup: Callable[[], object], *,
+            optional: bool = False, label: str = "") -> bool:
         """Set ``name`` up now if every kind of ``needs`` is served (True), else wait for them (False)."""
         missing = self._missing(needs)
         if not missing:
             setup()
             return True
+        label = label or f"controller {name}"
         with self._mu:
             if name in self._waiting:
-                raise ValueError(f"CRDGate.add: controller {name!r} is already waiting")
-            self._waiting[name] = _Waiting(tuple(needs), setup, missing)
+                raise ValueError(f"CRDGate.add: {name!r} is already waiting")
+            self._waiting[name] = _Waiting(tuple(needs), setup, missing, label, optional)
             install = not self._installed
             self._installed = True
-        _log.warning("controller %s is off: CRD %s not installed; it starts when %s", name,
-                     " and ".join(missing), "it appears" if len(missing) == 1 else "they appear",
-                     extra={"controller": name, "missingCRDs": list(missing)})
+        _log.log(logging.INFO if optional else logging.WARNING,
+                 "%s is off: CRD %s not installed; it starts when %s", label,
+                 " and ".join(missing), "it appears" if len(missing) == 1 else "they appear",
+                 extra={"controller": name, "missingCRDs": list(missing)})
         if install:
             self._mgr.add_readyz_check(READYZ_CHECK, lambda: True, detail=self.detail)
             self._mgr.add(self, needs_leader_election=False)
         return False
 
     def waiting(self) -> dict[str, tuple[str, ...]]:
-        """Controller name → the CRDs it waits for (as last checked)."""
+        """Controller name → the CRDs it waits for (as last checked); optional entries left out."""
         with self._mu:
-            return {name: w.missing for name, w in self._waiting.items()}
+            return {name: w.missing for name, w in self._waiting.items() if not w.optional}
 
     def detail(self) -> str:
         """The readiness detail: ``controller <name>: waiting for CRD <crd>`` per waiting controller."""
@@ -127,7 +139,7 @@ class CRDGate:
             try:
                 missing = self._missing(w.needs)
             except Exception as exc:  # discovery unreachable for now: the next pass retries
-                _log.warning("controller %s: cannot check for CRD %s yet: %s", name, " and ".join(w.missing),
+                _log.warning("%s: cannot check for CRD %s yet: %s", w.label, " and ".join(w.missing),
                              exc, extra={"controller": name})
                 continue
             if missing:
@@ -138,15 +150,19 @@ class CRDGate:
             with self._mu:
                 del self._waiting[name]
             self._mgr.start_new_informers()
-            _log.info("controller %s: CRD %s installed, controller started", name,
-                      " and ".join(n.crd for n in w.needs), extra={"controller": name})
+            _log.info("%s: CRD %s installed, %s", w.label, " and ".join(n.crd for n in w.needs),
+                      "on" if w.optional else "controller started", extra={"controller": name})
             started.append(name)
         return started
 
     def start(self, stop: threading.Event) -> None:
-        """Re-check every ``interval`` until no controller waits or ``stop`` is set."""
-        while self.waiting() and not self._mgr.clock.sleep(self._interval, stop):
+        """Re-check every ``interval`` until nothing waits (optional entries too) or ``stop`` is set."""
+        while self._pending() and not self._mgr.clock.sleep(self._interval, stop):
             self.check()
+
+    def _pending(self) -> bool:
+        with self._mu:
+            return bool(self._waiting)
 
     def _missing(self, needs: Sequence[Needed]) -> tuple[str, ...]:
         missing: list[str] = []

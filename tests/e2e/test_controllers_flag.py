@@ -6,8 +6,10 @@
 * ``test_b_a_missing_crd_waits_and_its_controller_starts_when_it_appears`` (serial tier: it deletes
   the shipped Tidal CRD, which every other test of a shared control plane may use): a manager started
   without the Tidal CRD stays up, logs one warning, serves ``/readyz`` 200 with the detail
-  ``controller tidal: waiting for CRD tidals.tidal.io`` while its ElasticScaler controller works, and
-  reconciles a Tidal once the CRD is applied again — without a restart. On the code before the change
+  ``controller tidal: waiting for CRD tidals.tidal.io`` while its ElasticScaler controller works (a
+  ``spec.floorFrom`` scaler: ``ScheduleFloor=False/TidalNotFound``), and once the CRD is applied again
+  — without a restart — reconciles a Tidal and reads the scaler's floor from it
+  (``True/FloorActive``). On the code before the change
   the manager exits 1 at start ("are escaler's CRDs installed?").
 
 Every manager runs as a client-certificate user of its own (the audit log is shared) and watches only
@@ -24,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, Cluster, eventually, source_dir
+from .conftest import ROOT, Cluster, PrometheusServer, eventually, source_dir
 from .es_helpers import Manager, apply, cond, deployment, hold, start_manager
 from .webhook import free_port
 
@@ -82,6 +84,22 @@ def plain_scaler(name: str, target: str) -> dict[str, Any]:
                                                                       "averageValue": "10"}}}]}}}}
 
 
+def floored_scaler(name: str, url: str, query: str, *, tidal: str) -> dict[str, Any]:
+    """A MetricsTrigger ElasticScaler on a fake Prometheus series, floored by Tidal ``tidal``."""
+    return {"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
+            "metadata": {"name": name},
+            "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                     "minReplicas": 1, "maxReplicas": 4, "floorFrom": {"name": tidal},
+                     "trigger": {"type": "MetricsTrigger", "metricsTrigger": {"metrics": [
+                         {"type": "ExternalServer",
+                          "externalServer": {"endpoint": url, "query": query, "timeoutSeconds": 2,
+                                             "target": {"type": "AverageValue", "averageValue": "10"}}}]}}}}
+
+
+def floor(cluster: Cluster, ns: str, name: str) -> tuple[str, str, str]:
+    return cond(dict(cluster.kubectl_json("get", "elasticscaler", name, "-n", ns)), "ScheduleFloor")
+
+
 def reconciled(cluster: Cluster, ns: str, kind: str, name: str) -> dict[str, Any] | None:
     obj = dict(cluster.kubectl_json("get", kind, name, "-n", ns))
     return obj if (obj.get("status") or {}).get("conditions") else None
@@ -116,7 +134,7 @@ def test_a_disabled_controller_leaves_its_kind_alone(cluster: Cluster, namespace
 
 @pytest.mark.serial  # serial tier (docs/testing.md): it deletes the shipped Tidal CRD
 def test_b_a_missing_crd_waits_and_its_controller_starts_when_it_appears(
-    cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager],
+    cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Manager], prometheus: PrometheusServer,
 ) -> None:
     ns = namespace
     crd = source_dir() / "manifests" / "crds" / f"{TIDAL_CRD}.yaml"
@@ -145,6 +163,13 @@ def test_b_a_missing_crd_waits_and_its_controller_starts_when_it_appears(
         apply(cluster, ns, deployment("web", 1))
         apply(cluster, ns, plain_scaler("es", "web"))
         es_reconciled(cluster, ns, mgr)
+        # a scaler whose spec.floorFrom names a Tidal: no Tidal kind yet, so no floor
+        query = f'requests{{ns="{ns}",app="fl"}}'
+        prometheus.set(query, 5.0)
+        apply(cluster, ns, deployment("fl", 1))
+        apply(cluster, ns, floored_scaler("fl", prometheus.url, query, tidal="plan"))
+        eventually(lambda: floor(cluster, ns, "fl")[:2] == ("False", "TidalNotFound"), timeout=60,
+                   what=f"ScheduleFloor=False/TidalNotFound; log:\n{mgr.output(2000)}")
 
         # (2) the CRD appears: the Tidal controller starts, no restart
         cluster.kubectl("apply", "--server-side", "-f", str(crd))
@@ -159,6 +184,9 @@ def test_b_a_missing_crd_waits_and_its_controller_starts_when_it_appears(
         eventually(tidal_reconciled, timeout=60, interval=0.5,
                    what=f"the Tidal reconciled by the late controller; log:\n{mgr.output(3000)}")
         assert "controller tidal: CRD tidals.tidal.io installed, controller started" in mgr.output(10**7)
+        # and the scaler controller's floorFrom watch of Tidals was added: the floor is read now
+        eventually(lambda: floor(cluster, ns, "fl")[:2] == ("True", "FloorActive"), timeout=60,
+                   what=f"ScheduleFloor=True/FloorActive; log:\n{mgr.output(3000)}")
         assert readyz(probes) == (200, "ok")
         assert mgr.proc.pid and mgr.alive()
     finally:

@@ -117,6 +117,10 @@ def _manager(hidden: set[str]) -> tuple[Manager, HidingMapper]:
     return Manager.for_testing(cluster.lw_factory, mapper, client=cluster.client), mapper  # type: ignore[arg-type]
 
 
+def _controller(mgr: Manager, name: str) -> Any:
+    return next(r for r in mgr._leaders.runnables if getattr(r, "name", None) == name)
+
+
 def _controller_names(mgr: Manager) -> set[str]:
     return set(mgr._controller_names)
 
@@ -146,8 +150,12 @@ def test_missing_crd_waits_with_one_warning_and_a_ready_detail(caplog: pytest.Lo
 
     assert gate.check() == []  # still missing: nothing happens
     mapper.hidden.clear()  # the CRD was applied
-    assert gate.check() == ["tidal"]
+    # the Tidal controller starts, and the scaler controllers' spec.floorFrom watch of Tidals is added
+    assert gate.check() == ["elasticscaler-floors", "tidal", "llmscaler-floors"]
     assert "tidal" in _controller_names(mgr)
+    for name in ("elasticscaler", "llmscaler"):
+        sources = [repr(src) for src in _controller(mgr, name)._sources]
+        assert "Kind(floors tidal.io/v1alpha1 Tidal)" in sources, sources
     assert gate.waiting() == {}
     assert mgr.readyz.evaluate(only="controllers") == (True, "ok")
 
@@ -236,6 +244,24 @@ def test_gate_keeps_waiting_through_a_discovery_outage(clock: FakeClock) -> None
     mapper.error = None
     mapper.hidden.clear()
     assert gate.check() == ["tidal"] and calls == ["setup"]
+
+
+def test_an_optional_entry_waits_quietly(clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    cluster = Cluster()
+    mapper = HidingMapper(tuple(cluster.mapper._by_kind.values()), {"Tidal"})
+    mgr = Manager.for_testing(cluster.lw_factory, mapper, clock=clock)
+    gate = CRDGate(mgr)
+    calls: list[str] = []
+    with caplog.at_level(logging.INFO, logger="escaler.runtime.crdgate"):
+        assert gate.add("es-floors", [TIDAL], lambda: calls.append("wired"), optional=True,
+                        label="spec.floorFrom of controller elasticscaler") is False
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "spec.floorFrom of controller elasticscaler is off: CRD tidals.tidal.io not installed; it "
+                 "starts when it appears")]
+    assert gate.waiting() == {} and gate.detail() == ""
+    assert mgr.readyz.evaluate(only=READYZ_CHECK) == (True, "ok")
+    mapper.hidden.clear()
+    assert gate.check() == ["es-floors"] and calls == ["wired"]
 
 
 @pytest.mark.parametrize("interval", [0.0, -1.0, float("inf"), float("nan")],
