@@ -57,6 +57,12 @@ plus deletes per reconcile of one RSG), ``--max-clones-per-namespace`` (clones o
 namespace together) and ``--max-clone-template-bytes`` (the size of one clone):
 ``escaler.reconcilers.rsg.limits``.
 
+``--controllers`` (``escaler.cli.controllers``: ``*``, ``name``, ``-name``, as
+kube-controller-manager's flag) picks the controllers; each is registered behind a
+``escaler.runtime.crdgate.CRDGate``, so one whose CRD is not installed does not stop the manager: it
+is off (one WARNING, a detail on the ``/readyz`` check ``controllers``, which passes) until the CRD
+appears, and then starts. The start-up log says which run, wait and are off (``controllers: ...``).
+
 ``--unsafe-test-clock-file PATH`` is for end-to-end tests only: the manager's one clock becomes an
 ``escaler.testclock.SteppedClock`` running ahead of real time by the offset (seconds) in ``PATH``,
 which a test raises to step the manager across a schedule's minute boundary without waiting for it.
@@ -73,9 +79,13 @@ import os
 import re
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from escaler.cli.controllers import ALL as ALL_CONTROLLERS
+from escaler.cli.controllers import CONTROLLERS, DEFAULT_CONTROLLERS, enabled_controllers
+from escaler.cli.controllers import FLAG as CONTROLLERS_FLAG
 from escaler.cli.flags import (
     bind_address,
     byte_size,
@@ -93,6 +103,7 @@ from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
 from escaler.reconcilers.elasticscaler.setup import outbound_executor
 from escaler.reconcilers.llmscaler import setup_llmscaler
+from escaler.reconcilers.ports import DecisionLookup
 from escaler.reconcilers.rsg import setup_rsg
 from escaler.reconcilers.rsg.limits import (
     DEFAULT_CLONE_TEMPLATE_BYTES,
@@ -104,6 +115,7 @@ from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.slo import setup_slo
 from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
+from escaler.runtime.crdgate import CRDGate
 from escaler.runtime.executor import DEFAULT_OUTBOUND_PER_GROUP, DEFAULT_OUTBOUND_WORKERS
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
@@ -131,6 +143,7 @@ __all__ = [
     "WebhookServing",
     "add_parser",
     "build_manager",
+    "controllers_line",
     "flags_from_args",
     "open_test_clock",
     "register_reconcilers",
@@ -220,6 +233,8 @@ class ManagerFlags:
     replication_limits: ReplicationLimits = field(default_factory=ReplicationLimits)
     # --promql-namespace-label, --promql-unconfined-hosts (escaler.signals.promqlscope)
     promql_scope: PromQLScope = DEFAULT_SCOPE
+    # --controllers: the controllers this manager runs (escaler.cli.controllers; default every one)
+    controllers: frozenset[str] = frozenset(CONTROLLERS)
 
     def manager_options(self, clock: Clock | None = None) -> ManagerOptions:
         """The manager's options; ``clock`` is its one clock (None: the real one)."""
@@ -371,6 +386,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="base URL of the Prometheus the SLO decision engine runs the PromQL of "
                         "LLMSLORequirements and JobSLORequirements against; without it their signals are "
                         "missing (default: '')")
+    p.add_argument(CONTROLLERS_FLAG, metavar="LIST", default=DEFAULT_CONTROLLERS,
+                   help="comma list of the controllers to run, as kube-controller-manager's flag: "
+                        f"'{ALL_CONTROLLERS}' runs every one, 'name' enables one, '-name' disables one "
+                        "(e.g. '*,-rsg' or 'elasticscaler,tidal'); controllers: "
+                        + "; ".join(f"{name} ({' + '.join(n.kind for n in needs)})"
+                                    for name, needs in CONTROLLERS.items())
+                        + ". A controller whose CRD is not installed does not stop the manager: it is "
+                        "off, logged once and listed on /readyz (which stays ready), until the CRD "
+                        f"appears; then it starts (default: {DEFAULT_CONTROLLERS})")
     p.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT,
                    help=f"log line format (default: {DEFAULT_LOG_FORMAT})")
     p.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL,
@@ -463,6 +487,10 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
     webhook = resolve_webhook(args.webhook_port, args.webhook_cert_dir, args.webhook_cert_file,
                               args.webhook_key_file)
     api_cert_file, api_key_file = _api_files(args)
+    try:
+        controllers = enabled_controllers(args.controllers)
+    except ValueError as exc:
+        raise UsageError(f"{CONTROLLERS_FLAG}: {exc}") from None
     if args.unsafe_test_clock_file is not None:
         try:
             read_offset(args.unsafe_test_clock_file)
@@ -507,13 +535,15 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
                                              clones_per_namespace=args.max_clones_per_namespace,
                                              template_bytes=args.max_clone_template_bytes),
         promql_scope=promql_scope,
+        controllers=controllers,
     )
 
 
-def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
-    """Register one reconciler per escaler kind on ``mgr``.
+def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
+    """Register one reconciler per escaler kind on ``mgr``, each behind the ``CRDGate``; return it.
 
-    Registered: ElasticScaler (``escaler.reconcilers.elasticscaler``: its controller, the
+    Registered, when ``--controllers`` enables them (``escaler.cli.controllers``): ElasticScaler
+    (``escaler.reconcilers.elasticscaler``: its controller, the
     MetricsTrigger poller at ``--metrics-trigger-poll-interval``, endpoint hosts checked against
     ``--allowed-endpoint-hosts``, and the SignalTrigger push route on ``mgr.api_server`` when the
     API server is enabled) and Tidal (``escaler.reconcilers.tidal``: status.desiredReplicas from
@@ -524,47 +554,97 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> None:
     And the SLO decision engine (``escaler.reconcilers.slo``: LLMSLORequirement and JobSLORequirement
     sized from PromQL on ``--slo-prometheus-endpoint`` every ``--metrics-trigger-poll-interval``, and
     ``GET /decisions/v1/namespaces/{namespace}/{serviceId}`` on ``mgr.api_server``; its decisions are
-    handed to the LLMScaler's ``customProvider.serviceId`` in-process).
+    handed to the LLMScaler's ``customProvider.serviceId`` in-process — while the engine waits for its
+    CRDs, that read says so; with ``-slo`` the LLMScaler has no engine to read).
+
+    A controller whose CRD is not installed waits for it (``escaler.runtime.crdgate``): the manager
+    starts without it, and sets it up when the CRD appears.
     """
     # state every scaler kind shares: one binding index, one set of escaler_* collectors
     bindings = TargetBindings()
     scaler_metrics = ScalerMetrics(mgr.metrics.registry)
-    setup_elasticscaler(
-        mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
-        allowed_hosts=flags.allowed_endpoint_hosts,
-        allow_networks=flags.allow_endpoint_networks,
-        max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
-        scaler_metrics=scaler_metrics, outbound=outbound_executor(
-            mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
-        status_refresh_seconds=flags.status_refresh_seconds, promql_scope=flags.promql_scope,
-    )
-    # Tidal: time rules → status.desiredReplicas, followed by a StateTrigger ElasticScaler
-    setup_tidal(mgr, bindings=bindings, max_concurrent_reconciles=flags.max_concurrent_reconciles)
-    # ResourceScalingGroup: members scaled as one unit; its ranking queries use the outbound policy
-    setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
-              allow_networks=flags.allow_endpoint_networks,
-              max_concurrent_reconciles=flags.max_concurrent_reconciles, limits=flags.replication_limits,
-              promql_scope=flags.promql_scope)
-    # SLO decision engine: LLM/Job SLO requirements → status.decision and the decisions route; set up
-    # before the LLMScaler, which reads its decisions in-process (customProvider.serviceId)
-    slo = setup_slo(mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
-                    poll_interval=flags.metrics_trigger_poll_interval,
-                    allowed_hosts=flags.allowed_endpoint_hosts,
-                    allow_networks=flags.allow_endpoint_networks,
-                    max_concurrent_reconciles=flags.max_concurrent_reconciles,
-                    outbound_workers=flags.outbound_workers, promql_scope=flags.promql_scope)
-    # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings and outbound policy
-    setup_llmscaler(
-        mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
-        allowed_hosts=flags.allowed_endpoint_hosts,
-        allow_networks=flags.allow_endpoint_networks,
-        max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
-        scaler_metrics=scaler_metrics, outbound=outbound_executor(
-            mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
-            controller="llmscaler"),
-        status_refresh_seconds=flags.status_refresh_seconds,
-        decisions=slo.decisions.lookup, promql_scope=flags.promql_scope,
-    )
+    gate = CRDGate(mgr)
+    slo = _LateDecisions()
+    setups: dict[str, Callable[[], object]] = {
+        "elasticscaler": lambda: setup_elasticscaler(
+            mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
+            allowed_hosts=flags.allowed_endpoint_hosts,
+            allow_networks=flags.allow_endpoint_networks,
+            max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
+            scaler_metrics=scaler_metrics, outbound=outbound_executor(
+                mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
+            status_refresh_seconds=flags.status_refresh_seconds, crd_gate=gate,
+            promql_scope=flags.promql_scope,
+        ),
+        # Tidal: time rules → status.desiredReplicas, followed by a StateTrigger ElasticScaler
+        "tidal": lambda: setup_tidal(mgr, bindings=bindings,
+                                     max_concurrent_reconciles=flags.max_concurrent_reconciles),
+        # ResourceScalingGroup: members scaled as one unit; its ranking queries use the outbound policy
+        "rsg": lambda: setup_rsg(mgr, bindings=bindings, allowed_hosts=flags.allowed_endpoint_hosts,
+                                 allow_networks=flags.allow_endpoint_networks,
+                                 max_concurrent_reconciles=flags.max_concurrent_reconciles,
+                                 limits=flags.replication_limits, promql_scope=flags.promql_scope),
+        # SLO decision engine: LLM/Job SLO requirements → status.decision and the decisions route; set up
+        # before the LLMScaler, which reads its decisions in-process (customProvider.serviceId)
+        "slo": lambda: slo.serve(setup_slo(
+            mgr, prometheus_endpoint=flags.slo_prometheus_endpoint,
+            poll_interval=flags.metrics_trigger_poll_interval, allowed_hosts=flags.allowed_endpoint_hosts,
+            allow_networks=flags.allow_endpoint_networks,
+            max_concurrent_reconciles=flags.max_concurrent_reconciles,
+            outbound_workers=flags.outbound_workers, promql_scope=flags.promql_scope).decisions.lookup),
+        # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings, outbound policy
+        "llmscaler": lambda: setup_llmscaler(
+            mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
+            allowed_hosts=flags.allowed_endpoint_hosts,
+            allow_networks=flags.allow_endpoint_networks,
+            max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
+            scaler_metrics=scaler_metrics, outbound=outbound_executor(
+                mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
+                controller="llmscaler"),
+            status_refresh_seconds=flags.status_refresh_seconds,
+            decisions=slo if "slo" in flags.controllers else None, crd_gate=gate,
+            promql_scope=flags.promql_scope,
+        ),
+    }
+    for name, needs in CONTROLLERS.items():
+        if name in flags.controllers:
+            started = gate.add(name, needs, setups[name])
+            if not started and name == "slo":
+                slo.why = ("the SLO decision engine of this manager waits for CRD "
+                           + " and ".join(gate.waiting()[name]))
+    return gate
+
+
+class _LateDecisions:
+    """The SLO engine's decision lookup for the LLMScaler, bound when the engine is set up (at start,
+    or when its CRDs appear); until then every lookup answers why there is no decision."""
+
+    def __init__(self) -> None:
+        # the engine's lookup; None until it is set up (then fixed)
+        self._lookup: DecisionLookup | None = None
+        # the answer while there is no engine
+        self.why = "the SLO decision engine of this manager is not set up"
+
+    def serve(self, lookup: DecisionLookup) -> None:
+        self._lookup = lookup
+
+    def __call__(self, namespace: str, service_id: str) -> Mapping[str, Any] | str:
+        lookup = self._lookup
+        return self.why if lookup is None else lookup(namespace, service_id)
+
+
+def controllers_line(flags: ManagerFlags, gate: CRDGate) -> str:
+    """The start-up summary's ``controllers: ...`` line: running, waiting for a CRD, off by the flag."""
+    waiting = gate.waiting()
+    running = [n for n in CONTROLLERS if n in flags.controllers and n not in waiting]
+    off = [n for n in CONTROLLERS if n not in flags.controllers]
+    parts = [f"running {', '.join(running) or 'none'}"]
+    if waiting:
+        parts.append("waiting for their CRD: " + ", ".join(f"{n} ({' and '.join(crds)})"
+                                                           for n, crds in waiting.items()))
+    if off:
+        parts.append(f"off by {CONTROLLERS_FLAG}: {', '.join(off)}")
+    return "; ".join(parts)
 
 
 def _positive_duration(text: str) -> float:
@@ -611,7 +691,9 @@ def build_manager(
         )
         mgr.add_webhook(server)
         mgr.add_readyz_check("webhook", server.serving.is_set)
-    register_reconcilers(mgr, flags)
+    gate = register_reconcilers(mgr, flags)
+    _log.info("controllers: %s", controllers_line(flags, gate),
+              extra={"controllers": sorted(flags.controllers), "waitingForCRDs": gate.waiting()})
     return mgr
 
 

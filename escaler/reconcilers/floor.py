@@ -19,7 +19,11 @@ the scalers that name a Tidal when it changes.
   informer is the manager's shared one (the Tidal controller's own cache when it runs too). Rule
   boundaries need no event: the pipeline requeues the scaler at the floor's next change
   (``Decision.requeue_after``). A manager whose API server does not serve the Tidal kind gets no
-  watch and no store: every floor is then ``TidalNotFound``.
+  watch and an empty store: every floor is then ``TidalNotFound``. Given the manager's ``CRDGate``
+  (``FloorWatch(mgr, scalers, gate)``), ``.wire_when_served(controller, name)`` has the gate (an
+  optional entry: INFO, not on /readyz) add the Tidal cache and watch to the running controller once
+  the Tidal CRD is installed — no restart — after which the informer's initial adds wake the
+  scalers naming a Tidal. Without a gate the store stays empty.
 
 Thread-safe: the caches are guarded by a lock; the rest is read-only.
 """
@@ -35,18 +39,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from escaler.api.registry import KINDS
 from escaler.api.scaler import FloorFrom
 from escaler.api.tidal import Tidal, TidalSpec
 from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.ports import ObjectStore
 from escaler.runtime.builder import ControllerBuilder
+from escaler.runtime.controller import Controller
+from escaler.runtime.crdgate import CRDGate, Needed
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.manager import Manager
 from escaler.runtime.predicates import GenerationChangedPredicate
+from escaler.runtime.source import Kind
 from escaler.runtime.types import Request
 from escaler.scaling.floor import TIDAL_INVALID, FloorState, floor_of
 
-__all__ = ["FLOOR_INDEX", "FloorReader", "FloorWatch", "floor_index", "scalers_naming", "tidal_store"]
+__all__ = ["FLOOR_INDEX", "FloorReader", "FloorWatch", "LateStore", "floor_index", "scalers_naming",
+           "tidal_store"]
 
 # indexer on a scaler informer: "namespace/tidal" of spec.floorFrom → the scalers naming that Tidal
 FLOOR_INDEX = "escaler.io/floor-from"
@@ -95,19 +104,46 @@ def tidal_store(mgr: Manager) -> Any | None:
     return mgr.informers.informer_for(ResourceKey(m.group, m.version, m.resource, namespace=ns))
 
 
+class LateStore:
+    """An ``ObjectStore`` bound later: empty until ``bind(store)``, then that store's answers."""
+
+    def __init__(self) -> None:
+        # the bound store; None until bind() (then fixed)
+        self._store: ObjectStore | None = None
+
+    def bind(self, store: ObjectStore) -> None:
+        self._store = store
+
+    def get_by_key(self, key: str) -> Mapping[str, Any] | None:
+        store = self._store
+        return None if store is None else store.get_by_key(key)
+
+    def list(self) -> list[Any]:
+        store = self._store
+        return [] if store is None else store.list()
+
+
 class FloorWatch:
     """One scaler controller's floor wiring: the Tidal cache and the Tidal watch (module docstring)."""
 
-    def __init__(self, mgr: Manager, scaler_informer: Any) -> None:
-        # the manager's shared Tidal informer; None when the kind is not served
+    def __init__(self, mgr: Manager, scaler_informer: Any, gate: CRDGate | None = None) -> None:
+        # the manager; its mapper and informers serve a Tidal watch wired late
+        self._mgr = mgr
+        # wires the Tidal watch once the kind is served (None: never, floors stay TidalNotFound)
+        self._gate = gate
+        # the manager's shared Tidal informer at setup; None when the kind was not served then
         self._tidals = tidal_store(mgr)
         # the controller's own scaler informer (FLOOR_INDEX is added to it by add_to)
         self._scalers = scaler_informer
+        # FloorReader's input: the Tidal cache, bound when a late watch is wired (empty until then)
+        self._store = LateStore()
+        if self._tidals is not None:
+            self._store.bind(self._tidals.store)
 
     @property
-    def store(self) -> ObjectStore | None:
-        """The Tidal cache (``FloorReader``'s input); None when the kind is not served."""
-        return None if self._tidals is None else self._tidals.store
+    def store(self) -> ObjectStore:
+        """The Tidal cache (``FloorReader``'s input); empty while the kind is not served."""
+        return self._store
 
     def add_to(self, builder: ControllerBuilder) -> ControllerBuilder:
         """``builder`` with the floor watch; unchanged when the Tidal kind is not served."""
@@ -117,6 +153,29 @@ class FloorWatch:
         return builder.watches(Tidal.API_VERSION, Tidal.KIND,
                                EnqueueRequestsFromMapFunc(scalers_naming(self._scalers.indexer)),
                                predicates=[GenerationChangedPredicate()])
+
+    def wire_when_served(self, controller: Controller, name: str) -> None:
+        """When the Tidal kind was not served at setup: have the gate add the Tidal cache and watch to
+        ``controller`` once it is (an optional entry: INFO, not on /readyz). No-op otherwise."""
+        gate = self._gate
+        if self._tidals is not None or gate is None:
+            return
+        info = KINDS[Tidal.KIND]
+        gate.add(f"{name}-floors", [Needed(info.api_version, info.kind, info.crd_name)],
+                 lambda: self._wire(controller), optional=True,
+                 label=f"spec.floorFrom of controller {name}")
+
+    def _wire(self, controller: Controller) -> None:
+        tidals = tidal_store(self._mgr)
+        if tidals is None:  # served a moment ago: the next discovery check decides again
+            raise RuntimeError("the Tidal kind is served, but its mapping could not be read")
+        self._tidals = tidals
+        self._scalers.add_indexers({FLOOR_INDEX: floor_index})
+        self._store.bind(tidals.store)
+        # the informer's initial adds wake every scaler naming a Tidal: its floor is read again
+        handler = EnqueueRequestsFromMapFunc(scalers_naming(self._scalers.indexer))
+        controller.watch(Kind(tidals, handler, [GenerationChangedPredicate()],
+                              description=f"floors {Tidal.API_VERSION} Tidal"))
 
 
 class FloorReader:

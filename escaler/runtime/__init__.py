@@ -13,6 +13,8 @@ The public API an embedding operator uses (controller-runtime's shape, in Python
   lock ``LeaseLock``/``KubeLeaseClient`` (``leaselock.py``); ``WriteFence`` — time-based write
   permission from the lease (``fence.py``);
 * ``MetricsRegistry`` — controller-runtime's metric names on a per-manager registry;
+* ``crdgate.CRDGate`` — a controller whose CRD is not installed waits for it (a ``/readyz`` detail)
+  and is set up when discovery serves the kind, instead of failing the manager's start;
 * ``ApiServer`` (``apiserver.py``) — the authenticated JSON API routes register on
   (``Manager.api_server``), with ``KubeAuthenticator``/``ResourceAttributes`` (``authn.py``).
 

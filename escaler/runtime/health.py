@@ -10,6 +10,12 @@ Contract:
   the body is ``"ok"`` on success, otherwise one line per check, ``[+]name ok`` or
   ``[-]name failed``, followed by ``"<kind> check failed"`` — Kubernetes' healthz format. The
   server answers 200 or 500 accordingly. ``evaluate(only=name)`` serves ``/healthz/<name>``.
+* A check may carry a *detail* (``add(name, check, detail=fn)``): ``fn()`` returns a line of
+  text, or ``""`` when there is nothing to say. A detail is information, not a verdict (e.g. the
+  manager's ``controllers`` check: which controller waits for which CRD, while the others serve).
+  While any detail is non-empty the body is verbose even when every check passes: one line per
+  check, the detail after it (``[+]name ok: <detail>``), then ``"<kind> check passed"``; with no
+  detail a passing body stays ``"ok"``.
 * Names are unique per set; adding a duplicate is a ``ValueError``.
 """
 
@@ -19,9 +25,11 @@ import logging
 import threading
 from collections.abc import Callable
 
-__all__ = ["Check", "HealthChecks", "ping"]
+__all__ = ["Check", "Detail", "HealthChecks", "ping"]
 
 Check = Callable[[], bool]
+# a check's detail: a line of text, "" when there is nothing to say
+Detail = Callable[[], str]
 
 _log = logging.getLogger(__name__)
 
@@ -39,16 +47,17 @@ class HealthChecks:
         self.kind = kind
         # guards _checks
         self._mu = threading.Lock()
-        # name → check, in registration order; names are unique and non-empty, without "/"
-        self._checks: dict[str, Check] = {}
+        # name → (check, detail or None), in registration order; names are unique and non-empty,
+        # without "/"
+        self._checks: dict[str, tuple[Check, Detail | None]] = {}
 
-    def add(self, name: str, check: Check) -> None:
+    def add(self, name: str, check: Check, detail: Detail | None = None) -> None:
         if not name or "/" in name:
             raise ValueError(f"{self.kind} check name: must be non-empty and contain no '/', got {name!r}")
         with self._mu:
             if name in self._checks:
                 raise ValueError(f"{self.kind} check {name!r}: already registered")
-            self._checks[name] = check
+            self._checks[name] = (check, detail)
 
     def names(self) -> list[str]:
         with self._mu:
@@ -64,14 +73,31 @@ class HealthChecks:
                 return None
         lines: list[str] = []
         ok = True
-        for name, check in checks:
+        detailed = False
+        for name, (check, detail) in checks:
             try:
                 passed = bool(check())
             except Exception as exc:
                 _log.warning("%s check %s failed: %s", self.kind, name, exc)
                 passed = False
             ok = ok and passed
-            lines.append(f"[+]{name} ok" if passed else f"[-]{name} failed")
-        if ok:
+            line = f"[+]{name} ok" if passed else f"[-]{name} failed"
+            note = _detail_of(self.kind, name, detail)
+            if note:
+                detailed = True
+                line += f": {note}"
+            lines.append(line)
+        if ok and not detailed:
             return True, "ok"
-        return False, "\n".join([*lines, f"{self.kind} check failed"]) + "\n"
+        return ok, "\n".join([*lines, f"{self.kind} check {'passed' if ok else 'failed'}"]) + "\n"
+
+
+def _detail_of(kind: str, name: str, detail: Detail | None) -> str:
+    """The detail's text, on one line; "" without one (or when it raises: logged, never served)."""
+    if detail is None:
+        return ""
+    try:
+        return " ".join(str(detail()).split())
+    except Exception as exc:
+        _log.warning("%s check %s: detail failed: %s", kind, name, exc)
+        return ""

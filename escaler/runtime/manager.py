@@ -24,6 +24,10 @@ Controllers are runnables that need leader election.
 6. once elected (at once when leader election is off): ``can_write`` is opened, then the leader
    runnables (controllers, and the API server of ``add_api_server``) start.
 
+A runnable added while the manager runs (``add``; e.g. a controller set up once its CRD appeared,
+``escaler.runtime.crdgate``) has the informers it asked for started at once, on a standby too (its
+caches are warm when it takes over), and starts with its group: a leader runnable only once elected.
+
 **The write fence** (``can_write``, a ``escaler.runtime.fence.WriteFence``): the manager's REST
 client runs it right before every POST/PUT/PATCH/DELETE it sends (Lease and review calls
 exempt), so target, status, HPA and Event writes are all refused — ``FencedWrite``, before
@@ -108,7 +112,7 @@ from escaler.runtime.apiserver import ApiServer
 from escaler.runtime.authfilter import FailureLimiter, RequestAuth
 from escaler.runtime.authn import Authenticator, KubeAuthenticator
 from escaler.runtime.fence import WriteFence
-from escaler.runtime.health import Check, HealthChecks, ping
+from escaler.runtime.health import Check, Detail, HealthChecks, ping
 from escaler.runtime.leaderelection import (
     DEFAULT_LEASE_DURATION,
     DEFAULT_RENEW_DEADLINE,
@@ -524,8 +528,18 @@ class Manager:
     def add_healthz_check(self, name: str, check: Check) -> None:
         self.healthz.add(name, check)
 
-    def add_readyz_check(self, name: str, check: Check) -> None:
-        self.readyz.add(name, check)
+    def add_readyz_check(self, name: str, check: Check, detail: Detail | None = None) -> None:
+        """A ``/readyz`` check; ``detail`` adds a line of information to it (``runtime.health``)."""
+        self.readyz.add(name, check, detail)
+
+    def start_new_informers(self) -> None:
+        """Start the informers requested since the caches synced (a controller set up late, e.g. when
+        its CRD appeared); a no-op before the initial sync, which starts every informer itself.
+
+        On every replica, leader or standby: a standby keeps the late controller's caches warm too,
+        and the controller itself (a leader runnable) still starts only once elected."""
+        if self.caches_synced.is_set() and not self._cache_stop.is_set():  # not once stopping
+            self.informers.start(self._cache_stop)
 
     def reserve_controller_name(self, name: str) -> None:
         """Claim a controller name; a duplicate is refused (names label metrics)."""
@@ -541,10 +555,10 @@ class Manager:
         with self._mu:
             group.runnables.append(runnable)
             start_now = group.started
+        # informers a late runnable asked for are started now (a late controller waits for their
+        # sync), also when its group waits for the election: its caches must be warm by then
+        self.start_new_informers()
         if start_now:
-            if self.caches_synced.is_set():
-                # informers a late controller asked for are started now; it waits for their sync
-                self.informers.start(self._cache_stop)
             self._start_runnable(group, runnable)
 
     # ------------------------------------------------------------------ lifecycle

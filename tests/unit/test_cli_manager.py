@@ -55,6 +55,7 @@ FLAGS = [
     "--api-cert-dir",
     "--allowed-endpoint-hosts",
     "--allow-endpoint-networks",
+    "--controllers",
     "--log-format",
     "--unsafe-test-clock-file",
 ]

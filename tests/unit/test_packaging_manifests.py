@@ -165,6 +165,14 @@ def test_helm_lint_passes_with_values(sets: tuple[str, ...]) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_the_charts_controllers_value_becomes_the_managers_flag() -> None:
+    from escaler.cli.controllers import CONTROLLERS, enabled_controllers
+    for sets, want in (((), frozenset(CONTROLLERS)),
+                       (("manager.controllers=*\\,-rsg",), frozenset(CONTROLLERS) - {"rsg"})):
+        manager = next(c for name, _dep, c in containers(chart(*sets)) if name.endswith("manager"))
+        assert enabled_controllers(flags_of(manager).controllers) == want, manager["args"]
+
+
 def test_the_webhook_and_the_servicemonitor_are_off_by_default() -> None:
     objs = chart()
     kinds = {o["kind"] for o in objs}

@@ -322,6 +322,32 @@ def test_standby_keeps_caches_warm_and_does_not_run_leader_runnables() -> None:
     assert code == [0]
 
 
+def test_controller_added_late_on_a_standby_warms_its_cache_and_runs_only_once_elected() -> None:
+    # a controller whose CRD appeared while the manager runs (escaler.runtime.crdgate) is set up late
+    clock = FakeClock()
+    rec = Recorder()
+    cluster = FakeCluster()
+    cluster.apis["configmaps"].create(make_obj("a"))
+    lease = FlakyLeaseClient()
+    from lease_fakes import InMemoryLeaseClient
+    InMemoryLeaseClient.create(lease, {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "escaler-manager", "namespace": "default"},
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 15}})
+    mgr = Manager.for_testing(cluster.lw_factory, FakeMapper(), lease, leader_election_identity="me",
+                              clock=clock)
+    with running(mgr) as (_stop, code):
+        wait_until(lambda: lease.calls.count("get") >= 1, what="first election attempt")
+        assert mgr.caches_synced.is_set() and not mgr.can_write.is_set()
+        reconciler = RecordingReconciler(rec)
+        ControllerBuilder(mgr).for_("v1", "ConfigMap").complete(reconciler)
+        wait_until(lambda: "list:configmaps" in cluster.snapshot(), what="the late controller's cache listed")
+        assert reconciler.requests == [], "a standby runs no controller, however late it was added"
+        step_until(clock, mgr.can_write.is_set, step=1.0, what="takeover after expiry")
+        wait_until(lambda: reconciler.count(Request("default", "a")) == 1, what="reconcile after election")
+    assert code == [0]
+
+
 def test_cache_sync_timeout_fails_the_start() -> None:
     clock = FakeClock()
     cluster = FakeCluster()

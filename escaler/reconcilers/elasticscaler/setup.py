@@ -18,7 +18,9 @@ What it registers:
     and the targets' pods, on dynamic informers — one handler per watched resource and an index
     from object to scalers, never one per scaler;
   - ``watches`` Tidals (spec changes) mapped through the ``FLOOR_INDEX`` on the ElasticScaler
-    informer to the scalers whose ``spec.floorFrom`` names them (``escaler.reconcilers.floor``);
+    informer to the scalers whose ``spec.floorFrom`` names them (``escaler.reconcilers.floor``); when
+    the Tidal kind is not served at setup, ``crd_gate`` (the manager's ``CRDGate``) adds that watch
+    once the Tidal CRD is installed;
 * the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``, with the reconciler's
   ``poll`` shortcut (a due scaler's collection starts on the poller, so a poll costs one
   reconcile, not two), each scaler at its ``pollIntervalSeconds`` raised to ``min_poll_interval``
@@ -76,6 +78,7 @@ from escaler.runtime.apiserver import ApiError
 from escaler.runtime.authn import ResourceAttributes
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
+from escaler.runtime.crdgate import CRDGate
 from escaler.runtime.executor import (
     DEFAULT_OUTBOUND_PER_GROUP,
     DEFAULT_OUTBOUND_WORKERS,
@@ -201,11 +204,12 @@ def setup_elasticscaler(
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     metric_grants: MetricGrants | None = None,
     promql_scope: PromQLScope | None = DEFAULT_SCOPE,
+    crd_gate: CRDGate | None = None,
 ) -> ElasticScalerController:
     """Register the ElasticScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
     writer, dynamic = _client_of(mgr, client)
-    scaler_informer, hpa_informer, floors = _informers(mgr, ns)
+    scaler_informer, hpa_informer, floors = _informers(mgr, ns, crd_gate)
     bindings = bindings if bindings is not None else TargetBindings()
     claims = Claims(live=scaler_informer.store.list)
     bindings.add_source(ElasticScaler.KIND, scaler_informer, claims.target_of)
@@ -214,8 +218,7 @@ def setup_elasticscaler(
     watches = WatchIndex(mgr.dynamic_informers)
     allowed = tuple(allowed_hosts)
     allowed_host = functools.partial(host_allowed, patterns=allowed)
-    # outbound GETs to user-named endpoints: the SSRF address policy (--allow-endpoint-networks)
-    http = HttpClient(AddressPolicy(allow_networks))
+    http = HttpClient(AddressPolicy(allow_networks))  # the SSRF address policy (--allow-endpoint-networks)
     if collector is None and mgr.rest is not None and dynamic is not None:
         collector = _collector(mgr, dynamic, http, allowed_host, watches, promql_scope)
     if signal_puller is None and mgr.rest is not None:
@@ -291,7 +294,7 @@ def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
                          clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
 
 
-def _informers(mgr: Manager, ns: str) -> tuple[Any, Any, FloorWatch]:
+def _informers(mgr: Manager, ns: str, gate: CRDGate | None = None) -> tuple[Any, Any, FloorWatch]:
     """The ElasticScaler and HPA informers: the same keys the builder resolves, so these are the
     controller's own (shared) informers; and the spec.floorFrom wiring on the first."""
     es_map = mgr.mapper.mapping_for(ElasticScaler.API_VERSION, ElasticScaler.KIND)
@@ -299,7 +302,7 @@ def _informers(mgr: Manager, ns: str) -> tuple[Any, Any, FloorWatch]:
     scalers = mgr.informers.informer_for(ResourceKey(es_map.group, es_map.version, es_map.resource,
                                                      namespace=ns if es_map.namespaced else ""))
     return (scalers, mgr.informers.informer_for(ResourceKey(hpa_map.group, hpa_map.version, hpa_map.resource,
-                                                            namespace=ns)), FloorWatch(mgr, scalers))
+                                                            namespace=ns)), FloorWatch(mgr, scalers, gate))
 
 
 def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBindings, claims: Claims,
@@ -331,6 +334,8 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
     if max_concurrent_reconciles is not None:
         builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
     controller = builder.complete(reconciler)
+    if floors is not None:  # the Tidal CRD installed after this setup: its watch is added then
+        floors.wire_when_served(controller, CONTROLLER_NAME)
     # another kind (LLMScaler) whose claim on a target changes wakes our claimants of it
     bindings.set_waker(ElasticScaler.KIND, lambda ns, name: controller.enqueue(Request(ns, name)))
     return controller

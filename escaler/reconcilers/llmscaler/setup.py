@@ -21,6 +21,8 @@ What it registers (the ElasticScaler's pieces, for another kind):
   (``escaler.signals.prometheus.query_prometheus``; the Flow provider's queries too) and
   custom-provider GETs (``provider.read_custom``), both on one ``HttpClient`` with the SSRF address policy
   (``--allow-endpoint-networks``) and the ``--allowed-endpoint-hosts`` hook;
+* the ``spec.floorFrom`` Tidal watch (``escaler.reconcilers.floor.FloorWatch``), as the
+  ElasticScaler's: added once the Tidal CRD is installed when ``crd_gate`` is given and it was not;
 * ``decisions``: the SLO decision engine's lookup (``escaler.reconcilers.ports.DecisionLookup``),
   read in-process by a Custom provider with ``serviceId`` — in the scaler's namespace only.
 
@@ -63,6 +65,7 @@ from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
+from escaler.runtime.crdgate import CRDGate
 from escaler.runtime.executor import ExecutorSource
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.manager import Manager
@@ -136,13 +139,14 @@ def setup_llmscaler(
     min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     decisions: DecisionLookup | None = None,
     promql_scope: PromQLScope | None = DEFAULT_SCOPE,
+    crd_gate: CRDGate | None = None,
 ) -> LLMScalerController:
     """Register the LLMScaler controller on ``mgr``; see the module docstring."""
     ns = mgr.options.namespace
     dynamic = manager_client(mgr)
     writer: Any = client if client is not None else dynamic
     scaler_informer, hpa_informer = _informers(mgr, ns)
-    floors = FloorWatch(mgr, scaler_informer)
+    floors = FloorWatch(mgr, scaler_informer, crd_gate)
     bindings = bindings if bindings is not None else TargetBindings()
     claims = llm_claims(live=scaler_informer.store.list)
     bindings.add_source(LLMScaler.KIND, scaler_informer, claims.target_of)
@@ -220,6 +224,8 @@ def _build(mgr: Manager, reconciler: LLMScalerReconciler, bindings: TargetBindin
     if max_concurrent_reconciles is not None:
         builder = builder.with_options(max_concurrent_reconciles=max_concurrent_reconciles)
     controller = builder.complete(reconciler)
+    if floors is not None:  # the Tidal CRD installed after this setup: its watch is added then
+        floors.wire_when_served(controller, CONTROLLER_NAME)
     bindings.set_waker(LLMScaler.KIND, lambda ns, name: controller.enqueue(Request(ns, name)))
     return controller
 
