@@ -685,7 +685,8 @@ def build_manager(
     if flags.webhook_port:
         assert flags.webhook_cert_file is not None and flags.webhook_key_file is not None
         server = WebhookServer(
-            validators(CheckContext(flags.allowed_endpoint_hosts)),
+            validators(CheckContext(flags.allowed_endpoint_hosts, flags.promql_scope,
+                                    flags.slo_prometheus_endpoint)),
             cert_file=flags.webhook_cert_file, key_file=flags.webhook_key_file,
             bind_address=f":{flags.webhook_port}", registry=mgr.metrics.registry,
         )

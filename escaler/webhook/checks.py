@@ -15,6 +15,10 @@ webhook) refuses them too. What needs code lives here:
 * Tidal schedules: the zone exists in the tz database and croniter accepts the fields and they
   fire (``escaler.scaling.schedule``), and ``end`` is not the same schedule as ``start`` once
   parsed (CEL only compares the strings);
+* tenant PromQL (``escaler.signals.promqlscope``, with the manager's ``--promql-namespace-label``):
+  every query field (ExternalServer and pod-deletion-cost queries, LLMScaler metrics and flow
+  selector or queries, RSG ranking, SLO requirements' promql and flow) must read only the object's
+  namespace — denied naming the field and the rule, as the reconciler would refuse it;
 * annotations (CEL cannot see them): ``elasticscaler.io/paused``/``paused-replicas`` on every
   kind, the §5.4 metric and behavior annotations on ElasticScaler
   (``escaler.scaling.annotations``; ``docs/reference/annotations.md`` lists them).
@@ -64,6 +68,7 @@ from escaler.scaling.annotations import (
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed
 from escaler.scaling.registry import DEFAULT_ALGORITHM, HPA, is_known_algorithm, registered_algorithms
 from escaler.scaling.schedule import parse_schedule
+from escaler.signals.promqlscope import PromQLScope
 
 __all__ = ["EXTRA_CHECKS", "Check", "CheckContext", "Checks", "check_common"]
 
@@ -74,9 +79,14 @@ METRICS_ANNOTATION_PREFIX = f"{ANNOTATION_PREFIX}metrics."
 class CheckContext:
     """What a check may know besides the object: the manager's policy flags (no cluster reads)."""
 
-    def __init__(self, allowed_endpoint_hosts: Sequence[str] = ()) -> None:
+    def __init__(self, allowed_endpoint_hosts: Sequence[str] = (), promql_scope: PromQLScope | None = None,
+                 slo_prometheus_endpoint: str = "") -> None:
         # --allowed-endpoint-hosts, normalised (escaler.scaling.endpoints.parse_host_patterns); () = any
         self.allowed_endpoint_hosts = tuple(allowed_endpoint_hosts)
+        # tenant PromQL confinement (--promql-namespace-label); None = not checked
+        self.promql_scope = promql_scope
+        # where SLO requirements' PromQL runs (--slo-prometheus-endpoint; --promql-unconfined-hosts)
+        self.slo_prometheus_endpoint = slo_prometheus_endpoint
 
 
 class Checks:
@@ -107,6 +117,26 @@ class Checks:
         if not host_allowed(host, patterns):
             self.fail(path, f"host {host!r} is not allowed by the manager's --allowed-endpoint-hosts "
                             f"({','.join(patterns)})")
+
+
+    def promql(self, obj: Mapping[str, Any], path: str, query: Any, endpoint: Any) -> None:
+        """``query`` (a string; else the schema reports it) reads only ``obj``'s namespace."""
+        scope = self.ctx.promql_scope
+        namespace = _map(obj.get("metadata")).get("namespace")
+        if scope is None or not isinstance(query, str) or not isinstance(namespace, str) or not namespace:
+            return
+        why = scope.refusal(query, namespace, endpoint if isinstance(endpoint, str) else "")
+        if why is not None:
+            self.fail(path, why)
+
+    def flow(self, obj: Mapping[str, Any], path: str, flow: Any, endpoint: Any) -> None:
+        """A flow's selector (spliced into every preset query) and its own queries."""
+        flow = _map(flow)
+        selector = flow.get("selector")
+        if isinstance(selector, str):
+            self.promql(obj, f"{path}.selector", f"x{{{selector}}}", endpoint)
+        for signal, query in _map(flow.get("queries")).items():
+            self.promql(obj, f"{path}.queries.{signal}", query, endpoint)
 
 
 Check = Callable[[Mapping[str, Any], Checks], None]
@@ -175,21 +205,31 @@ def check_elasticscaler(obj: Mapping[str, Any], checks: Checks) -> None:
                         f"scaling algorithm {algorithm!r} is not registered in this manager "
                         f"(AlgorithmNotRegistered; registered: {registered}; or {HPA})")
         for i, metric in enumerate(_list(mt.get("metrics"))):
-            server = _map(metric).get("externalServer")
-            checks.endpoint(f"{mt_path}.metrics[{i}].externalServer.endpoint", _map(server).get("endpoint"),
+            server = _map(_map(metric).get("externalServer"))
+            checks.endpoint(f"{mt_path}.metrics[{i}].externalServer.endpoint", server.get("endpoint"),
                             base=True)
+            checks.promql(obj, f"{mt_path}.metrics[{i}].externalServer.query", server.get("query"),
+                          server.get("endpoint"))
     signal = trigger.get("signalTrigger")
     checks.endpoint("spec.trigger.signalTrigger.endpoint", _map(signal).get("endpoint"))
     cost = _map(_map(_map(obj.get("spec")).get("scaleDown")).get("podDeletionCost")).get("prometheus")
     checks.endpoint("spec.scaleDown.podDeletionCost.prometheus.endpoint", _map(cost).get("endpoint"),
                     base=True)
+    checks.promql(obj, "spec.scaleDown.podDeletionCost.prometheus.query", _map(cost).get("query"),
+                  _map(cost).get("endpoint"))
 
 
 def check_llmscaler(obj: Mapping[str, Any], checks: Checks) -> None:
     _pause_annotations("LLMScaler", obj, checks)
     spec = _map(obj.get("spec"))
-    checks.endpoint("spec.prometheus.endpoint", _map(spec.get("prometheus")).get("endpoint"))
-    checks.endpoint("spec.flow.endpoint", _map(spec.get("flow")).get("endpoint"))
+    prometheus, flow = _map(spec.get("prometheus")), _map(spec.get("flow"))
+    checks.endpoint("spec.prometheus.endpoint", prometheus.get("endpoint"))
+    checks.endpoint("spec.flow.endpoint", flow.get("endpoint"))
+    for i, metric in enumerate(_list(prometheus.get("metrics"))):
+        checks.promql(obj, f"spec.prometheus.metrics[{i}].query", _map(metric).get("query"),
+                      prometheus.get("endpoint"))
+    if spec.get("metricProvider") == "Flow":
+        checks.flow(obj, "spec.flow", flow, flow.get("endpoint"))
     checks.endpoint("spec.customProvider.url", _map(spec.get("customProvider")).get("url"))
 
 
@@ -197,6 +237,7 @@ def check_rsg(obj: Mapping[str, Any], checks: Checks) -> None:
     _pause_annotations("ResourceScalingGroup", obj, checks)
     prometheus = _map(_map(_map(obj.get("spec")).get("scaleDown")).get("prometheus"))
     checks.endpoint("spec.scaleDown.prometheus.endpoint", prometheus.get("endpoint"))
+    checks.promql(obj, "spec.scaleDown.prometheus.query", prometheus.get("query"), prometheus.get("endpoint"))
 
 
 def check_tidal(obj: Mapping[str, Any], checks: Checks) -> None:
@@ -226,6 +267,17 @@ def check_tidal(obj: Mapping[str, Any], checks: Checks) -> None:
             "Tidal's desiredReplicas changes (Ready=False/MissingRequiredLabels)")
 
 
+def check_slo(obj: Mapping[str, Any], checks: Checks) -> None:
+    """An SLO requirement: the pause annotations (never read: denied), and its PromQL confined."""
+    check_common(obj, checks)
+    spec, endpoint = _map(obj.get("spec")), checks.ctx.slo_prometheus_endpoint
+    if spec.get("flow") is not None:  # sized by the flow: the ttft/otps promql are not read
+        checks.flow(obj, "spec.flow", spec.get("flow"), endpoint)
+        return
+    for section in ("ttft", "otps", "inflight", "queue"):
+        checks.promql(obj, f"spec.{section}.promql", _map(spec.get(section)).get("promql"), endpoint)
+
+
 def check_common(obj: Mapping[str, Any], checks: Checks) -> None:
     """What every other kind gets: the pause annotations, which it never reads (a bad value is denied)."""
     _annotations(obj, checks, policies=False, read=False)
@@ -237,6 +289,6 @@ EXTRA_CHECKS: dict[str, Check] = {
     "Tidal": check_tidal,
     "ResourceScalingGroup": check_rsg,
     "LLMScaler": check_llmscaler,
-    "LLMSLORequirement": check_common,
-    "JobSLORequirement": check_common,
+    "LLMSLORequirement": check_slo,
+    "JobSLORequirement": check_slo,
 }

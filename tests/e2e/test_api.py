@@ -40,7 +40,7 @@ from typing import Any
 import pytest
 
 from .conftest import ROOT, Cluster, eventually
-from .webhook import free_port, manager_with_webhook, serves_namespace, submit
+from .webhook import free_port, in_namespace, manager_with_webhook, serves_namespace, submit
 
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from api_cases import (
@@ -248,6 +248,7 @@ def test_cel_and_schema_rules_enforced_by_the_api_server_alone(cluster: Cluster,
     assert not hooks, "this test must run without the webhook in its namespace"
 
     def dry_run(obj: dict[str, Any]) -> tuple[bool, str]:
+        obj = in_namespace(obj, namespace)
         r = subprocess.run(
             [
                 cluster.kubectl_bin,

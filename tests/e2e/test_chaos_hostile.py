@@ -57,7 +57,7 @@ from kubernetes.client.rest import ApiException
 
 from .conftest import ROOT, Cluster, eventually
 from .es_helpers import apply, chaos_full, chaos_runs, deployment, scaler
-from .webhook import free_port, manager_with_webhook
+from .webhook import free_port, in_namespace, manager_with_webhook
 
 # serial tier (docs/testing.md): it registers the shipped admission webhook for every namespace
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.serial]
@@ -367,6 +367,7 @@ def create(api: k8s.CustomObjectsApi, ns: str, obj: dict[str, Any]) -> tuple[int
     """(HTTP status, message, causes' fields, warnings) of a create; 201 on success, with the admission
     warnings the API server passed on (what kubectl prints as ``Warning: ...``)."""
     group, version, plural = KINDS[obj["kind"]]
+    obj = in_namespace(obj, ns)  # the samples' PromQL names the namespace they are created in
     try:
         _, code, headers = api.create_namespaced_custom_object_with_http_info(
             group, version, ns, plural, obj, _request_timeout=60)

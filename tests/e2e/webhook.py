@@ -148,9 +148,24 @@ def _serving(port: int) -> bool:
         return False
 
 
+def in_namespace(obj: Any, namespace: str) -> Any:
+    """``obj`` with the shipped samples' ``namespace="default"`` PromQL matchers naming ``namespace``:
+    what a user edits to apply a sample elsewhere (tenant PromQL reads only its own namespace)."""
+    if isinstance(obj, str):
+        return obj.replace('namespace="default"', f'namespace="{namespace}"')
+    if isinstance(obj, dict):
+        return {k: in_namespace(v, namespace) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [in_namespace(v, namespace) for v in obj]
+    return obj
+
+
 def submit(cluster: Cluster, namespace: str, obj: dict[str, Any]) -> tuple[bool, str]:
-    """``kubectl create`` the object as a user would; (accepted, kubectl's message)."""
+    """``kubectl create`` the object as a user would (a sample's PromQL naming ``namespace``:
+    ``in_namespace``); (accepted, kubectl's message)."""
     import json
+
+    obj = in_namespace(obj, namespace)
 
     r = subprocess.run(
         [cluster.kubectl_bin, f"--kubeconfig={cluster.kubeconfig}", "create", "-n", namespace, "-f", "-"],

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from api_cases import load_samples
 from es_fakes import NS, deployment
 from test_llmscaler_reconciler import LLM, llmscaler
 from test_slo_reconciler import OTPS_Q, TTFT_Q, Rig, llm_req
@@ -26,6 +27,8 @@ from escaler.reconcilers.rsg.ranking import GroupRanker, Loads
 from escaler.runtime.executor import InlineExecutor
 from escaler.signals.collector import MetricsCollector
 from escaler.signals.promqlscope import DEFAULT_SCOPE, PromQLScope, confinement_error
+from escaler.webhook.checks import CheckContext
+from escaler.webhook.validation import validate_object
 
 OK = [
     'sum(x{namespace="team"})',
@@ -255,3 +258,31 @@ def test_every_shipped_samples_promql_runs_in_the_namespace_it_is_applied_to(sam
     for doc in yaml.safe_load_all(sample.read_text(encoding="utf-8")):
         for path, query in _promql(doc or {}):
             assert confinement_error(query, "default") is None, (sample.name, path, query)
+
+
+# ---- the admission webhook (with the manager's scope) -------------------------------------------
+
+# sample → the query field the webhook names when the sample is created in another namespace
+WEBHOOK_CASES = [
+    ("ElasticScaler/llama-decode", "spec.trigger.metricsTrigger.metrics[3].externalServer.query"),
+    ("LLMScaler/chat-llama", "spec.prometheus.metrics[0].query"),
+    ("LLMScaler/chat-llama-flow", "spec.flow.selector"),
+    ("LLMSLORequirement/chat-llama", "spec.ttft.promql"),
+    ("LLMSLORequirement/chat-llama-flow", "spec.flow.selector"),
+    ("JobSLORequirement/batch-embed", "spec.queue.promql"),
+    ("ResourceScalingGroup/llama-pd", "spec.scaleDown.prometheus.query"),
+]
+
+
+@pytest.mark.parametrize(("sample", "path"), WEBHOOK_CASES, ids=[c[0] for c in WEBHOOK_CASES])
+def test_the_webhook_denies_a_query_outside_the_objects_namespace_naming_the_field(sample: str,
+                                                                                   path: str) -> None:
+    obj = load_samples()[sample]
+    ctx = CheckContext((), DEFAULT_SCOPE, "http://prometheus.monitoring:9090")
+    obj["metadata"]["namespace"] = "default"
+    assert validate_object(obj["kind"], obj, ctx).errors == []
+    obj["metadata"]["namespace"] = "team-b"
+    errors = validate_object(obj["kind"], obj, ctx).errors
+    assert errors and errors[0].path == path, errors
+    assert 'every series selector must hold namespace="team-b"' in errors[0].message
+    assert validate_object(obj["kind"], obj, CheckContext()).errors == []  # no scope: not checked

@@ -66,7 +66,7 @@ ELASTICSCALER: dict[str, Any] = {
                         "type": "ExternalServer",
                         "externalServer": {
                             "endpoint": "http://prometheus.monitoring:9090",
-                            "query": 'sum(vllm:num_requests_running{model="llama"})',
+                            "query": 'sum(vllm:num_requests_running{namespace="default", model="llama"})',
                             "target": {"type": "AverageValue", "averageValue": "8"},
                             "timeoutSeconds": 5,
                         },
@@ -151,7 +151,7 @@ RSG: dict[str, Any] = {
         "scaleDown": {
             "prometheus": {
                 "endpoint": "http://prometheus:9090",
-                "query": 'sum by (group) (vllm:num_requests_running{rsg="llama"})',
+                "query": 'sum by (group) (vllm:num_requests_running{namespace="default", rsg="llama"})',
             }
         },
     },
@@ -171,7 +171,7 @@ LLMSCALER: dict[str, Any] = {
             "metrics": [
                 {
                     "name": "running-per-replica",
-                    "query": 'sum(vllm:num_requests_running{model="llama"})',
+                    "query": 'sum(vllm:num_requests_running{namespace="default", model="llama"})',
                     "targetPerReplica": 8,
                 }
             ],
@@ -202,9 +202,9 @@ LLMSLO: dict[str, Any] = {
         "ttft": {
             "targetMs": 800,
             "percentile": 90,
-            "promql": "histogram_quantile(0.9, sum(rate(x[1m])) by (le))",
+            "promql": 'histogram_quantile(0.9, sum(rate(x{namespace="default"}[1m])) by (le))',
         },
-        "otps": {"target": 20, "promql": "avg(otps)"},
+        "otps": {"target": 20, "promql": 'avg(otps{namespace="default"})'},
         "bounds": {"min": {"type": "pdengine", "value": 0}, "max": {"type": "pdengine", "value": 4}},
     },
 }
@@ -216,7 +216,7 @@ JOBSLO: dict[str, Any] = {
     "spec": {
         "serviceId": "batch-embed",
         "highPriority": False,
-        "queue": {"maxDepth": 200, "promql": 'sum(queue_depth{svc="batch-embed"})'},
+        "queue": {"maxDepth": 200, "promql": 'sum(queue_depth{namespace="default", svc="batch-embed"})'},
         "bounds": {"min": {"type": "concurrency", "value": 0}, "max": {"type": "replica", "value": 4}},
     },
 }
