@@ -210,7 +210,8 @@ def test_a_trickling_prometheus_does_not_delay_another_tenants_write(
         for i in range(SLOW_SCALERS):
             apply(cluster, slow_namespace, deployment(f"slow-{i}", 2))
             apply(cluster, slow_namespace,
-                  scaler(f"slow-{i}", f"slow-{i}", prom_trigger(trickler.url, f"slow{i}", 30)))
+                  scaler(f"slow-{i}", f"slow-{i}",
+                         prom_trigger(trickler.url, f'slow{i}{{namespace="{slow_namespace}"}}', 30)))
         eventually(lambda: trickler.open >= 4, timeout=30, what="the trickler holding connections open")
         time.sleep(2 * POLL_SECONDS)  # let every slow scaler's poll come round: all the damage is done
 
