@@ -34,9 +34,12 @@ USER = "escaler-slo-api"
 GROUP = "escaler:slo-api"
 RBAC = "rbac.authorization.k8s.io"
 API_VERSION = "llm.escaler.io/v1alpha1"
-PROMQL_TTFT = 'histogram_quantile(0.9, sum by (le) (rate(ttft_ms_bucket{svc="chat-llama"}[1m])))'
-PROMQL_OTPS = 'avg(otps{svc="chat-llama"})'
-PROMQL_QUEUE = 'sum(queue_depth{svc="batch-embed"})'
+# written for namespace default, as the shipped samples (tenant PromQL names its namespace; where a
+# manager or its webhook reads them elsewhere, webhook.in_namespace rewrites the matcher)
+PROMQL_TTFT = ('histogram_quantile(0.9, sum by (le) '
+               '(rate(ttft_ms_bucket{namespace="default",svc="chat-llama"}[1m])))')
+PROMQL_OTPS = 'avg(otps{namespace="default",svc="chat-llama"})'
+PROMQL_QUEUE = 'sum(queue_depth{namespace="default",svc="batch-embed"})'
 
 
 @dataclass

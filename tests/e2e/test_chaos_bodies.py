@@ -48,7 +48,7 @@ import pytest
 from .conftest import Cluster, eventually
 from .es_helpers import apply, chaos_full, chaos_runs, deployment, scaler
 from .sloapi_helpers import SLOApi, apply_in, sa_token, start_slo_api, three_routes, wait_routes
-from .webhook import free_port, manager_with_webhook
+from .webhook import free_port, in_namespace, manager_with_webhook
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 
@@ -306,7 +306,8 @@ def test_oversized_malformed_and_trickled_bodies_are_refused_with_4xx(
         cluster: Cluster, namespace: str, tmp_path: Path, slo_apis: list[SLOApi],
         record_property: Callable[[str, object], None]) -> None:
     ns = namespace
-    apply_in(cluster, ns, *three_routes())
+    # the webhook reviews the SLO API's writes: the routes' PromQL names this namespace
+    apply_in(cluster, ns, *(in_namespace(r, ns) for r in three_routes()))
     slo = start_slo_api(cluster, tmp_path, namespace=ns)
     slo_apis.append(slo)
     wait_routes(slo, 3)

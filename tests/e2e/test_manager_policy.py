@@ -128,6 +128,11 @@ def _hpa(name: str, ns: str, owner: dict[str, Any] | None = None) -> dict[str, A
         "minReplicas": 1, "maxReplicas": 2}}
 
 
+def _dry_run_create(cluster: Cluster, kc: Path, obj_json: str) -> str:
+    """'' when admission admits ``obj_json``, else the refusal; nothing is stored either way."""
+    return _stderr(cluster, kc, "create", "--dry-run=server", "-f", "-", input=obj_json)
+
+
 def test_the_managers_account_can_do_only_what_the_manager_does(cluster: Cluster, namespace: str,
                                                                 tmp_path: Path) -> None:
     ns, other = namespace, f"{namespace}-other"
@@ -140,8 +145,11 @@ def test_the_managers_account_can_do_only_what_the_manager_does(cluster: Cluster
         """'' when admitted, else the API server's refusal."""
         return _stderr(cluster, kc, "create", "-f", "-", input=json.dumps(obj))
 
-    # the policy takes effect asynchronously: wait for its first refusal
-    refusal = eventually(lambda: create(_deployment("plain", ns)), timeout=30,
+    # the policy takes effect asynchronously: wait for its first refusal, probing with a server-side
+    # dry run (admission runs, nothing is stored: a probe admitted before the policy is in force must
+    # not leave the Deployment behind, or the next probe reads AlreadyExists as a refusal)
+    plain = json.dumps(_deployment("plain", ns))
+    refusal = eventually(lambda: _dry_run_create(cluster, kc, plain), timeout=30,
                          what="the policy to refuse a Deployment no ResourceScalingGroup controls")
     assert "escaler-manager-limits" in refusal and \
         "may create a Deployment only when a ResourceScalingGroup controls it" in refusal, refusal
@@ -197,8 +205,10 @@ def test_a_manager_under_the_policy_replicates_groups_only_where_the_namespace_o
     _bind_shipped_role(cluster, ns, other)
     cluster.apply(_policy(ns, other))
     kc = sa_kubeconfig(cluster, tmp_path, ns, SA)
-    plain = json.dumps(_deployment("plain", other))
-    eventually(lambda: _stderr(cluster, kc, "create", "-f", "-", input=plain), timeout=30,
+    # in force: a Deployment no RSG controls, where RBAC allows the create (ns has the Role), is refused
+    # by the policy (a server-side dry run, so nothing is created)
+    plain = json.dumps(_deployment("plain", ns))
+    eventually(lambda: "escaler-manager-limits" in _dry_run_create(cluster, kc, plain), timeout=30,
                what="the policy in force")
     m = start_manager(cluster, tmp_path, user=SA, kubeconfig=kc, namespace=other, api=False)
     managers.append(m)
