@@ -829,7 +829,7 @@ def _run(args: argparse.Namespace, flags: ManagerFlags, clock: Clock | None) -> 
         _log.error("cannot reach the API server to set up the controllers: %s", exc)
         return 1
     except StatusError as exc:
-        hint = (" — are escaler's CRDs installed? (kubectl apply --server-side -f manifests/crds/)"
+        hint = (" — are escaler's CRDs installed? (kubectl apply --server-side -k manifests/crds/)"
                 if exc.code == 404 else "")
         _log.error("cannot set up the controllers: %s%s", exc, hint)
         return 1

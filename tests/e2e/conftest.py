@@ -139,10 +139,17 @@ def _start_shared_plane() -> None:
 
 
 def _apply_crds(c: Cluster) -> None:
-    crds = sorted((source_dir() / "manifests" / "crds").glob("*.yaml"))
-    if crds:
+    """The README's command, verbatim (``kubectl apply --server-side -k manifests/crds/``: the folder
+    holds a kustomization, which ``-f`` would read as an object and refuse); file by file for a source
+    tree without one (``ESCALER_E2E_SRC``)."""
+    folder = source_dir() / "manifests" / "crds"
+    crds = sorted(folder.glob("*.yaml"))
+    if (folder / "kustomization.yml").is_file():
+        c.kubectl("apply", "--server-side", "-k", f"{folder}/")
+    else:
         for f in crds:
             c.kubectl("apply", "--server-side", "-f", str(f))
+    if crds:
         c.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
 

@@ -115,8 +115,9 @@ EXERCISED = (
               {"tests/unit/test_readme_commands.py": "webhook-patch-cabundle.sh"},
               "run here against a stub kubectl (KUBECTL=...)"),
     # kubectl, as the e2e suite runs it against the local control plane
-    Exercised(r"kubectl apply --server-side -f manifests/crds/?$",
-              {"tests/e2e/conftest.py": '"--server-side"'}),
+    Exercised(r"kubectl apply --server-side -k manifests/crds/?$",
+              {"tests/e2e/conftest.py": '"apply", "--server-side", "-k"'},
+              "verbatim: `-f` on the folder fails, it holds a kustomization"),
     Exercised(r"kubectl apply --server-side -k manifests/(base|overlays/\w+)$",
               {"tests/e2e/test_install.py": '"apply", "--server-side", "--force-conflicts", "-k"'},
               "the base, and a server-side dry run of each overlay"),
