@@ -48,6 +48,9 @@ pytestmark = pytest.mark.e2e
 
 GROUP = "llm.escaler.io/v1alpha1"
 POLL_S = 30.0
+# how long a poll waits for the manager's write of the simulator's count (a poll whose count is a
+# neighbour's waits it out: a few polls of a run)
+WRITE_WAIT_S = 10.0
 MINUTES = 25
 
 
@@ -141,7 +144,10 @@ def test_the_manager_writes_the_simulators_flow_decisions(
         if not k:  # the manager's time of its first reading: poll k is read POLL_S x k after it
             start = clock.manager_now()
         want = sim_counts[k]
-        deadline = time.monotonic() + 3.0
+        # the write follows the read by the executor's completion, a reconcile and a PUT: ~2 s on a
+        # loaded CI (run43: 1.8-2.2 s). Moving on before it lands lets the next step's reading meet a
+        # consume of this one at the next poll's time, and the decisions part from the simulator's
+        deadline = time.monotonic() + WRITE_WAIT_S
         while replicas(cluster, namespace, "llama") != want and time.monotonic() < deadline:
             time.sleep(0.1)
         seen.append(replicas(cluster, namespace, "llama"))
