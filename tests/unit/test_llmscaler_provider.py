@@ -222,7 +222,7 @@ def test_a_read_in_flight_is_pending_and_its_result_is_consumed_once() -> None:
 def _to_due(clock: FakeClock, late: float = 0.0, interval: float = 30.0) -> float:
     """Step ``clock`` to the scaler team/chat's next due poll (plus ``late``); returns the due time."""
     p = phase(Request("team", "chat"), interval)
-    due = (math.floor((clock.monotonic() - p) / interval) + 1) * interval + p
+    due = (math.floor((clock.monotonic() + 1e-6 - p) / interval) + 1) * interval + p  # strictly after now
     clock.step(due + late - clock.monotonic())
     return due
 
@@ -240,6 +240,9 @@ def test_a_reading_is_reused_until_the_next_poll_and_a_spec_change_reads_afresh(
     clock.step(18)  # two seconds before the next due poll: an event's sync still reuses it
     out = rec.recommend(_llm(), out.memory)
     assert reader.calls == 1
+    out = rec.recommend(_llm(generation=2), out.memory)
+    assert reader.calls == 2
+    _to_due(clock)  # two seconds after the spec change's read: not read again so soon
     out = rec.recommend(_llm(generation=2), out.memory)
     assert reader.calls == 2
     _to_due(clock)

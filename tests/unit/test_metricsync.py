@@ -352,7 +352,7 @@ def _step_to_due(run: Run, late: float = 0.0, interval: float = 30.0) -> float:
     """How far ``run``'s clock is from the scaler NS/es's next due poll (plus ``late``)."""
     p = poll_phase(Request(NS, "es"), interval)
     now = run.clock.monotonic()
-    return (math.floor((now - p) / interval) + 1) * interval + p + late - now
+    return (math.floor((now + 1e-6 - p) / interval) + 1) * interval + p + late - now  # strictly after now
 
 
 def test_syncs_between_polls_reuse_the_collection_and_the_memory() -> None:

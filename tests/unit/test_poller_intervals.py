@@ -135,7 +135,8 @@ def test_same_poll_follows_the_due_grid_not_a_fraction_of_the_interval() -> None
     assert not same_poll(req, due, due + 30.0, 30.0)  # the next due poll reads
     assert not same_poll(req, due + 8.0, due + 30.0, 30.0)  # a late reading does not skip it
     assert same_poll(req, due - 0.5, due + 20.0, 30.0)  # started early: it is this due's reading
-    assert not same_poll(req, due - 5.0, due + 1.0, 30.0)  # five seconds early is the previous one's
+    assert not same_poll(req, due - 16.0, due + 1.0, 30.0)  # 16 s before the due time: the previous one's
+    assert same_poll(req, due - 5.0, due + 1.0, 30.0)  # a reading 6 s old is not read again (a first one)
     assert same_poll(req, due, due - 1.0, 30.0)  # a clock before the reading: nothing new is due
     assert not same_poll(req, due, due + 1.0, 0.0)  # polling off: every sync reads
     short = 1000.0 + phase(req, 2.0)  # a due time of the 2 s grid: the tick is capped at 0.5 s

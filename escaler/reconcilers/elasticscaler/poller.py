@@ -56,13 +56,15 @@ from escaler.runtime.types import Request
 from escaler.scaling.conditions import EventValue
 
 __all__ = ["DEFAULT_MIN_POLL_INTERVAL_SECONDS", "DEFAULT_POLL_TICK_SECONDS", "DEFAULT_RELIST_SECONDS",
-           "EVENT_POLL_INTERVAL_CLAMPED", "MetricsPoller", "clamp_note", "effective_interval", "phase",
-           "same_poll"]
+           "EVENT_POLL_INTERVAL_CLAMPED", "MIN_GAP_FRACTION", "MetricsPoller", "clamp_note",
+           "effective_interval", "phase", "same_poll"]
 
 # how often the poller wakes to schedule the next slice of the interval (upper bound)
 DEFAULT_POLL_TICK_SECONDS = 1.0
 # how often the poller re-reads the scaler list from the cache (an O(N) pass)
 DEFAULT_RELIST_SECONDS = 10.0
+# a reading younger than this fraction of the poll interval is never read again (same_poll)
+MIN_GAP_FRACTION = 0.5
 # --min-poll-interval: the shortest per-scaler poll interval the manager honours (a spec value below
 # it is raised to it and a Warning event says so)
 DEFAULT_MIN_POLL_INTERVAL_SECONDS = 5.0
@@ -83,16 +85,18 @@ def phase(request: Request, interval: float) -> float:
 
 def same_poll(request: Request, at: float, now: float, interval: float,
               early: float = DEFAULT_POLL_TICK_SECONDS) -> bool:
-    """Whether a reading of ``request`` taken at ``at`` still serves a sync at ``now``: no due time
-    of its poll (``k x interval + phase``) falls in ``(at + e, now + e]``, ``e = min(early,
-    interval / 4)``. A poll started up to ``e`` before its due time (the poller's shortcut) belongs
-    to that due time, and one that ran late belongs to the due time it was for: a late reading never
-    makes the next due poll reuse it (a fraction-of-the-interval rule skipped a whole poll when one
-    reading came more than the remaining fraction late). ``interval <= 0`` (polling off) → False;
-    ``now`` before ``at`` → True."""
+    """Whether a reading of ``request`` taken at ``at`` still serves a sync at ``now``: it is less
+    than half an interval old (``MIN_GAP_FRACTION``: a first reading — a new object, a spec change —
+    is not read again at a due time a moment later), or no due time of its poll (``k x interval +
+    phase``) falls in ``(at + e, now + e]``, ``e = min(early, interval / 4)``. A poll started up to
+    ``e`` before its due time (the poller's shortcut) belongs to that due time, and one that ran late
+    belongs to the due time it was for: a reading up to half an interval late never makes the next
+    due poll reuse it (the former 80 %-of-the-interval rule skipped a whole poll when one reading came
+    more than a fifth of the interval late). ``interval <= 0`` (polling off) → False; ``now`` before
+    ``at`` → True."""
     if interval <= 0:
         return False
-    if now <= at:
+    if now - at < interval * MIN_GAP_FRACTION:
         return True
     e = min(early, interval / 4)
     p = phase(request, interval)
