@@ -38,6 +38,11 @@ Contract of ``simulate(arrivals, policy, options)``:
   price) and the priced spans behind them (``lifetimes``: start, stop, price per second), the
   standby seconds asleep.
 * ``progress(done, total)`` (optional) is called every 1 % of the requests finished.
+* ``budget`` (optional, ``MissBudget``): the run stops at the first scrape after more than
+  ``budget.misses`` finished requests missed (``budget.missed(record)``), with ``Run.stopped``
+  True and the rest unfinished: its attainment is then below the goal the budget was computed from
+  whatever the rest would do, which is all a sweep asks of an overloaded candidate (a fixed fleet of
+  one under a day of traffic otherwise simulates a queue growing for hours).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -53,7 +59,8 @@ from escaler.sim.model import ReplicaProfile
 from escaler.sim.serving import ITERATION, READY, Fleet, Gauge, Replica, RequestRecord
 from escaler.sim.trace import Arrival
 
-__all__ = ["COALESCE", "Policy", "Run", "Scrape", "SimOptions", "View", "percentile", "simulate", "window"]
+__all__ = ["COALESCE", "MissBudget", "Policy", "Run", "Scrape", "SimOptions", "View", "percentile",
+           "simulate", "window"]
 
 _SCRAPE, _TICK = "scrape", "tick"
 # coalesce decode runs (module docstring); False schedules every iteration, as the equivalence test
@@ -165,10 +172,70 @@ class Run:
     lifetimes: list[tuple[float, float, float]] = field(default_factory=list)
     # seconds standby replicas spent asleep (unpriced)
     standby_seconds: float = 0.0
+    # stopped by a MissBudget before every request finished (its attainment is below the budget's goal)
+    stopped: bool = False
+    # requests that missed when it stopped (0 for a run that went to the end)
+    misses_at_stop: int = 0
+
+    def __reduce__(self) -> tuple[Callable[..., Run], tuple[object, ...]]:
+        # a run crosses to the report's process once per simulation (escaler.sim.parallel): a day
+        # holds over a million request records, which pickle as objects at ~1 s per 350 k each way;
+        # as columns they cross in a fraction of that and come back equal
+        fields = tuple(getattr(self, f) for f in _RUN_FIELDS)
+        return _unpack_run, (_pack_requests(self.requests), *fields)
+
+
+_RUN_FIELDS = ("policy", "unfinished", "scrapes", "scale_events", "replica_seconds", "end", "lifetimes",
+               "standby_seconds", "stopped", "misses_at_stop")
+
+
+def _pack_requests(requests: Sequence[RequestRecord]) -> tuple[object, ...]:
+    """``requests`` as columns (None as NaN or -1); hash ids only for the requests that have them."""
+    nan = math.nan
+    return (array("d", [q.arrival for q in requests]),
+            array("q", [q.prompt_tokens for q in requests]),
+            array("q", [q.output_tokens for q in requests]),
+            array("d", [nan if q.first_token is None else q.first_token for q in requests]),
+            array("d", [nan if q.done is None else q.done for q in requests]),
+            array("q", [-1 if q.replica is None else q.replica for q in requests]),
+            array("q", [q.generated for q in requests]),
+            array("q", [q.prefilled for q in requests]),
+            array("q", [q.cached for q in requests]),
+            {i: q.hash_ids for i, q in enumerate(requests) if q.hash_ids})
+
+
+def _unpack_requests(columns: tuple[object, ...]) -> list[RequestRecord]:
+    arrival, prompt, output, first, done, replica, generated, prefilled, cached, hashes = columns
+    assert isinstance(hashes, dict)
+    out = [RequestRecord(a, p, o, None if f != f else f, None if d != d else d, None if r < 0 else r, g, pf,
+                         (), c)
+           for a, p, o, f, d, r, g, pf, c in zip(arrival, prompt, output, first, done,  # type: ignore[call-overload]
+                                                 replica, generated, prefilled, cached, strict=True)]
+    for i, h in hashes.items():
+        out[i].hash_ids = h
+    return out
+
+
+def _unpack_run(columns: tuple[object, ...], *fields: object) -> Run:
+    return Run(requests=_unpack_requests(columns), **dict(zip(_RUN_FIELDS, fields, strict=True)))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MissBudget:
+    """Stop a run once more than ``misses`` finished requests have ``missed`` (module docstring)."""
+
+    missed: Callable[[RequestRecord], bool]
+    misses: int
+
+    @classmethod
+    def for_goal(cls, missed: Callable[[RequestRecord], bool], total: int, goal: float) -> MissBudget:
+        """The budget of ``total`` requests at ``goal`` attainment: a run with more misses than this
+        has fewer than ``goal x total`` requests within their objectives (unfinished ones miss)."""
+        return cls(missed, total - math.ceil(goal * total - 1e-9))
 
 
 def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
-             progress: Callable[[int, int], None] | None = None) -> Run:
+             progress: Callable[[int, int], None] | None = None, budget: MissBudget | None = None) -> Run:
     """Run ``policy`` over ``arrivals``; see the module docstring."""
     if not arrivals:
         raise ValueError("the trace holds no requests")
@@ -215,6 +282,7 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     window_arrivals = 0
     counted = (0, 0)  # the token counters at the previous scrape
     seen_done = 0
+    missed, stopped = 0, False
     finished = fleet.finished
     reported = 0
     next_arrival = 0
@@ -267,6 +335,8 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
             ttfts = tuple(q.ttft for q in firsts)
             firsts.clear()
             tpots = tuple(q.tpot for q in finished[seen_done:] if q.output_tokens > 1)
+            if budget is not None:
+                missed += sum(1 for q in finished[seen_done:] if budget.missed(q))
             seen_done = len(finished)
             scrapes.append(Scrape(now, fleet.size(), fleet.serving_count(), tuple(fleet.gauges()),
                                   len(fleet.pending), window_arrivals, ttfts,
@@ -274,6 +344,9 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
                                   fleet.generation_tokens_total - counted[1], tpots))
             counted = (fleet.prompt_tokens_total, fleet.generation_tokens_total)
             window_arrivals = 0
+            if budget is not None and missed > budget.misses:
+                stopped = True
+                break
             if not _done(fleet, total):
                 schedule(now + options.scrape_interval_s, _SCRAPE, None)
         elif kind is _TICK:
@@ -290,7 +363,7 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     end = now
     return Run(policy.name, sorted(fleet.finished, key=lambda q: (q.arrival, q.replica or 0)),
                total - len(fleet.finished), scrapes, events, fleet.replica_seconds(end), end,
-               fleet.lifetimes(end), fleet.standby_seconds(end))
+               fleet.lifetimes(end), fleet.standby_seconds(end), stopped, missed if stopped else 0)
 
 
 def _done(fleet: Fleet, total: int) -> bool:

@@ -6,7 +6,9 @@ Contract:
 * ``cheapest_fixed(arrivals, options, slo, goal)`` → ``FixedResult``: the smallest ``n`` in
   ``[max(1, min_replicas), max_replicas]`` whose run (``n`` warm replicas from the start, never
   changed) reaches ``goal`` attainment, found by bisection (attainment grows with ``n``: more
-  replicas never serve a request later in this model), and its run; ``n`` is None (``run`` the
+  replicas never serve a request later in this model), and its run; a candidate below the goal
+  stops as soon as its misses exceed what the goal allows (``engine.MissBudget``: its ``tried``
+  value is then the most it could reach, and ``stopped`` names it); ``n`` is None (``run`` the
   run at ``max_replicas``) when even the largest fleet misses the goal — a report then says the
   goal is out of reach for a fixed fleet.
 * ``steady_state_fleet(arrivals, options, slo, goal, window_s)`` — the fleet a run starts with
@@ -21,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from escaler.sim.engine import Run, SimOptions, View, simulate
-from escaler.sim.report import SloTargets, summarize
+from escaler.sim.engine import MissBudget, Run, SimOptions, View, simulate
+from escaler.sim.report import SloTargets, meets, summarize
 from escaler.sim.trace import Arrival
 
 __all__ = ["INITIAL_WINDOW_S", "FixedPolicy", "FixedResult", "cheapest_fixed", "steady_state_fleet"]
@@ -56,8 +58,10 @@ class FixedResult:
     # the cheapest fleet meeting the goal; None when none up to max_replicas does
     n: int | None
     run: Run
-    # every fleet size tried → its attainment
+    # every fleet size tried → its attainment (for a size in ``stopped``, the most it could reach)
     tried: dict[int, float]
+    # sizes whose run stopped once its misses proved it below the goal (engine MissBudget)
+    stopped: frozenset[int] = frozenset()
 
 
 def _attainment(run: Run, slo: SloTargets) -> float:
@@ -75,11 +79,20 @@ def cheapest_fixed(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTar
     # a day-scale run holds millions of request records, a sweep tries a dozen fleets
     kept: dict[int, Run] = {}
     tried: dict[int, float] = {}
+    stopped: set[int] = set()
+
+    total = len(arrivals)
+    budget = MissBudget.for_goal(lambda q: not meets(q, slo), total, goal)
 
     def ok(n: int) -> bool:
         cb = progress(f"fixed-{n}") if progress is not None else None
-        run = simulate(arrivals, FixedPolicy(n), replace(options, initial_replicas=n), cb)
-        tried[n] = _attainment(run, slo)
+        # a fleet below the goal stops once its misses prove it (the largest, reported when none
+        # meets the goal, runs to the end)
+        run = simulate(arrivals, FixedPolicy(n), replace(options, initial_replicas=n), cb,
+                       budget if n < hi else None)
+        tried[n] = (total - run.misses_at_stop) / total if run.stopped else _attainment(run, slo)
+        if run.stopped:
+            stopped.add(n)
         if tried[n] >= goal or n >= hi:
             kept.clear()
             kept[n] = run
@@ -90,7 +103,7 @@ def cheapest_fixed(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTar
     while not ok(n):
         miss = n
         if n >= hi:
-            return FixedResult(None, kept[hi], tried)
+            return FixedResult(None, kept[hi], tried, frozenset(stopped))
         n = min(hi, max(n + 1, 2 * n))
     hit = n
     while hit - miss > 1:
@@ -99,7 +112,7 @@ def cheapest_fixed(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTar
             hit = mid
         else:
             miss = mid
-    return FixedResult(hit, kept[hit], tried)
+    return FixedResult(hit, kept[hit], tried, frozenset(stopped))
 
 
 def steady_state_fleet(arrivals: Sequence[Arrival], options: SimOptions, slo: SloTargets, goal: float,

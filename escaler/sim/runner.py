@@ -530,7 +530,8 @@ def reference_rows(exp: Experiment, fixed: FixedResult, bound: Bound,
     """The two reference rows (module docstring) as one JSON-ready mapping; with a standby bound also
     ``lower_bound_standby``."""
     fixed_row = {**summarize(fixed.run, exp.slo), "n": fixed.n,
-                 "tried": {str(n): a for n, a in sorted(fixed.tried.items())}}
+                 "tried": {str(n): a for n, a in sorted(fixed.tried.items())},
+                 "stopped_early": sorted(fixed.stopped)}
     refs = {"goal": exp.goal, "cheapest_fixed": fixed_row, "lower_bound": _bound_row(bound)}
     if standby is not None:
         refs["lower_bound_standby"] = {**_bound_row(standby), "wake_s": exp.options.wake_s,

@@ -5,17 +5,18 @@ down (paying cold starts), and the shipped policies."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
 import pytest
 
 from escaler.sim.bound import DEFAULT_BUCKET_S, MAX_BUCKETS, default_bucket_s, lower_bound
-from escaler.sim.engine import Run, SimOptions, simulate
+from escaler.sim.engine import MissBudget, Run, SimOptions, simulate
 from escaler.sim.fixed import FixedPolicy, cheapest_fixed, steady_state_fleet
 from escaler.sim.hpa import HpaPolicy
 from escaler.sim.model import ReplicaProfile
-from escaler.sim.report import SloTargets, summarize
+from escaler.sim.report import SloTargets, meets, summarize
 from escaler.sim.trace import Arrival
 from tests.unit.test_sim_engine import Schedule
 
@@ -153,6 +154,36 @@ def test_cheapest_fixed_is_the_smallest_fleet_that_meets_the_goal() -> None:
     # and the bound is below it
     got = bound_for(arrivals, 0.99, initial=found.n)
     assert got is not None and got <= hours(found.run)
+
+
+def test_a_sweep_stops_an_overloaded_candidate_once_its_misses_prove_it_short() -> None:
+    # a long overload: fleets of 1 and 2 queue for the whole trace; each stops early, the answer
+    # and its run are those of full runs
+    rng = random.Random(9)
+    arrivals = sorted((Arrival(round(rng.uniform(0, 900), 4), rng.choice([400, 2000]), rng.choice([5, 40]))
+                       for _ in range(9_000)), key=lambda a: a.t)
+    opts = SimOptions(profile=PROFILE, max_replicas=32)
+    found = cheapest_fixed(arrivals, opts, SLO, 0.99)
+    assert found.n is not None and {1, 2} <= found.stopped and found.n not in found.stopped
+    total = len(arrivals)
+    for n in sorted(found.stopped):
+        full = attainment(simulate(arrivals, FixedPolicy(n), replace(opts, initial_replicas=n)))
+        # the recorded value is the most the run could have reached: above the full run's, below the goal
+        assert full <= found.tried[n] < 0.99
+    assert attainment(found.run) == found.tried[found.n] >= 0.99
+    assert found.tried[found.n - 1] < 0.99
+    # a stopped run says how many had missed, more than the goal allows
+    budget = MissBudget.for_goal(lambda q: not meets(q, SLO), total, 0.99)
+    stopped = simulate(arrivals, FixedPolicy(1), replace(opts, initial_replicas=1), budget=budget)
+    assert stopped.stopped and stopped.misses_at_stop > budget.misses == total - math.ceil(0.99 * total)
+    assert stopped.unfinished > 0 and stopped.end < arrivals[-1].t
+
+
+def test_a_miss_budget_is_exact_at_the_goal() -> None:
+    never = MissBudget.for_goal(lambda q: True, 100, 0.99)
+    assert never.misses == 1
+    assert MissBudget.for_goal(lambda q: True, 101, 0.99).misses == 1   # 99.99 needed: 100 must meet
+    assert MissBudget.for_goal(lambda q: True, 100, 1.0).misses == 0
 
 
 def test_cheapest_fixed_says_none_when_even_the_largest_fleet_misses() -> None:

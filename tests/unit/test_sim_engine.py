@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import dataclass
 
 import pytest
 
-from escaler.sim.engine import SimOptions, View, simulate
+from escaler.sim.engine import MissBudget, SimOptions, View, simulate
 from escaler.sim.model import ReplicaProfile
 from escaler.sim.report import SloTargets, summarize
 from escaler.sim.trace import Arrival
@@ -124,6 +125,23 @@ def test_scale_down_drains_a_replica_without_losing_a_request() -> None:
     assert all(q.done == pytest.approx(5.1) for q in run.requests)
     # both replicas paid until 5.1: the drained one finished its request
     assert run.replica_seconds == pytest.approx(2 * 5.1)
+
+
+def test_a_run_crosses_processes_as_columns_and_comes_back_equal() -> None:
+    # one request unfinished (None times), prefix hashes on some, a run a budget stopped
+    arrivals = [Arrival(i * 0.05, 300 + 7 * i % 500, 1 + i % 40, hash_ids=(i % 3, i % 5) if i % 2 else ())
+                for i in range(400)]
+    opts = SimOptions(profile=ReplicaProfile(cold_start_s=5.0), max_replicas=4)
+    full = simulate(arrivals, Schedule([(3.0, 2)]), opts)
+    stopped = simulate(arrivals, Schedule([]), opts, budget=MissBudget(lambda q: q.ttft > 0.01, 3))
+    assert stopped.stopped and stopped.unfinished > 0
+    for run in (full, stopped):
+        wire = pickle.dumps(run, protocol=pickle.HIGHEST_PROTOCOL)
+        back = pickle.loads(wire)
+        assert back == run and back.requests == run.requests
+        assert any(q.hash_ids for q in back.requests)
+        # columns, not one pickled object per record
+        assert b"RequestRecord" not in wire
 
 
 def test_same_inputs_give_byte_identical_results() -> None:
