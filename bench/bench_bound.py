@@ -3,7 +3,8 @@
 Runs ``escaler.sim.bound.lower_bound`` in this process over the shipped ServeGen rate curve
 (``m-small`` at ``--scale 0.02``, request lengths sampled from the conversation trace, as
 ``escaler simulate --trace servegen --model m-small --scale 0.02`` reads it) for the first 4 hours
-and for a whole day, at the default resolution (``default_bucket_s``: 10 s up to 1,440 buckets, coarser beyond) and, for the 4 hours, at 60 s.
+and for a whole day, at the default resolution (``default_bucket_s``: 10 s up to 1,440 buckets,
+coarser beyond) and, for the 4 hours, at 60 s.
 Each row is the bound (replica-hours at the 99 % goal, TTFT 2 s, TPOT 0.1 s, the default profile)
 and the CPU seconds of the call (``time.process_time``), the trace's loading excluded.
 """

@@ -48,8 +48,10 @@ def test_the_readme_quick_start_runs_as_written(cluster: Cluster, tmp_path: Path
                                   stderr=subprocess.STDOUT, timeout=300, check=False)
         text = log.read_text(encoding="utf-8", errors="replace")
         if done.returncode != 0:
-            state = cluster.kubectl("get", "es,tidal,rsg,llms,llmslo", "-n", "default", "-o", "yaml", check=False)
-            raise AssertionError(f"the quick start failed ({done.returncode}):\n{text[-6000:]}\n{state[-6000:]}")
+            state = cluster.kubectl("get", "es,tidal,rsg,llms,llmslo", "-n", "default", "-o", "yaml",
+                                    check=False)
+            raise AssertionError(f"the quick start failed ({done.returncode}):\n{text[-6000:]}\n"
+                                 f"{state[-6000:]}")
         for made in ("elasticscaler.elasticscaler.io/llama-decode", "tidal.tidal.io/llama-office-hours",
                      "resourcescalinggroup.autoscaling.openfuyao.com/llama-pd",
                      "llmslorequirement.llm.escaler.io/chat-llama", "llmscaler.llm.escaler.io/chat-llama"):

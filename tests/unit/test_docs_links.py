@@ -115,9 +115,9 @@ def broken(link: Link) -> str | None:
     dest = (link.page.parent / path_part).resolve() if path_part else link.page
     if not dest.exists():
         return f"{path_part}: no such file"
-    if anchor and dest.is_file() and dest.suffix == ".md":
-        if anchor not in anchors(dest.read_text(encoding="utf-8")):
-            return f"#{anchor}: no such heading in {_rel(dest)}"
+    if (anchor and dest.is_file() and dest.suffix == ".md"
+            and anchor not in anchors(dest.read_text(encoding="utf-8"))):
+        return f"#{anchor}: no such heading in {_rel(dest)}"
     return None
 
 

@@ -52,7 +52,8 @@ def test_no_tracked_file_points_outside_the_repository() -> None:
     files = tracked_files()
     assert "README.md" in files and "escaler/sim/data/README.md" in files
     bad = hits(files)
-    assert not bad, f"tracked files name {OUTSIDE} (ship the file, or say it in our words):\n" + "\n".join(bad)
+    assert not bad, (f"tracked files name {OUTSIDE} (ship the file, or say it in our words):\n"
+                     + "\n".join(bad))
 
 
 def test_the_check_names_file_and_line(tmp_path: Path) -> None:
@@ -63,9 +64,9 @@ def test_the_check_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_the_traces_the_docs_use_ship_as_package_data() -> None:
-    from escaler.sim.trace import SHIPPED_TRACES, resolve_trace
-
     import tomllib
+
+    from escaler.sim.trace import SHIPPED_TRACES, resolve_trace
 
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "sim/data/*.csv" in data["tool"]["setuptools"]["package-data"]["escaler"]

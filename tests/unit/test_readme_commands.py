@@ -9,8 +9,9 @@ not in ``VERBATIM`` fails ``test_every_readme_shell_line_is_run_or_mapped_verbat
 
 **Commands in prose and outside the quick start** are taken from README.md as written: lines
 starting with ``$ ``, the shell lines outside the quick start (comments dropped, ``\\``
-continuations joined), and inline code spans that are commands (``make ...``, ``python -m escaler ...``, ``escaler <sub>``, ``kubectl
-...``, ``hack/<script>``, ``python bench/...``, ``helm``/``pip``/``docker``/``kind``, ``.ci/run``).
+continuations joined), and inline code spans that are commands (``make ...``, ``python -m escaler
+...``, ``escaler <sub>``, ``kubectl ...``, ``hack/<script>``, ``python bench/...``,
+``helm``/``pip``/``docker``/``kind``, ``.ci/run``).
 
 ``EXERCISED`` maps a command pattern to the files that exercise it, each with a string that file
 must contain (the call or the CI step), so a mapping cannot point at a file that no longer runs the
@@ -43,7 +44,8 @@ QUICKSTART_E2E = "tests/e2e/test_readme_quickstart.py"
 
 def _load_reader() -> ModuleType:
     """tests/readme_quickstart.py, by path (tests/unit is not a package)."""
-    spec = importlib.util.spec_from_file_location("readme_quickstart", ROOT / "tests" / "readme_quickstart.py")
+    spec = importlib.util.spec_from_file_location("readme_quickstart",
+                                                  ROOT / "tests" / "readme_quickstart.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -189,7 +191,8 @@ VERBATIM: dict[str, dict[str, str]] = {
     "escaler version": {DIST: '"escaler", "version"'},
     "escaler crds | kubectl apply --server-side -f -": {
         DIST: '"apply", "--server-side", "-f", "-", input=crds'},
-    "escaler samples | kubectl apply -n NS -f -": {DIST: '"apply", "-n", namespace, "-f", "-", input=samples'},
+    "escaler samples | kubectl apply -n NS -f -": {
+        DIST: '"apply", "-n", namespace, "-f", "-", input=samples'},
     "kubectl escaler explain -n NS llama-decode": {
         DIST: '"escaler", "explain", "-n", namespace, "llama-decode"'},
 }

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from escaler.sim.trace import SHIPPED_TRACES, Arrival, TraceError, load_trace, resolve_trace, shipped_trace_path
+from escaler.sim.trace import (
+    SHIPPED_TRACES,
+    Arrival,
+    TraceError,
+    load_trace,
+    resolve_trace,
+    shipped_trace_path,
+)
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44
