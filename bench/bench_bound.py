@@ -2,9 +2,9 @@
 
 Runs ``escaler.sim.bound.lower_bound`` in this process over the shipped ServeGen rate curve
 (``m-small`` at ``--scale 0.02``, request lengths sampled from the conversation trace, as
-``escaler simulate --trace ../shared/traces/servegen_aggregate_rate_10min.csv --model m-small
---scale 0.02`` reads it) for the first 4 hours and for a whole day, at the default resolution
-(``default_bucket_s``: 10 s up to 1,440 buckets, coarser beyond) and, for the 4 hours, at 60 s.
+``escaler simulate --trace servegen --model m-small --scale 0.02`` reads it) for the first 4 hours
+and for a whole day, at the default resolution (``default_bucket_s``: 10 s up to 1,440 buckets,
+coarser beyond) and, for the 4 hours, at 60 s.
 Each row is the bound (replica-hours at the 99 % goal, TTFT 2 s, TPOT 0.1 s, the default profile)
 and the CPU seconds of the call (``time.process_time``), the trace's loading excluded.
 """
@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from escaler.sim.bound import lower_bound  # noqa: E402
 from escaler.sim.model import load_profile  # noqa: E402
-from escaler.sim.trace import load_trace  # noqa: E402
+from escaler.sim.trace import load_trace, resolve_trace  # noqa: E402
 
 TITLE = "Policy simulator: the lower bound's linear program at day scale (CPU seconds)"
 NOTES = """
@@ -30,7 +30,7 @@ A day at 10 s buckets (8,640 of them) did not finish in 16 minutes; the default 
 into at most 1,440 buckets (60 s for a day). Every resolution gives a valid bound.
 """
 
-CURVE = ROOT.parent / "shared" / "traces" / "servegen_aggregate_rate_10min.csv"
+CURVE = resolve_trace("servegen")  # the shipped rate curve (escaler/sim/data/README.md)
 
 
 def run() -> list[dict[str, Any]]:

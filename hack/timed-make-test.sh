@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Time `make test` as CI runs it: a fresh clone of this checkout's HEAD beside it (so ../shared
-# resolves), then `make test` (virtualenv creation included; the control-plane binaries come from
+# Time `make test` as CI runs it: a fresh clone of this checkout's HEAD beside it (a sibling
+# directory), then `make test` (virtualenv creation included; the control-plane binaries come from
 # ~/.cache/escaler when cached). Prints the commit, the exit status, the wall clock and the
 # machine's busy and idle core-seconds over the run (/proc/stat), the figures docs/testing.md
 # quotes. The clone is left in place for its .test-results/ (hack/slowest.py reads them).

@@ -30,7 +30,14 @@ from escaler.sim.runner import (
     run_experiment,
 )
 from escaler.sim.signals import METRICS
-from escaler.sim.trace import TIME_UNITS, TraceError, load_trace, shipped_trace_path
+from escaler.sim.trace import (
+    SHIPPED_TRACES,
+    TIME_UNITS,
+    TraceError,
+    load_trace,
+    resolve_trace,
+    shipped_trace_path,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -99,7 +106,9 @@ def add_parser(
     )
     t = p.add_argument_group("trace")
     t.add_argument("--trace", metavar="FILE", default=None,
-                   help="Azure LLM inference 2023/2024 CSV, BurstGPT CSV, Mooncake JSONL (timestamp, "
+                   help=f"a shipped trace by name ({', '.join(SHIPPED_TRACES)}: the Azure conversation "
+                        "and code traces, the ServeGen rate curve), or a file: Azure LLM inference "
+                        "2023/2024 CSV, BurstGPT CSV, Mooncake JSONL (timestamp, "
                         "input_length, output_length, hash_ids), generic CSV/JSONL (arrival_s, "
                         "prompt_tokens, output_tokens) or a rate curve CSV (model, window_start_s, "
                         "req_per_min); default: the shipped Azure conversation trace")
@@ -111,7 +120,8 @@ def add_parser(
                    help="drop BurstGPT's failed requests (Response tokens 0) instead of refusing the trace")
     t.add_argument("--model", default=None, help="the curve of a rate-curve file that holds several")
     t.add_argument("--lengths", metavar="FILE", default=None,
-                   help="per-request trace whose token lengths a rate curve's arrivals sample "
+                   help="per-request trace (a file, or a shipped trace's name) whose token lengths a "
+                        "rate curve's arrivals sample "
                         "(default: the shipped Azure conversation trace)")
     t.add_argument("--scale", type=_positive, default=1.0, help="multiply the request rate (default: 1)")
     t.add_argument("--speedup", type=_positive, default=1.0,
@@ -218,9 +228,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         profile = load_profile(args.profile)
-        trace = args.trace or shipped_trace_path()
+        trace = resolve_trace(args.trace) if args.trace else shipped_trace_path()
         arrivals = load_trace(trace, scale=args.scale, speedup=args.speedup, duration=args.duration,
-                              seed=args.seed, model=args.model, lengths=args.lengths,
+                              seed=args.seed, model=args.model,
+                              lengths=resolve_trace(args.lengths) if args.lengths else None,
                               time_unit=args.time_unit, drop_failed=args.drop_failed, note=_note)
     except (TraceError, ProfileError, ValueError) as err:
         print(f"escaler simulate: {err}", file=sys.stderr)

@@ -35,6 +35,11 @@ Contract:
 
   Arrivals of a per-request trace are made relative to the earliest one.
 
+* **Shipped traces by short name.** ``SHIPPED_TRACES`` maps ``conv``, ``code`` and ``servegen`` to
+  the three files shipped as package data (``escaler/sim/data/``, attribution in its README.md);
+  ``resolve_trace(name)`` returns the shipped file's path for such a name when no file of that name
+  exists in the working directory, and the path itself otherwise.
+
 * **Plausibility.** A per-request trace read in its format's default unit (or an Azure trace) is
   refused when, over its ``n`` rows and span (last arrival - first), it is longer than
   ``LONG_TRACE_S`` (7 days) at a mean rate under ``LONG_TRACE_MIN_RATE`` (0.1 requests/s), longer
@@ -85,17 +90,25 @@ __all__ = [
     "LONG_TRACE_S",
     "MAX_MEAN_RATE",
     "SHIPPED_TRACE",
+    "SHIPPED_TRACES",
     "SPARSE_TRACE_MIN_RATE",
     "SPARSE_TRACE_S",
     "TIME_UNITS",
     "Arrival",
     "TraceError",
     "load_trace",
+    "resolve_trace",
     "shipped_trace_path",
 ]
 
 # the per-request trace shipped as package data (CC-BY 4.0, escaler/sim/data/README.md)
 SHIPPED_TRACE = "AzureLLMInferenceTrace_conv.csv"
+# every trace shipped as package data, by the short name ``--trace`` accepts
+SHIPPED_TRACES = {
+    "conv": SHIPPED_TRACE,
+    "code": "AzureLLMInferenceTrace_code.csv",
+    "servegen": "servegen_aggregate_rate_10min.csv",
+}
 
 # time units a per-request trace may be in: how many of each make a second
 _PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6}
@@ -166,6 +179,15 @@ Note = Callable[[str], None]
 def shipped_trace_path() -> Path:
     """The Azure conversation trace in the package data."""
     return Path(str(resources.files("escaler.sim") / "data" / SHIPPED_TRACE))
+
+
+def resolve_trace(name: str | Path) -> Path:
+    """A shipped trace's path for its short name (``SHIPPED_TRACES``), unless a file of that name
+    exists; any other name is returned as a path, unchanged."""
+    path = Path(name)
+    if str(name) in SHIPPED_TRACES and not path.exists():
+        return Path(str(resources.files("escaler.sim") / "data" / SHIPPED_TRACES[str(name)]))
+    return path
 
 
 def load_trace(path: str | Path, *, scale: float = 1.0, speedup: float = 1.0, duration: float | None = None,

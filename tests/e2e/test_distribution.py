@@ -126,7 +126,9 @@ def test_the_wheel_carries_the_crds_samples_trace_and_scripts(wheel: Path) -> No
     for kind in ("crds", "samples"):
         want = {f"escaler/data/{kind}/{p.name}" for p in (ROOT / "manifests" / kind).glob("*.yaml")}
         assert want and want <= files, sorted(want - files)
-    assert "escaler/sim/data/AzureLLMInferenceTrace_conv.csv" in files
+    for trace in ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv",
+                  "servegen_aggregate_rate_10min.csv", "README.md"):  # the traces and their attribution
+        assert f"escaler/sim/data/{trace}" in files, trace
     with zipfile.ZipFile(wheel) as z:
         entry_points = z.read(f"escaler-{escaler.__version__}.dist-info/entry_points.txt").decode()
     assert "escaler = escaler.cli.main:main" in entry_points

@@ -1,4 +1,4 @@
-"""The README's "Embedding the toolkit" snippet runs: its code, taken from README.md as written, is
+"""The toolkit page's snippet runs: its code, taken from docs/toolkit.md as written, is
 executed — the reconciler and setup() on a manager built on the in-process fake API, and its
 ``__main__`` block with that manager in place of a connected one — and annotates a ConfigMap,
 then writes nothing more on a second pass (level-based, write only what differs)."""
@@ -19,15 +19,15 @@ from runtime_fakes import FakeCluster, FakeMapper
 from escaler.kube.events import FakeRecorder
 from escaler.runtime import Manager, ManagerOptions
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TOOLKIT = Path(__file__).resolve().parents[2] / "docs" / "toolkit.md"
 
 
 def snippet() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Embedding the toolkit"):]
+    text = TOOLKIT.read_text(encoding="utf-8")
+    section = text[text.index("# The toolkit"):]
     section = section[:section.index("\n## ", 1)]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert blocks, "README's 'Embedding the toolkit' section has no ```python block"
+    assert blocks, "docs/toolkit.md's first section has no ```python block"
     return str(blocks[0])
 
 
@@ -55,13 +55,13 @@ class FakeClient:
             return len(self.patches)
 
 
-def test_the_readme_snippet_runs_on_the_fake_api() -> None:
+def test_the_toolkit_snippet_runs_on_the_fake_api() -> None:
     code = snippet()
     tree = ast.parse(code)
     main_block = [n for n in tree.body if isinstance(n, ast.If)]
     assert len(main_block) == 1, "the snippet ends with one `if __name__ == '__main__':` block"
     module: dict[str, Any] = {"__name__": "keycount_snippet"}
-    exec(compile(code, "README.md#embedding", "exec"), module)  # defines KeyCount, setup; skips __main__
+    exec(compile(code, "docs/toolkit.md", "exec"), module)  # defines KeyCount, setup; skips __main__
 
     cluster = FakeCluster()
     cms = cluster.apis["configmaps"]
@@ -101,7 +101,7 @@ def test_the_readme_snippet_runs_on_the_fake_api() -> None:
     main_ns = {**module, "Manager": FakeBackedManager}
     main_body = ast.Module(body=main_block[0].body, type_ignores=[])
     try:
-        exec(compile(main_body, "README.md#embedding-main", "exec"), main_ns)
+        exec(compile(main_body, "docs/toolkit.md#main", "exec"), main_ns)
     except SystemExit as done:
         assert done.code == 0
     else:

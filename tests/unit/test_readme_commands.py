@@ -1,9 +1,17 @@
-"""Every shell command the README shows is exercised by a test or by CI (issue 14's acceptance).
+"""Every shell command the README shows is exercised by a test or by CI (issues 14 and 29).
 
-Commands are taken from README.md as written: lines starting with ``$ ``, every line of a
-```sh/```bash/```console/```shell block (comments dropped, ``\\`` continuations joined), and inline
-code spans that are commands (``make ...``, ``python -m escaler ...``, ``escaler <sub>``, ``kubectl
-...``, ``hack/<script>``, ``python bench/...``, ``helm``/``pip``/``docker``/``kind``, ``.ci/run``).
+**Shell lines** (every line of a ```sh/```bash/```console/```shell block) are covered verbatim:
+the blocks of the ``## Quick start`` section are run, line by line as written, by
+``tests/e2e/test_readme_quickstart.py`` against the local control plane (``tests/readme_quickstart.py``
+is the one reader of them both tests use); every other shell line must be a key of ``VERBATIM``,
+the exact line mapped to the files that run it. A new shell line outside the quick start that is
+not in ``VERBATIM`` fails ``test_every_readme_shell_line_is_run_or_mapped_verbatim``, naming it.
+
+**Commands in prose and outside the quick start** are taken from README.md as written: lines
+starting with ``$ ``, the shell lines outside the quick start (comments dropped, ``\\``
+continuations joined), and inline code spans that are commands (``make ...``, ``python -m escaler
+...``, ``escaler <sub>``, ``kubectl ...``, ``hack/<script>``, ``python bench/...``,
+``helm``/``pip``/``docker``/``kind``, ``.ci/run``).
 
 ``EXERCISED`` maps a command pattern to the files that exercise it, each with a string that file
 must contain (the call or the CI step), so a mapping cannot point at a file that no longer runs the
@@ -15,6 +23,7 @@ without running them. Cheap commands (``--help`` of every sub-command the README
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import re
 import subprocess
@@ -22,6 +31,7 @@ import sys
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -29,6 +39,20 @@ from escaler.cli.main import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+QUICKSTART_E2E = "tests/e2e/test_readme_quickstart.py"
+
+
+def _load_reader() -> ModuleType:
+    """tests/readme_quickstart.py, by path (tests/unit is not a package)."""
+    spec = importlib.util.spec_from_file_location("readme_quickstart",
+                                                  ROOT / "tests" / "readme_quickstart.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+reader = _load_reader()
 SHELL_BLOCKS = {"sh", "bash", "console", "shell"}
 # inline code spans that are commands (an optional VAR=value prefix, then the program)
 INLINE = re.compile(
@@ -68,6 +92,8 @@ EXERCISED = (
               "make test runs the same recipe line"),
     Exercised(r"make e2e$", {**CI, "Makefile": "$(PY) -m pytest tests/e2e -q"},
               "make test runs the same recipe line"),
+    Exercised(r"make chromium$", {**CI, "Makefile": "test: $(STAMP) chromium"},
+              "make test and make e2e depend on it"),
     Exercised(r"make build-cluster$", {**CI, "Makefile": "hack/build.sh"}, "make test runs hack/build.sh"),
     Exercised(r"make crds$", {"tests/unit/test_api_crdgen.py": '"crds", "--out"'}),
     Exercised(r"make demo$", {"tests/e2e/test_demo.py": '"hack" / "demo.py"'},
@@ -154,6 +180,24 @@ NOT_RUN = (
 )
 
 
+# every README shell line outside the quick start, exactly as written (its trailing comment
+# dropped) -> file: a string that file contains (the call that runs that very line)
+DIST = "tests/e2e/test_distribution.py"
+VERBATIM: dict[str, dict[str, str]] = {
+    "make demo": {"tests/e2e/test_demo.py": '"hack" / "demo.py"', "Makefile": "$(PY) hack/demo.py"},
+    "make test": {".ci/run": "make test"},
+    "make dist": {DIST: '"make", "-s", "-C", ROOT, "dist"'},
+    "pip install dist/escaler-0.1.0-py3-none-any.whl": {DIST: '"-m", "pip", "install"'},
+    "escaler version": {DIST: '"escaler", "version"'},
+    "escaler crds | kubectl apply --server-side -f -": {
+        DIST: '"apply", "--server-side", "-f", "-", input=crds'},
+    "escaler samples | kubectl apply -n NS -f -": {
+        DIST: '"apply", "-n", namespace, "-f", "-", input=samples'},
+    "kubectl escaler explain -n NS llama-decode": {
+        DIST: '"escaler", "explain", "-n", namespace, "llama-decode"'},
+}
+
+
 # ------------------------------------------------------------------ extraction
 
 
@@ -162,9 +206,35 @@ def _normalise(command: str) -> str:
     return " ".join(command.split())
 
 
+def _quick_start(text: str) -> str:
+    return reader.section(text, reader.QUICK_START) if f"\n## {reader.QUICK_START}\n" in text else ""
+
+
+def _block_lines(blocks: list[str]) -> list[str]:
+    lines = []
+    for block in blocks:
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            command = _normalise(line.strip())
+            if command and not command.startswith("#"):
+                lines.append(command)
+    return lines
+
+
+def shell_lines(text: str) -> list[tuple[str, bool]]:
+    """Every README shell line, normalised (comments dropped, continuations joined), with whether
+    it is in the quick start (run verbatim by the e2e test)."""
+    quick = _quick_start(text)
+    outside = text.replace(quick, "\n") if quick else text
+    return ([(c, False) for c in _block_lines(reader.shell_blocks(outside))]
+            + [(c, True) for c in _block_lines(reader.shell_blocks(quick))])
+
+
 def readme_commands(text: str) -> list[str]:
-    """Every command the README shows, normalised, in order, without repeats."""
+    """Every command the README shows outside the quick start, normalised, in order, without repeats."""
     found: list[str] = []
+    quick = _quick_start(text)
+    if quick:
+        text = text.replace(quick, "\n")
     for lang, body in re.findall(r"```(\w*)\n(.*?)```", text, re.S):
         body = re.sub(r"\\\n\s*", " ", body)  # join continuation lines
         for line in body.splitlines():
@@ -190,6 +260,7 @@ def _entry(command: str) -> Exercised | NotRun | None:
 
 
 COMMANDS_IN_README = readme_commands(README.read_text(encoding="utf-8"))
+SHELL_LINES = shell_lines(README.read_text(encoding="utf-8"))
 
 
 # ------------------------------------------------------------------ the mapping
@@ -197,10 +268,13 @@ COMMANDS_IN_README = readme_commands(README.read_text(encoding="utf-8"))
 
 def test_the_extraction_finds_the_readme_commands() -> None:
     assert "make test" in COMMANDS_IN_README and "make demo" in COMMANDS_IN_README
-    assert any(c.startswith("python -m escaler explain") for c in COMMANDS_IN_README)
+    assert any(c.startswith("escaler explain") for c in COMMANDS_IN_README)
     assert any(c.startswith("kubectl apply") for c in COMMANDS_IN_README)
     assert readme_commands("```sh\n$ make x \\\n  --y  # why\n```\nrun `make z` or `escaler`") == \
         ["make x --y", "make z"]
+    text = "## A\n```sh\nmake a  # why\n```\n## Quick start\n```sh\nkubectl get es\n```\n## B\n"
+    assert shell_lines(text) == [("make a", False), ("kubectl get es", True)]
+    assert readme_commands(text) == ["make a"]
 
 
 def test_every_readme_command_is_exercised_or_explained() -> None:
@@ -208,6 +282,45 @@ def test_every_readme_command_is_exercised_or_explained() -> None:
     assert not unmapped, (
         "README commands no test or CI step is known to run — add a test, or map the command in "
         f"tests/unit/test_readme_commands.py: {unmapped}")
+
+
+def test_every_readme_shell_line_is_run_or_mapped_verbatim() -> None:
+    """A shell line is covered verbatim: run by the quick-start e2e test, or mapped exactly here."""
+    assert any(quick for _, quick in SHELL_LINES) and any(not quick for _, quick in SHELL_LINES)
+    unmapped = [line for line, quick in SHELL_LINES if not quick and line not in VERBATIM]
+    assert not unmapped, (
+        "README shell lines outside the Quick start that no test runs as written — move them into the "
+        f"Quick start (run by {QUICKSTART_E2E}) or map them in VERBATIM: {unmapped}")
+    stale = sorted(set(VERBATIM) - {line for line, _ in SHELL_LINES})
+    assert not stale, f"VERBATIM maps lines the README no longer has: {stale}"
+
+
+@pytest.mark.parametrize("line", sorted(VERBATIM))
+def test_each_verbatim_line_points_at_a_file_that_runs_it(line: str) -> None:
+    for path, needle in VERBATIM[line].items():
+        f = ROOT / path
+        assert f.is_file(), f"{line}: {path} does not exist"
+        assert needle in f.read_text(encoding="utf-8"), f"{line}: {path} does not contain {needle!r}"
+
+
+def test_the_quick_start_is_run_by_the_e2e_test() -> None:
+    """The e2e test runs the whole section through the same reader, and the quick start has the four
+    uses the README promises (ElasticScaler on Prometheus, Tidal, prefill/decode RSG, LLMScaler + SLO)."""
+    e2e = (ROOT / QUICKSTART_E2E).read_text(encoding="utf-8")
+    assert "quickstart_script(README.read_text(" in e2e and '"bash", str(wrapped)' in e2e
+    quick = [line for line, q in SHELL_LINES if q]
+    for kind in ("ElasticScaler", "Tidal", "ResourceScalingGroup", "LLMSLORequirement", "LLMScaler"):
+        assert f"kind: {kind}" in quick, kind
+    assert "externalServer:" in quick and "python -m escaler manager" in " ".join(quick)
+    script = reader.quickstart_script(README.read_text(encoding="utf-8"))
+    assert [_normalise(ln.strip()) for ln in script.splitlines() if ln.strip()
+            and not ln.strip().startswith("#")] == quick
+
+
+def test_the_wheel_the_readme_installs_is_this_version() -> None:
+    import escaler
+
+    assert f"pip install dist/escaler-{escaler.__version__}-py3-none-any.whl" in VERBATIM
 
 
 @pytest.mark.parametrize("entry", [*EXERCISED, *NOT_RUN], ids=lambda e: e.pattern)
@@ -255,7 +368,7 @@ def _run(argv: list[str]) -> tuple[int, str]:
 
 def _subcommands_named() -> set[str]:
     named = set()
-    for command in COMMANDS_IN_README:
+    for command in [*COMMANDS_IN_README, *(line for line, _ in SHELL_LINES)]:
         m = re.match(r"(?:python -m )?escaler ([a-z][\w-]*)", command)
         if m:
             named.add(m.group(1))

@@ -373,19 +373,21 @@ def test_the_health_rule_names_every_waiting_reason() -> None:
         assert f"`{reason}`" in health
 
 
-# ------------------------------------------------------------------ the README's kinds and troubleshooting
+# ------------------------------------------------------------------ the concepts' kinds and troubleshooting
 
 README = ROOT / "README.md"
+CONCEPTS = ROOT / "docs" / "concepts.md"
+TROUBLESHOOTING = ROOT / "docs" / "troubleshooting.md"
 
 
-def _section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
+def _section(title: str, page: Path = CONCEPTS) -> str:
+    text = page.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n") if f"\n## {title}\n" in text else text.index(f"# {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start:end if end != -1 else None]
 
 
-def test_the_readme_has_one_valid_example_per_kind() -> None:
+def test_the_concepts_page_has_one_valid_example_per_kind() -> None:
     from escaler.api.registry import parse
     from escaler.api.rules import validate
 
@@ -398,12 +400,12 @@ def test_the_readme_has_one_valid_example_per_kind() -> None:
         assert validate(model, admission=True) == [], doc["kind"]
 
 
-def test_the_readme_troubleshooting_names_only_real_reasons() -> None:
-    section = _section("Troubleshooting by condition reason")
+def test_the_troubleshooting_page_names_only_real_reasons() -> None:
+    section = _section("Troubleshooting by condition reason", TROUBLESHOOTING)
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     assert len(rows) >= 10
     documented = _documented(KINDS)
     named = {r for line in rows for r in re.findall(r"`([A-Z][A-Za-z]+)`", line.split(" | ")[0])}
     assert named and named <= documented, f"not reasons of any kind: {sorted(named - documented)}"
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", section):
-        assert (ROOT / target).exists(), f"README troubleshooting: broken link {target}"
+        assert (TROUBLESHOOTING.parent / target).exists(), f"docs/troubleshooting.md: broken link {target}"

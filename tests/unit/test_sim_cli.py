@@ -81,6 +81,16 @@ def test_same_trace_seed_and_policy_give_byte_identical_json(tmp_path: Path) -> 
     assert any(f"{head} hpa" in summary for head in heads)
 
 
+def test_a_shipped_trace_by_short_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--trace code`` (docs/simulator.md's commands) replays the shipped Azure code trace."""
+    monkeypatch.chdir(tmp_path)
+    args = ["simulate", "--trace", "code", "--duration", "120", "--policy", "hpa", "--no-plots",
+            "--no-progress", "--out", str(tmp_path / "o")]
+    assert main(args) == 0
+    settings = json.loads((tmp_path / "o" / "summary.json").read_text())["settings"]
+    assert settings["trace"] == "AzureLLMInferenceTrace_code.csv"
+
+
 def test_time_unit_reaches_the_loader_and_the_settings(tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     ms = tmp_path / "ms.jsonl"  # 400 requests 1.728 s apart, in milliseconds: 8 days read as seconds

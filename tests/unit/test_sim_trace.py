@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from escaler.sim.trace import Arrival, TraceError, load_trace, shipped_trace_path
+from escaler.sim.trace import (
+    SHIPPED_TRACES,
+    Arrival,
+    TraceError,
+    load_trace,
+    resolve_trace,
+    shipped_trace_path,
+)
 
 AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
 2023-11-16 18:15:46.6805900,374,44
@@ -114,6 +121,22 @@ def test_the_shipped_trace_is_the_azure_conversation_trace() -> None:
     got = load_trace(shipped_trace_path())
     assert len(got) == 19_366
     assert got[-1].t == pytest.approx(3501.7, abs=0.1)
+
+
+def test_the_shipped_traces_resolve_by_short_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--trace code`` is the shipped Azure code trace (8,819 rows), ``conv`` the conversation one,
+    ``servegen`` the rate curve; a file of that name in the working directory wins, and any other
+    name is a path."""
+    monkeypatch.chdir(tmp_path)
+    assert resolve_trace("conv") == shipped_trace_path()
+    assert len(load_trace(resolve_trace("code"))) == 8_819
+    curve = load_trace(resolve_trace("servegen"), model="mm-image", duration=600.0)
+    assert curve and all(a.t < 600.0 for a in curve)
+    for name, file in SHIPPED_TRACES.items():
+        assert resolve_trace(name).name == file and resolve_trace(name).is_file()
+    (tmp_path / "code").write_text("arrival_s,prompt_tokens,output_tokens\n0,1,1\n", encoding="utf-8")
+    assert resolve_trace("code") == Path("code")
+    assert resolve_trace("other.csv") == Path("other.csv")
 
 
 # ------------------------------------------------------------------ formats and time units
