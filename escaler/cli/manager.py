@@ -99,11 +99,12 @@ from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.clock import Clock, RealClock
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.config import ConfigError
-from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
-from escaler.reconcilers.elasticscaler.setup import outbound_executor
+from escaler.reconcilers.kit.bindings import TargetBindings
+from escaler.reconcilers.kit.ports import DecisionLookup
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.setup import outbound_executor
 from escaler.reconcilers.llmscaler import setup_llmscaler
-from escaler.reconcilers.ports import DecisionLookup
 from escaler.reconcilers.rsg import setup_rsg
 from escaler.reconcilers.rsg.limits import (
     DEFAULT_CLONE_TEMPLATE_BYTES,
@@ -111,7 +112,6 @@ from escaler.reconcilers.rsg.limits import (
     DEFAULT_CLONES_PER_NAMESPACE,
     ReplicationLimits,
 )
-from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.slo import setup_slo
 from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
@@ -221,7 +221,7 @@ class ManagerFlags:
     # the pod name's ordinal
     shard_index: int | None = None
     # --status-refresh-seconds: status drift (values inside the significance) is written at most
-    # this often per scaler; 0 = never on its own (escaler.reconcilers.elasticscaler.drift)
+    # this often per scaler; 0 = never on its own (escaler.reconcilers.kit.drift)
     status_refresh_seconds: float = 0.0
     # --slo-prometheus-endpoint: base URL of the Prometheus the SLO decision engine queries; "" = none
     slo_prometheus_endpoint: str = ""
@@ -572,7 +572,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
             allow_networks=flags.allow_endpoint_networks,
             max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
             scaler_metrics=scaler_metrics, outbound=outbound_executor(
-                mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
+                mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
+                controller="elasticscaler"),
             status_refresh_seconds=flags.status_refresh_seconds, crd_gate=gate,
             promql_scope=flags.promql_scope,
         ),
