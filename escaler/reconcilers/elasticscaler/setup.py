@@ -86,9 +86,7 @@ from escaler.runtime.authn import ResourceAttributes
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.crdgate import CRDGate
-from escaler.runtime.executor import (
-    ExecutorSource,
-)
+from escaler.runtime.executor import ExecutorSource
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.manager import Manager
 from escaler.runtime.predicates import AnnotationChangedPredicate, GenerationChangedPredicate, or_
