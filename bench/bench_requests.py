@@ -44,7 +44,7 @@ from reads_fakes import SCALABLE_REF, ScaleClient, crd, production_harness, scal
 
 from escaler.api.elasticscaler import MetricSpec
 from escaler.clock import FakeClock, RealClock
-from escaler.reconcilers.elasticscaler.poller import phase
+from escaler.reconcilers.kit.poller import phase
 from escaler.runtime import Request
 from escaler.signals.collector import MetricsCollector
 from escaler.signals.dedupe import SharedQueries

@@ -8,7 +8,7 @@ queueing delay and burst headroom learned from latency misses. ``FlowSizing`` na
 what one replica can do — everything but where the signals are read:
 
 * ``engine`` — ``vllm``, ``sglang`` or ``tgi``: a preset writes the PromQL of every signal
-  (``escaler.reconcilers.flowpresets``), scoped to the target's pods by ``selector``;
+  (``escaler.reconcilers.kit.flowpresets``), scoped to the target's pods by ``selector``;
   ``generic``: every signal is given in ``queries``. A preset's query is overridden per signal
   by the same ``queries`` field.
 * ``selector`` — a PromQL label-matcher list (``model_name="llama-3-8b"``,

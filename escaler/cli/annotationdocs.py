@@ -33,7 +33,7 @@ from escaler.scaling.annotations import (
 
 __all__ = ["EVENT_REASON", "render_annotations"]
 
-# the reconciler's Warning event for an unusable annotation (escaler.reconcilers.elasticscaler.report)
+# the reconciler's Warning event for an unusable annotation (escaler.reconcilers.kit.report)
 EVENT_REASON = "InvalidAnnotation"
 # the kinds that read no annotation of escaler (the webhook refuses a bad pause value there)
 NON_READERS = ("Tidal", "ResourceScalingGroup", "LLMSLORequirement", "JobSLORequirement")

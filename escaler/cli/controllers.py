@@ -7,7 +7,7 @@ Contract:
   ``tidal`` (Tidal), ``rsg`` (ResourceScalingGroup; it also watches ElasticScalers, the kind it
   shares targets with), ``slo`` (the SLO decision engine: LLMSLORequirement and JobSLORequirement)
   and ``llmscaler`` (LLMScaler; it also watches ElasticScalers). A kind a controller only *reads when
-  served* is not a need: the Tidal of a scaler's ``spec.floorFrom`` (``escaler.reconcilers.floor``).
+  served* is not a need: the Tidal of a scaler's ``spec.floorFrom`` (``escaler.reconcilers.kit.floor``).
 * ``enabled_controllers(value)`` parses the flag's value — a comma list of ``*`` (every
   controller), ``name`` (enable it) and ``-name`` (disable it) — into the set of enabled names,
   kube-controller-manager's rule: for each controller the first item naming it (``name`` or

@@ -9,10 +9,10 @@ and prints:
    or the State/Signal decision read. The values are the status's, *as of* the last status write
    (the newest ``metadata.managedFields`` entry for the ``status`` subresource, the API server's own
    time of that write): the controller rewrites a value only when it moves beyond the algorithm's
-   tolerance (``escaler.reconcilers.elasticscaler.drift``; or at the opt-in
+   tolerance (``escaler.reconcilers.kit.drift``; or at the opt-in
    ``--status-refresh-seconds``), so explain says so and names the live series on the manager's
    ``/metrics``
-   (``escaler_scaler_metric_value{namespace,name}``, see ``escaler.reconcilers.scalermetrics``);
+   (``escaler_scaler_metric_value{namespace,name}``, see ``escaler.reconcilers.kit.scalermetrics``);
 1b. **Flow sizing** (LLMScaler ``metricProvider: Flow``) — the figures of the flow's last decision,
    in the order of its steps (``status.currentMetrics`` rows of type ``FlowDecision``: work,
    backlog, planned, utilization, headroom, need), what each means, and where its steps in words

@@ -79,9 +79,9 @@ import os
 import re
 import ssl
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from escaler.cli.controllers import ALL as ALL_CONTROLLERS
 from escaler.cli.controllers import CONTROLLERS, DEFAULT_CONTROLLERS, enabled_controllers
@@ -99,11 +99,12 @@ from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.clock import Clock, RealClock
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.config import ConfigError
-from escaler.reconcilers.bindings import TargetBindings
 from escaler.reconcilers.elasticscaler import setup_elasticscaler
-from escaler.reconcilers.elasticscaler.setup import outbound_executor
+from escaler.reconcilers.kit.bindings import TargetBindings
+from escaler.reconcilers.kit.ports import DecisionLookup
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.setup import outbound_executor
 from escaler.reconcilers.llmscaler import setup_llmscaler
-from escaler.reconcilers.ports import DecisionLookup
 from escaler.reconcilers.rsg import setup_rsg
 from escaler.reconcilers.rsg.limits import (
     DEFAULT_CLONE_TEMPLATE_BYTES,
@@ -111,7 +112,6 @@ from escaler.reconcilers.rsg.limits import (
     DEFAULT_CLONES_PER_NAMESPACE,
     ReplicationLimits,
 )
-from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.reconcilers.slo import setup_slo
 from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
@@ -221,7 +221,7 @@ class ManagerFlags:
     # the pod name's ordinal
     shard_index: int | None = None
     # --status-refresh-seconds: status drift (values inside the significance) is written at most
-    # this often per scaler; 0 = never on its own (escaler.reconcilers.elasticscaler.drift)
+    # this often per scaler; 0 = never on its own (escaler.reconcilers.kit.drift)
     status_refresh_seconds: float = 0.0
     # --slo-prometheus-endpoint: base URL of the Prometheus the SLO decision engine queries; "" = none
     slo_prometheus_endpoint: str = ""
@@ -539,6 +539,29 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
     )
 
 
+class ScalerSetupKwargs(TypedDict):
+    """The keyword arguments ``setup_elasticscaler`` and ``setup_llmscaler`` take alike (mypy checks the
+    ``**`` at each call against the setup's signature)."""
+
+    poll_interval: float
+    min_poll_interval: float
+    allowed_hosts: Sequence[str]
+    allow_networks: Sequence[IPNetwork]
+    max_concurrent_reconciles: int | None
+    bindings: TargetBindings
+    scaler_metrics: ScalerMetrics
+    status_refresh_seconds: float
+    crd_gate: CRDGate
+    promql_scope: PromQLScope | None
+
+
+class OutboundBounds(TypedDict):
+    """``outbound_executor``'s bounds (``--outbound-workers``, ``--outbound-per-namespace``)."""
+
+    workers: int
+    per_namespace: int
+
+
 def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
     """Register one reconciler per escaler kind on ``mgr``, each behind the ``CRDGate``; return it.
 
@@ -565,17 +588,19 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
     scaler_metrics = ScalerMetrics(mgr.metrics.registry)
     gate = CRDGate(mgr)
     slo = _LateDecisions()
+    # what the ElasticScaler and LLMScaler setups are given alike, each setting stated once; each gets
+    # an outbound executor of its own on the same bounds (its completions wake that controller's scalers),
+    # made when its setup runs
+    scalers = ScalerSetupKwargs(
+        poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
+        allowed_hosts=flags.allowed_endpoint_hosts, allow_networks=flags.allow_endpoint_networks,
+        max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
+        scaler_metrics=scaler_metrics, status_refresh_seconds=flags.status_refresh_seconds, crd_gate=gate,
+        promql_scope=flags.promql_scope)
+    outbound = OutboundBounds(workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace)
     setups: dict[str, Callable[[], object]] = {
         "elasticscaler": lambda: setup_elasticscaler(
-            mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
-            allowed_hosts=flags.allowed_endpoint_hosts,
-            allow_networks=flags.allow_endpoint_networks,
-            max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
-            scaler_metrics=scaler_metrics, outbound=outbound_executor(
-                mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace),
-            status_refresh_seconds=flags.status_refresh_seconds, crd_gate=gate,
-            promql_scope=flags.promql_scope,
-        ),
+            mgr, **scalers, outbound=outbound_executor(mgr, **outbound, controller="elasticscaler")),
         # Tidal: time rules → status.desiredReplicas, followed by a StateTrigger ElasticScaler
         "tidal": lambda: setup_tidal(mgr, bindings=bindings,
                                      max_concurrent_reconciles=flags.max_concurrent_reconciles),
@@ -594,17 +619,8 @@ def register_reconcilers(mgr: Manager, flags: ManagerFlags) -> CRDGate:
             outbound_workers=flags.outbound_workers, promql_scope=flags.promql_scope).decisions.lookup),
         # LLMScaler: Prometheus or custom-provider decisions, on the same pipeline, bindings, outbound policy
         "llmscaler": lambda: setup_llmscaler(
-            mgr, poll_interval=flags.metrics_trigger_poll_interval, min_poll_interval=flags.min_poll_interval,
-            allowed_hosts=flags.allowed_endpoint_hosts,
-            allow_networks=flags.allow_endpoint_networks,
-            max_concurrent_reconciles=flags.max_concurrent_reconciles, bindings=bindings,
-            scaler_metrics=scaler_metrics, outbound=outbound_executor(
-                mgr, workers=flags.outbound_workers, per_namespace=flags.outbound_per_namespace,
-                controller="llmscaler"),
-            status_refresh_seconds=flags.status_refresh_seconds,
-            decisions=slo if "slo" in flags.controllers else None, crd_gate=gate,
-            promql_scope=flags.promql_scope,
-        ),
+            mgr, **scalers, outbound=outbound_executor(mgr, **outbound, controller="llmscaler"),
+            decisions=slo if "slo" in flags.controllers else None),
     }
     for name, needs in CONTROLLERS.items():
         if name in flags.controllers:

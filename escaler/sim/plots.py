@@ -1,6 +1,6 @@
 """The report's PNG plots (matplotlib, Agg backend: no display needed).
 
-Contract of ``write_plots(runs, exp, out, references=None)``: three files under ``out``:
+Contract of ``write_plots(runs, ttft_objective_s, out, references=None)``: three files under ``out``:
 
 * ``replicas.png`` — per policy (one panel each), the replica count (spec.replicas and serving) and
   the arrival rate (requests/s, per minute, right axis) over time; every panel shares one replica
@@ -12,13 +12,16 @@ Contract of ``write_plots(runs, exp, out, references=None)``: three files under 
 * ``ttft_cdf.png`` — the TTFT CDF of every policy (log x), with the objective.
 
 Plots are written with fixed metadata (no timestamp), so the same runs give the same files.
+
+The plots take plain data (the runs and the TTFT objective in seconds), not the runner's
+``Experiment``: ``escaler.sim.runner`` imports this module (lazily, only when plotting), and this
+module imports nothing of the runner, so the two form no import cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -29,9 +32,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from escaler.sim.engine import Run, percentile
-
-if TYPE_CHECKING:
-    from escaler.sim.runner import Experiment
 
 __all__ = ["write_plots"]
 
@@ -95,7 +95,7 @@ def _replicas_figure(runs: Mapping[str, Run], references: Mapping[str, float] | 
     return fig
 
 
-def write_plots(runs: Mapping[str, Run], exp: Experiment, out: Path,
+def write_plots(runs: Mapping[str, Run], ttft_objective_s: float, out: Path,
                 references: Mapping[str, float] | None = None) -> None:
     names = list(runs)
     fig = _replicas_figure(runs, references)
@@ -106,7 +106,7 @@ def write_plots(runs: Mapping[str, Run], exp: Experiment, out: Path,
     for name in names:
         xs, ys = _ttft_p90_per_minute(runs[name])
         ax.plot(xs, ys, lw=1.2, label=name)
-    ax.axhline(exp.slo.ttft_s, color="black", ls=":", lw=1, label="TTFT objective")
+    ax.axhline(ttft_objective_s, color="black", ls=":", lw=1, label="TTFT objective")
     ax.set_yscale("log")
     ax.set_xlabel("minutes")
     ax.set_ylabel("TTFT p90 per minute (s)")
@@ -121,7 +121,7 @@ def write_plots(runs: Mapping[str, Run], exp: Experiment, out: Path,
         n = len(ttfts)
         if n:
             ax.plot(ttfts, [(i + 1) / n for i in range(n)], lw=1.2, label=name)
-    ax.axvline(exp.slo.ttft_s, color="black", ls=":", lw=1, label="TTFT objective")
+    ax.axvline(ttft_objective_s, color="black", ls=":", lw=1, label="TTFT objective")
     ax.set_xscale("log")
     ax.set_xlabel("TTFT (s)")
     ax.set_ylabel("fraction of requests")

@@ -639,7 +639,7 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
         lines = {} if fixed.n is None else {"cheapest fixed fleet": float(fixed.n)}
         if bound.mean_replicas is not None:
             lines["lower bound, mean serving"] = round(bound.mean_replicas, 2)
-        write_plots(runs, exp, out, references=lines)
+        write_plots(runs, exp.slo.ttft_s, out, references=lines)
     return rows
 
 

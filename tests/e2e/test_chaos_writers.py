@@ -16,7 +16,7 @@ kube-controller-manager's HPA controller, which runs with per-controller service
   held by RolloutInProgress (the patch bumped the Deployment's generation, which its controller
   has not observed yet: two manager Events and two status writes some 50-250 ms apart in the
   audit log) and the next one scales; once, that lost the entry to a status cache two writes
-  behind (fixed in ``escaler/reconcilers/elasticscaler/status.py``).
+  behind (fixed in ``escaler/reconcilers/kit/status.py``).
 * **A foreign HPA** (one escaler does not own) on the target of a running MetricsTrigger scaler,
   each recommending a different count. SPEC §5: the scaler reports
   ``Validated=False/TargetConflict`` naming the HPA and holds (no write to the target from the

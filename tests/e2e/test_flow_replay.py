@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from escaler.api.llmflow import FlowProvider
-from escaler.reconcilers.flowpresets import flow_queries
+from escaler.reconcilers.kit.flowpresets import flow_queries
 from escaler.sim.engine import simulate
 from escaler.sim.policies import FlowPolicy, flow_capacity
 from escaler.sim.runner import Experiment, build, initial_fleet

@@ -5,7 +5,7 @@ steps.
 
 One ``python -m escaler manager`` watching the test's namespace (poll interval 2 s), a fake Prometheus
 (``hack/fake_metrics.PrometheusServer``) answering the vLLM preset's queries — the exact PromQL the
-manager builds from ``spec.flow`` (``escaler.reconcilers.flowpresets``) — and a kwok
+manager builds from ``spec.flow`` (``escaler.reconcilers.kit.flowpresets``) — and a kwok
 Deployment.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from escaler.api.llmflow import FlowProvider
-from escaler.reconcilers.flowpresets import flow_queries
+from escaler.reconcilers.kit.flowpresets import flow_queries
 
 from .conftest import ROOT, Cluster, PrometheusServer, eventually, wait_synced
 from .es_helpers import Manager, apply, deployment, replicas, start_manager

@@ -31,8 +31,8 @@ from escaler.informers.factory import ResourceKey
 from escaler.informers.interfaces import ListerWatcher
 from escaler.kube.discovery import ResourceMapping
 from escaler.reconcilers.elasticscaler import ElasticScalerController, setup_elasticscaler
-from escaler.reconcilers.elasticscaler.report import CLAIM_RECHECK_SECONDS
-from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
+from escaler.reconcilers.kit.report import CLAIM_RECHECK_SECONDS
+from escaler.reconcilers.kit.watchkey import NOT_SYNCED_RETRY_SECONDS
 from escaler.runtime import Manager, Request, Result
 from escaler.runtime.executor import InlineExecutor
 from escaler.scaling.algorithm import MetricValue

@@ -21,7 +21,7 @@ from es_fakes import MAPPINGS, NS, Cluster, FakeClient, Harness
 
 from escaler.errors import StatusError
 from escaler.kube.discovery import ResourceMapping
-from escaler.reconcilers.elasticscaler.setup import cache_reader
+from escaler.reconcilers.kit.setup import cache_reader
 from escaler.targets.registry import default_registry
 
 try:  # after the change: the CRD's scale paths stand in for GET .../scale

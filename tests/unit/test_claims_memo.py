@@ -1,4 +1,4 @@
-"""The claim index's validity memo (``escaler.reconcilers.elasticscaler.claims.Claims``) follows the
+"""The claim index's validity memo (``escaler.reconcilers.kit.claims.Claims``) follows the
 fleet, not its history: deleted scalers are dropped, so a manager whose scalers churn keeps a memo
 of about twice its live scalers (issue 15, "Resource bounds"), and the memo still answers right."""
 
@@ -10,7 +10,7 @@ from typing import Any
 from es_fakes import NS, external_metric, harness, metrics_trigger, scaler
 
 from escaler.api.elasticscaler import ElasticScaler
-from escaler.reconcilers.elasticscaler.claims import PRUNE_FLOOR, Claims
+from escaler.reconcilers.kit.claims import PRUNE_FLOOR, Claims
 
 CHURNED = PRUNE_FLOOR + 500
 

@@ -15,7 +15,7 @@ from es_fakes import NS, Harness, deployment, external_metric, harness, metrics_
 from executor_fakes import ManualExecutor
 
 from escaler.clock import FakeClock
-from escaler.reconcilers.elasticscaler.poller import MetricsPoller
+from escaler.reconcilers.kit.poller import MetricsPoller
 from escaler.runtime import Request
 
 KEY = ("metrics", NS, "es")

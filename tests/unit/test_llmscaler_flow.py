@@ -1,6 +1,6 @@
 """LLMScaler ``metricProvider: Flow``: a reading → flow sizing's decision → the LLMScaler pipeline.
 
-Pure (``escaler.reconcilers.llmscaler.flow``, and ``escaler.reconcilers.flowsizing`` shared with the SLO
+Pure (``escaler.reconcilers.llmscaler.flow``, and ``escaler.reconcilers.kit.flowsizing`` shared with the SLO
 engine): the ``FlowConfig`` a spec gives, the reading built from the signals (queueing delay, miss
 shares), the recommendation, rows and memo of one reading, a failed signal named and the state left
 alone. Through the reconciler (the ElasticScaler unit harness with
@@ -20,8 +20,8 @@ from test_llmscaler_reconciler import LLM
 
 from escaler.api.llmflow import FlowProvider
 from escaler.api.llmscaler import LLMScalerSpec
-from escaler.reconcilers.flowpresets import flow_queries
-from escaler.reconcilers.flowsizing import FlowMemo, flow_reading
+from escaler.reconcilers.kit.flowpresets import flow_queries
+from escaler.reconcilers.kit.flowsizing import FlowMemo, flow_reading
 from escaler.reconcilers.llmscaler.flow import (
     FIGURES,
     FLOW_DECISION_TYPE,

@@ -1,4 +1,4 @@
-"""The engine presets of LLMScaler ``metricProvider: Flow`` (``escaler.reconcilers.flowpresets``):
+"""The engine presets of LLMScaler ``metricProvider: Flow`` (``escaler.reconcilers.kit.flowpresets``):
 the exact PromQL of every signal per engine, the per-signal overrides, the latency signals read only
 with their objective, the bucket bound a miss share is read above, and the selector grammar checked
 again right before it is spliced (an object stored before the rule cannot inject PromQL)."""
@@ -18,7 +18,7 @@ from escaler.api.llmflow import (
     selector_ok,
 )
 from escaler.api.rules import cel_matches
-from escaler.reconcilers.flowpresets import (
+from escaler.reconcilers.kit.flowpresets import (
     SGLANG_TTFT_BUCKETS,
     VLLM_TPOT_BUCKETS,
     VLLM_TTFT_BUCKETS,

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from escaler.api.llmscaler import LLMScaler, PrometheusMetric
 from escaler.clock import FakeClock
-from escaler.reconcilers.elasticscaler.poller import phase
+from escaler.reconcilers.kit.poller import phase
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 from escaler.reconcilers.llmscaler.provider import (
     CUSTOM_SOURCE,
     CustomReading,
@@ -23,7 +24,6 @@ from escaler.reconcilers.llmscaler.provider import (
     prometheus_result,
 )
 from escaler.reconcilers.llmscaler.recommend import LLMRecommender, read_key
-from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.types import Request
 from escaler.scaling.pipeline import FROM_DECISION, FROM_METRICS
 from escaler.scaling.text import MAX_ERROR_BYTES

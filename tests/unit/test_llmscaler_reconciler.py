@@ -19,8 +19,8 @@ from es_fakes import NS, Harness, deployment, external_metric, metrics_trigger, 
 
 from escaler.api.elasticscaler import ElasticScaler
 from escaler.errors import StatusError
-from escaler.reconcilers.bindings import TargetKey
-from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
+from escaler.reconcilers.kit.bindings import TargetKey
+from escaler.reconcilers.kit.watchkey import NOT_SYNCED_RETRY_SECONDS
 from escaler.reconcilers.llmscaler import LLMScalerController, setup_llmscaler
 from escaler.reconcilers.llmscaler.provider import CustomReading
 from escaler.runtime import Request, Result

@@ -24,8 +24,8 @@ from escaler.reconcilers.elasticscaler.metricsync import (
     MetricsRecommender,
     window_key,
 )
-from escaler.reconcilers.elasticscaler.poller import phase as poll_phase
-from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.poller import phase as poll_phase
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 from escaler.runtime.types import Request
 from escaler.scaling.algorithm import AlgorithmContext, MetricValue, NoDecision, PodCounts
 from escaler.scaling.annotations import MISSING_DATA_POLICY, PANIC_WINDOW_PERCENTAGE, parse_annotations

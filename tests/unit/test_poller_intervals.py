@@ -12,14 +12,14 @@ from itertools import pairwise
 import pytest
 
 from escaler.clock import FakeClock
-from escaler.reconcilers.elasticscaler.poller import (
+from escaler.reconcilers.kit.poller import (
     MetricsPoller,
     clamp_note,
     effective_interval,
     phase,
     same_poll,
 )
-from escaler.reconcilers.elasticscaler.setup import spec_poll_interval
+from escaler.reconcilers.kit.setup import spec_poll_interval
 from escaler.runtime.types import Request
 
 NS = "team"

@@ -13,8 +13,8 @@ import itertools
 import pytest
 
 from escaler.clock import FakeClock
-from escaler.reconcilers.elasticscaler import poller as poller_module
-from escaler.reconcilers.elasticscaler.poller import MetricsPoller, phase
+from escaler.reconcilers.kit import poller as poller_module
+from escaler.reconcilers.kit.poller import MetricsPoller, phase
 from escaler.runtime.types import Request
 
 NS = "team"

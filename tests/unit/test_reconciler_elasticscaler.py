@@ -17,7 +17,7 @@ from es_fakes import (
     scaler,
 )
 
-from escaler.reconcilers.bindings import TargetKey
+from escaler.reconcilers.kit.bindings import TargetKey
 from escaler.runtime import Request
 
 
@@ -171,7 +171,7 @@ def test_conflict_resolution_order(h: Harness, a: tuple[str, str], b: tuple[str,
 
 
 def test_conflict_across_kinds_uses_kind_then_name() -> None:
-    from escaler.reconcilers.bindings import Claim, TargetBindings
+    from escaler.reconcilers.kit.bindings import Claim, TargetBindings
 
     t = "2026-01-01T00:00:00Z"
     claims = sorted(

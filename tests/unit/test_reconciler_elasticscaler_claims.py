@@ -19,9 +19,9 @@ from es_fakes import (
 )
 
 from escaler.informers.factory import ResourceKey
-from escaler.reconcilers.bindings import TargetKey
-from escaler.reconcilers.elasticscaler.claims import Claims
-from escaler.reconcilers.elasticscaler.report import CLAIM_RECHECK_SECONDS
+from escaler.reconcilers.kit.bindings import TargetKey
+from escaler.reconcilers.kit.claims import Claims
+from escaler.reconcilers.kit.report import CLAIM_RECHECK_SECONDS
 
 WEB = TargetKey(NS, "apps", "Deployment", "web")
 OLDER, YOUNGER = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"

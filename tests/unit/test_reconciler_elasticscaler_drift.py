@@ -1,4 +1,4 @@
-"""The drift rule (``escaler.reconcilers.elasticscaler.drift``) and the StatusWriter's refresh."""
+"""The drift rule (``escaler.reconcilers.kit.drift``) and the StatusWriter's refresh."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from escaler.reconcilers.elasticscaler.drift import (
+from escaler.reconcilers.kit.drift import (
     DEFAULT_SIGNIFICANCE,
     DEFAULT_STATUS_REFRESH_SECONDS,
     MIN_SIGNIFICANCE,
@@ -15,7 +15,7 @@ from escaler.reconcilers.elasticscaler.drift import (
     significant,
     value_moved,
 )
-from escaler.reconcilers.elasticscaler.status import StatusWriter, WriteOutcome
+from escaler.reconcilers.kit.status import StatusWriter, WriteOutcome
 
 
 def _cond(ctype: str = "ScalingActive", status: str = "True", reason: str = "MetricsAvailable",
@@ -180,7 +180,7 @@ def test_scaler_metrics_keep_one_series_per_scaler_and_metric() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from escaler.api.scaler import MetricStatus
-    from escaler.reconcilers.scalermetrics import MAX_METRIC_LABEL, ScalerMetrics
+    from escaler.reconcilers.kit.scalermetrics import MAX_METRIC_LABEL, ScalerMetrics
 
     registry = CollectorRegistry()
     metrics = ScalerMetrics(registry)

@@ -20,9 +20,9 @@ from es_fakes import (
 )
 
 from escaler.errors import ConnectionFailure, StatusError
-from escaler.reconcilers.elasticscaler.setup import secret_key_reader
-from escaler.reconcilers.watchindex import ROLE_TARGET
+from escaler.reconcilers.kit.watchindex import ROLE_TARGET
 from escaler.runtime import Request, Result
+from escaler.signals.bearer import secret_key_reader
 
 ES = Request(NS, "es")
 

@@ -9,13 +9,13 @@ import pytest
 from es_fakes import NS, Harness, deployment, external_metric, harness, metrics_trigger, scaler
 
 from escaler.clock import FakeClock
-from escaler.reconcilers.elasticscaler.poller import MetricsPoller, phase
 from escaler.reconcilers.elasticscaler.signal import (
     Signal,
     SignalEntry,
     parse_signal_body,
     recommend,
 )
+from escaler.reconcilers.kit.poller import MetricsPoller, phase
 from escaler.runtime import Request
 from escaler.runtime.apiserver import ApiError, ApiRequest
 from escaler.signals.signal_pull import SignalReading

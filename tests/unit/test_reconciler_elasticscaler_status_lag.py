@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from escaler.reconcilers.elasticscaler.status import StatusWriter, WriteOutcome
+from escaler.reconcilers.kit.status import StatusWriter, WriteOutcome
 
 
 class _Server:

@@ -289,7 +289,7 @@ class _NullStatusClient:
 
 
 def test_the_status_writers_memory_is_a_bounded_lru() -> None:
-    from escaler.reconcilers.elasticscaler.status import StatusWriter
+    from escaler.reconcilers.kit.status import StatusWriter
 
     writer = StatusWriter(_NullStatusClient(), max_remembered=3)
     for i in range(50):  # scalers created and deleted faster than their deletion was seen

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from es_fakes import NS, Harness, deployment, external_metric, harness, metrics_trigger, scaler
 
-from escaler.reconcilers.floor import FLOOR_INDEX, floor_index, scalers_naming
+from escaler.reconcilers.kit.floor import FLOOR_INDEX, floor_index, scalers_naming
 from escaler.runtime.types import Request
 
 WINDOW = 300  # longer than the rule: syncs at its start and end only (no polling here)
@@ -172,7 +172,7 @@ def test_a_floor_is_evaluated_once_a_minute_per_resource_version(monkeypatch: py
     # issue 27 item 2: every sync of every scaler naming a Tidal evaluated it again
     from datetime import UTC, datetime
 
-    import escaler.reconcilers.floor as floor_mod
+    import escaler.reconcilers.kit.floor as floor_mod
     from escaler.api.scaler import FloorFrom
 
     calls: list[datetime] = []

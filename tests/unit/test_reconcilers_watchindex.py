@@ -8,7 +8,7 @@ from typing import Any
 
 from escaler.informers.factory import ResourceKey
 from escaler.informers.frozen import freeze
-from escaler.reconcilers.watchindex import ROLE_PODS, ROLE_TARGET, WatchIndex
+from escaler.reconcilers.kit.watchindex import ROLE_PODS, ROLE_TARGET, WatchIndex
 from escaler.runtime.types import Request
 
 DEPLOY = ResourceKey("apps", "v1", "deployments", namespace="team")

@@ -29,7 +29,7 @@ from escaler.cli import conditiondocs
 from escaler.cli.annotationdocs import EVENT_REASON, NON_READERS, render_annotations
 from escaler.cli.docs import render
 from escaler.cli.main import main
-from escaler.reconcilers.elasticscaler.report import EVENT_INVALID_ANNOTATION
+from escaler.reconcilers.kit.report import EVENT_INVALID_ANNOTATION
 from escaler.scaling import annotations as ann
 from escaler.scaling import conditions as scaler_conditions
 
@@ -310,8 +310,9 @@ def _scaler_code_reasons() -> set[str]:
              if n.isupper() and n not in _NOT_REASONS and not n.startswith("EVENT_")]
     values = {getattr(scaler_conditions, n) for n in names}
     consts = {v for v in values if isinstance(v, str) and _CAMEL.match(v)}
+    # the kit holds the steps both kinds share (the Reporter, the target read and write)
     return consts | _written_reasons("escaler.reconcilers.elasticscaler") | _written_reasons(
-        "escaler.reconcilers.llmscaler")
+        "escaler.reconcilers.llmscaler") | _written_reasons("escaler.reconcilers.kit")
 
 
 _RSG = "escaler.reconcilers.rsg"

@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from escaler.api.scaler import MetricStatus
 from escaler.cli import metricsdoc
-from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 
 
 def _m(name: str, value: float | None) -> MetricStatus:

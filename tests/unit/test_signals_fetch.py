@@ -29,8 +29,8 @@ import requests
 from outbound_fakes import FakeSecrets, RawServer, read_request
 
 from escaler.api.elasticscaler import ExternalServerMetricSource, MetricSpec
-from escaler.reconcilers.elasticscaler.setup import secret_key_reader
 from escaler.signals import query_prometheus
+from escaler.signals.bearer import secret_key_reader
 from escaler.signals.collector import DEFAULT_COLLECT_BUDGET_SECONDS, MetricsCollector
 from escaler.signals.signal_pull import pull_signal
 from escaler.webhook.validation import validate_object

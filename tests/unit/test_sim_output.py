@@ -166,6 +166,6 @@ def test_write_plots_keeps_working_without_references(tmp_path: Path) -> None:
     plt.close(fig)
     for out, refs in ((tmp_path / "plain", None), (tmp_path / "refs", {"lower bound (mean)": 2.0})):
         out.mkdir()
-        write_plots(runs, Experiment(arrivals=[]), out, references=refs)
+        write_plots(runs, Experiment(arrivals=[]).slo.ttft_s, out, references=refs)
         for png in ("replicas.png", "ttft.png", "ttft_cdf.png"):
             assert (out / png).stat().st_size > 5_000, (out, png)

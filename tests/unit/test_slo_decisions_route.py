@@ -23,7 +23,7 @@ import pytest
 from es_fakes import NS, deployment
 from test_slo_reconciler import DEPTH_Q, JOB, LLM, OTPS_Q, TTFT_Q, Rig, job_req, llm_req
 
-from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
+from escaler.reconcilers.kit.watchkey import NOT_SYNCED_RETRY_SECONDS
 from escaler.reconcilers.slo.decisions import (
     DecisionBook,
     Decisions,

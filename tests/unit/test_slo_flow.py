@@ -22,8 +22,8 @@ from test_slo_reconciler import LLM, OTPS_Q, POLL, TTFT_Q, Rig, llm_req
 from escaler.api.llmflow import FlowSizing
 from escaler.api.rules import validate
 from escaler.api.slo import LLMSLORequirement, LLMSLORequirementSpec
-from escaler.reconcilers.flowpresets import VLLM_TTFT_BUCKETS, flow_queries, share_bound
-from escaler.reconcilers.flowsizing import FLOW_MAX_REPLICAS, FlowMemo
+from escaler.reconcilers.kit.flowpresets import VLLM_TTFT_BUCKETS, flow_queries, share_bound
+from escaler.reconcilers.kit.flowsizing import FLOW_MAX_REPLICAS, FlowMemo
 from escaler.reconcilers.slo.flow import FlowPlan, FlowStates, flow_plan
 from escaler.reconcilers.slo.kinds import LLM_KIND, Invalid, Plan
 from escaler.runtime import Request, Result

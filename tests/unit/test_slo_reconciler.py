@@ -16,8 +16,8 @@ from es_fakes import NS, Harness, deployment
 from executor_fakes import ManualExecutor
 from fakeapi import wait_until
 
-from escaler.reconcilers.elasticscaler.setup import cache_reader
-from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
+from escaler.reconcilers.kit.setup import cache_reader
+from escaler.reconcilers.kit.watchkey import NOT_SYNCED_RETRY_SECONDS
 from escaler.reconcilers.slo import SLOEngine, setup_slo
 from escaler.reconcilers.slo.setup import NO_PROMETHEUS, _ServiceIdChanged, _sharers
 from escaler.runtime import Request, Result

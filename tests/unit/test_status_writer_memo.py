@@ -8,7 +8,7 @@ import copy
 import sys
 from typing import Any
 
-from escaler.reconcilers.elasticscaler.status import StatusWriter, WriteOutcome
+from escaler.reconcilers.kit.status import StatusWriter, WriteOutcome
 
 
 class _Server:

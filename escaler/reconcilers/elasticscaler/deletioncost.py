@@ -44,11 +44,11 @@ from typing import Any, Protocol
 from escaler.api.elasticscaler import ElasticScaler, PodDeletionCost, PodDeletionCostPrometheus
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError
-from escaler.reconcilers.elasticscaler.context import Hold, Sync
-from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS, watch_key
-from escaler.reconcilers.elasticscaler.targetread import Target
-from escaler.reconcilers.ports import Mapper, ObjectRef
-from escaler.reconcilers.watchindex import WatchIndex
+from escaler.reconcilers.kit.ports import Mapper, ObjectRef
+from escaler.reconcilers.kit.sync import Hold, Sync
+from escaler.reconcilers.kit.targetread import Target
+from escaler.reconcilers.kit.watchindex import WatchIndex
+from escaler.reconcilers.kit.watchkey import NOT_SYNCED_RETRY_SECONDS, watch_key
 from escaler.runtime.executor import Executor, Finished, Submitted
 from escaler.runtime.types import Request
 from escaler.scaling.conditions import EventValue

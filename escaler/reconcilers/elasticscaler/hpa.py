@@ -30,11 +30,10 @@ from typing import Any
 from escaler.api.elasticscaler import ElasticScaler, MetricSourceType, MetricSpec, MetricTarget
 from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
+from escaler.reconcilers.kit.names import HPA_API_VERSION, HPA_KIND
 from escaler.scaling.annotations import ScalerAnnotations
 
 __all__ = [
-    "HPA_API_VERSION",
-    "HPA_KIND",
     "HPA_MIRRORED_CONDITIONS",
     "HPA_POLICY_PERIOD_SECONDS",
     "UnsupportedMetric",
@@ -46,8 +45,6 @@ __all__ = [
     "spec_drift",
 ]
 
-HPA_API_VERSION = "autoscaling/v2"
-HPA_KIND = "HorizontalPodAutoscaler"
 # period of the Pods policies written for maxPodsPerStep (the HPA's own default period)
 HPA_POLICY_PERIOD_SECONDS = 15
 # the HPA's default policies (k8s.io/kubernetes pkg/apis/autoscaling/v2/defaults.go)

@@ -37,12 +37,8 @@ from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus
 from escaler.api.scaler import RecentDecision
 from escaler.errors import StatusError, is_conflict, is_not_found
 from escaler.informers.frozen import thaw
-from escaler.reconcilers.bindings import TargetKey
-from escaler.reconcilers.elasticscaler.context import Hold, Sync, to_condition, to_value
 from escaler.reconcilers.elasticscaler.grants import REFUSED_TTL_S, MetricGrants
 from escaler.reconcilers.elasticscaler.hpa import (
-    HPA_API_VERSION,
-    HPA_KIND,
     HPA_MIRRORED_CONDITIONS,
     UnsupportedMetric,
     desired_hpa,
@@ -52,8 +48,11 @@ from escaler.reconcilers.elasticscaler.hpa import (
     owned_by,
     spec_drift,
 )
-from escaler.reconcilers.elasticscaler.report import Reporter
-from escaler.reconcilers.ports import KubeClient, ObjectStore
+from escaler.reconcilers.kit.bindings import TargetKey
+from escaler.reconcilers.kit.names import HPA_API_VERSION, HPA_KIND
+from escaler.reconcilers.kit.ports import KubeClient, ObjectStore
+from escaler.reconcilers.kit.report import Reporter
+from escaler.reconcilers.kit.sync import Hold, Sync, to_condition, to_value
 from escaler.runtime.types import Result
 from escaler.scaling.annotations import ScalerAnnotations
 from escaler.scaling.conditions import (

@@ -90,12 +90,12 @@ from escaler.api.elasticscaler import WAKE_METRIC_TYPES, ElasticScaler, MetricSp
 from escaler.api.quantity import parse_quantity
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.poller import (
+from escaler.reconcilers.kit.poller import (
     DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     effective_interval,
     same_poll,
 )
-from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
 from escaler.scaling.activation import ActivationReading, ActivationState

@@ -1,8 +1,8 @@
 """The ElasticScaler reconciler (SPEC §3, §4, §5): level-based, one scaler per reconcile.
 
 A reconcile reads the scaler from the informer cache and converges, never trusting the event that
-woke it. It is a chain of small steps; each returns its value or a ``Hold`` (``context.Hold``:
-what to report and when to look again), and one ``report`` (``report.Reporter``) writes status and
+woke it. It is a chain of small steps; each returns its value or a ``Hold`` (``kit.sync.Hold``:
+what to report and when to look again), and one ``report`` (``kit.report.Reporter``) writes status and
 events for either::
 
     load       the cached object → ElasticScaler, parsed and validated once per resourceVersion
@@ -11,7 +11,7 @@ events for either::
     route      MetricsTrigger + HPA → the companion HPA (``hpasync``); everything else goes on
     resolve    spec.targetRef, or for StateTrigger the end of the chain from the state source
                (``statesync``; or Hold: TargetChainInvalid, a source informer not listed yet)
-    claim      one scaler per target across escaler kinds (``escaler.reconcilers.bindings``): a
+    claim      one scaler per target across escaler kinds (``escaler.reconcilers.kit.bindings``): a
                younger claimant, or any scaler facing an HPA escaler does not own, holds with
                TargetConflict. A StateTrigger scaler first records its claim in status
                (``resolvedTargetRef``) and writes the target only once the index shows it.
@@ -23,7 +23,7 @@ events for either::
                hold — its initial list wakes the scaler) through its ResourceHandler, which also
                says whether a *template* rollout is in progress; the target's pods give the
                InsufficientCapacity guard input (``escaler.targets.pods``); the read and write steps
-               are ``targetread`` (shared with LLMScaler)
+               are ``kit.targetread`` (shared with LLMScaler)
     recommend  ``metricsync`` (metrics through the sample windows and the algorithm), ``statesync``
                (the source's ``status.desiredReplicas``), ``signalsync`` (the signal rule)
     fallback   MetricsTrigger with ``spec.fallback``: count the consecutive *polls* (a fresh
@@ -32,7 +32,7 @@ events for either::
                leader goes on counting; the pipeline engages it at ``failureThreshold``, and the
                count is written to ``status.fallback`` (only when it changes)
     floor      ``spec.floorFrom``: the named Tidal (this namespace, from the Tidal cache) evaluated at
-               now (``escaler.reconcilers.floor``, ``escaler.scaling.floor``); the pipeline raises the
+               now (``escaler.reconcilers.kit.floor``, ``escaler.scaling.floor``); the pipeline raises the
                recommendation to it and requeues at its next rule start or end
     decide     ``escaler.scaling.pipeline.decide``, from the state this process remembers — or, after
                a restart or a leader change, from state seeded from status
@@ -43,11 +43,11 @@ events for either::
     write      only when the count changes, only while the manager may write, with optimistic
                concurrency (a 409 requeues at once)
     report     conditions (``escaler.scaling.conditions``), events, status — written only when changed
-               significantly, drift only at the opt-in --status-refresh-seconds (``drift``); an
+               significantly, drift only at the opt-in --status-refresh-seconds (``kit.drift``); an
                unchanged sync rebuilds nothing
 
 and requeues at the earliest moment the answer can change. MetricsTrigger polling is the
-``MetricsPoller``'s job (``poller.py``). Nothing in a reconcile waits for an informer or a thread,
+``MetricsPoller``'s job (``kit/poller.py``). Nothing in a reconcile waits for an informer or a thread,
 nor for a server a tenant names: metric collections and signal pulls run on the outbound executor
 (``ReconcilerDeps.outbound``); the sync that starts one writes nothing, its completion wakes the
 scaler.
@@ -59,54 +59,61 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from escaler.api.common import Mode
-from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, Fallback, FallbackStatus, TriggerType
+from escaler.api.elasticscaler import (
+    HPA_ALGORITHM,
+    ElasticScaler,
+    ElasticScalerStatus,
+    TriggerType,
+)
 from escaler.clock import Clock
 from escaler.errors import StatusError
-from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
-from escaler.reconcilers.elasticscaler.claims import scaler_target
-from escaler.reconcilers.elasticscaler.context import Claim, Hold, Resolved, ScalerMemory, Sync, epoch
+from escaler.reconcilers.elasticscaler.context import Resolved, ScalerMemory
 from escaler.reconcilers.elasticscaler.deletioncost import (
     DeletionCoster,
     PodPatcher,
     PodValueReader,
     deletion_cost_of,
 )
-from escaler.reconcilers.elasticscaler.drift import (
-    DEFAULT_SIGNIFICANCE,
-    DEFAULT_STATUS_REFRESH_SECONDS,
-    significance_of,
-)
 from escaler.reconcilers.elasticscaler.grants import MetricGrants
 from escaler.reconcilers.elasticscaler.hpasync import HpaSync
 from escaler.reconcilers.elasticscaler.metricsync import Collector, MetricsRecommender
 from escaler.reconcilers.elasticscaler.parsecache import ParseCache
-from escaler.reconcilers.elasticscaler.poller import (
-    DEFAULT_MIN_POLL_INTERVAL_SECONDS,
-    clamp_events,
-)
-from escaler.reconcilers.elasticscaler.report import ES_REPORTED, Reporter, Synced
 from escaler.reconcilers.elasticscaler.signal import SignalStore
 from escaler.reconcilers.elasticscaler.signalsync import SignalRecommender
 from escaler.reconcilers.elasticscaler.statesync import (
     StateResolver,
     recommend_state,
 )
-from escaler.reconcilers.elasticscaler.targetread import (
+from escaler.reconcilers.kit.bindings import TargetBindings, TargetKey, claim_of
+from escaler.reconcilers.kit.claims import scaler_target
+from escaler.reconcilers.kit.drift import (
+    DEFAULT_SIGNIFICANCE,
+    DEFAULT_STATUS_REFRESH_SECONDS,
+    significance_of,
+)
+from escaler.reconcilers.kit.fallback import advance_fallback
+from escaler.reconcilers.kit.floor import FloorReader
+from escaler.reconcilers.kit.poller import (
+    DEFAULT_MIN_POLL_INTERVAL_SECONDS,
+    clamp_events,
+)
+from escaler.reconcilers.kit.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
+from escaler.reconcilers.kit.report import ReportedKind, Reporter, Synced
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.sync import Claim, Hold, Sync, epoch
+from escaler.reconcilers.kit.targetread import (
     Target,
     TargetReader,
     Written,
     guard_input,
     write_replicas,
 )
-from escaler.reconcilers.floor import FloorReader
-from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
-from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.reconcilers.watchindex import ROLE_HOP, ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
+from escaler.reconcilers.kit.watchindex import ROLE_HOP, ROLE_PODS, ROLE_SOURCE, ROLE_TARGET, WatchIndex
 from escaler.runtime.executor import Executor, InlineExecutor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
@@ -118,15 +125,19 @@ from escaler.scaling.conditions import (
     TargetError,
     Validation,
 )
-from escaler.scaling.fallback import FallbackCount, FallbackState, count
+from escaler.scaling.fallback import FallbackState
 from escaler.scaling.pipeline import Behavior, Decision, PipelineInput, PipelineState, RecommendResult, decide
 from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm, is_known_algorithm
 from escaler.signals.signal_pull import SignalReading
 from escaler.targets.snapshot import TargetSnapshot, TargetUnreadable
 
-__all__ = ["Collector", "ElasticScalerReconciler", "ReconcilerDeps", "count_poll", "seeded_count"]
+__all__ = ["ES_REPORTED", "Collector", "ElasticScalerReconciler", "ReconcilerDeps"]
 
 _log = logging.getLogger(__name__)
+
+# what the shared Reporter writes for an ElasticScaler: its status resource and model, its Events
+ES_REPORTED: ReportedKind[ElasticScalerStatus] = ReportedKind(
+    ElasticScaler.API_VERSION, ElasticScaler.KIND, ElasticScalerStatus)
 
 
 @dataclass(frozen=True)
@@ -485,46 +496,6 @@ class ElasticScalerReconciler:
 
     def _may_write(self) -> bool:
         return self._d.can_write is None or self._d.can_write.is_set()
-
-
-def seeded_count(status: FallbackStatus | None) -> FallbackCount | None:
-    """The fallback count a new process starts from: ``status.fallback`` as the last leader wrote it
-    (shared with LLMScaler)."""
-    return None if status is None else FallbackCount(status.failures, status.since.timestamp())
-
-
-def count_poll(previous: FallbackCount | None, rr: RecommendResult, *, fresh: bool, current: int,
-               now: float, failure_threshold: int) -> FallbackCount | None:
-    """The fallback count after a sync whose recommendation is ``rr`` (shared with LLMScaler): a
-    target at 0 replicas a trigger cannot scale from is ScalingDisabled (switched off), not a
-    failed poll."""
-    unavailable = rr.unavailable is not None and (current > 0 or rr.can_scale_from_zero)
-    return count(previous, fresh=fresh, unavailable=unavailable, usable=rr.replicas is not None, now=now,
-                 failure_threshold=failure_threshold)
-
-
-class FallbackMemory(Protocol):
-    """The per-scaler memory ``advance_fallback`` keeps its count in."""
-
-    fallback: FallbackCount | None
-    fallback_seeded: bool
-
-
-def advance_fallback(mem: FallbackMemory, policy: Fallback | None,
-                     previous: Callable[[], FallbackStatus | None], rr: RecommendResult, *, fresh: bool,
-                     current: int, now: float) -> FallbackState | None:
-    """The fallback of this sync (shared with LLMScaler): None without ``policy``; otherwise the count
-    seeded once from ``previous()`` (status.fallback, so a new leader goes on counting), advanced by
-    ``count_poll``, and kept in ``mem``."""
-    if policy is None:
-        mem.fallback, mem.fallback_seeded = None, True
-        return None
-    if not mem.fallback_seeded:
-        mem.fallback = seeded_count(previous())
-        mem.fallback_seeded = True
-    mem.fallback = count_poll(mem.fallback, rr, fresh=fresh, current=current, now=now,
-                              failure_threshold=policy.failure_threshold)
-    return FallbackState(policy.failure_threshold, policy.replicas, mem.fallback)
 
 
 def _reads_pods(scaler: ElasticScaler) -> bool:

@@ -18,7 +18,7 @@ What it registers:
     and the targets' pods, on dynamic informers — one handler per watched resource and an index
     from object to scalers, never one per scaler;
   - ``watches`` Tidals (spec changes) mapped through the ``FLOOR_INDEX`` on the ElasticScaler
-    informer to the scalers whose ``spec.floorFrom`` names them (``escaler.reconcilers.floor``); when
+    informer to the scalers whose ``spec.floorFrom`` names them (``escaler.reconcilers.kit.floor``); when
     the Tidal kind is not served at setup, ``crd_gate`` (the manager's ``CRDGate``) adds that watch
     once the Tidal CRD is installed;
 * the ``MetricsPoller`` (leader-only runnable) when ``poll_interval > 0``, with the reconciler's
@@ -27,7 +27,7 @@ What it registers:
   (``--min-poll-interval``) or at ``poll_interval``; on a sharded manager
   it polls only the scalers of the shards this replica leads (``escaler.runtime.sharding``),
   relisting at once when one is gained or lost; the signal API answers 503 for another shard's;
-* the outbound executor (``outbound``; by default ``outbound_executor(mgr)``, a
+* the outbound executor (``outbound``; by default ``kit.setup.outbound_executor``, a
   ``escaler.runtime.executor.KeyedExecutor``) that runs metric collections and signal pulls off
   the reconcile workers; a source of the controller (started and stopped with it), whose
   completions enqueue the scaler. Tests pass ``outbound=InlineExecutor()`` to keep reads
@@ -60,32 +60,33 @@ from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.informers.factory import ResourceKey
 from escaler.kube.dynamic import DynamicClient
 from escaler.kube.scalepaths import CrdScalePaths
-from escaler.reconcilers.bindings import TargetBindings, hpa_target
-from escaler.reconcilers.elasticscaler.claims import Claims
 from escaler.reconcilers.elasticscaler.deletioncost import PodPatcher, PodValueReader
 from escaler.reconcilers.elasticscaler.grants import MetricGrants, kube_review
-from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
 from escaler.reconcilers.elasticscaler.metricsync import Collector
-from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
 from escaler.reconcilers.elasticscaler.reconciler import ElasticScalerReconciler, ReconcilerDeps
 from escaler.reconcilers.elasticscaler.signal import SIGNAL_ROUTE, SignalAPI, SignalStore
-from escaler.reconcilers.elasticscaler.statesync import watch_key
-from escaler.reconcilers.floor import FloorWatch
-from escaler.reconcilers.ports import HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
-from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.reconcilers.watchindex import WatchIndex
+from escaler.reconcilers.kit.bindings import TargetBindings, hpa_target
+from escaler.reconcilers.kit.claims import Claims
+from escaler.reconcilers.kit.floor import FloorWatch
+from escaler.reconcilers.kit.names import HPA_API_VERSION, HPA_KIND
+from escaler.reconcilers.kit.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
+from escaler.reconcilers.kit.ports import HandlerLookup, KubeClient, Mapper, ObjectRef, ObjectStore
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.setup import (
+    DEFAULT_POLL_INTERVAL_SECONDS,
+    TargetChanged,
+    add_poller,
+    cache_reader,
+    outbound_executor,
+)
+from escaler.reconcilers.kit.watchindex import WatchIndex
+from escaler.reconcilers.kit.watchkey import watch_key
 from escaler.runtime.apiserver import ApiError
 from escaler.runtime.authn import ResourceAttributes
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.crdgate import CRDGate
-from escaler.runtime.executor import (
-    DEFAULT_OUTBOUND_PER_GROUP,
-    DEFAULT_OUTBOUND_WORKERS,
-    ExecutorSource,
-    KeyedExecutor,
-    executor_metrics,
-)
+from escaler.runtime.executor import ExecutorSource
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.manager import Manager
 from escaler.runtime.predicates import AnnotationChangedPredicate, GenerationChangedPredicate, or_
@@ -103,20 +104,12 @@ from escaler.targets.registry import default_registry
 
 __all__ = [
     "CONTROLLER_NAME",
-    "DEFAULT_POLL_INTERVAL_SECONDS",
     "ElasticScalerController",
-    "TargetChanged",
-    "add_poller",
-    "cache_reader",
-    "outbound_executor",
     "pod_lister",
-    "secret_key_reader",
     "setup_elasticscaler",
-    "spec_poll_interval",
 ]
 
 CONTROLLER_NAME = "elasticscaler"
-DEFAULT_POLL_INTERVAL_SECONDS = 30.0
 
 _log = logging.getLogger(__name__)
 
@@ -143,20 +136,6 @@ def _is_polled(obj: Mapping[str, Any]) -> bool:
         return False
     mt = trigger.get("metricsTrigger") or {}
     return bool(mt.get("scalingAlgorithm", "apa") != HPA_ALGORITHM)
-
-
-def cache_reader(mapper: Mapper,
-                 watches: WatchIndex) -> Callable[[str, str, str, str], Mapping[str, Any] | None]:
-    """The ResourceHandlers' ``CacheGet``: an object from a listed watch of its kind, else None."""
-
-    def get(api_version: str, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        try:
-            key = watch_key(mapper, namespace, ObjectRef(api_version, kind, name))
-        except Exception:  # an unparsable apiVersion or an unserved kind: the handler GETs and says so
-            return None
-        return watches.cached(key, namespace, name)
-
-    return get
 
 
 def pod_lister(mapper: Mapper,
@@ -223,7 +202,7 @@ def setup_elasticscaler(
         collector = _collector(mgr, dynamic, http, allowed_host, watches, promql_scope)
     if signal_puller is None and mgr.rest is not None:
         signal_puller = _signal_puller(allowed_host, mgr, http)
-    outbound = outbound if outbound is not None else outbound_executor(mgr)
+    outbound = outbound if outbound is not None else outbound_executor(mgr, controller=CONTROLLER_NAME)
     handlers = handlers if handlers is not None else _handlers_of(mgr, dynamic, watches)
     reconciler = ElasticScalerReconciler(ReconcilerDeps(
         scalers=scaler_store if scaler_store is not None else scaler_informer.store,
@@ -237,7 +216,7 @@ def setup_elasticscaler(
     controller = _build(mgr, reconciler, bindings, claims, watches, max_concurrent_reconciles, floors)
     controller.watch(outbound)  # completions enqueue on the controller's queue, from its start on
     poller = add_poller(mgr, controller, scaler_informer.store, poll_interval, poll_tick, reconciler.poll,
-                        min_poll_interval=min_poll_interval)
+                        is_polled=_is_polled, min_poll_interval=min_poll_interval)
     signal_api = _signal_api(mgr, controller, reconciler, scaler_informer.store, api_server)
     _log.info("ElasticScaler controller set up (poll interval %gs, %s)", poll_interval,
               "signal API on" if signal_api is not None else "no signal API")
@@ -281,17 +260,6 @@ def _collector(mgr: Manager, dynamic: DynamicClient, http: HttpClient, allowed_h
                             secret_reader=secret_key_reader(dynamic, informers=mgr.dynamic_informers),
                             shared=SharedQueries(mgr.clock), pod_lister=pod_lister(mgr.mapper, watches),
                             promql_scope=promql_scope)
-
-
-def outbound_executor(mgr: Manager, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
-                      per_namespace: int = DEFAULT_OUTBOUND_PER_GROUP,
-                      controller: str = CONTROLLER_NAME) -> KeyedExecutor:
-    """The executor that runs a scaler controller's outbound reads (ElasticScaler metric collections
-    and signal pulls; LLMScaler provider reads, ``controller="llmscaler"``) off the reconcile
-    workers (``--outbound-workers``, ``--outbound-per-namespace``), on the manager's clock and
-    metrics registry. One per controller: its completions wake that controller's scalers."""
-    return KeyedExecutor(f"{controller}-outbound", workers=workers, per_group=per_namespace,
-                         clock=mgr.clock, metrics=executor_metrics(mgr.metrics.registry))
 
 
 def _informers(mgr: Manager, ns: str, gate: CRDGate | None = None) -> tuple[Any, Any, FloorWatch]:
@@ -341,51 +309,6 @@ def _build(mgr: Manager, reconciler: ElasticScalerReconciler, bindings: TargetBi
     return controller
 
 
-def spec_poll_interval(obj: Mapping[str, Any]) -> float | None:
-    """A scaler's ``spec.pollIntervalSeconds`` (ElasticScaler and LLMScaler); None when unset."""
-    value = (obj.get("spec") or {}).get("pollIntervalSeconds")
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: float,
-               poll_tick: float | None, start_poll: Callable[[Request], bool] | None,
-               is_polled: Callable[[Mapping[str, Any]], bool] = _is_polled,
-               interval_of: Callable[[Mapping[str, Any]], float | None] = spec_poll_interval,
-               min_poll_interval: float = DEFAULT_MIN_POLL_INTERVAL_SECONDS) -> MetricsPoller | None:
-    """The ``MetricsPoller`` (leader-only) of the objects of ``store`` that ``is_polled`` selects
-    (MetricsTrigger ElasticScalers by default; every LLMScaler for its controller), each at its own
-    ``interval_of`` (raised to ``min_poll_interval``) or ``poll_interval``; None when
-    ``poll_interval`` is 0. On a sharded manager only the scalers of the shards this replica leads."""
-    if poll_interval <= 0:
-        return None
-
-    shards = mgr.shards
-    # the spec intervals seen by the last list (the poller reads them in the same relist pass)
-    intervals: dict[Request, float | None] = {}
-
-    def polled() -> list[Request]:
-        seen = {Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"])): interval_of(o)
-                for o in store.list() if is_polled(o)}
-        intervals.clear()
-        intervals.update(seen)
-        reqs = list(seen)
-        if shards is None:
-            return reqs
-        # sharded: only the scalers of shards this replica leads (a gained shard is enqueued whole
-        # by the controller; the poller picks its scalers up at their next phase)
-        led = set(shards.led())
-        return [r for r in reqs if shards.shard_of(r.namespace, r.name) in led]
-
-    kwargs: dict[str, float] = {} if poll_tick is None else {"tick": poll_tick}
-    poller = MetricsPoller(poll_interval, polled, controller.queue.add_after, mgr.clock, **kwargs,
-                           start_poll=start_poll, interval_of=intervals.get, min_interval=min_poll_interval)
-    if shards is not None:
-        shards.on_gained(lambda _shard: poller.relist_now())
-        shards.on_lost(lambda _shard: poller.relist_now())
-    mgr.add(poller, needs_leader_election=True)
-    return poller
-
-
 def _signal_api(mgr: Manager, controller: Controller, reconciler: ElasticScalerReconciler, store: Any,
                 api_server: Any) -> SignalAPI | None:
     server = api_server if api_server is not None else getattr(mgr, "api_server", None)
@@ -415,28 +338,3 @@ def _signal_puller(allowed_host: Callable[[str], bool], mgr: Manager,
         return pull_signal(http, endpoint, timeout=timeout, allowed=allowed_host, clock=mgr.clock)
 
     return pull
-
-
-class TargetChanged:
-    """Pass creates and deletes, and updates that change the target an object claims."""
-
-    def __init__(self, target_fn: Callable[[Mapping[str, Any]], Any]) -> None:
-        self._fn = target_fn
-
-    def _target(self, obj: Mapping[str, Any]) -> Any:
-        try:
-            return self._fn(obj)
-        except Exception:
-            return None
-
-    def create(self, obj: Mapping[str, Any]) -> bool:
-        return True
-
-    def update(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-        return bool(self._target(old) != self._target(new))
-
-    def delete(self, obj: Mapping[str, Any]) -> bool:
-        return True
-
-    def generic(self, obj: Mapping[str, Any]) -> bool:
-        return True

@@ -25,9 +25,9 @@ from dataclasses import dataclass, replace
 
 from escaler.api.elasticscaler import ElasticScaler, SignalTrigger
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS
 from escaler.reconcilers.elasticscaler.signal import Signal, SignalEntry, SignalStore, recommend
-from escaler.reconcilers.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed

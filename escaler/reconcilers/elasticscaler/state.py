@@ -27,11 +27,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from escaler.reconcilers.ports import ObjectRef
+from escaler.reconcilers.kit.names import LABEL_NAME, LABEL_NAMESPACE
+from escaler.reconcilers.kit.ports import ObjectRef
 
 __all__ = [
-    "LABEL_NAME",
-    "LABEL_NAMESPACE",
     "MAX_CHAIN_HOPS",
     "ChainError",
     "ObjectRef",
@@ -42,8 +41,6 @@ __all__ = [
     "resolve_chain",
 ]
 
-LABEL_NAME = "elasticscaler.io/name"
-LABEL_NAMESPACE = "elasticscaler.io/namespace"
 MAX_CHAIN_HOPS = 5
 
 

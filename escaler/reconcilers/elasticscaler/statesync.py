@@ -25,41 +25,22 @@ from typing import Any
 from escaler.api.elasticscaler import ElasticScaler
 from escaler.errors import StatusError, is_not_found
 from escaler.informers.factory import ResourceKey
-from escaler.reconcilers.elasticscaler.context import Hold, Resolved, Sync
+from escaler.reconcilers.elasticscaler.context import Resolved
 from escaler.reconcilers.elasticscaler.state import (
-    LABEL_NAME,
     ChainError,
     desired_replicas_of,
     label_problem,
     resolve_chain,
 )
-from escaler.reconcilers.ports import KubeClient, Mapper, ObjectRef
-from escaler.reconcilers.watchindex import ROLE_HOP, ROLE_SOURCE, WatchIndex
+from escaler.reconcilers.kit.names import LABEL_NAME
+from escaler.reconcilers.kit.ports import KubeClient, Mapper, ObjectRef
+from escaler.reconcilers.kit.sync import Hold, Sync
+from escaler.reconcilers.kit.watchindex import ROLE_HOP, ROLE_SOURCE, WatchIndex
+from escaler.reconcilers.kit.watchkey import CHAIN_RETRY_SECONDS, NOT_SYNCED_RETRY_SECONDS, watch_key
 from escaler.scaling.conditions import TARGET_CHAIN_INVALID, Validation
 from escaler.scaling.pipeline import FROM_DECISION, RecommendResult
 
-__all__ = ["CHAIN_RETRY_SECONDS", "NOT_SYNCED_RETRY_SECONDS", "StateResolver", "recommend_state", "watch_key"]
-
-# retry interval when nothing can wake the scaler (an unserved kind, a source without labels)
-CHAIN_RETRY_SECONDS = 60.0
-# backstop requeue while an informer has not listed yet (its initial list wakes the scaler first)
-NOT_SYNCED_RETRY_SECONDS = 1.0
-# core kinds a scaler may never make the manager read or watch (as a source, a hop or a target)
-_NEVER_WATCHED = frozenset({"Secret"})
-
-
-def watch_key(mapper: Mapper, namespace: str, ref: ObjectRef, label_selector: str = "") -> ResourceKey:
-    """The informer key of ``ref``'s kind in ``namespace``; raises what ``mapping_for`` raises, and
-    ``ValueError`` for a kind no scaler may make the manager watch or read: a cluster-scoped kind
-    (its watch would be cluster-wide, on the say-so of a namespace user) or core Secrets."""
-    m = mapper.mapping_for(ref.api_version, ref.kind)
-    if not m.namespaced:
-        raise ValueError(f"kind {ref.kind} ({m.group_resource}) is cluster-scoped: a scaler reads only "
-                         "namespaced objects, in its own namespace")
-    if m.group == "" and m.kind in _NEVER_WATCHED:
-        raise ValueError(f"kind {ref.kind} is never read or watched on a scaler's behalf")
-    return ResourceKey(m.group, m.version, m.resource, namespace=namespace, label_selector=label_selector)
-
+__all__ = ["StateResolver", "recommend_state"]
 
 class StateResolver:
     """See the module docstring."""

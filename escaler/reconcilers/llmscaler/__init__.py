@@ -6,14 +6,15 @@
 * ``recommend`` — ``LLMRecommender``: the provider read's cadence, off the reconcile workers;
 * ``provider`` — the Prometheus and custom-provider rules (what an answer recommends, or why not);
 * ``flow`` — a Flow reading → ``escaler.scaling.flow.decide_flow`` → the recommendation, the status
-  rows and the flow state kept per scaler (the engines' PromQL, ``escaler.reconcilers.flowpresets``,
-  and the reading and state, ``escaler.reconcilers.flowsizing``, are shared with the SLO engine);
+  rows and the flow state kept per scaler (the engines' PromQL, ``escaler.reconcilers.kit.flowpresets``,
+  and the reading and state, ``escaler.reconcilers.kit.flowsizing``, are shared with the SLO engine);
 * ``claims`` — what an LLMScaler claims in the shared binding index.
 
-What is not LLMScaler-specific is the ElasticScaler's, reused: the ``Reporter`` (status written
-only when changed, events, conditions from ``escaler.scaling.conditions``), ``TargetReader`` and
-``write_replicas`` (``escaler.reconcilers.elasticscaler.targetread``), ``TargetBindings``,
-``WatchIndex``, the ``MetricsPoller`` and the outbound ``KeyedExecutor``; the decision pipeline is
+What is not LLMScaler-specific comes from the scaler kit (``escaler.reconcilers.kit``): the
+``Reporter`` (status written only when changed, events, conditions from
+``escaler.scaling.conditions``), ``TargetReader`` and ``write_replicas`` (``kit.targetread``),
+``TargetBindings``, ``WatchIndex``, the ``MetricsPoller`` and the outbound ``KeyedExecutor``
+(``kit.setup.outbound_executor``); the decision pipeline is
 ``escaler.scaling.pipeline`` with ``Behavior.for_llmscaler``.
 """
 

@@ -1,8 +1,8 @@
-"""Which target an LLMScaler object claims in the shared binding index (``escaler.reconcilers.bindings``).
+"""Which target an LLMScaler object claims in the shared binding index (``kit.bindings``).
 
 An LLMScaler claims ``spec.targetRef`` — so an LLMScaler and an ElasticScaler on one Deployment are a
-TargetConflict, and the older wins (the same claim rules as ``escaler.reconcilers.elasticscaler.
-claims``): nothing when it is Advisory (it never writes), when the object does not parse, or when
+TargetConflict, and the older wins (the same claim rules as ``escaler.reconcilers.kit.claims``):
+nothing when it is Advisory (it never writes), when the object does not parse, or when
 a spec rule fails that stops it from acting (``minReplicas > maxReplicas``, a URL without a host).
 A spec whose only failing rule is the missing provider section (``metricProvider: Custom`` without
 ``customProvider``, ``Flow`` without ``flow``: an object older than the CEL rule) still claims: it reports
@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from escaler.api.llmscaler import LLMScaler
 from escaler.api.rules import validate
-from escaler.reconcilers.elasticscaler.claims import Claims
+from escaler.reconcilers.kit.claims import Claims
 
 __all__ = ["PROVIDER_PATHS", "llm_can_act", "llm_claims", "provider_problems"]
 
@@ -47,5 +47,5 @@ def llm_can_act(obj: Mapping[str, Any]) -> bool:
 
 def llm_claims(live: Callable[[], Iterable[Mapping[str, Any]]] | None = None) -> Claims:
     """The LLMScaler binding index function (``Claims.target_of``), with its validity memo (pruned
-    against ``live``, the LLMScaler informer's ``list``; see ``elasticscaler.claims``)."""
+    against ``live``, the LLMScaler informer's ``list``; see ``kit.claims``)."""
     return Claims(can_act=llm_can_act, live=live)

@@ -12,7 +12,7 @@ nothing but the values read, and keeps the ``FlowMemo`` it returns.
   spec's (a need under it would make the flow's down history flap against the pipeline's clamp);
   ``max_replicas`` is ``FLOW_MAX_REPLICAS``, so a need above ``maxReplicas`` reaches the pipeline,
   whose clamp says so (``ScalingLimited=True/TooManyReplicas``) as it does for the other providers.
-* **Reading and state** (``escaler.reconcilers.flowsizing``: ``flow_reading``, ``flow_decide``, shared
+* **Reading and state** (``escaler.reconcilers.kit.flowsizing``: ``flow_reading``, ``flow_decide``, shared
   with the SLO decision engine): the signals' values → a ``FlowReading`` → ``decide_flow``, from the
   ``FlowState`` of the ``FlowMemo`` when its key is this reading's.
 * **Every configured signal must be read**: one that fails is ``ScalingActive=False/
@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from escaler.api.llmflow import FlowProvider
 from escaler.api.llmscaler import LLMScalerSpec
 from escaler.api.scaler import MetricStatus
-from escaler.reconcilers.flowsizing import FLOW_MAX_REPLICAS, FlowMemo, flow_decide
+from escaler.reconcilers.kit.flowsizing import FLOW_MAX_REPLICAS, FlowMemo, flow_decide
 from escaler.scaling.flow import FlowCapacity, FlowConfig, service_config
 from escaler.scaling.pipeline import RecommendResult
 from escaler.scaling.text import cap_text

@@ -44,7 +44,7 @@ from escaler.api.llmscaler import PrometheusMetric
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
 from escaler.errors import cap_body
-from escaler.reconcilers.ports import DecisionLookup
+from escaler.reconcilers.kit.ports import DecisionLookup
 from escaler.scaling.pipeline import FROM_DECISION, RecommendResult
 from escaler.scaling.text import cap_text
 from escaler.signals.fetch import FetchError, HostAllowed, HttpClient, fetch, redact_url

@@ -13,7 +13,7 @@ passes it; the default 0 serves the other providers' callers).
   (``InvalidSpec`` naming the field); a Custom provider by ``serviceId`` has no URL: it needs the
   SLO decision engine's ``DecisionLookup`` (none → ``DecisionUnavailable``) and reads the route of the
   scaler's own namespace, never another; a Flow provider's queries must resolve
-  (``escaler.reconcilers.flowpresets.flow_queries``: the selector's grammar, a generic engine's
+  (``escaler.reconcilers.kit.flowpresets.flow_queries``: the selector's grammar, a generic engine's
   queries). No reader configured → ``DecisionUnavailable``.
 * **Flow** (``flow``): the queries of ``flowpresets.flow_queries`` are read like Prometheus metrics
   (one instant query each, same deadline and body cap); a fresh reading is decided once by
@@ -21,7 +21,7 @@ passes it; the default 0 serves the other providers' callers).
   the reading carries it on: a failed or refused read leaves the flow state as it was), and a sync
   that reuses the reading reuses its decision.
 * **Cadence** (as an ElasticScaler MetricsTrigger): a provider is read at most once per
-  ``--metrics-trigger-poll-interval`` (``poller.same_poll``: once per due time of the scaler's
+  ``--metrics-trigger-poll-interval`` (``kit.poller.same_poll``: once per due time of the scaler's
   phase, so a read that ran late never makes the next poll skip); a sync in between (a target event,
   our own write's echo) reuses the last reading, against the target as it is now. A spec change
   (generation) or a new object (uid) reads afresh; with polling off (interval 0) every sync reads.
@@ -47,13 +47,15 @@ from typing import Any, Protocol
 from escaler.api.llmscaler import LLMScaler, MetricProvider
 from escaler.api.scaler import MetricStatus
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.poller import (
+from escaler.reconcilers.kit.flowpresets import flow_queries, flow_query_path
+from escaler.reconcilers.kit.flowsizing import FlowMemo
+from escaler.reconcilers.kit.poller import (
     DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     effective_interval,
     same_poll,
 )
-from escaler.reconcilers.flowpresets import flow_queries, flow_query_path
-from escaler.reconcilers.flowsizing import FlowMemo
+from escaler.reconcilers.kit.ports import DecisionLookup
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 from escaler.reconcilers.llmscaler.flow import flow_config, flow_result, flow_source, signal_targets
 from escaler.reconcilers.llmscaler.provider import (
     CUSTOM_SOURCE,
@@ -62,8 +64,6 @@ from escaler.reconcilers.llmscaler.provider import (
     prometheus_result,
     read_served,
 )
-from escaler.reconcilers.ports import DecisionLookup
-from escaler.reconcilers.scalermetrics import ScalerMetrics
 from escaler.runtime.executor import Executor, Finished, InlineExecutor, Submitted
 from escaler.runtime.types import Request
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed

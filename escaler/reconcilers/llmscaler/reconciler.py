@@ -2,7 +2,7 @@
 the ElasticScaler's and on its machinery.
 
 A reconcile reads the scaler from the informer cache and converges; each step returns its value or
-a ``Hold`` (``escaler.reconcilers.elasticscaler.context.Hold``), and the shared ``Reporter``
+a ``Hold`` (``escaler.reconcilers.kit.sync.Hold``), and the shared ``Reporter``
 (``ReportedKind`` ``LLM_REPORTED``: LLMScaler status, the deprecated ``DecisionAvailable`` mirror)
 turns either into status and events::
 
@@ -15,7 +15,7 @@ turns either into status and events::
     claim      the shared ``TargetBindings``: an older scaler of any kind on the same target, or an
                HPA escaler does not own → Validated=False/TargetConflict, never writes; an
                unparsable targetRef.apiVersion → AbleToScale=False/InvalidSpec
-    read       the target through ``targetread.TargetReader`` (watch cache, ResourceHandler, pods
+    read       the target through ``kit.targetread.TargetReader`` (watch cache, ResourceHandler, pods
                for InsufficientCapacity) → AbleToScale=False/TargetNotFound / TargetUnreadable /
                InvalidSpec on failure (only AbleToScale and observedGeneration are written)
     recommend  ``recommend.LLMRecommender``: Prometheus (max of ceil(value / targetPerReplica) over
@@ -26,7 +26,7 @@ turns either into status and events::
                without a usable signal, seeded once from ``status.fallback`` — the ElasticScaler's
                rule (``count_poll``); the pipeline engages it at ``failureThreshold``
     floor      ``spec.floorFrom``: the named Tidal of this namespace at now, from the Tidal cache
-               (``escaler.reconcilers.floor``): the pipeline's floor step and its requeue at the
+               (``escaler.reconcilers.kit.floor``): the pipeline's floor step and its requeue at the
                next rule start or end, as for the ElasticScaler
     decide     ``escaler.scaling.pipeline.decide`` with ``Behavior.for_llmscaler``: scale-down
                stabilization and ``maxStepReplicas``, no scale-up cap (never ScaleUpLimit), the
@@ -55,25 +55,14 @@ from escaler.api.common import Mode
 from escaler.api.llmscaler import LLMScaler, LLMScalerStatus
 from escaler.api.rules import validate
 from escaler.clock import Clock
-from escaler.reconcilers.bindings import TargetBindings, TargetKey, claim_of
-from escaler.reconcilers.elasticscaler.context import Hold, Sync, epoch
-from escaler.reconcilers.elasticscaler.poller import (
+from escaler.reconcilers.kit.bindings import TargetBindings, TargetKey, claim_of
+from escaler.reconcilers.kit.fallback import advance_fallback
+from escaler.reconcilers.kit.floor import FloorReader
+from escaler.reconcilers.kit.poller import (
     DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     clamp_events,
 )
-from escaler.reconcilers.elasticscaler.reconciler import advance_fallback
-from escaler.reconcilers.elasticscaler.report import ReportedKind, Reporter, Synced
-from escaler.reconcilers.elasticscaler.targetread import (
-    Target,
-    TargetReader,
-    Written,
-    guard_input,
-    write_replicas,
-)
-from escaler.reconcilers.floor import FloorReader
-from escaler.reconcilers.llmscaler.claims import provider_problems
-from escaler.reconcilers.llmscaler.recommend import LLMRecommender, ProviderReader, Reading
-from escaler.reconcilers.ports import (
+from escaler.reconcilers.kit.ports import (
     DecisionLookup,
     EventSink,
     HandlerLookup,
@@ -82,8 +71,19 @@ from escaler.reconcilers.ports import (
     ObjectRef,
     ObjectStore,
 )
-from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.reconcilers.watchindex import WatchIndex
+from escaler.reconcilers.kit.report import ReportedKind, Reporter, Synced
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.sync import Hold, Sync, epoch
+from escaler.reconcilers.kit.targetread import (
+    Target,
+    TargetReader,
+    Written,
+    guard_input,
+    write_replicas,
+)
+from escaler.reconcilers.kit.watchindex import WatchIndex
+from escaler.reconcilers.llmscaler.claims import provider_problems
+from escaler.reconcilers.llmscaler.recommend import LLMRecommender, ProviderReader, Reading
 from escaler.runtime.executor import Executor
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
@@ -169,7 +169,7 @@ class _Memory:
     fallback: FallbackCount | None = None
     fallback_seeded: bool = False
     # the target resourceVersion the last replica write went out from (written, or 409); no write
-    # goes out from it again (targetread.write_replicas: one write per cached version)
+    # goes out from it again (kit.targetread.write_replicas: one write per cached version)
     wrote_from: str = ""
     # the pollIntervalSeconds clamp last reported as a Warning event (None: not clamped)
     poll_clamp_reported: str | None = None

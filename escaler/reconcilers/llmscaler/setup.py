@@ -21,9 +21,9 @@ What it registers (the ElasticScaler's pieces, for another kind):
   (``escaler.signals.prometheus.query_prometheus``; the Flow provider's queries too) and
   custom-provider GETs (``provider.read_custom``), both on one ``HttpClient`` with the SSRF address policy
   (``--allow-endpoint-networks``) and the ``--allowed-endpoint-hosts`` hook;
-* the ``spec.floorFrom`` Tidal watch (``escaler.reconcilers.floor.FloorWatch``), as the
+* the ``spec.floorFrom`` Tidal watch (``escaler.reconcilers.kit.floor.FloorWatch``), as the
   ElasticScaler's: added once the Tidal CRD is installed when ``crd_gate`` is given and it was not;
-* ``decisions``: the SLO decision engine's lookup (``escaler.reconcilers.ports.DecisionLookup``),
+* ``decisions``: the SLO decision engine's lookup (``escaler.reconcilers.kit.ports.DecisionLookup``),
   read in-process by a Custom provider with ``serviceId`` — in the scaler's namespace only.
 
 ``bindings`` and ``scaler_metrics`` are shared across kinds (``escaler.cli.manager`` passes the
@@ -42,11 +42,15 @@ from escaler.api.llmscaler import LLMScaler
 from escaler.clock import Clock
 from escaler.informers.factory import ResourceKey
 from escaler.kube.scalepaths import CrdScalePaths
-from escaler.reconcilers.bindings import TargetBindings, TargetKey, hpa_target
-from escaler.reconcilers.elasticscaler.claims import Claims
-from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
-from escaler.reconcilers.elasticscaler.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
-from escaler.reconcilers.elasticscaler.setup import (
+from escaler.reconcilers.kit.bindings import TargetBindings, TargetKey, hpa_target
+from escaler.reconcilers.kit.claims import Claims
+from escaler.reconcilers.kit.floor import FloorWatch
+from escaler.reconcilers.kit.managerclient import manager_client
+from escaler.reconcilers.kit.names import HPA_API_VERSION, HPA_KIND
+from escaler.reconcilers.kit.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
+from escaler.reconcilers.kit.ports import DecisionLookup, HandlerLookup, KubeClient
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.setup import (
     DEFAULT_POLL_INTERVAL_SECONDS,
     TargetChanged,
     add_poller,
@@ -54,15 +58,11 @@ from escaler.reconcilers.elasticscaler.setup import (
     outbound_executor,
     spec_poll_interval,
 )
-from escaler.reconcilers.floor import FloorWatch
+from escaler.reconcilers.kit.watchindex import WatchIndex
 from escaler.reconcilers.llmscaler.claims import llm_claims
 from escaler.reconcilers.llmscaler.provider import CustomReading, read_custom
 from escaler.reconcilers.llmscaler.recommend import ProviderReader
 from escaler.reconcilers.llmscaler.reconciler import LLMReconcilerDeps, LLMScalerReconciler
-from escaler.reconcilers.managerclient import manager_client
-from escaler.reconcilers.ports import DecisionLookup, HandlerLookup, KubeClient
-from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.crdgate import CRDGate

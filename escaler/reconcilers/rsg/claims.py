@@ -1,4 +1,4 @@
-"""What a ResourceScalingGroup claims in the cross-kind binding index (``escaler.reconcilers.bindings``).
+"""What a ResourceScalingGroup claims in the cross-kind binding index (``escaler.reconcilers.kit.bindings``).
 
 One writer per workload, across kinds: an RSG is a claim source like an ElasticScaler, and claims
 every workload it *writes*:
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from escaler.api.rsg import MAX_GROUPS, Strategy
-from escaler.reconcilers.bindings import TargetKey
+from escaler.reconcilers.kit.bindings import TargetKey
 from escaler.reconcilers.rsg.clones import clone_name
 
 __all__ = ["MAX_CLAIMED_GROUPS", "member_targets", "rsg_targets"]

@@ -30,9 +30,9 @@ from escaler.errors import StatusError, is_not_found
 from escaler.informers.factory import ResourceKey
 from escaler.informers.frozen import FrozenDict
 from escaler.kube.discovery import ResourceMapping
-from escaler.reconcilers.ports import HandlerLookup, Mapper, ObjectRef
+from escaler.reconcilers.kit.ports import HandlerLookup, Mapper, ObjectRef
+from escaler.reconcilers.kit.watchindex import WatchIndex
 from escaler.reconcilers.rsg.context import Outcome, RSGSync
-from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.types import Request
 from escaler.targets.handler import ResourceHandler
 

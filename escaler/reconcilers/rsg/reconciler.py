@@ -33,8 +33,9 @@ from escaler.api.rsg import ResourceScalingGroup, Strategy
 from escaler.api.rules import validate
 from escaler.clock import Clock
 from escaler.informers.frozen import FrozenDict, freeze
-from escaler.reconcilers.bindings import TargetBindings, claim_of
-from escaler.reconcilers.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectStore
+from escaler.reconcilers.kit.bindings import TargetBindings, claim_of
+from escaler.reconcilers.kit.ports import EventSink, HandlerLookup, KubeClient, Mapper, ObjectStore
+from escaler.reconcilers.kit.watchindex import WatchIndex
 from escaler.reconcilers.rsg.backoff import WriteBackoff
 from escaler.reconcilers.rsg.claims import member_targets
 from escaler.reconcilers.rsg.context import SCALE_DOWN_RANKING, Outcome, RSGSync
@@ -45,7 +46,6 @@ from escaler.reconcilers.rsg.members import INVALID_SPEC, Interests, MemberReade
 from escaler.reconcilers.rsg.ranking import GroupRanker
 from escaler.reconcilers.rsg.replication import ReplicationSync
 from escaler.reconcilers.rsg.report import Reporter
-from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.fence import WriteGate
 from escaler.runtime.types import Request, Result
 

@@ -59,7 +59,7 @@ from escaler.api.rsg import ResourceScalingGroup
 from escaler.errors import ConnectionFailure, StatusError, is_conflict
 from escaler.informers.factory import ResourceKey
 from escaler.informers.frozen import FrozenDict, freeze, thaw
-from escaler.reconcilers.ports import KubeClient, ObjectRef
+from escaler.reconcilers.kit.ports import KubeClient, ObjectRef
 from escaler.reconcilers.rsg.backoff import WriteBackoff
 from escaler.reconcilers.rsg.clones import (
     MEMBER_LABEL,

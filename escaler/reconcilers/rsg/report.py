@@ -6,7 +6,7 @@ or the one we last wrote while the cache lags it): the fields an outcome sets re
 per type with ``lastTransitionTime`` kept while their status does not change
 (``escaler.scaling.conditions.set_condition``), and ``observedGeneration`` is the generation the
 sync saw. The status is written through the status subresource **only when it changed**
-(``escaler.reconcilers.elasticscaler.status.StatusWriter``: a merge patch, no write for an equal
+(``escaler.reconcilers.kit.status.StatusWriter``: a merge patch, no write for an equal
 status). Events: the outcome's own (writes done, writes failed) and one per condition whose
 status or reason changed (a steady state records nothing); the recorder aggregates repeats.
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 from escaler.api.rsg import ResourceScalingGroup
 from escaler.errors import StatusError, is_not_found
-from escaler.reconcilers.elasticscaler.status import StatusWriter
-from escaler.reconcilers.ports import EventSink, KubeClient, Mapper
+from escaler.reconcilers.kit.ports import EventSink, KubeClient, Mapper
+from escaler.reconcilers.kit.status import StatusWriter
 from escaler.reconcilers.rsg.context import Outcome, RSGSync
 from escaler.runtime.types import Result
 from escaler.scaling.conditions import ConditionValue, changed_types, remove_condition, set_condition

@@ -42,9 +42,10 @@ from escaler.api.elasticscaler import ElasticScaler
 from escaler.api.rsg import ResourceScalingGroup
 from escaler.informers.factory import ResourceKey
 from escaler.kube.scalepaths import CrdScalePaths
-from escaler.reconcilers.bindings import TargetBindings
-from escaler.reconcilers.managerclient import manager_client
-from escaler.reconcilers.ports import HandlerLookup, KubeClient
+from escaler.reconcilers.kit.bindings import TargetBindings
+from escaler.reconcilers.kit.managerclient import manager_client
+from escaler.reconcilers.kit.ports import HandlerLookup, KubeClient
+from escaler.reconcilers.kit.watchindex import WatchIndex
 from escaler.reconcilers.rsg.backoff import WriteBackoff
 from escaler.reconcilers.rsg.claims import rsg_targets
 from escaler.reconcilers.rsg.clonecache import slim_clone
@@ -54,7 +55,6 @@ from escaler.reconcilers.rsg.limits import ReplicationLimits
 from escaler.reconcilers.rsg.ranking import GroupRanker, Query, query_group_loads
 from escaler.reconcilers.rsg.reconciler import RSGDeps, RSGReconciler
 from escaler.reconcilers.rsg.replication import clone_observer
-from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.executor import ExecutorSource, KeyedExecutor, executor_metrics

@@ -16,8 +16,8 @@ one concept per module:
   (404 / 409 / 503 / 200; the unscoped route of 0.1 answers 410).
 
 The sizing itself is pure: ``escaler.scaling.slo``, and ``escaler.scaling.flow`` through the flow
-modules shared with the LLMScaler (``escaler.reconcilers.flowpresets``,
-``escaler.reconcilers.flowsizing``). The engine never writes a workload: an LLMScaler with
+modules shared with the LLMScaler (``escaler.reconcilers.kit.flowpresets``,
+``escaler.reconcilers.kit.flowsizing``). The engine never writes a workload: an LLMScaler with
 ``metricProvider: Custom`` and ``customProvider.serviceId`` (read in-process) does.
 """
 

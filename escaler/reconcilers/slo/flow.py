@@ -11,7 +11,7 @@ do not resolve: an object stored before a rule existed):
   ``flow.queries``) and sizes on its token rates, never on a latency ratio (SPEC §15: latency trims the
   utilisation target, it does not multiply the count). ``ttft.percentile`` is not used: the burst
   headroom grows on misses above 1 % of requests, as for the LLMScaler.
-* **Queries**: ``escaler.reconcilers.flowpresets.flow_queries`` of that flow, named by signal
+* **Queries**: ``escaler.reconcilers.kit.flowpresets.flow_queries`` of that flow, named by signal
   (``promptTokensRate``, ...), read by the engine's ``SignalReader`` through ``--slo-prometheus-endpoint``
   like every other SLO signal.
 * **Config** (``FlowPlan.config(poll_s)``): ``escaler.scaling.flow.service_config`` — the one definition
@@ -28,7 +28,7 @@ do not resolve: an object stored before a rule existed):
   (``escaler.scaling.slo.hold``: ``Ready=False/SignalsMissing``, the last decision held within the
   bounds, each missing signal named with its error — signals failing alike are named together, so
   the reason stays short) and the memo is returned unchanged (a partial reading is not acted on);
-* otherwise ``escaler.reconcilers.flowsizing.flow_decide`` under the key (the ``FlowConfig``, the
+* otherwise ``escaler.reconcilers.kit.flowsizing.flow_decide`` under the key (the ``FlowConfig``, the
   queries): the decision's replicas; its reason the flow's steps in words, joined by ``"; "`` (the
   status caps it at 1024 characters); its signals ``currentReplicas`` and the flow's figures
   (``work``, ``backlog``, ``planned``, ``utilization``, ``headroom``, ``need``).
@@ -39,7 +39,7 @@ decides once per reading (``at``, the read's time, is also the flow's ``now``) a
 decision again for the same reading (a target event between polls; the flow's histories must count a
 reading once); a new uid starts afresh; ``forget(req)`` drops the entry (the requirement deleted,
 invalid, or without a flow). After a manager restart the flows start fresh, by design
-(``escaler.reconcilers.flowsizing``).
+(``escaler.reconcilers.kit.flowsizing``).
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from escaler.api.slo import LLMSLORequirementSpec
-from escaler.reconcilers.flowpresets import flow_queries
-from escaler.reconcilers.flowsizing import FLOW_MAX_REPLICAS, FlowMemo, flow_decide
+from escaler.reconcilers.kit.flowpresets import flow_queries
+from escaler.reconcilers.kit.flowsizing import FLOW_MAX_REPLICAS, FlowMemo, flow_decide
 from escaler.reconcilers.slo.readings import signal_value
 from escaler.runtime.types import Request
 from escaler.scaling.flow import FlowCapacity, FlowConfig, service_config

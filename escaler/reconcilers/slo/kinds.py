@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from escaler.api.rules import validate
 from escaler.api.slo import JobSLORequirement, LLMSLORequirement, LLMSLORequirementSpec
-from escaler.reconcilers.ports import ObjectRef
+from escaler.reconcilers.kit.ports import ObjectRef
 from escaler.reconcilers.slo.flow import FlowPlan, flow_plan
 from escaler.reconcilers.slo.readings import signal_value
 from escaler.scaling.slo import (

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from escaler.clock import Clock
-from escaler.reconcilers.elasticscaler.statesync import NOT_SYNCED_RETRY_SECONDS
-from escaler.reconcilers.elasticscaler.status import StatusClient, StatusWriter
-from escaler.reconcilers.ports import ObjectStore
+from escaler.reconcilers.kit.ports import ObjectStore
+from escaler.reconcilers.kit.status import StatusClient, StatusWriter
+from escaler.reconcilers.kit.watchkey import NOT_SYNCED_RETRY_SECONDS
 from escaler.reconcilers.slo.decisions import DecisionBook, Owner, conflict_message
 from escaler.reconcilers.slo.flow import FlowStates
 from escaler.reconcilers.slo.kinds import Invalid, Plan, SLOKind, confined

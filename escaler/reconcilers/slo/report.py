@@ -23,7 +23,7 @@ live feed (the live one is ``GET /decisions/{serviceId}``). So a new status is w
 differs *significantly* from the one the cluster holds: ``observedGeneration``, a condition's type,
 status or reason, or its message beyond its numbers; the decision's ``replicas``, its reason beyond
 its numbers, the set of signals, or a signal value that moved by more than ``SIGNIFICANCE`` of the
-held value (``escaler.reconcilers.elasticscaler.drift.value_moved``). Otherwise the held status is
+held value (``escaler.reconcilers.kit.drift.value_moved``). Otherwise the held status is
 kept, decision time included — an idle requirement writes nothing.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from escaler.reconcilers.elasticscaler.drift import mask_numbers, value_moved
+from escaler.reconcilers.kit.drift import mask_numbers, value_moved
 from escaler.scaling.conditions import ConditionValue, set_condition
 from escaler.scaling.slo import Decision
 

@@ -54,10 +54,11 @@ from typing import Any
 from escaler.clock import Clock
 from escaler.informers.factory import ResourceKey
 from escaler.kube.scalepaths import CrdScalePaths
-from escaler.reconcilers.elasticscaler.setup import DEFAULT_POLL_INTERVAL_SECONDS, cache_reader
-from escaler.reconcilers.elasticscaler.status import StatusClient
-from escaler.reconcilers.managerclient import LazyManagerClient
-from escaler.reconcilers.ports import HandlerLookup
+from escaler.reconcilers.kit.managerclient import LazyManagerClient
+from escaler.reconcilers.kit.ports import HandlerLookup
+from escaler.reconcilers.kit.setup import DEFAULT_POLL_INTERVAL_SECONDS, cache_reader
+from escaler.reconcilers.kit.status import StatusClient
+from escaler.reconcilers.kit.watchindex import WatchIndex
 from escaler.reconcilers.slo.decisions import (
     DECISIONS_ROUTE,
     LEGACY_DECISIONS_ROUTE,
@@ -74,7 +75,6 @@ from escaler.reconcilers.slo.kinds import KINDS, SLOKind, service_id_of
 from escaler.reconcilers.slo.readings import QUERY_TIMEOUT_SECONDS, Query, SignalReader
 from escaler.reconcilers.slo.reconciler import SLODeps, SLOReconciler
 from escaler.reconcilers.slo.target import TargetCounts
-from escaler.reconcilers.watchindex import WatchIndex
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.executor import DEFAULT_OUTBOUND_WORKERS, ExecutorSource, KeyedExecutor, executor_metrics

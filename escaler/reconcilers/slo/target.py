@@ -13,7 +13,7 @@
 
 What may be watched is decided from discovery first, as for every scaler kind: a namespaced kind
 with a handler or a ``scale`` subresource (``HandlerRegistry.target_problem``), never core Secrets,
-in the requirement's namespace (``statesync.watch_key``).
+in the requirement's namespace (``kit.watchkey.watch_key``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from escaler.errors import StatusError, is_not_found
-from escaler.reconcilers.elasticscaler.statesync import CHAIN_RETRY_SECONDS, watch_key
-from escaler.reconcilers.ports import HandlerLookup, Mapper, ObjectRef
+from escaler.reconcilers.kit.ports import HandlerLookup, Mapper, ObjectRef
+from escaler.reconcilers.kit.watchindex import ROLE_TARGET, WatchIndex
+from escaler.reconcilers.kit.watchkey import CHAIN_RETRY_SECONDS, watch_key
 from escaler.reconcilers.slo.report import INVALID_SPEC, TARGET_NOT_FOUND, TARGET_UNREADABLE
-from escaler.reconcilers.watchindex import ROLE_TARGET, WatchIndex
 from escaler.runtime.types import Request
 from escaler.targets.snapshot import TargetUnreadable
 

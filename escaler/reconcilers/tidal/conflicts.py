@@ -1,7 +1,7 @@
 """Who writes a Tidal's target: the Tidal's ``TargetConflict`` rule, and the watch that keeps it fresh.
 
 A Tidal writes nothing (SPEC §6): the StateTrigger ElasticScaler that follows it writes its target,
-and that scaler claims the target in the shared binding index (``escaler.reconcilers.bindings``)
+and that scaler claims the target in the shared binding index (``escaler.reconcilers.kit.bindings``)
 like any other scaler. The Tidal therefore does **not** claim its target — a claim by the Tidal
 would compete with its own follower — it only reads the index:
 
@@ -41,7 +41,7 @@ from typing import Any
 from escaler.api.elasticscaler import ElasticScaler, TriggerType
 from escaler.api.tidal import Tidal
 from escaler.kube.discovery import parse_api_version
-from escaler.reconcilers.bindings import TargetBindings, TargetKey
+from escaler.reconcilers.kit.bindings import TargetBindings, TargetKey
 from escaler.runtime.handlers import EnqueueRequestsFromMapFunc
 from escaler.runtime.source import Kind
 from escaler.runtime.types import Request

@@ -38,10 +38,10 @@ from pydantic import ValidationError
 
 from escaler.api.tidal import Tidal
 from escaler.clock import Clock
-from escaler.reconcilers.bindings import TargetBindings
-from escaler.reconcilers.elasticscaler.state import LABEL_NAME, LABEL_NAMESPACE
-from escaler.reconcilers.elasticscaler.status import StatusClient, StatusWriter, WriteOutcome
-from escaler.reconcilers.ports import EventSink, ObjectStore
+from escaler.reconcilers.kit.bindings import TargetBindings
+from escaler.reconcilers.kit.names import LABEL_NAME, LABEL_NAMESPACE
+from escaler.reconcilers.kit.ports import EventSink, ObjectStore
+from escaler.reconcilers.kit.status import StatusClient, StatusWriter, WriteOutcome
 from escaler.reconcilers.tidal.conflicts import conflict_of, floor_user, tidal_target
 from escaler.reconcilers.tidal.report import Problems, build_status, events_for, rfc3339
 from escaler.runtime.types import Request, Result

@@ -30,11 +30,11 @@ from typing import Any
 from escaler.api.tidal import Tidal
 from escaler.clock import Clock
 from escaler.informers.factory import ResourceKey
-from escaler.reconcilers.bindings import TargetBindings, hpa_target
-from escaler.reconcilers.elasticscaler.hpa import HPA_API_VERSION, HPA_KIND
-from escaler.reconcilers.elasticscaler.status import StatusClient
-from escaler.reconcilers.managerclient import LazyManagerClient
-from escaler.reconcilers.ports import ObjectStore
+from escaler.reconcilers.kit.bindings import TargetBindings, hpa_target
+from escaler.reconcilers.kit.managerclient import LazyManagerClient
+from escaler.reconcilers.kit.names import HPA_API_VERSION, HPA_KIND
+from escaler.reconcilers.kit.ports import ObjectStore
+from escaler.reconcilers.kit.status import StatusClient
 from escaler.reconcilers.tidal.conflicts import TIDAL_TARGET_INDEX, ClaimWatch, tidal_index, tidals_on
 from escaler.reconcilers.tidal.reconciler import TidalDeps, TidalReconciler
 from escaler.runtime.builder import ControllerBuilder

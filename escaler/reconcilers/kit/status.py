@@ -21,7 +21,7 @@ patch's answer; a client that returns none leaves it out). So a cache that deliv
 two quick writes is still known to be behind the second (seen on the real control plane: a
 ``recentDecisions`` entry and ``lastScaleTime`` lost). At most ``MAX_STALE_VERSIONS`` are kept.
 
-**Drift** (``escaler.reconcilers.elasticscaler.drift``): given the sync's ``now`` (the injected
+**Drift** (``escaler.reconcilers.kit.drift``): given the sync's ``now`` (the injected
 clock's wall time) and the scaler's ``significance``, a status that differs from the one the
 cluster holds only by drift (a metric value inside the significance, numbers in an error text) is
 not written — unless ``refresh_seconds`` > 0 (``--status-refresh-seconds``) and that long has
@@ -51,7 +51,7 @@ from typing import Any, Protocol
 from cachetools import LRUCache
 
 from escaler.informers.frozen import thaw
-from escaler.reconcilers.elasticscaler.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
+from escaler.reconcilers.kit.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
 
 __all__ = [
     "MAX_REMEMBERED", "MAX_STALE_VERSIONS", "StatusClient", "StatusWriter", "WriteOutcome", "status_patch",

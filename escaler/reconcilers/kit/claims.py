@@ -1,4 +1,4 @@
-"""Which target an ElasticScaler object claims in the binding index (``escaler.reconcilers.bindings``).
+"""Which target an ElasticScaler object claims in the binding index (``escaler.reconcilers.kit.bindings``).
 
 ``target_of(obj)`` is the index function: it reads only the cached object (level-based, the same
 answer in every replica) and returns the ``TargetKey`` the scaler holds, or None. SPEC §5's "the
@@ -35,7 +35,7 @@ from pydantic import ValidationError
 from escaler.api.common import Mode
 from escaler.api.elasticscaler import HPA_ALGORITHM, ElasticScaler, TriggerType
 from escaler.api.rules import validate
-from escaler.reconcilers.bindings import TargetKey
+from escaler.reconcilers.kit.bindings import TargetKey
 from escaler.scaling.registry import is_known_algorithm
 
 __all__ = ["PRUNE_FLOOR", "VALIDITY_CACHE_SIZE", "Claims", "scaler_target", "spec_can_act"]

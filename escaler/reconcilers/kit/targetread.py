@@ -40,15 +40,15 @@ from dataclasses import dataclass
 
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
 from escaler.informers.factory import ResourceKey
-from escaler.reconcilers.elasticscaler.context import Hold, Sync
-from escaler.reconcilers.elasticscaler.statesync import (
+from escaler.reconcilers.kit.ports import HandlerLookup, Mapper, ObjectRef
+from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
+from escaler.reconcilers.kit.sync import Hold, Sync
+from escaler.reconcilers.kit.watchindex import ROLE_PODS, ROLE_TARGET, WatchIndex
+from escaler.reconcilers.kit.watchkey import (
     CHAIN_RETRY_SECONDS,
     NOT_SYNCED_RETRY_SECONDS,
     watch_key,
 )
-from escaler.reconcilers.ports import HandlerLookup, Mapper, ObjectRef
-from escaler.reconcilers.scalermetrics import ScalerMetrics
-from escaler.reconcilers.watchindex import ROLE_PODS, ROLE_TARGET, WatchIndex
 from escaler.scaling.conditions import (
     INVALID_SPEC,
     TARGET_NOT_FOUND,

@@ -43,7 +43,7 @@ from escaler.api.registry import KINDS
 from escaler.api.scaler import FloorFrom
 from escaler.api.tidal import Tidal, TidalSpec
 from escaler.informers.factory import ResourceKey
-from escaler.reconcilers.ports import ObjectStore
+from escaler.reconcilers.kit.ports import ObjectStore
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.crdgate import CRDGate, Needed

@@ -9,7 +9,7 @@ the same series:
 * ``escaler_scaler_metric_value{namespace,name,index,metric}`` (gauge) — each metric's value at the
   last sync, exactly as the algorithm used it (``status.currentMetrics[index].value`` is only
   rewritten when it moves beyond the significance, see
-  ``escaler.reconcilers.elasticscaler.drift``: this gauge is the live value). ``index`` is the
+  ``escaler.reconcilers.kit.drift``: this gauge is the live value). ``index`` is the
   metric's position in the spec, ``metric`` its display name (capped at ``MAX_METRIC_LABEL``
   characters). One series per scaler and metric: a metric without a value this sync has none, a
   metric removed from the spec loses its series at the next sync;

@@ -37,7 +37,7 @@ the last status write of that scaler (a manager that has not written a scaler ye
 first drift it saw there, so a restart does not rewrite the fleet) — at 300 s, at most 12 writes per
 scaler-hour. The exact live values are on ``/metrics`` (``escaler_scaler_metric_value``,
 ``escaler_current_replicas``, ``escaler_desired_replicas``; see
-``escaler.reconcilers.scalermetrics``), and ``escaler explain`` prints the status values with the
+``escaler.reconcilers.kit.scalermetrics``), and ``escaler explain`` prints the status values with the
 time they were last written.
 
 ``lastTransitionTime`` keeps its ``metav1.Condition`` meaning: a status flip is significant, so it is

@@ -23,7 +23,7 @@ informers). The cost of an event must not grow with the fleet (ARCHITECTURE.md r
   wake the scalers that asked for an object in it.
 * **What** may be watched is decided before ``want``, from discovery, because a namespace user
   chooses the kinds: only namespaced kinds, in the scaler's namespace (a source's informer spans the
-  manager's namespace scope, label-selected), never core Secrets (``statesync.watch_key``); a
+  manager's namespace scope, label-selected), never core Secrets (``watchkey.watch_key``); a
   target kind must also have a handler or a ``scale`` subresource (``HandlerRegistry.
   target_problem``). A scaler whose kind is refused holds nothing here.
 * ``observer`` (optional, fixed at construction): called with ``(key, object)`` for every event of

@@ -20,7 +20,7 @@ Contract:
   passed to each scaler kind's setup, which calls ``add_source(kind, informer, target_of)`` once;
   every reconciler asks the same object, so an ElasticScaler and an LLMScaler on one Deployment
   resolve identically. ``target_of`` decides what a claim is (a scaler that cannot act claims
-  nothing: see ``escaler.reconcilers.elasticscaler.claims``).
+  nothing: see ``escaler.reconcilers.kit.claims``).
 * ``winner(target, me)`` includes ``me`` even when the cache does not show its claim yet (a
   StateTrigger scaler claims the end of its chain only once its status says so).
 * ``refusal(target, me)`` is the TargetConflict message every scaler kind reports (or None).

@@ -2,9 +2,10 @@
 
 One ``Reporter`` per scaler kind that writes a workload: ``ReportedKind`` says which (its
 apiVersion and kind — the status resource and the Events' regarding object —, its status model,
-and whether it writes the deprecated ``DecisionAvailable`` mirror, as LLMScaler does);
-``ES_REPORTED`` is the ElasticScaler's. The fields only an ElasticScaler status has
-(``hpaName``, ``resolvedTargetRef``) are touched only on an ``ElasticScalerStatus``.
+and whether it writes the deprecated ``DecisionAvailable`` mirror, as LLMScaler does; the
+ElasticScaler's is ``escaler.reconcilers.elasticscaler.reconciler.ES_REPORTED``). The fields only an
+ElasticScaler status has (``hpaName``, ``resolvedTargetRef``) are touched only on an
+``ElasticScalerStatus``.
 
 Every path of a reconcile ends here, with one of:
 
@@ -25,7 +26,7 @@ Every path of a reconcile ends here, with one of:
 
 Status is written only when it changed significantly; drift (a metric value inside the
 significance, numbers in an error text) only at the opt-in refresh, ``--status-refresh-seconds``
-(``StatusWriter``; the rule is in ``escaler.reconcilers.elasticscaler.drift``); events go through
+(``StatusWriter``; the rule is in ``escaler.reconcilers.kit.drift``); events go through
 the recorder, which aggregates repeats. The conditions engine is ``escaler.scaling.conditions`` —
 there is no other.
 
@@ -53,13 +54,20 @@ from cachetools import LRUCache
 from pydantic import ValidationError
 
 from escaler.api.common import TargetRef
-from escaler.api.elasticscaler import ElasticScaler, ElasticScalerStatus, FallbackStatus
+from escaler.api.elasticscaler import ElasticScalerStatus, FallbackStatus
 from escaler.api.llmscaler import LLMScalerStatus
 from escaler.api.scaler import MetricStatus, RecentDecision, ScalerStatus
 from escaler.errors import StatusError, is_not_found
 from escaler.informers.frozen import thaw
 from escaler.kube.discovery import ResourceMapping
-from escaler.reconcilers.elasticscaler.context import (
+from escaler.reconcilers.kit.drift import (
+    DEFAULT_SIGNIFICANCE,
+    DEFAULT_STATUS_REFRESH_SECONDS,
+    value_moved,
+)
+from escaler.reconcilers.kit.ports import EventSink, KubeClient, Mapper, ObjectRef
+from escaler.reconcilers.kit.status import MAX_REMEMBERED, StatusWriter, WriteOutcome
+from escaler.reconcilers.kit.sync import (
     Claim,
     Hold,
     Sync,
@@ -68,13 +76,6 @@ from escaler.reconcilers.elasticscaler.context import (
     to_value,
     wall,
 )
-from escaler.reconcilers.elasticscaler.drift import (
-    DEFAULT_SIGNIFICANCE,
-    DEFAULT_STATUS_REFRESH_SECONDS,
-    value_moved,
-)
-from escaler.reconcilers.elasticscaler.status import MAX_REMEMBERED, StatusWriter, WriteOutcome
-from escaler.reconcilers.ports import EventSink, KubeClient, Mapper, ObjectRef
 from escaler.runtime.types import Result
 from escaler.scaling.annotations import AnnotationProblem
 from escaler.scaling.conditions import (
@@ -91,7 +92,7 @@ from escaler.scaling.conditions import (
 from escaler.scaling.pipeline import Decision
 from escaler.scaling.text import cap_text
 
-__all__ = ["CLAIM_RECHECK_SECONDS", "ES_REPORTED", "EVENT_INVALID_ANNOTATION", "ReportedKind", "Reporter",
+__all__ = ["CLAIM_RECHECK_SECONDS", "EVENT_INVALID_ANNOTATION", "ReportedKind", "Reporter",
            "Synced"]
 
 # the reason of the Warning event reporting an unusable annotation (SPEC §5.4)
@@ -115,9 +116,6 @@ class ReportedKind(Generic[S]):
     # also write the deprecated DecisionAvailable mirror of ScalingActive (LLMScaler)
     decision_available: bool = False
 
-
-ES_REPORTED: ReportedKind[ElasticScalerStatus] = ReportedKind(
-    ElasticScaler.API_VERSION, ElasticScaler.KIND, ElasticScalerStatus)
 
 
 @dataclass(frozen=True)
