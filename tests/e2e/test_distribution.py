@@ -176,13 +176,13 @@ def test_the_bare_install_runs_without_the_extras(venv: Path) -> None:
     assert "simulate" in _in_venv(venv, "escaler", "--help").stdout
     for command in ("manager", "slo-api", "simulate"):
         assert _in_venv(venv, "escaler", command, "--help").stdout.startswith(f"usage: escaler {command}")
+    sloapi, sim = "the SLO API's dependencies: pip install 'escaler[sloapi]'", \
+        "the simulator's dependencies: pip install 'escaler[sim]'"
+    out = str(venv.parent / "sim")
     for argv, line in [
-        (["slo-api", "--auth", "none"],
-         "escaler slo-api: needs fastapi, uvicorn, the SLO API's dependencies: pip install 'escaler[sloapi]'"),
-        (["simulate", "--out", str(venv.parent / "sim")],
-         "escaler simulate: needs scipy, matplotlib, the simulator's dependencies: pip install 'escaler[sim]'"),
-        (["simulate", "--no-plots", "--out", str(venv.parent / "sim")],
-         "escaler simulate: needs scipy, the simulator's dependencies: pip install 'escaler[sim]'"),
+        (["slo-api", "--auth", "none"], f"escaler slo-api: needs fastapi, uvicorn, {sloapi}"),
+        (["simulate", "--out", out], f"escaler simulate: needs scipy, matplotlib, {sim}"),
+        (["simulate", "--no-plots", "--out", out], f"escaler simulate: needs scipy, {sim}"),
     ]:
         r = subprocess.run([str(venv / "escaler"), *argv], capture_output=True, text=True, timeout=120,
                            cwd=venv.parent)

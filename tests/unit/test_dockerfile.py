@@ -98,7 +98,8 @@ def _locked_install(runtime: list[dict[str, Any]], lock: str) -> list[str]:
     problems = []
     copied = [shlex.split(c["value"])[-1] for c in _of(runtime, "COPY")
               if shlex.split(c["value"])[0] == lock]
-    if not copied or not re.search(r"pip install [^&]*--require-hashes [^&]*-r " + re.escape(copied[0]), runs):
+    hashed = r"pip install [^&]*--require-hashes [^&]*-r "
+    if not copied or not re.search(hashed + re.escape(copied[0]), runs):
         problems.append(f"dependencies not installed from {lock} with --require-hashes")
     if not re.search(r"pip install [^&]*--no-deps [^&]*\.whl", runs):
         problems.append("the wheel is installed resolving its dependencies (not --no-deps)")
@@ -149,13 +150,15 @@ def dockerfile_problems(text: str) -> list[str]:
     problems = [] if build and outdir else ["the builder stage does not run `python -m build --outdir DIR`"]
     names = [_stage_name(stage) for stage in runtimes]
     if names != list(RUNTIMES):
-        problems.append(f"runtime stages {names} are not {list(RUNTIMES)} (the manager last: the default target)")
+        problems.append(f"runtime stages {names} are not {list(RUNTIMES)} "
+                        "(the manager last: the default target)")
     lines = text.splitlines()
     for name, stage in zip(names, runtimes, strict=True):
         if name in RUNTIMES:
-            problems += [f"{name}: {p}" for p in _runtime_problems(stage, builder_name, outdir, *RUNTIMES[name])]
             # the labels of this stage: the Dockerfile up to its end, where it is the final stage
-            problems += [f"{name}: {p}" for p in _label_problems("\n".join(lines[:stage[-1]["endline"] + 1]))]
+            found = _runtime_problems(stage, builder_name, outdir, *RUNTIMES[name]) + _label_problems(
+                "\n".join(lines[:stage[-1]["endline"] + 1]))
+            problems += [f"{name}: {p}" for p in found]
     for ins in instructions:
         if ins["instruction"] == "ADD" and re.search(r"(https?|ftp)://|git@", ins["value"]):
             problems.append(f"ADD from a URL: {ins['value']!r}")
