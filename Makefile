@@ -21,7 +21,7 @@ endif
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PY_VERSION) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -e '.[dev,sim]'
+	@$(PY) -m pip install -q -e '.[dev,all]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 venv: $(STAMP)

@@ -23,10 +23,12 @@ Sub-commands:
 * ``up`` — creates the kind cluster ``escaler-e2e`` through pytest-kind's ``KindCluster`` (the kind
   binary is ``KIND_BIN``, else ``kind`` on ``PATH``, else built once with ``go install`` from the Go
   module proxy into ``~/.cache/escaler/kind-<version>/bin``, as ``hack/build.sh`` builds the other
-  binaries); builds the image from the repository's ``Dockerfile`` (``docker build``, tag
-  ``escaler:kind``); ``kind load docker-image``s it; installs ``charts/escaler`` with Helm (the binary
-  of ``hack/build.sh helm``) pointed at that image with ``pullPolicy=Never``, and waits until its
-  Deployments are Ready (the image runs ``escaler manager`` and ``escaler slo-api`` in a real cluster).
+  binaries); builds the two images from the repository's ``Dockerfile`` (``docker build``: the
+  manager's default target, tag ``escaler:kind``, and ``--target slo-api``, tag
+  ``escaler-slo-api:kind``); ``kind load docker-image``s them; installs ``charts/escaler`` with Helm
+  (the binary of ``hack/build.sh helm``) pointed at them (``image``, ``sloApi.image``) with
+  ``pullPolicy=Never``, and waits until its Deployments are Ready (the images run ``escaler manager``
+  and ``escaler slo-api`` in a real cluster).
   Prints the kubeconfig path. ``e2e`` and ``demo`` then scale the chart's manager to 0: the suite and
   the demo run managers of their own, which must not reconcile beside another one.
 * ``down`` — deletes the cluster (``KEEP_CLUSTER=1`` keeps it after ``e2e``/``demo``).
@@ -50,6 +52,7 @@ CACHE = Path(os.environ.get("ESCALER_CACHE") or Path.home() / ".cache" / "escale
 KIND_VERSION = "v0.33.0"
 CLUSTER_NAME = "escaler-e2e"
 IMAGE = "escaler:kind"
+SLO_API_IMAGE = "escaler-slo-api:kind"  # the Dockerfile's slo-api target
 RELEASE = "escaler"
 RELEASE_NAMESPACE = "escaler-system"
 MANAGER_SELECTOR = "app.kubernetes.io/name=escaler,app.kubernetes.io/component=manager"
@@ -136,12 +139,15 @@ def up() -> Any:
     kc = cluster()
     kc.create()
     _run("docker", "build", "-t", IMAGE, "-f", ROOT / "Dockerfile", ROOT)
-    kc.load_docker_image(IMAGE)
-    repository, tag = IMAGE.split(":")
+    _run("docker", "build", "--target", "slo-api", "-t", SLO_API_IMAGE, "-f", ROOT / "Dockerfile", ROOT)
+    sets = []
+    for image, value in ((IMAGE, "image"), (SLO_API_IMAGE, "sloApi.image")):
+        kc.load_docker_image(image)
+        repository, tag = image.split(":")
+        sets += ["--set", f"{value}.repository={repository}", "--set", f"{value}.tag={tag}"]
     _run(cached_binary("helm", "helm"), "upgrade", "--install", RELEASE, ROOT / "charts" / "escaler",
          "--kubeconfig", kc.kubeconfig_path, "--namespace", RELEASE_NAMESPACE, "--create-namespace",
-         "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-         "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m")
+         *sets, "--set", "image.pullPolicy=Never", "--wait", "--timeout", "5m")
     print(f"kind cluster {CLUSTER_NAME} is up; KUBECONFIG={kc.kubeconfig_path}", flush=True)
     return kc
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from escaler.cli import extras
 from escaler.scaling.predict import MAX_SLOTS
 from escaler.sim.engine import SimOptions
 from escaler.sim.model import DEFAULT_PROFILE, PROFILES, ProfileError, load_profile
@@ -204,17 +205,14 @@ def _note(message: str) -> None:
 
 def missing_dependencies(plots: bool) -> list[str]:
     """The ``sim`` extra's modules this run needs and cannot import."""
-    import importlib.util
-
-    return [m for m in ("scipy", *(("matplotlib",) if plots else ())) if importlib.util.find_spec(m) is None]
+    return extras.missing(("scipy", *(("matplotlib",) if plots else ())))
 
 
 def run(args: argparse.Namespace) -> int:
-    missing = missing_dependencies(not args.no_plots)
-    if missing:
-        print(f"escaler simulate: needs {', '.join(missing)}, the simulator's dependencies: "
-              "pip install 'escaler[sim]'", file=sys.stderr)
-        return 3
+    absent = missing_dependencies(not args.no_plots)
+    if absent:
+        print(extras.missing_message("simulate", "sim", absent), file=sys.stderr)
+        return extras.EXIT_MISSING
     if args.min_replicas > args.max_replicas:
         print(f"escaler simulate: --min-replicas {args.min_replicas} > --max-replicas {args.max_replicas}",
               file=sys.stderr)

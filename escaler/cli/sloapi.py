@@ -18,7 +18,9 @@ still open after ``GRACEFUL_SHUTDOWN_SECONDS``), and stops the informers. At mos
 ``MAX_CONNECTIONS`` connections are served at once (503 beyond).
 
 Exit codes: 0 after a stop, 1 when the cluster configuration cannot be loaded or the port cannot
-be bound, 2 for a usage error. RBAC: ``manifests/rbac/slo-api.yaml``.
+be bound, 2 for a usage error, 3 when the ``sloapi`` extra is not installed (one line naming
+``pip install 'escaler[sloapi]'``: a bare ``pip install escaler`` and the manager's image leave
+FastAPI and uvicorn out; ``escaler.cli.extras``). RBAC: ``manifests/rbac/slo-api.yaml``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from escaler.cli import extras
 from escaler.cli.flags import bind_address
 from escaler.cli.logging_setup import LOG_FORMATS, LOG_LEVELS, setup_logging
 from escaler.kube.config import ConfigError, load_config, new_api_client, pool_size_for
@@ -203,6 +206,10 @@ def build_service(flags: SLOApiFlags, rest: RestClient) -> SLOService:
 
 
 def run(args: argparse.Namespace) -> int:
+    absent = extras.missing(extras.EXTRAS["sloapi"].modules)
+    if absent:
+        print(extras.missing_message("slo-api", "sloapi", absent), file=sys.stderr)
+        return extras.EXIT_MISSING
     import uvicorn
 
     from escaler.sloapi.app import create_app

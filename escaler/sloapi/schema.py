@@ -7,6 +7,8 @@ the JSON names (camelCase), as the CRDs spell them.
 * ``RouteSummary`` / ``RouteList``: ``GET /config``.
 * ``LLMRoute`` / ``JobRoute``: ``GET /config/namespaces/{namespace}/{route}`` and the answer to
   ``PUT``/``DELETE``.
+* ``Observed``: a route's ``observed`` (in both of the above): objectives, measured values and
+  decision from the CR's status (``escaler.sloapi.observed``), read-only.
 * ``LLMRoutePatch`` / ``JobRoutePatch``: the ``PUT`` body, a JSON merge patch (RFC 7396) —
   every field optional, ``null`` removes an optional one.
 * ``ErrorResponse``: every error, ``{"error": {"code", "message"}}``.
@@ -33,6 +35,10 @@ __all__ = [
     "LLMRoute",
     "LLMRoutePatch",
     "OTPSPatch",
+    "Observed",
+    "ObservedDecision",
+    "ObservedObjective",
+    "ObservedReady",
     "Probe",
     "Queue",
     "QueuePatch",
@@ -78,6 +84,37 @@ class Queue(_Wire):
     promql: str = Field(min_length=1, max_length=4096)
 
 
+class ObservedObjective(_Wire):
+    signal: str = Field(description="The decision engine's signal key: ttftMs, otps or queueDepth.")
+    objective: str = Field(description="The objective in words, e.g. 'TTFT p90 <= 500 ms'.")
+    measured: str | None = Field(description="The value the last decision was computed from, named and "
+                                 "with its unit ('TTFT p90 612 ms'); null when there is none (no status "
+                                 "yet, or the signal could not be read).")
+
+
+class ObservedDecision(_Wire):
+    replicas: int | None = Field(description="The decided replica count.")
+    reason: str = Field(description="Why, in the engine's words.")
+    time: str = Field(description="When the decision was computed (RFC 3339).")
+
+
+class ObservedReady(_Wire):
+    status: str = Field(description="True, False or Unknown.")
+    reason: str
+    message: str
+
+
+class Observed(_Wire):
+    """What the decision engine observed of the route (its status), read-only."""
+
+    objectives: list[ObservedObjective]
+    decision: ObservedDecision | None = Field(description="null: the engine has written none yet.")
+    ready: ObservedReady | None = Field(description="The Ready condition; null: no status yet.")
+
+
+OBSERVED_DESCRIPTION = "Read-only: the objectives, the latest measured values and the engine's decision."
+
+
 class RouteSummary(_Wire):
     namespace: str = Field(description="The namespace of the route's SLO requirement: a route is a "
                            "serviceId within its namespace.")
@@ -85,6 +122,7 @@ class RouteSummary(_Wire):
     kind: RouteKind
     high_priority: bool
     bounds: Bounds | None
+    observed: Observed = Field(description=OBSERVED_DESCRIPTION)
 
 
 class RouteList(_Wire):
@@ -100,6 +138,7 @@ class LLMRoute(_Wire):
     ttft: TTFT | None = None
     otps: OTPS | None = None
     bounds: Bounds | None
+    observed: Observed = Field(description=OBSERVED_DESCRIPTION)
 
 
 class JobRoute(_Wire):
@@ -109,6 +148,7 @@ class JobRoute(_Wire):
     concurrency_per_replica: int = Field(ge=1)
     queue: Queue
     bounds: Bounds | None
+    observed: Observed = Field(description=OBSERVED_DESCRIPTION)
 
 
 class BoundPatch(_Wire):

@@ -26,6 +26,9 @@ is an ``SLOApiError``):
   (nothing to clear → no write). Both answer the route's full body from what the API server
   returned, and map the API server's failures with ``errors.from_upstream``. A write is recorded
   in the index (``SLOIndex.record_write``), so the next read shows it even before the watch does.
+* **Observed.** Every route in an answer (the listing's summaries, a route's body) carries
+  ``observed`` (``escaler.sloapi.observed``): its objectives, the latest measured values and the
+  engine's decision from the CR's status, read-only.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from escaler.sloapi import translate
 from escaler.sloapi.errors import SLOApiError, from_upstream
 from escaler.sloapi.index import Entry, SLOIndex
 from escaler.sloapi.kinds import GROUP, VERSION, SLOKind
+from escaler.sloapi.observed import FIELD, observed
 
 __all__ = ["CONFLICT_MESSAGE", "GONE_MESSAGE", "SLOService", "SLOWriter"]
 
@@ -169,11 +173,12 @@ class SLOService:
                                    f'({", ".join(k.plural for k in self.index.kinds)}) in API group '
                                    f'"{GROUP}" in any namespace holding routes')
         visible.sort(key=lambda e: (e.route, e.namespace, e.key))
-        return {"routes": [translate.summary(e.kind, e.obj) for e in visible]}
+        return {"routes": [{**translate.summary(e.kind, e.obj), FIELD: observed(e.kind, e.obj)}
+                           for e in visible]}
 
     def get(self, namespace: str, route: str, user: UserInfo | None) -> dict[str, Any]:
         e = self._entry(namespace, route, user, "get")
-        return translate.full(e.kind, e.obj)
+        return _body(e.kind, e.obj)
 
     def put(self, namespace: str, route: str, user: UserInfo | None, body: Any) -> dict[str, Any]:
         e = self._entry(namespace, route, user, "patch")
@@ -182,14 +187,14 @@ class SLOService:
         cr_patch = translate.spec_patch(e.kind, patch)
         merged = translate.full(e.kind, {"spec": translate.merge(e.obj.get("spec"), cr_patch["spec"])})
         if merged == current:  # compared as shown, so a default written out is no change either
-            return current
+            return _body(e.kind, e.obj)
         return self._write(e, route, cr_patch)
 
     def delete(self, namespace: str, route: str, user: UserInfo | None) -> dict[str, Any]:
         e = self._entry(namespace, route, user, "patch")
         cr_patch = translate.clear_patch(e.kind, e.obj)
         if cr_patch is None:
-            return translate.full(e.kind, e.obj)
+            return _body(e.kind, e.obj)
         return self._write(e, route, cr_patch)
 
     def _write(self, e: Entry, route: str, cr_patch: dict[str, Any]) -> dict[str, Any]:
@@ -202,9 +207,14 @@ class SLOService:
             raise err from None
         _log.info("route %s written (%s %s/%s)", route, e.kind.kind, e.namespace, e.name)
         if not isinstance(written, Mapping):
-            return translate.full(e.kind, {})
+            return _body(e.kind, {})
         self.index.record_write(e.kind, written)  # a listing right after this shows the write
-        return translate.full(e.kind, written)
+        return _body(e.kind, written)
+
+
+def _body(kind: SLOKind, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A route's answer: its body (``translate.full``) and what the engine observed of it."""
+    return {**translate.full(kind, obj), FIELD: observed(kind, obj)}
 
 
 def _attributes(verb: str, kind: SLOKind, namespace: str, name: str) -> ResourceAttributes:

@@ -10,11 +10,13 @@ Contract (pure: data in, data out; every refusal is an ``SLOApiError(400)`` nami
 * ``validate_patch(kind, body, current)`` checks a ``PUT`` body, a JSON merge patch (RFC 7396)
   of the route body: an object; no unknown field; a field of the other kind refused naming the
   kind that takes it (``ttft`` on a job route); read-only fields (``route``, ``kind``,
-  ``deployType``) only with their current value; per-field types and ranges (the CRD's
-  ``minimum``s; ``promql`` 1..4096 characters); bound types allowed for the kind at each end;
-  ``null`` removes an optional field, but not ``queue`` (required on a job route). Nested
-  objects merge: ``{"ttft": {"targetMs": 500}}`` keeps the stored ``promql``. Cross-field
-  rules are left to the API server, which checks the merged spec with the CRD's CEL rules.
+  ``deployType``) only with their current value; ``observed`` (``escaler.sloapi.observed``: the
+  engine's status, which moves on its own) with any value, ignored, so a GET body PUTs back;
+  per-field types and ranges (the CRD's ``minimum``s; ``promql`` 1..4096 characters); bound
+  types allowed for the kind at each end; ``null`` removes an optional field, but not ``queue``
+  (required on a job route). Nested objects merge: ``{"ttft": {"targetMs": 500}}`` keeps the
+  stored ``promql``. Cross-field rules are left to the API server, which checks the merged spec
+  with the CRD's CEL rules.
 * ``spec_patch(kind, body)`` → the CR merge patch ``{"spec": {...}}`` of a validated body.
 * ``clear_patch(kind, current)`` → the merge patch of ``DELETE``: ``null`` for every optional
   section present (LLM: ``ttft``, ``otps``), ``None`` when there is nothing to clear (a job
@@ -31,6 +33,7 @@ from typing import Any
 from escaler.api.slo import DeployType
 from escaler.sloapi.errors import SLOApiError
 from escaler.sloapi.kinds import KINDS, LLM, SLOKind
+from escaler.sloapi.observed import FIELD as OBSERVED
 
 __all__ = [
     "MAX_PROMQL_LENGTH",
@@ -243,6 +246,8 @@ def validate_patch(kind: SLOKind, body: Any, current: Mapping[str, Any]) -> Mapp
     ``current`` is the route's ``full`` body (read-only fields are compared with it)."""
     patch = _object("request body", body)
     for key, value in patch.items():
+        if key == OBSERVED:
+            continue  # the engine's status, as a GET showed it: never written, so a GET body PUTs back
         if key in kind.read_only:
             if value != current.get(key):
                 raise _bad(key, f"is read-only on the SLO API (current value {_shown(current.get(key))}); "

@@ -4,12 +4,16 @@ The wheel is built exactly as the Dockerfile's builder stage builds it: its ``CO
 from the Dockerfile with dockerfile-parse, minus what ``.dockerignore`` drops) are copied into an
 empty build context, then ``python -m build --no-isolation --wheel`` (the backend is the dev
 virtualenv's; no network build environment). A CLEAN virtualenv (no system site packages) then
-``pip install``s only that wheel, its dependencies from the package index — what the runtime stage
-does — and the test runs its console scripts: ``escaler version``, ``kubectl-escaler --help``,
-``escaler crds`` and ``escaler samples``; checks the CRDs and samples inside the installed package
-are byte-identical to ``manifests/``; and runs ``kubectl escaler version`` through the real
-kubectl binary with the virtualenv's ``bin`` on ``PATH`` (kubectl's plugin mechanism). ``make dist``
-builds the sdist and a wheel with the same files.
+``pip install``s only that wheel, its dependencies from the package index — what the manager's
+runtime stage does — and the test runs its console scripts: ``escaler version``, ``kubectl-escaler
+--help``, ``escaler crds`` and ``escaler samples``; checks the CRDs and samples inside the installed
+package are byte-identical to ``manifests/``; and runs ``kubectl escaler version`` through the real
+kubectl binary with the virtualenv's ``bin`` on ``PATH`` (kubectl's plugin mechanism). That bare
+install has none of the extras (issue 29: no FastAPI, uvicorn, scipy, matplotlib, numpy, tqdm), and
+``escaler slo-api`` and ``escaler simulate`` say in one line what to install; a second clean
+virtualenv installs ``escaler[all]`` from the same wheel, where both commands' modules import.
+``make dist`` builds the sdist and a wheel with the same files. pip downloads through its own cache
+(``~/.cache/pip``), so only the first run fetches the packages.
 """
 
 from __future__ import annotations
@@ -116,6 +120,18 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     yield root / "bin"
 
 
+@pytest.fixture(scope="module")
+def full_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A second clean virtualenv with ``escaler[all]``: the same wheel and every extra."""
+    with _once(tmp_path_factory, "all-venv") as (d, built):
+        root = d / "venv"
+        if not built:
+            _run(sys.executable, "-m", "venv", root)
+            _run(root / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                 f"{wheel}[all]", timeout=600)
+    yield root / "bin"
+
+
 def _in_venv(bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # cwd outside the repository: nothing of the checkout can be imported by accident
     return _run(bin_dir / args[0], *args[1:], cwd=bin_dir.parent)
@@ -144,19 +160,45 @@ def test_escaler_version_runs_from_the_clean_venv(venv: Path) -> None:
     assert out.startswith(f"escaler {escaler.__version__} (python 3.")
 
 
-def test_the_bare_install_runs_without_the_simulators_dependencies(venv: Path) -> None:
-    """``pip install escaler`` (what the image installs) leaves out the ``sim`` extra: scipy and
-    matplotlib are not there, every command's help still builds, and ``escaler simulate`` says what
-    to install (issue 27 item 17: no plotting stack in the manager's image)."""
-    probe = _in_venv(venv, "python", "-c",
-                     "import importlib.util as u; print([m for m in ('scipy', 'matplotlib', 'numpy', 'tqdm') "
-                     "if u.find_spec(m)])")
-    assert probe.stdout.strip() == "[]", probe.stdout
+EXTRAS_MODULES = ("fastapi", "starlette", "uvicorn", "scipy", "matplotlib", "numpy", "tqdm")
+
+
+def _importable(bin_dir: Path) -> list[str]:
+    probe = _in_venv(bin_dir, "python", "-c", "import importlib.util as u, json; "
+                     f"print(json.dumps([m for m in {EXTRAS_MODULES!r} if u.find_spec(m)]))")
+    return list(json.loads(probe.stdout))
+
+
+def test_the_bare_install_runs_without_the_extras(venv: Path) -> None:
+    """``pip install escaler`` (what the manager's image installs) leaves out the ``sloapi`` and
+    ``sim`` extras: FastAPI, uvicorn, scipy, matplotlib are not there, every command's help still
+    builds, the manager's included, and ``escaler slo-api`` and ``escaler simulate`` say in one line
+    what to install (issue 29; issue 27 item 17)."""
+    assert _importable(venv) == []
     assert "simulate" in _in_venv(venv, "escaler", "--help").stdout
-    r = subprocess.run([str(venv / "escaler"), "simulate", "--no-plots", "--out", str(venv.parent / "sim")],
-                       capture_output=True, text=True, timeout=120, cwd=venv.parent)
-    assert r.returncode == 3, (r.stdout, r.stderr)
-    assert "needs scipy, the simulator's dependencies: pip install 'escaler[sim]'" in r.stderr, r.stderr
+    for command in ("manager", "slo-api", "simulate"):
+        assert _in_venv(venv, "escaler", command, "--help").stdout.startswith(f"usage: escaler {command}")
+    sloapi, sim = "the SLO API's dependencies: pip install 'escaler[sloapi]'", \
+        "the simulator's dependencies: pip install 'escaler[sim]'"
+    out = str(venv.parent / "sim")
+    for argv, line in [
+        (["slo-api", "--auth", "none"], f"escaler slo-api: needs fastapi, uvicorn, {sloapi}"),
+        (["simulate", "--out", out], f"escaler simulate: needs scipy, matplotlib, {sim}"),
+        (["simulate", "--no-plots", "--out", out], f"escaler simulate: needs scipy, {sim}"),
+    ]:
+        r = subprocess.run([str(venv / "escaler"), *argv], capture_output=True, text=True, timeout=120,
+                           cwd=venv.parent)
+        assert (r.returncode, r.stdout, r.stderr) == (3, "", line + "\n"), argv
+
+
+def test_escaler_all_installs_every_extra(full_venv: Path) -> None:
+    """``pip install 'escaler[all]'``: the SLO API's and the simulator's modules import, and their
+    commands' help works."""
+    assert set(_importable(full_venv)) >= {"fastapi", "starlette", "uvicorn", "scipy", "matplotlib", "numpy"}
+    _in_venv(full_venv, "python", "-c", "import escaler.sloapi.app, escaler.sim.bound, escaler.sim.plots")
+    for command in ("simulate", "slo-api"):
+        help_text = _in_venv(full_venv, "escaler", command, "--help").stdout
+        assert help_text.startswith(f"usage: escaler {command}")
 
 
 def test_kubectl_escaler_help_names_itself(venv: Path) -> None:

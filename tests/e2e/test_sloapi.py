@@ -62,7 +62,11 @@ def test_routes_against_the_api_server(cluster: Cluster, namespace: str, tmp_pat
     routes = wait_routes(api, 3)
     assert [(r["route"], r["kind"]) for r in routes] == [
         ("batch-embed", "job"), ("chat-llama", "llm"), ("pd-llama", "llm")]
-    assert set(routes[0]) == {"namespace", "route", "kind", "highPriority", "bounds"}
+    assert set(routes[0]) == {"namespace", "route", "kind", "highPriority", "bounds", "observed"}
+    # no manager runs here: what the engine observed is the objectives alone, no status yet
+    assert routes[0]["observed"] == {"objectives": [
+        {"signal": "queueDepth", "objective": "queue depth <= 200", "measured": None}],
+        "decision": None, "ready": None}
     assert {r["namespace"] for r in routes} == {ns}
     # the unscoped path of 0.1: gone, for a route that exists as for one that does not
     for path in ("/config/chat-llama", "/config/nope"):

@@ -1,6 +1,9 @@
 """The SLO API's form at ``/`` in a real headless browser (Debian's chromium + chromedriver, driven by
 selenium), against a live SLO API on the real API server: list the routes, view one, edit a bound
-(written to the cluster), and see the API's 400 message for an invalid bound.
+(written to the cluster), and see the API's 400 message for an invalid bound. Beside them, read-only,
+what the decision engine wrote in a route's status (issue 29): the objective, the measured values and
+the decision — a status written here as the engine writes it, its reason holding markup that must
+show as text — and "no status yet" for the route without one.
 
 ``make chromium`` (a prerequisite of ``make test`` / ``make e2e``) installs the browser; without it
 this test FAILS saying so — it never skips.
@@ -8,12 +11,14 @@ this test FAILS saying so — it never skips.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -71,9 +76,32 @@ def _wait_loads(driver: webdriver.Chrome, n: int) -> None:
         lambda d: int(d.find_element(By.ID, "routes").get_attribute("data-loads") or 0) >= n)
 
 
+# a decision reason holding markup: the page must show it as text, never parse it
+MARKUP_REASON = ('TTFT p90 (ms) 950 vs target 800 <b id="injected">misses</b> & <i>the SLO</i>: '
+                 "scale up 3 -> 4")
+DECIDED_AT = "2026-12-06T22:00:00Z"
+
+
+def _write_engine_status(cluster: Cluster, ns: str) -> None:
+    """chat-cr's status as the decision engine writes it (escaler.reconcilers.slo.report)."""
+    status = {"observedGeneration": 1, "decision": {
+        "replicas": 4, "reason": MARKUP_REASON, "time": DECIDED_AT,
+        "signals": {"currentReplicas": 3, "ttftMs": 950, "ttftTargetMs": 800, "otps": 22, "otpsTarget": 20}},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "Sized", "observedGeneration": 1,
+                        "message": "every signal was read", "lastTransitionTime": DECIDED_AT}]}
+    cluster.kubectl("patch", "llmslorequirements.llm.escaler.io", "chat-cr", "-n", ns, "--subresource=status",
+                    "--type=merge", "-p", json.dumps({"status": status}))
+
+
+def _cells(row: Any) -> dict[str, str]:
+    return {c: row.find_element(By.CSS_SELECTOR, f"td.{c}").text
+            for c in ("objective", "measured", "decision")}
+
+
 def test_form_lists_views_edits_and_shows_400(cluster: Cluster, namespace: str, tmp_path: Path) -> None:
     ns = namespace
     apply_in(cluster, ns, llm_slo("chat-cr", "chat-llama"), job_slo("batch-cr", "batch-embed"))
+    _write_engine_status(cluster, ns)
     with chromium() as browser:
         api = start_slo_api(cluster, tmp_path, namespace=ns)
         try:
@@ -88,10 +116,23 @@ def test_form_lists_views_edits_and_shows_400(cluster: Cluster, namespace: str, 
             assert [r.get_attribute("data-route") for r in rows] == ["batch-embed", "chat-llama"]
             assert [r.get_attribute("data-namespace") for r in rows] == [ns, ns]
             assert "replica 1 .. replica 8" in rows[1].text
+            # what the engine observed, read-only: chat-llama's status; batch-embed has none yet
+            assert _cells(rows[1]) == {"objective": "TTFT p90 <= 800 ms; OTPS >= 20 tokens/s",
+                                       "measured": "TTFT p90 950 ms; OTPS 22 tokens/s",
+                                       "decision": "4 replicas"}
+            assert _cells(rows[0]) == {"objective": "queue depth <= 200", "measured": "no status yet",
+                                       "decision": "no status yet"}
             # view one
             rows[1].find_element(By.CSS_SELECTOR, "button.view").click()
             detail = _wait_text(browser, "detail", '"route": "chat-llama"')
             assert '"promql"' in detail
+            assert _observed(browser) == {
+                "objective": "TTFT p90 <= 800 ms; OTPS >= 20 tokens/s",
+                "measured": "TTFT p90 950 ms; OTPS 22 tokens/s", "decision": "4 replicas",
+                "reason": MARKUP_REASON, "ready": "True Sized: every signal was read", "time": DECIDED_AT}
+            # the reason's markup is text: no element was made of it
+            assert browser.find_elements(By.ID, "injected") == []
+            assert browser.find_elements(By.CSS_SELECTOR, "#observed-reason *") == []
             # edit a bound: max replica 12, written to the CR
             Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("max")
             Select(browser.find_element(By.ID, "bound-type")).select_by_visible_text("replica")
@@ -124,12 +165,20 @@ def test_form_lists_views_edits_and_shows_400(cluster: Cluster, namespace: str, 
             rows = browser.find_elements(By.CSS_SELECTOR, "#routes tbody tr")
             rows[0].find_element(By.CSS_SELECTOR, "button.view").click()
             _wait_text(browser, "detail", '"route": "batch-embed"')
+            assert _observed(browser) == {"objective": "queue depth <= 200", "measured": "no status yet",
+                                          "decision": "no status yet", "reason": "", "ready": "", "time": ""}
             Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("max")
             assert _offered(browser) == ["replica"]
             Select(browser.find_element(By.ID, "bound-end")).select_by_visible_text("min")
             assert _offered(browser) == ["replica", "concurrency"]
         finally:
             api.stop()
+
+
+def _observed(browser: webdriver.Chrome) -> dict[str, str]:
+    """The read-only values beside the bound editor."""
+    return {k: browser.find_element(By.ID, f"observed-{k}").text
+            for k in ("objective", "measured", "decision", "reason", "ready", "time")}
 
 
 def _offered(browser: webdriver.Chrome) -> list[str]:

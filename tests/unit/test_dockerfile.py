@@ -1,16 +1,20 @@
 """The Dockerfile, checked with a Dockerfile parser (no container engine runs here).
 
-``dockerfile_problems(text)`` lists every rule the image breaks: multi-stage with a builder stage;
-the final stage on a ``-slim`` Python base; a numeric non-root ``USER`` set before the exec-form
-``ENTRYPOINT ["escaler"]`` (default ``CMD ["manager"]``); the runtime installs exactly the wheel the
-builder stage built (``COPY --from=builder`` of the build's ``--outdir``, then ``pip install`` of a
-``.whl`` from there, ``--no-deps``: its dependencies come only from ``requirements.lock``, installed
-with ``--require-hashes``), and ``pip`` is uninstalled before the image is done; nothing ``ADD``ed
-from a URL; every ``pip install`` with ``--no-cache-dir``;
-the ``org.opencontainers.image.*`` labels, with the version equal to ``escaler.__version__``; no
-secret-looking ``ENV``/``ARG``. The real Dockerfile has none; each mutated one below has the one
-its mutation causes, so the checks are not vacuous. ``.dockerignore`` is an allow-list that lets
-in exactly what the builder stage copies.
+``dockerfile_problems(text)`` lists every rule the images break: multi-stage with a builder stage
+first, then the runtime stages ``RUNTIMES`` in that order — the SLO API's (``--target slo-api``) and
+the manager's last (the default target, what ``docker build .`` makes). Each runtime stage is on a
+``-slim`` Python base; a numeric non-root ``USER`` set before the exec-form ``ENTRYPOINT
+["escaler"]`` (default ``CMD`` its command); it installs exactly the wheel the builder stage built
+(``COPY --from=builder`` of the build's ``--outdir``, then ``pip install`` of a ``.whl`` from
+there, ``--no-deps``: its dependencies come only from its lock, installed with
+``--require-hashes``: ``requirements.lock`` for the manager, ``requirements-sloapi.lock`` for the
+SLO API), and ``pip`` is uninstalled before the image is done; nothing ``ADD``ed from a URL; every
+``pip install`` with ``--no-cache-dir``; the ``org.opencontainers.image.*`` labels, with the version
+equal to ``escaler.__version__``; no secret-looking ``ENV``/``ARG``. The real Dockerfile has none;
+each mutated one below has the one its mutation causes, so the checks are not vacuous.
+``.dockerignore`` is an allow-list that lets in exactly what the stages copy. The locks: the
+manager's carries no extra (neither FastAPI and uvicorn nor the simulator's stack, issue 29), the SLO
+API's adds the ``sloapi`` extra at the same versions.
 """
 
 from __future__ import annotations
@@ -57,8 +61,12 @@ def _of(stage: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [i for i in stage if i["instruction"] == kind]
 
 
+# runtime stage name -> (the lock it installs, its default CMD); the last is the default target
+RUNTIMES = {"slo-api": ("requirements-sloapi.lock", "slo-api"), "manager": ("requirements.lock", "manager")}
+
+
 def _runtime_problems(runtime: list[dict[str, Any]], builder_name: str | None,
-                      outdir: str | None) -> list[str]:
+                      outdir: str | None, lock: str, command: str) -> list[str]:
     problems = []
     base = runtime[0]["value"].split()[0]
     if not re.fullmatch(r"python:3\.\d+-slim(@sha256:[0-9a-f]{64})?", base):
@@ -66,7 +74,7 @@ def _runtime_problems(runtime: list[dict[str, Any]], builder_name: str | None,
     users = _of(runtime, "USER")
     entry = _of(runtime, "ENTRYPOINT")
     if not users:
-        problems.append("no USER in the final stage")
+        problems.append("no USER in the stage")
     else:
         uid, _, gid = users[-1]["value"].strip().partition(":")
         if not uid.isdigit() or int(uid) == 0 or (gid and (not gid.isdigit() or int(gid) == 0)):
@@ -76,22 +84,23 @@ def _runtime_problems(runtime: list[dict[str, Any]], builder_name: str | None,
     if not entry or _exec_form(entry[-1]["value"]) != ["escaler"]:
         problems.append('ENTRYPOINT is not exec-form ["escaler"]')
     cmd = _of(runtime, "CMD")
-    if not cmd or _exec_form(cmd[-1]["value"]) != ["manager"]:
-        problems.append('CMD is not exec-form ["manager"]')
+    if not cmd or _exec_form(cmd[-1]["value"]) != [command]:
+        problems.append(f'CMD is not exec-form ["{command}"]')
     problems += _installs_builder_wheel(runtime, builder_name, outdir)
-    problems += _locked_install(runtime)
+    problems += _locked_install(runtime, lock)
     return problems
 
 
-def _locked_install(runtime: list[dict[str, Any]]) -> list[str]:
-    """The runtime's dependencies from requirements.lock with hashes, the wheel without resolving
+def _locked_install(runtime: list[dict[str, Any]], lock: str) -> list[str]:
+    """The runtime's dependencies from its lock with hashes, the wheel without resolving
     anything, and no pip left behind (issue 27 item 17)."""
     runs = " && ".join(r["value"] for r in _of(runtime, "RUN"))
     problems = []
-    lock = [shlex.split(c["value"])[-1] for c in _of(runtime, "COPY")
-            if shlex.split(c["value"])[0] == "requirements.lock"]
-    if not lock or not re.search(r"pip install [^&]*--require-hashes [^&]*-r " + re.escape(lock[0]), runs):
-        problems.append("dependencies not installed from requirements.lock with --require-hashes")
+    copied = [shlex.split(c["value"])[-1] for c in _of(runtime, "COPY")
+              if shlex.split(c["value"])[0] == lock]
+    hashed = r"pip install [^&]*--require-hashes [^&]*-r "
+    if not copied or not re.search(hashed + re.escape(copied[0]), runs):
+        problems.append(f"dependencies not installed from {lock} with --require-hashes")
     if not re.search(r"pip install [^&]*--no-deps [^&]*\.whl", runs):
         problems.append("the wheel is installed resolving its dependencies (not --no-deps)")
     if not re.search(r"pip uninstall [^&]*\bpip\b", runs):
@@ -131,7 +140,7 @@ def dockerfile_problems(text: str) -> list[str]:
     stages = _stages(instructions)
     if len(stages) < 2:
         return ["not multi-stage: a builder stage builds the wheel, the final stage installs it"]
-    builder, runtime = stages[0], stages[-1]
+    builder, runtimes = stages[0], stages[1:]
     builder_name = _stage_name(builder)
     build = [r["value"] for r in _of(builder, "RUN") if "-m build" in r["value"]]
     outdir = None
@@ -139,7 +148,17 @@ def dockerfile_problems(text: str) -> list[str]:
         m = re.search(r"--outdir[= ](\S+)", build[-1])
         outdir = m.group(1) if m else None
     problems = [] if build and outdir else ["the builder stage does not run `python -m build --outdir DIR`"]
-    problems += _runtime_problems(runtime, builder_name, outdir)
+    names = [_stage_name(stage) for stage in runtimes]
+    if names != list(RUNTIMES):
+        problems.append(f"runtime stages {names} are not {list(RUNTIMES)} "
+                        "(the manager last: the default target)")
+    lines = text.splitlines()
+    for name, stage in zip(names, runtimes, strict=True):
+        if name in RUNTIMES:
+            # the labels of this stage: the Dockerfile up to its end, where it is the final stage
+            found = _runtime_problems(stage, builder_name, outdir, *RUNTIMES[name]) + _label_problems(
+                "\n".join(lines[:stage[-1]["endline"] + 1]))
+            problems += [f"{name}: {p}" for p in found]
     for ins in instructions:
         if ins["instruction"] == "ADD" and re.search(r"(https?|ftp)://|git@", ins["value"]):
             problems.append(f"ADD from a URL: {ins['value']!r}")
@@ -151,13 +170,12 @@ def dockerfile_problems(text: str) -> list[str]:
         if ins["instruction"] in ("ENV", "ARG") and re.search(r"(PASSWORD|SECRET|TOKEN|API_?KEY)\w*=",
                                                               ins["value"], re.I):
             problems.append(f"secret-looking {ins['instruction']}: {ins['value']!r}")
-    problems += _label_problems(text)
     return problems
 
 
 def _label_problems(text: str) -> list[str]:
     parser = DockerfileParser(fileobj=io.BytesIO(text.encode()))
-    labels = parser.labels  # of the final stage, ARG defaults substituted
+    labels = parser.labels  # of the final stage of ``text``, ARG defaults substituted
     missing = [k for k in LABELS if not labels.get(f"org.opencontainers.image.{k}")]
     problems = [f"missing label org.opencontainers.image.{k}" for k in missing]
     version = labels.get("org.opencontainers.image.version")
@@ -171,31 +189,41 @@ def test_the_dockerfile_has_no_problems() -> None:
 
 
 MUTATIONS = {
-    "single stage": (r"(?s)\A.*?(?=FROM python:3\.11-slim\n)", "", "not multi-stage"),
-    "full base": (r"FROM python:3\.11-slim\n", "FROM python:3.11\n", "is not a python:3.x-slim image"),
-    "root user": (r"USER 65532:65532", "USER root", "is not a numeric non-root"),
+    "single stage": (r"(?s)\A.*?(?=FROM python:3\.11-slim AS manager\n)", "", "not multi-stage"),
+    "full base": (r"FROM python:3\.11-slim AS manager\n", "FROM python:3.11 AS manager\n",
+                  "manager: final FROM 'python:3.11' is not a python:3.x-slim image"),
+    "root user": (r"USER 65532:65532", "USER root", "slo-api: USER 'root' is not a numeric non-root"),
     "uid 0": (r"USER 65532:65532", "USER 0", "is not a numeric non-root"),
-    "no user": (r"USER 65532:65532\n", "", "no USER in the final stage"),
-    "user after entrypoint": (r"(?s)USER 65532:65532\n(.*)\nCMD", r"\1\nUSER 65532\nCMD",
-                              "USER is set after ENTRYPOINT"),
+    "no user": (r"USER 65532:65532\n", "", "slo-api: no USER in the stage"),
+    "user after entrypoint": (r"(?s)USER 65532:65532\n(.*?)\nCMD", r"\1\nUSER 65532\nCMD",
+                              "slo-api: USER is set after ENTRYPOINT"),
     "shell-form entrypoint": (r'ENTRYPOINT \["escaler"\]', "ENTRYPOINT escaler",
                               "ENTRYPOINT is not exec-form"),
-    "other cmd": (r'CMD \["manager"\]', 'CMD ["slo-api"]', "CMD is not exec-form"),
+    "other cmd": (r'CMD \["manager"\]', 'CMD ["slo-api"]', 'manager: CMD is not exec-form ["manager"]'),
+    "slo-api runs the manager": (r'CMD \["slo-api"\]', 'CMD ["manager"]',
+                                 'slo-api: CMD is not exec-form ["slo-api"]'),
     "wheel from the index": (r"pip install --no-cache-dir --no-deps /wheels/escaler-\*\.whl",
                              "pip install --no-cache-dir --no-deps escaler", "no RUN pip install of a .whl"),
     "not from the builder": (r"--from=builder", "--from=python:3.11-slim", "does not COPY --from=builder"),
     "pip cache": (r"pip install --no-cache-dir --no-deps /wheels", "pip install --no-deps /wheels",
                   "without --no-cache-dir"),
-    "unhashed dependencies": (r"--require-hashes ", "", "not installed from requirements.lock"),
+    "unhashed dependencies": (r"--require-hashes ", "", "not installed from requirements-sloapi.lock"),
     "no lock": (r"COPY requirements.lock /tmp/requirements.lock\n", "",
-                "not installed from requirements.lock"),
+                "manager: dependencies not installed from requirements.lock"),
+    "slo-api without its extra": (r"COPY requirements-sloapi\.lock", "COPY requirements.lock",
+                                  "slo-api: dependencies not installed from requirements-sloapi.lock"),
+    "manager with the SLO API's lock": (r"COPY requirements\.lock", "COPY requirements-sloapi.lock",
+                                        "manager: dependencies not installed from requirements.lock"),
+    "no slo-api target": (r"AS slo-api", "AS api", "runtime stages ['api', 'manager'] are not"),
+    "slo-api is the default target": (r"(?s)(# the SLO API.*?)(# the manager.*)\Z", r"\2\n\1",
+                                      "runtime stages ['manager', 'slo-api'] are not"),
     "wheel resolves": (r"--no-deps /wheels", "/wheels", "not --no-deps"),
     "pip kept": (r" \\\n    && python -m pip uninstall --yes pip setuptools wheel", "",
-                 "pip stays in the image"),
+                 "slo-api: pip stays in the image"),
     "add url": (r"USER 65532", "ADD https://example.com/x.tgz /x\nUSER 65532", "ADD from a URL"),
     "secret env": (r"USER 65532", "ENV HF_TOKEN=abc\nUSER 65532", "secret-looking ENV"),
-    "no labels": (r"(?s)LABEL .*?(?=\nENV)", "", "missing label org.opencontainers.image.title"),
-    "stale version": (r"ARG VERSION=\S+", "ARG VERSION=0.0.9", "label version '0.0.9'"),
+    "no labels": (r"(?s)LABEL .*?(?=\nENV)", "", "slo-api: missing label org.opencontainers.image.title"),
+    "stale version": (r"ARG VERSION=\S+", "ARG VERSION=0.0.9", "slo-api: label version '0.0.9'"),
 }
 
 
@@ -221,11 +249,11 @@ def test_dockerignore_lets_in_exactly_what_the_builder_copies() -> None:
     assert {"pyproject.toml", readme, "escaler"} <= copied, "the build needs pyproject, readme, package"
 
 
-def _locked() -> dict[str, tuple[str, int]]:
-    """requirements.lock: name → (version, number of hashes)."""
+def _locked(lock: str = "requirements.lock") -> dict[str, tuple[str, int]]:
+    """A lock: name → (version, number of hashes)."""
     pins: dict[str, tuple[str, int]] = {}
     name = ""
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
+    for line in (ROOT / lock).read_text().splitlines():
         m = re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line)
         if m:
             name = m.group(1).lower().replace("_", "-")
@@ -236,21 +264,47 @@ def _locked() -> dict[str, tuple[str, int]]:
     return pins
 
 
-def test_the_lock_pins_every_runtime_dependency_with_hashes_and_nothing_of_the_extras() -> None:
-    """requirements.lock (hack/lock.sh) satisfies every [project] dependency of pyproject.toml, each
-    pin carries hashes (pip --require-hashes refuses anything else), and neither the simulator's
-    extra nor pip itself is in it (issue 27 item 17)."""
+def _pins_satisfy(pins: dict[str, tuple[str, int]], deps: list[str], lock: str) -> None:
     from packaging.requirements import Requirement
 
-    pins = _locked()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    for dep in project["dependencies"]:
+    for dep in deps:
         req = Requirement(dep)
         name = req.name.lower().replace("_", "-")
-        assert name in pins, f"{name} is not in requirements.lock: run hack/lock.sh"
+        assert name in pins, f"{name} is not in {lock}: run hack/lock.sh"
         version, hashes = pins[name]
         assert req.specifier.contains(version, prereleases=True), f"{name}=={version} does not satisfy {dep}"
         assert hashes >= 1, f"{name} has no hash"
     assert all(h >= 1 for _, h in pins.values())
-    extras = {Requirement(d).name.lower() for d in project["optional-dependencies"]["sim"]}
-    assert not (extras | {"numpy", "tqdm", "pip", "setuptools"}) & set(pins), sorted(pins)
+
+
+def _extra(project: dict[str, Any], name: str) -> set[str]:
+    from packaging.requirements import Requirement
+
+    return {Requirement(d).name.lower() for d in project["optional-dependencies"][name]}
+
+
+def test_the_lock_pins_every_runtime_dependency_with_hashes_and_nothing_of_the_extras() -> None:
+    """requirements.lock (hack/lock.sh, the manager's image) satisfies every [project] dependency of
+    pyproject.toml, each pin carries hashes (pip --require-hashes refuses anything else), and neither
+    the simulator's extra (issue 27 item 17), the SLO API's (FastAPI, uvicorn and what only they
+    pull: issue 29) nor pip itself is in it."""
+    pins = _locked()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    _pins_satisfy(pins, project["dependencies"], "requirements.lock")
+    left_out = _extra(project, "sim") | _extra(project, "sloapi") | {
+        "numpy", "tqdm", "starlette", "pip", "setuptools"}
+    assert not left_out & set(pins), sorted(left_out & set(pins))
+
+
+def test_the_slo_api_lock_adds_its_extra_at_the_manager_locks_versions() -> None:
+    """requirements-sloapi.lock (the SLO API's image) satisfies the [project] dependencies and the
+    ``sloapi`` extra, carries nothing of the simulator's nor pip, and pins every package both
+    images carry at the same version (hack/lock.sh seeds it from requirements.lock)."""
+    pins, manager = _locked("requirements-sloapi.lock"), _locked()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    _pins_satisfy(pins, [*project["dependencies"], *project["optional-dependencies"]["sloapi"]],
+                  "requirements-sloapi.lock")
+    left_out = _extra(project, "sim") | {"numpy", "tqdm", "pip", "setuptools"}
+    assert not left_out & set(pins), sorted(left_out & set(pins))
+    assert set(manager) < set(pins)
+    assert {n: pins[n][0] for n in manager} == {n: v for n, (v, _) in manager.items()}

@@ -134,3 +134,33 @@ def test_hack_kind_refuses_every_command_without_docker(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 2, (cmd, r.stderr)
         assert f"hack/kind.py {cmd}: Docker is required for E2E_CLUSTER=kind" in r.stderr
+
+
+def test_up_builds_loads_and_installs_both_images(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manager's image (the Dockerfile's default target) and the SLO API's (``--target
+    slo-api``) are built, loaded into kind, and named to the chart (``image``, ``sloApi.image``)."""
+    kind = _kind_module()
+    ran: list[list[str]] = []
+    loaded: list[str] = []
+
+    class FakeCluster:
+        kubeconfig_path = "/kc"
+
+        def create(self) -> None:
+            pass
+
+        def load_docker_image(self, image: str) -> None:
+            loaded.append(image)
+
+    monkeypatch.setattr(kind, "cluster", FakeCluster)
+    monkeypatch.setattr(kind, "cached_binary", lambda component, name: name)
+    monkeypatch.setattr(kind, "_run", lambda *cmd, **kw: ran.append([str(c) for c in cmd]))
+    kind.up()
+    builds = [c for c in ran if c[:2] == ["docker", "build"]]
+    assert [c[2:-3] for c in builds] == [["-t", "escaler:kind"],
+                                         ["--target", "slo-api", "-t", "escaler-slo-api:kind"]]
+    assert loaded == ["escaler:kind", "escaler-slo-api:kind"]
+    helm = next(c for c in ran if c[0] == "helm")
+    sets = {helm[i + 1] for i, a in enumerate(helm) if a == "--set"}
+    assert {"image.repository=escaler", "image.tag=kind", "sloApi.image.repository=escaler-slo-api",
+            "sloApi.image.tag=kind", "image.pullPolicy=Never"} == sets

@@ -47,6 +47,8 @@ CHART = ROOT / "charts" / "escaler"
 RELEASE = "escaler"
 NAMESPACE = "escaler-system"
 IMAGE = f"ghcr.io/escaler/escaler:{escaler.__version__}"
+# the SLO API's own image (the Dockerfile's slo-api target, escaler[sloapi]: issue 29)
+SLO_API_IMAGE = f"ghcr.io/escaler/escaler-slo-api:{escaler.__version__}"
 ROLE_KINDS = ("ClusterRole", "Role")
 BINDING_KINDS = ("ClusterRoleBinding", "RoleBinding")
 
@@ -231,6 +233,7 @@ def test_the_charts_webhook_configuration_is_the_generated_one() -> None:
     ("logLevel=trace", "/logLevel"),
     ("pollInterval=30x", "/pollInterval"),
     ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+    ("sloApi.image.repository=", "/sloApi/image/repository"),
     ("sloApi.auth=basic", "/sloApi/auth"),
     ("webhook.failurePolicy=Maybe", "/webhook/failurePolicy"),
     ("rbac.externalMetrics={*}", "/rbac/externalMetrics/0"),
@@ -243,6 +246,16 @@ def test_a_bad_value_is_refused_naming_the_field(value: str, field: str) -> None
     assert r.returncode != 0, f"helm accepted {value}"
     assert "values don't meet the specifications of the schema" in r.stderr, r.stderr
     assert f"at '{field}'" in r.stderr, r.stderr
+
+
+def test_the_slo_api_runs_its_own_image_and_the_manager_the_managers() -> None:
+    """``sloApi.image`` names the SLO API's image (the manager's has no FastAPI); ``image`` the
+    manager's; the pull policy is both Deployments'."""
+    objs = chart("image.repository=reg.example/escaler", "image.tag=t1", "image.pullPolicy=Always",
+                 "sloApi.image.repository=reg.example/escaler-slo-api", "sloApi.image.tag=t2")
+    images = {c["name"]: (c["image"], c["imagePullPolicy"]) for _, _, c in containers(objs)}
+    assert images == {"manager": ("reg.example/escaler:t1", "Always"),
+                      "slo-api": ("reg.example/escaler-slo-api:t2", "Always")}
 
 
 @pytest.mark.parametrize("text", ["30s", "2m", "1h30m", "500ms", "0", "30", "0.5", "1.5h", "10us", "µs",
@@ -495,7 +508,8 @@ def test_every_deployment_is_locked_down(where: str) -> None:
         assert not csc.get("privileged") and not csc.get("capabilities", {}).get("add"), what
         for bound in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(c["resources"].get(bound, {})), f"{what}: resources.{bound}"
-        assert c["image"] == IMAGE or where.startswith("chart"), f"{what}: image {c['image']}"
+        image = SLO_API_IMAGE if c["name"] == "slo-api" else IMAGE
+        assert c["image"] == image, f"{what}: image {c['image']}"
         assert pod.get("automountServiceAccountToken", True) and pod["serviceAccountName"], what
         # probes: HTTP GETs of /healthz and /readyz on the port the process serves them on
         ports = _ports(c)

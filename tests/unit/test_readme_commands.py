@@ -129,6 +129,9 @@ EXERCISED = (
               "the real kubectl finding kubectl-escaler on PATH"),
     Exercised(r"pip install dist/escaler-[\w.]+-py3-none-any\.whl$",
               {"tests/e2e/test_distribution.py": '"-m", "pip", "install"'}, "into a clean virtualenv"),
+    Exercised(r"pip install 'escaler\[(sloapi|sim|all)\]'$",
+              {"tests/e2e/test_distribution.py": 'f"{wheel}[all]"'},
+              "the wheel with [all] into a second clean virtualenv; each extra's one line: test_cli_extras"),
     Exercised(r"python -m examples\.keycount\b", {"tests/e2e/test_manager.py": '"examples.keycount"'}),
     # hack/
     Exercised(r"hack/cluster\.py up\b", {"tests/e2e/conftest.py": "LocalCluster",
@@ -164,6 +167,10 @@ NOT_RUN = (
     NotRun(r"docker build -t escaler \.$", "no container engine runs in this project's tests; checked: a "
            "Dockerfile parser test, and the e2e suite builds the wheel from the Dockerfile's COPY sources",
            {"tests/unit/test_dockerfile.py": "DockerfileParser", "tests/e2e/test_distribution.py": "COPY"}),
+    NotRun(r"docker build --target slo-api -t escaler-slo-api \.$",
+           "no container engine runs in this project's tests; checked: the Dockerfile parser test's "
+           "slo-api stage, and hack/kind.py builds that target",
+           {"tests/unit/test_dockerfile.py": "slo-api", "hack/kind.py": '"--target", "slo-api"'}),
     NotRun(r"kind load$",
            "run by hack/kind.py only where Docker exists; checked: hack/kind.py loads the image",
            {"hack/kind.py": "load_docker_image"}),

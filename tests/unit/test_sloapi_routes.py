@@ -66,6 +66,9 @@ def test_job_route_get() -> None:
             "route": "batch-embed", "kind": "job", "highPriority": False, "concurrencyPerReplica": 1,
             "queue": {"maxDepth": 200, "promql": PROMQL_QUEUE},
             "bounds": {"min": {"type": "concurrency", "value": 0}, "max": {"type": "replica", "value": 4}},
+            # no status yet: the objective, nothing measured, no decision
+            "observed": {"objectives": [{"signal": "queueDepth", "objective": "queue depth <= 200",
+                                         "measured": None}], "decision": None, "ready": None},
         }
 
 
@@ -150,14 +153,19 @@ def test_list_both_kinds_in_summary_shape() -> None:
     with start_service(_cluster()) as r:
         resp = r.client.get("/config")
         assert resp.status_code == 200, resp.text
-        assert resp.json() == {"routes": [
+        routes = resp.json()["routes"]
+        assert [{k: v for k, v in r.items() if k != "observed"} for r in routes] == [
             {"namespace": "team-b", "route": "batch-embed", "kind": "job", "highPriority": False,
              "bounds": {"min": {"type": "concurrency", "value": 0}, "max": {"type": "replica", "value": 4}}},
             {"namespace": "team-a", "route": "chat-llama", "kind": "llm", "highPriority": False,
              "bounds": {"min": {"type": "replica", "value": 1}, "max": {"type": "replica", "value": 8}}},
             {"namespace": "team-a", "route": "pd-llama", "kind": "llm", "highPriority": False,
              "bounds": {"min": {"type": "pdengine", "value": 1}, "max": {"type": "pdengine", "value": 2}}},
-        ]}
+        ]
+        assert [[o["objective"] for o in r["observed"]["objectives"]] for r in routes] == [
+            ["queue depth <= 200"], ["TTFT p90 <= 800 ms", "OTPS >= 20 tokens/s"],
+            ["TTFT p90 <= 800 ms", "OTPS >= 20 tokens/s"]]
+        assert all(r["observed"]["decision"] is None for r in routes)
 
 
 @pytest.mark.parametrize("method, body", [("GET", None), ("PUT", {"highPriority": True}), ("DELETE", None)],

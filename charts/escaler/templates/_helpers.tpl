@@ -7,8 +7,13 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The manager's image, and the SLO API's (its own: the manager's has no FastAPI). */}}
 {{- define "escaler.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{- define "escaler.sloApiImage" -}}
+{{- printf "%s:%s" .Values.sloApi.image.repository (.Values.sloApi.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* Labels of every object. */}}
