@@ -62,7 +62,7 @@ oracle).
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -100,6 +100,7 @@ MAX_WALK = 1500
 _OFFSET_HORIZON = (timedelta(0), timedelta(days=1), timedelta(days=2))
 _SECOND = timedelta(seconds=1)
 _MINUTE = timedelta(minutes=1)
+_HOUR = timedelta(hours=1)
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _DAY = timedelta(days=1)
@@ -124,7 +125,7 @@ class RuleSchedule:
     # dates (in the start schedule's zone) on which the rule does not start; see the module docstring
     exclude_dates: frozenset[date] = frozenset()
     # exclude_dates indexed by runs (``_runs``), built on first use: a box, not part of the value
-    _index: list[tuple[list[int], list[int], list[int]]] = field(
+    _index: list[tuple[list[int], list[int]]] = field(
         default_factory=list, init=False, repr=False, compare=False, hash=False)
 
     def run_of(self, day: date) -> tuple[date, date]:
@@ -132,9 +133,10 @@ class RuleSchedule:
         (an excluded date): crossing a run is one bisection, however long the run."""
         if not self._index:
             self._index.append(_runs(self.exclude_dates))
-        ords, first, last = self._index[0]
-        i = bisect_left(ords, day.toordinal())
-        return date.fromordinal(first[i]), date.fromordinal(last[i])
+        ords, keys = self._index[0]
+        key = keys[bisect_left(ords, day.toordinal())]
+        return (date.fromordinal(ords[bisect_left(keys, key)]),
+                date.fromordinal(ords[bisect_right(keys, key) - 1]))
 
 
 @dataclass(frozen=True)
@@ -187,19 +189,12 @@ def _matcher(expression: str) -> CronMatcher:
     return CronMatcher(expression)
 
 
-def _runs(excluded: frozenset[date]) -> tuple[list[int], list[int], list[int]]:
-    """``excluded`` as sorted ordinals, with the first and last ordinal of the run of consecutive
-    dates each one belongs to."""
-    ords = sorted(d.toordinal() for d in excluded)
-    first = ords[:]
-    for i in range(1, len(ords)):
-        if ords[i] == ords[i - 1] + 1:
-            first[i] = first[i - 1]
-    last = ords[:]
-    for i in range(len(ords) - 2, -1, -1):
-        if ords[i] + 1 == ords[i + 1]:
-            last[i] = last[i + 1]
-    return ords, first, last
+def _runs(excluded: frozenset[date]) -> tuple[list[int], list[int]]:
+    """``excluded`` as sorted ordinals, and each one's run key: ``ordinal - index`` is the same for
+    every date of a run of consecutive dates (and grows from run to run), so a run's first and last
+    index are two bisections of the keys."""
+    ords = sorted(map(date.toordinal, excluded))
+    return ords, [o - i for i, o in enumerate(ords)]
 
 
 @lru_cache(maxsize=_PARSE_CACHE_SIZE)
@@ -265,6 +260,44 @@ def _utc(now: datetime) -> datetime:
 def _wall(instant: datetime, tz: ZoneInfo) -> datetime:
     """The naive wall-clock reading of a UTC instant in ``tz``."""
     return instant.astimezone(tz).replace(tzinfo=None)
+
+
+def _first_wall_after(now: datetime, tz: ZoneInfo, lo: datetime) -> datetime:
+    """The earliest whole-minute wall time at or after ``lo`` (whole minutes) whose instant is after
+    ``now``: wall times map to instants in order (module docstring), so a bisection finds it."""
+    if local_instant(lo, tz) > now:
+        return lo
+    step = _HOUR
+    hi = lo + step
+    while local_instant(hi, tz) <= now:  # widen: f(lo) <= now
+        lo, step = hi, step * 2
+        hi = lo + step
+    while hi - lo > _MINUTE:  # f(lo) <= now < f(hi)
+        mid = lo + _MINUTE * ((hi - lo) // _MINUTE // 2)
+        if local_instant(mid, tz) > now:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _last_wall_at_or_before(now: datetime, tz: ZoneInfo, hi: datetime) -> datetime:
+    """The latest whole-minute wall time at or before ``hi`` (whole minutes) whose instant is at or
+    before ``now`` (``_first_wall_after`` mirrored)."""
+    if local_instant(hi, tz) <= now:
+        return hi
+    step = _HOUR
+    lo = hi - step
+    while local_instant(lo, tz) > now:  # widen: f(hi) > now
+        hi, step = lo, step * 2
+        lo = hi - step
+    while hi - lo > _MINUTE:  # f(lo) <= now < f(hi)
+        mid = lo + _MINUTE * ((hi - lo) // _MINUTE // 2)
+        if local_instant(mid, tz) > now:
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def local_instant(wall: datetime, tz: ZoneInfo) -> datetime:
@@ -367,13 +400,15 @@ class _Fires:
         tz, prev = self.tz, self.matcher.prev
         # every fire at or before now has a wall time at or before this one (see the module docstring)
         wall = prev(_naive_second(now) + _bound_offset(tz, now, -1))
-        for _ in range(MAX_WALK):
+        for step in range(MAX_WALK):
             if wall is None:
                 return None
             fire = _dated_instant(wall, tz)
             if fire[0] <= now:
                 return fire
-            wall = prev(wall - _MINUTE)
+            # past a clock change, the wall times between map after now: skip them by bisection
+            # rather than walk every fire (a minute schedule in a repeated hour: up to 60 steps)
+            wall = prev(_last_wall_at_or_before(now, tz, wall - _MINUTE) if step else wall - _MINUTE)
         return None
 
     def next_dated(self, now: datetime) -> tuple[datetime, date] | None:
@@ -382,13 +417,13 @@ class _Fires:
         tz, nxt = self.tz, self.matcher.next
         # every fire after now has a wall time at or after this one (see the module docstring)
         wall = nxt(_naive_second(now) + _bound_offset(tz, now, +1))
-        for _ in range(MAX_WALK):
+        for step in range(MAX_WALK):
             if wall is None:
                 return None
             fire = _dated_instant(wall, tz)
             if fire[0] > now:
                 return fire
-            wall = nxt(wall + _MINUTE)
+            wall = nxt(_first_wall_after(now, tz, wall + _MINUTE) if step else wall + _MINUTE)
         return None
 
     def last(self, now: datetime) -> datetime | None:

@@ -121,3 +121,17 @@ def test_named_dst_cases_match() -> None:
     for minutes in range(0, 24 * 60, 30):
         at = now + timedelta(minutes=minutes)
         assert _answer(tidal, rules, None, at) == _answer(oracle, rules, None, at), at
+
+
+def test_minute_schedules_across_every_clock_change_match() -> None:
+    # every wall minute of a repeated or skipped hour: the walk past the change bisects instead of
+    # stepping through each fire, and must land on the same fire
+    rules = [("minutes", "CRON_TZ={z} * * * * *", "CRON_TZ={z} 30 * * * *", 2, []),
+             ("quarter", "CRON_TZ={z} */15 0-3 * * *", "CRON_TZ={z} 7-59/5 1,2 * * *", 3, [])]
+    for zone in ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Antarctica/Troll",
+                 "America/Havana", "Pacific/Apia"):
+        zoned = [(n, s.format(z=zone), e.format(z=zone), r, x) for n, s, e, r, x in rules]
+        for change in transitions(zone, 2026 if zone != "Pacific/Apia" else 2011):
+            for minutes in range(-190, 191, 7):
+                now = change + timedelta(minutes=minutes, seconds=minutes % 3 * 20)
+                assert _answer(tidal, zoned, None, now) == _answer(oracle, zoned, None, now), (zone, now)
