@@ -106,6 +106,8 @@ _NAIVE_EPOCH = datetime(1970, 1, 1)
 _DAY = timedelta(days=1)
 # parsed schedules kept (parse_schedule is pure: one entry per distinct schedule string)
 _PARSE_CACHE_SIZE = 4096
+# excludeDates lists kept parsed, and their runs indexed (366 dates with their runs: ~75 KB)
+_DATES_CACHE_SIZE = 128
 # (zone, now, direction) offset bounds kept: one evaluation asks a few; a few evaluations share them
 _OFFSET_CACHE_SIZE = 256
 # (wall time, zone) → fire instant kept (~200 bytes each): a few per schedule in use
@@ -189,6 +191,7 @@ def _matcher(expression: str) -> CronMatcher:
     return CronMatcher(expression)
 
 
+@lru_cache(maxsize=_DATES_CACHE_SIZE)
 def _runs(excluded: frozenset[date]) -> tuple[list[int], list[int]]:
     """``excluded`` as sorted ordinals, and each one's run key: ``ordinal - index`` is the same for
     every date of a run of consecutive dates (and grows from run to run), so a run's first and last
@@ -210,7 +213,22 @@ RuleText = tuple[str, str, str, int] | tuple[str, str, str, int, Sequence[str]]
 
 
 def parse_exclude_dates(values: Sequence[str]) -> tuple[frozenset[date], list[tuple[int, str]]]:
-    """The dates of ``YYYY-MM-DD`` strings, and ``(index, error)`` for each one that is not a date."""
+    """The dates of ``YYYY-MM-DD`` strings, and ``(index, error)`` for each one that is not a date.
+    A list parsed before (the same strings: a spec parsed again at a new resourceVersion, or one
+    holiday list in every rule) gives the same frozenset object, its runs indexed once."""
+    if all(isinstance(text, str) for text in values):
+        dates, errors = _parse_dates(tuple(values))
+        return dates, list(errors)
+    return _parse_dates_uncached(values)
+
+
+@lru_cache(maxsize=_DATES_CACHE_SIZE)
+def _parse_dates(values: tuple[str, ...]) -> tuple[frozenset[date], tuple[tuple[int, str], ...]]:
+    dates, errors = _parse_dates_uncached(values)
+    return dates, tuple(errors)
+
+
+def _parse_dates_uncached(values: Sequence[str]) -> tuple[frozenset[date], list[tuple[int, str]]]:
     try:  # every one a date (what the API admits): one pass, no per-date checks
         if all(isinstance(text, str) and len(text) == 10 for text in values):
             return frozenset(map(date.fromisoformat, values)), []
