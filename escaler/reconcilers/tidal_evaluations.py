@@ -16,10 +16,10 @@ read of that Tidal (issue 27 item 2).
 
 Both caches are LRU and bounded by weight, not count, whatever tenants write: a parsed Tidal weighs
 its rules plus its excluded dates (``PARSED_WEIGHT`` in all), an evaluation its rules
-(``EVALUATION_WEIGHT``). ``SHARED`` is the process's instance (the manager
-runs one; a uid is unique in its cluster, so one cache serves it); tests pass their own or clear it
-(a fake API server hands out the same uids and resourceVersions in every test). Thread-safe: one lock guards both caches and the in-flight map.
-No clock is read: ``now`` is an argument.
+(``EVALUATION_WEIGHT``). ``SHARED`` is the process's instance (the manager runs one; a uid is
+unique in its cluster, so one cache serves it); tests pass their own or clear it (a fake API server
+hands out the same uids and resourceVersions in every test). Thread-safe: one lock guards both
+caches and the in-flight map. No clock is read: ``now`` is an argument.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ __all__ = ["MAX_YEARS", "CronMatcher"]
 
 # croniter gives up after this many years without a match (its max_years_between_matches default)
 MAX_YEARS = 50
-# months whose matching days a matcher keeps (a century of look-ups; cleared when full)
-_MONTH_MEMO = 1200
+# months whose matching days a matcher keeps (20 years of look-ups; cleared when full)
+_MONTH_MEMO = 240
 # days of each month (index 1-12) in a common year
 _MONTH_DAYS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _ALL_MINUTES = tuple(range(60))

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -106,11 +106,13 @@ _NAIVE_EPOCH = datetime(1970, 1, 1)
 _DAY = timedelta(days=1)
 # parsed schedules kept (parse_schedule is pure: one entry per distinct schedule string)
 _PARSE_CACHE_SIZE = 4096
+# compiled expressions kept (7-20 KB each after decades of look-ups, tracemalloc; 128 per Tidal at most)
+_MATCHER_CACHE_SIZE = 1024
 # excludeDates lists kept parsed, and their runs indexed (366 dates with their runs: ~75 KB)
 _DATES_CACHE_SIZE = 128
 # (zone, now, direction) offset bounds kept: one evaluation asks a few; a few evaluations share them
 _OFFSET_CACHE_SIZE = 256
-# (wall time, zone) → fire instant kept (~200 bytes each): a few per schedule in use
+# (wall time, zone) → fire instant kept (~300 bytes each, tracemalloc): a few per schedule in use
 _INSTANT_CACHE_SIZE = 16384
 
 
@@ -126,16 +128,11 @@ class RuleSchedule:
     replicas: int
     # dates (in the start schedule's zone) on which the rule does not start; see the module docstring
     exclude_dates: frozenset[date] = frozenset()
-    # exclude_dates indexed by runs (``_runs``), built on first use: a box, not part of the value
-    _index: list[tuple[list[int], list[int]]] = field(
-        default_factory=list, init=False, repr=False, compare=False, hash=False)
 
     def run_of(self, day: date) -> tuple[date, date]:
         """The first and last date of the run of consecutive excluded dates holding ``day``
         (an excluded date): crossing a run is one bisection, however long the run."""
-        if not self._index:
-            self._index.append(_runs(self.exclude_dates))
-        ords, keys = self._index[0]
+        ords, keys = _runs(self.exclude_dates)
         key = keys[bisect_left(ords, day.toordinal())]
         return (date.fromordinal(ords[bisect_left(keys, key)]),
                 date.fromordinal(ords[bisect_right(keys, key) - 1]))
@@ -185,7 +182,7 @@ class Evaluation:
     rules: tuple[RuleState, ...]
 
 
-@lru_cache(maxsize=_PARSE_CACHE_SIZE)
+@lru_cache(maxsize=_MATCHER_CACHE_SIZE)
 def _matcher(expression: str) -> CronMatcher:
     """The compiled matcher of a five-field expression (pure: one per distinct expression)."""
     return CronMatcher(expression)
