@@ -452,6 +452,11 @@ class _Fires:
         return None if fire is None else fire[0]
 
 
+@lru_cache(maxsize=_MATCHER_CACHE_SIZE)
+def _fires_of(schedule: CronSchedule) -> _Fires:
+    return _Fires(schedule)
+
+
 def last_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
     """The latest fire of ``schedule`` at or before ``now`` (UTC), or None when it never fired."""
     return _Fires(schedule).last(now)
@@ -513,14 +518,8 @@ def evaluate(rules: Sequence[RuleSchedule], default_replicas: int | None, now: d
     """The rules' state at ``now``; see the module docstring. ``TooManyExcludedFires`` when it
     would look past more than ``MAX_SKIPPED_FIRES`` excluded start fires."""
     now = _utc(now)
-    fires: dict[CronSchedule, _Fires] = {}
     budget = _Skips(MAX_SKIPPED_FIRES)
-
-    def of(schedule: CronSchedule) -> _Fires:
-        f = fires.get(schedule)
-        if f is None:
-            f = fires[schedule] = _Fires(schedule)
-        return f
+    of = _fires_of  # one _Fires per schedule, kept across evaluations (immutable)
 
     states = []
     for i, r in enumerate(rules):

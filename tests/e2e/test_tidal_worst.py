@@ -40,7 +40,7 @@ from kubernetes import client as k8s
 from .conftest import Cluster, PrometheusServer, eventually
 from .es_helpers import QUICK, apply, cond, deployment, es, replicas, scaler, start_manager
 
-pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # it measures the manager's CPU
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # serial tier: it measures the manager's CPU and poll gaps
 
 FLOOR_SCALERS = 4
 WINDOW_SECONDS = 20.0
