@@ -272,11 +272,6 @@ def _utc(now: datetime) -> datetime:
     return now.astimezone(UTC)
 
 
-def _wall(instant: datetime, tz: ZoneInfo) -> datetime:
-    """The naive wall-clock reading of a UTC instant in ``tz``."""
-    return instant.astimezone(tz).replace(tzinfo=None)
-
-
 def _first_wall_after(now: datetime, tz: ZoneInfo, lo: datetime) -> datetime:
     """The earliest whole-minute wall time at or after ``lo`` (whole minutes) whose instant is after
     ``now``: wall times map to instants in order (module docstring), so a bisection finds it."""

@@ -13,9 +13,10 @@ One reconcile, level-based:
    no conflict (that scaler watches it by name and lifts its recommendation to it);
 3. evaluate the rules at ``clock.now()`` (``escaler.scaling.tidal.evaluate``; no stored "fired"
    flag: a restarted manager computes the same state), once per (uid, resourceVersion, minute)
-   shared with every scaler whose ``spec.floorFrom`` names this Tidal; an evaluation that would look past more
-   than ``MAX_SKIPPED_FIRES`` excluded start fires is ``Ready=False/InvalidSchedule`` naming the
-   rule's ``excludeDates`` (the status held, evaluated again after ``EXCLUDED_RETRY_SECONDS``);
+   shared with every scaler whose ``spec.floorFrom`` names this Tidal; an evaluation that would
+   look past more than ``MAX_SKIPPED_FIRES`` excluded start fires is
+   ``Ready=False/InvalidSchedule`` naming the rule's ``excludeDates`` (the status held, evaluated
+   again after ``EXCLUDED_RETRY_SECONDS``);
 4. build the status (``escaler.reconcilers.tidal.report``) and write it through the status
    subresource **only when it differs** from the cached one (``StatusWriter``: a merge patch,
    nothing sent when equal, and a cache that lags our own write is not mistaken for a change);
