@@ -35,12 +35,18 @@ argument).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from escaler.api.tidal import TidalSpec
-from escaler.scaling.tidal import TooManyExcludedFires, evaluate, parse_rule_schedules
+from escaler.scaling.tidal import (
+    Evaluation,
+    ScheduleError,
+    TooManyExcludedFires,
+    evaluate,
+    parse_rule_schedules,
+)
 
 __all__ = [
     "FLOOR_ACTIVE",
@@ -51,6 +57,7 @@ __all__ = [
     "FloorState",
     "apply_floor",
     "describe",
+    "floor_from",
     "floor_of",
 ]
 
@@ -96,12 +103,20 @@ def floor_of(name: str, spec: TidalSpec | None, now: datetime) -> FloorState:
                                               "scaler's namespace: no floor", reason=TIDAL_NOT_FOUND)
     rules, errors = parse_rule_schedules(
         [(r.name, r.start, r.end, r.replicas, r.exclude_dates) for r in spec.rules])
+    return floor_from(name, errors, lambda: evaluate(rules, spec.default_replicas, now))
+
+
+def floor_from(name: str, errors: Sequence[ScheduleError],
+               evaluation: Callable[[], Evaluation]) -> FloorState:
+    """The floor of Tidal ``name`` whose rules parsed with ``errors``, given its ``evaluation`` at
+    the instant (called only without errors; it may raise ``TooManyExcludedFires``): ``floor_of``
+    with the parse and the evaluation done by the caller (the manager's shared cache)."""
     if errors:
         why = "; ".join(e.message for e in errors[:3])
         return FloorState(name, None, problem=f"Tidal {name!r} (spec.floorFrom.name) is invalid: {why}: "
                                               "no floor", reason=TIDAL_INVALID)
     try:
-        ev = evaluate(rules, spec.default_replicas, now)
+        ev = evaluation()
     except TooManyExcludedFires as err:
         return FloorState(name, None, problem=f"Tidal {name!r} (spec.floorFrom.name) is invalid: {err}: "
                                               "no floor", reason=TIDAL_INVALID)

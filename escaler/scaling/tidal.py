@@ -22,12 +22,15 @@ date the rule does not open; a window opened on an earlier day runs to its ``end
 (it is not cut at midnight), and ``end`` fires are never skipped. The date of a fire is the date of
 its instant read in the zone, so a DST day is one date like any other (23 or 25 hours long; a fire
 mapped to the instant of a spring-forward change carries the date of that change). Skipping walks
-back (or forward) one excluded date at a time, from the first instant of that date in the zone
-(``local_instant`` of its 00:00, which is also right when midnight itself is skipped): at most
-``len(exclude_dates) + 1`` fire look-ups.
+back (or forward) one run of consecutive excluded dates at a time (one bisection in the rule's
+sorted dates), from the first instant of that date in the zone (``local_instant`` of its 00:00,
+which is also right when midnight itself is skipped): at most ``len(exclude_dates) + 1`` fire
+look-ups, and at most ``MAX_SKIPPED_FIRES`` runs crossed per evaluation (``TooManyExcludedFires``).
 
-**Local time and daylight saving.** Each schedule's five fields are matched by croniter against the
-*wall-clock time of its zone* (naive local datetimes: croniter does calendar arithmetic only), and
+**Local time and daylight saving.** Each schedule's five fields are matched against the
+*wall-clock time of its zone* (naive local datetimes, calendar arithmetic only: the expression is
+compiled once into an ``escaler.scaling.cronmatch.CronMatcher``, croniter's reading of the fields
+without croniter's per-call cost), and
 each matching wall time becomes one UTC instant by this rule — deterministic, and the same for the
 previous and the next fire:
 
@@ -48,20 +51,25 @@ for the repeated hour (run once), stated here for every zone, odd offsets includ
 later wall times never give earlier instants, which is what makes "last fire" and "next fire"
 well defined.
 
-Cost: a handful of croniter steps per schedule; around a clock change at most the fires inside the
-shifted window are walked (every minute of a repeated hour for ``* * * * *``).
+Cost: a handful of matcher look-ups per schedule (microseconds each: whole days, months and years
+are skipped by bisection), each fire's instant computed once per (wall time, zone) and kept
+(``_INSTANT_CACHE_SIZE``); around a clock change at most the fires inside the shifted window are
+walked (every minute of a repeated hour for ``* * * * *``). An evaluation of the largest spec the
+API accepts (64 rules x 366 excludeDates) is a few milliseconds (docs/benchmarks.md). The answers
+are those of the croniter walk this replaced (tests/unit/test_tidal_oracle.py keeps it as the
+oracle).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
-
+from escaler.scaling.cronmatch import CronMatcher
 from escaler.scaling.schedule import CronSchedule, parse_schedule
 
 __all__ = [
@@ -83,17 +91,29 @@ __all__ = [
 ]
 
 # the most start fires on excluded dates one evaluation of a Tidal looks past (a run of consecutive
-# excluded dates is one); each costs a croniter look-up (~0.2 ms): this bounds what a spec can cost
+# excluded dates is one); each costs a fire look-up: this bounds what a spec can cost
 MAX_SKIPPED_FIRES = 64
-# upper bound on croniter steps in one last_fire/next_fire walk (a day of every-minute fires,
+# upper bound on matcher steps in one last_fire/next_fire walk (a day of every-minute fires,
 # beyond anything a real clock change needs); past it the schedule is treated as not firing
 MAX_WALK = 1500
 # the offsets in force this far around `now` bound the wall-time window of a walk
 _OFFSET_HORIZON = (timedelta(0), timedelta(days=1), timedelta(days=2))
 _SECOND = timedelta(seconds=1)
+_MINUTE = timedelta(minutes=1)
+_HOUR = timedelta(hours=1)
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)
 _DAY = timedelta(days=1)
 # parsed schedules kept (parse_schedule is pure: one entry per distinct schedule string)
 _PARSE_CACHE_SIZE = 4096
+# compiled expressions kept (7-20 KB each after decades of look-ups, tracemalloc; 128 per Tidal at most)
+_MATCHER_CACHE_SIZE = 1024
+# excludeDates lists kept parsed, and their runs indexed (366 dates with their runs: ~75 KB)
+_DATES_CACHE_SIZE = 128
+# (zone, now, direction) offset bounds kept: one evaluation asks a few; a few evaluations share them
+_OFFSET_CACHE_SIZE = 256
+# (wall time, zone) → fire instant kept (~300 bytes each, tracemalloc): a few per schedule in use
+_INSTANT_CACHE_SIZE = 16384
 
 
 @dataclass(frozen=True)
@@ -108,6 +128,14 @@ class RuleSchedule:
     replicas: int
     # dates (in the start schedule's zone) on which the rule does not start; see the module docstring
     exclude_dates: frozenset[date] = frozenset()
+
+    def run_of(self, day: date) -> tuple[date, date]:
+        """The first and last date of the run of consecutive excluded dates holding ``day``
+        (an excluded date): crossing a run is one bisection, however long the run."""
+        ords, keys = _runs(self.exclude_dates)
+        key = keys[bisect_left(ords, day.toordinal())]
+        return (date.fromordinal(ords[bisect_left(keys, key)]),
+                date.fromordinal(ords[bisect_right(keys, key) - 1]))
 
 
 @dataclass(frozen=True)
@@ -154,6 +182,21 @@ class Evaluation:
     rules: tuple[RuleState, ...]
 
 
+@lru_cache(maxsize=_MATCHER_CACHE_SIZE)
+def _matcher(expression: str) -> CronMatcher:
+    """The compiled matcher of a five-field expression (pure: one per distinct expression)."""
+    return CronMatcher(expression)
+
+
+@lru_cache(maxsize=_DATES_CACHE_SIZE)
+def _runs(excluded: frozenset[date]) -> tuple[list[int], list[int]]:
+    """``excluded`` as sorted ordinals, and each one's run key: ``ordinal - index`` is the same for
+    every date of a run of consecutive dates (and grows from run to run), so a run's first and last
+    index are two bisections of the keys."""
+    ords = sorted(map(date.toordinal, excluded))
+    return ords, [o - i for i, o in enumerate(ords)]
+
+
 @lru_cache(maxsize=_PARSE_CACHE_SIZE)
 def _parse(text: str) -> CronSchedule | str:
     try:
@@ -167,7 +210,27 @@ RuleText = tuple[str, str, str, int] | tuple[str, str, str, int, Sequence[str]]
 
 
 def parse_exclude_dates(values: Sequence[str]) -> tuple[frozenset[date], list[tuple[int, str]]]:
-    """The dates of ``YYYY-MM-DD`` strings, and ``(index, error)`` for each one that is not a date."""
+    """The dates of ``YYYY-MM-DD`` strings, and ``(index, error)`` for each one that is not a date.
+    A list parsed before (the same strings: a spec parsed again at a new resourceVersion, or one
+    holiday list in every rule) gives the same frozenset object, its runs indexed once."""
+    if all(isinstance(text, str) for text in values):
+        dates, errors = _parse_dates(tuple(values))
+        return dates, list(errors)
+    return _parse_dates_uncached(values)
+
+
+@lru_cache(maxsize=_DATES_CACHE_SIZE)
+def _parse_dates(values: tuple[str, ...]) -> tuple[frozenset[date], tuple[tuple[int, str], ...]]:
+    dates, errors = _parse_dates_uncached(values)
+    return dates, tuple(errors)
+
+
+def _parse_dates_uncached(values: Sequence[str]) -> tuple[frozenset[date], list[tuple[int, str]]]:
+    try:  # every one a date (what the API admits): one pass, no per-date checks
+        if all(isinstance(text, str) and len(text) == 10 for text in values):
+            return frozenset(map(date.fromisoformat, values)), []
+    except ValueError:
+        pass  # one is not: the loop below names it
     dates: set[date] = set()
     errors: list[tuple[int, str]] = []
     for j, text in enumerate(values):
@@ -202,21 +265,67 @@ def parse_rule_schedules(
 
 
 def _utc(now: datetime) -> datetime:
+    if now.tzinfo is UTC:
+        return now
     if now.tzinfo is None:
         raise ValueError("now must be an aware datetime")
     return now.astimezone(UTC)
 
 
-def _wall(instant: datetime, tz: ZoneInfo) -> datetime:
-    """The naive wall-clock reading of a UTC instant in ``tz``."""
-    return instant.astimezone(tz).replace(tzinfo=None)
+def _first_wall_after(now: datetime, tz: ZoneInfo, lo: datetime) -> datetime:
+    """The earliest whole-minute wall time at or after ``lo`` (whole minutes) whose instant is after
+    ``now``: wall times map to instants in order (module docstring), so a bisection finds it."""
+    if local_instant(lo, tz) > now:
+        return lo
+    step = _HOUR
+    hi = lo + step
+    while local_instant(hi, tz) <= now:  # widen: f(lo) <= now
+        lo, step = hi, step * 2
+        hi = lo + step
+    while hi - lo > _MINUTE:  # f(lo) <= now < f(hi)
+        mid = lo + _MINUTE * ((hi - lo) // _MINUTE // 2)
+        if local_instant(mid, tz) > now:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _last_wall_at_or_before(now: datetime, tz: ZoneInfo, hi: datetime) -> datetime:
+    """The latest whole-minute wall time at or before ``hi`` (whole minutes) whose instant is at or
+    before ``now`` (``_first_wall_after`` mirrored)."""
+    if local_instant(hi, tz) <= now:
+        return hi
+    step = _HOUR
+    lo = hi - step
+    while local_instant(lo, tz) > now:  # widen: f(hi) > now
+        hi, step = lo, step * 2
+        lo = hi - step
+    while hi - lo > _MINUTE:  # f(lo) <= now < f(hi)
+        mid = lo + _MINUTE * ((hi - lo) // _MINUTE // 2)
+        if local_instant(mid, tz) > now:
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def local_instant(wall: datetime, tz: ZoneInfo) -> datetime:
     """The UTC instant a naive wall time of ``tz`` fires at (the module docstring's DST rule)."""
+    return _local_instant(wall, tz)[0]
+
+
+def _local_instant(wall: datetime, tz: ZoneInfo) -> tuple[datetime, bool]:
+    """``local_instant``, and whether ``wall`` exists (False: skipped, the instant is the change)."""
+    # PEP 495: fold=0 reads a wall time with the offset before a change, fold=1 with the one after;
+    # they agree unless the wall time is repeated (fold=0's offset is the larger) or skipped (smaller)
+    if wall.fold:
+        wall = wall.replace(fold=0)
+    before = tz.utcoffset(wall)
+    if before is not None and before >= tz.utcoffset(wall.replace(fold=1)):  # type: ignore[operator]
+        # exists (once, or twice: fold=0 is the first occurrence); naive arithmetic, then UTC
+        return _UTC_EPOCH + (wall - before - _NAIVE_EPOCH), True
     first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
-    if _wall(first, tz) == wall:
-        return first  # exists (once, or twice: fold=0 is the first occurrence)
     # In a gap: fold=0 read it with the offset before the change, so `first` is past the change,
     # and fold=1 (the offset after it) lands before the change. The change is the earliest
     # instant in between whose offset is the new one.
@@ -229,19 +338,34 @@ def local_instant(wall: datetime, tz: ZoneInfo) -> datetime:
             hi = mid
         else:
             lo = mid
-    return datetime.fromtimestamp(hi, UTC)
+    return datetime.fromtimestamp(hi, UTC), False
 
 
-def _offsets(now: datetime, tz: ZoneInfo, sign: int) -> list[timedelta]:
+@lru_cache(maxsize=_INSTANT_CACHE_SIZE)
+def _dated_instant(wall: datetime, tz: ZoneInfo) -> tuple[datetime, date]:
+    """``local_instant(wall, tz)`` and its date in ``tz`` (``wall``'s own date unless ``wall`` is
+    skipped: the instant of the change may fall on the next day). Kept: the fires of a Tidal's
+    schedules are the same wall times evaluation after evaluation."""
+    instant, exists = _local_instant(wall, tz)
+    # a wall time that exists reads back from its instant as itself: its date
+    return instant, wall.date() if exists else instant.astimezone(tz).date()
+
+
+@lru_cache(maxsize=_OFFSET_CACHE_SIZE)
+def _bound_offset(tz: ZoneInfo, now: datetime, sign: int) -> timedelta:
+    """The largest (``sign`` -1: looking back) or smallest (+1: ahead) UTC offset of ``tz`` over
+    ``_OFFSET_HORIZON`` from ``now``; every rule of one evaluation asks the same (tz, now)."""
     out = []
     for d in _OFFSET_HORIZON:
         off = (now + sign * d).astimezone(tz).utcoffset()
         out.append(off if off is not None else timedelta(0))
-    return out
+    return max(out) if sign < 0 else min(out)
 
 
-def _floor_second(t: datetime) -> datetime:
-    return t.replace(microsecond=0)
+def _naive_second(now: datetime) -> datetime:
+    """``now`` (UTC, aware) as a naive UTC datetime floored to the second (arithmetic only: cheap)."""
+    naive = _NAIVE_EPOCH + (now - _UTC_EPOCH)
+    return naive - timedelta(microseconds=naive.microsecond) if naive.microsecond else naive
 
 
 class TooManyExcludedFires(ValueError):
@@ -270,52 +394,62 @@ class _Skips:
 
 
 class _Fires:
-    """One schedule's fires, looked up with one croniter repositioned for every look-up:
-    constructing a croniter parses its expression again, most of a look-up's cost."""
+    """One schedule's fires: its compiled matcher (``escaler.scaling.cronmatch``) walked over the
+    wall-clock minutes of its zone, each mapped to its instant (the module docstring's DST rule)."""
+
+    __slots__ = ("matcher", "schedule", "tz")
 
     def __init__(self, schedule: CronSchedule) -> None:
         self.schedule = schedule
         self.tz = schedule.tzinfo
-        self._it: croniter | None = None
+        self.matcher = _matcher(schedule.expression)
 
-    def _from(self, wall: datetime) -> croniter:
-        if self._it is None:
-            self._it = croniter(self.schedule.expression, wall)
-        else:
-            self._it.set_current(wall, force=True)
-        return self._it
+    def last_dated(self, now: datetime) -> tuple[datetime, date] | None:
+        """The latest fire at or before ``now`` (UTC) with its date in the zone, or None."""
+        now = _utc(now)
+        tz, prev = self.tz, self.matcher.prev
+        # every fire at or before now has a wall time at or before this one (see the module docstring)
+        wall = prev(_naive_second(now) + _bound_offset(tz, now, -1))
+        for step in range(MAX_WALK):
+            if wall is None:
+                return None
+            fire = _dated_instant(wall, tz)
+            if fire[0] <= now:
+                return fire
+            # past a clock change, the wall times between map after now: skip them by bisection
+            # rather than walk every fire (a minute schedule in a repeated hour: up to 60 steps)
+            wall = prev(_last_wall_at_or_before(now, tz, wall - _MINUTE) if step else wall - _MINUTE)
+        return None
+
+    def next_dated(self, now: datetime) -> tuple[datetime, date] | None:
+        """The earliest fire strictly after ``now`` (UTC) with its date in the zone, or None."""
+        now = _utc(now)
+        tz, nxt = self.tz, self.matcher.next
+        # every fire after now has a wall time at or after this one (see the module docstring)
+        wall = nxt(_naive_second(now) + _bound_offset(tz, now, +1))
+        for step in range(MAX_WALK):
+            if wall is None:
+                return None
+            fire = _dated_instant(wall, tz)
+            if fire[0] > now:
+                return fire
+            wall = nxt(_first_wall_after(now, tz, wall + _MINUTE) if step else wall + _MINUTE)
+        return None
 
     def last(self, now: datetime) -> datetime | None:
         """The latest fire at or before ``now`` (UTC), or None when it never fired."""
-        now = _utc(now)
-        tz = self.tz
-        # every fire at or before now has a wall time at or before this one (see the module docstring)
-        top = _floor_second(now.replace(tzinfo=None) + max(_offsets(now, tz, -1)))
-        try:
-            it = self._from(top + _SECOND)
-            for _ in range(MAX_WALK):
-                instant = local_instant(it.get_prev(datetime), tz)
-                if instant <= now:
-                    return instant
-        except Exception:  # croniter found no earlier match (a schedule that has not fired yet)
-            return None
-        return None
+        fire = self.last_dated(now)
+        return None if fire is None else fire[0]
 
     def next(self, now: datetime) -> datetime | None:
         """The earliest fire strictly after ``now`` (UTC), or None."""
-        now = _utc(now)
-        tz = self.tz
-        # every fire after now has a wall time at or after this one (see the module docstring)
-        bottom = _floor_second(now.replace(tzinfo=None) + min(_offsets(now, tz, +1)))
-        try:
-            it = self._from(bottom - _SECOND)
-            for _ in range(MAX_WALK):
-                instant = local_instant(it.get_next(datetime), tz)
-                if instant > now:
-                    return instant
-        except Exception:  # croniter found no later match
-            return None
-        return None
+        fire = self.next_dated(now)
+        return None if fire is None else fire[0]
+
+
+@lru_cache(maxsize=_MATCHER_CACHE_SIZE)
+def _fires_of(schedule: CronSchedule) -> _Fires:
+    return _Fires(schedule)
 
 
 def last_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
@@ -330,7 +464,7 @@ def next_fire(schedule: CronSchedule, now: datetime) -> datetime | None:
 
 def _day_start(day: date, tz: ZoneInfo) -> datetime:
     """The first instant of ``day`` in ``tz`` (its 00:00, or the change instant when 00:00 is skipped)."""
-    return local_instant(datetime(day.year, day.month, day.day), tz)
+    return _dated_instant(datetime(day.year, day.month, day.day), tz)[0]
 
 
 def last_start(rule: RuleSchedule, now: datetime, after: datetime | None = None,
@@ -341,14 +475,13 @@ def last_start(rule: RuleSchedule, now: datetime, after: datetime | None = None,
     f = fires if fires is not None else _Fires(rule.start)
     tz, at, excluded = rule.start.tzinfo, _utc(now), rule.exclude_dates
     for _ in range(len(excluded) + 1):
-        fire = f.last(at)
-        if fire is None or (after is not None and fire <= after):
+        dated = f.last_dated(at)
+        if dated is None or (after is not None and dated[0] <= after):
             return None
-        day = fire.astimezone(tz).date()
+        fire, day = dated
         if day not in excluded:
             return fire
-        while day - _DAY in excluded:  # a run of excluded dates is crossed in one look-up
-            day -= _DAY
+        day = rule.run_of(day)[0]  # a run of excluded dates is crossed in one look-up
         if skips is not None:
             skips[0].take(skips[1], rule)
         at = _day_start(day, tz) - _SECOND  # the end of the day before the excluded run
@@ -363,14 +496,13 @@ def next_start(rule: RuleSchedule, now: datetime, before: datetime | None = None
     f = fires if fires is not None else _Fires(rule.start)
     tz, at, excluded = rule.start.tzinfo, _utc(now), rule.exclude_dates
     for _ in range(len(excluded) + 1):
-        fire = f.next(at)
-        if fire is None or (before is not None and fire >= before):
+        dated = f.next_dated(at)
+        if dated is None or (before is not None and dated[0] >= before):
             return None
-        day = fire.astimezone(tz).date()
+        fire, day = dated
         if day not in excluded:
             return fire
-        while day + _DAY in excluded:
-            day += _DAY
+        day = rule.run_of(day)[1]
         if skips is not None:
             skips[0].take(skips[1], rule)
         at = _day_start(day + _DAY, tz) - _SECOND  # the last second of the excluded run
@@ -381,11 +513,8 @@ def evaluate(rules: Sequence[RuleSchedule], default_replicas: int | None, now: d
     """The rules' state at ``now``; see the module docstring. ``TooManyExcludedFires`` when it
     would look past more than ``MAX_SKIPPED_FIRES`` excluded start fires."""
     now = _utc(now)
-    fires: dict[CronSchedule, _Fires] = {}
     budget = _Skips(MAX_SKIPPED_FIRES)
-
-    def of(schedule: CronSchedule) -> _Fires:
-        return fires.setdefault(schedule, _Fires(schedule))
+    of = _fires_of  # one _Fires per schedule, kept across evaluations (immutable)
 
     states = []
     for i, r in enumerate(rules):

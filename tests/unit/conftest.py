@@ -10,6 +10,10 @@ leave behind woke tens of thousands of times a second and slowed every later tes
 unit suite's system time). After each test, every queue created during it is shut down, as its
 contract asks; a queue a test already shut down is untouched (``shutdown`` is idempotent).
 
+``_forget_tidal_evaluations`` (autouse): the manager's shared Tidal parse/evaluation cache
+(``escaler.reconcilers.kit.tidalevaluations.SHARED``) is keyed by uid and resourceVersion, which a
+fake API server hands out again in every test: it is cleared before each test.
+
 ``httpbase.SERVE_POLL_SECONDS`` is lowered from 0.1 s to 5 ms for the session: a server's
 ``shutdown()`` waits for its serving loop's next poll, and the unit tests stop escaler's HTTP
 servers (probes, metrics, webhook, API) ~100 times a run. Only how soon a stop is noticed changes.
@@ -23,6 +27,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from escaler.reconcilers.kit.tidalevaluations import SHARED as TIDAL_EVALUATIONS
 from escaler.runtime import httpbase
 from escaler.workqueue.queue import Queue
 
@@ -59,3 +64,8 @@ def restore_logging() -> Iterator[None]:
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _forget_tidal_evaluations() -> None:
+    TIDAL_EVALUATIONS.clear()

@@ -168,37 +168,31 @@ class _Tidals:
         return [self.obj]
 
 
-def test_a_floor_is_evaluated_once_a_minute_per_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_floor_is_evaluated_once_a_minute_per_resource_version() -> None:
     # issue 27 item 2: every sync of every scaler naming a Tidal evaluated it again
     from datetime import UTC, datetime
 
     import escaler.reconcilers.kit.floor as floor_mod
     from escaler.api.scaler import FloorFrom
+    from escaler.reconcilers.kit.tidalevaluations import TidalEvaluations
 
-    calls: list[datetime] = []
-    real = floor_mod.floor_of
-
-    def counting(name: str, spec: Any, now: datetime) -> Any:
-        calls.append(now)
-        return real(name, spec, now)
-
-    monkeypatch.setattr(floor_mod, "floor_of", counting)
     tidal = {"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal",
              "metadata": {"name": "plan", "namespace": NS, "uid": "u1", "resourceVersion": "7"},
              "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
                       "rules": [{"name": "day", "start": "CRON_TZ=UTC 0 9 * * *",
                                  "end": "CRON_TZ=UTC 0 17 * * *", "replicas": 4}]}}
     store = _Tidals(tidal)
-    reader = floor_mod.FloorReader(store)
+    evaluations = TidalEvaluations()
+    reader = floor_mod.FloorReader(store, evaluations)
     ref = FloorFrom(kind="Tidal", name="plan")
     t = datetime(2026, 12, 7, 10, 0, 5, tzinfo=UTC)
     first = reader.floor(NS, ref, t)
     assert first is not None and first.replicas == 4
     for s in (10, 30, 54):  # the same minute: one evaluation
         assert reader.floor(NS, ref, t.replace(second=s)) == first
-    assert len(calls) == 1
+    assert evaluations.evaluations == 1
     reader.floor(NS, ref, t + timedelta(minutes=1))  # a new minute
-    assert len(calls) == 2
+    assert evaluations.evaluations == 2
     store.obj = {**tidal, "metadata": {**tidal["metadata"], "resourceVersion": "8"}}  # a new version
     reader.floor(NS, ref, t + timedelta(minutes=1))
-    assert len(calls) == 3
+    assert evaluations.evaluations == 3 and evaluations.parses == 2

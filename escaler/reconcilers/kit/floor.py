@@ -6,9 +6,9 @@ the scalers that name a Tidal when it changes.
   **in the scaler's namespace only**: ``floorFrom`` carries a name, not a namespace, so a namespace
   user can never make the manager read another namespace's schedule. A Tidal that is not in the
   cache is ``TidalNotFound``, one that does not parse ``TidalInvalid``: no floor, never a failed
-  sync. A Tidal's spec is parsed once per resourceVersion, and evaluated once per (uid,
-  resourceVersion, minute) — its fires are whole minutes — however many scalers and syncs read it
-  (bounded caches).
+  sync. A Tidal's spec is parsed once per (uid, resourceVersion), and evaluated once per (uid,
+  resourceVersion, minute) — its fires are whole minutes — however many scalers and syncs read it,
+  the Tidal's own reconcile included (``escaler.reconcilers.kit.tidalevaluations.SHARED``: bounded).
 * ``FloorWatch(mgr, scaler_informer)`` — ``.store`` the Tidal cache a ``FloorReader`` reads,
   ``.add_to(builder)`` — adds to a scaler controller the one Tidal watch
   of SPEC §14's floors: an index on the *scaler* informer (``FLOOR_INDEX``: ``namespace/tidal`` →
@@ -25,25 +25,22 @@ the scalers that name a Tidal when it changes.
   the Tidal CRD is installed — no restart — after which the informer's initial adds wake the
   scalers naming a Tidal. Without a gate the store stays empty.
 
-Thread-safe: the caches are guarded by a lock; the rest is read-only.
+Thread-safe: the shared caches are guarded by their lock; the rest is read-only.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from escaler.api.registry import KINDS
 from escaler.api.scaler import FloorFrom
-from escaler.api.tidal import Tidal, TidalSpec
+from escaler.api.tidal import Tidal
 from escaler.informers.factory import ResourceKey
 from escaler.reconcilers.kit.ports import ObjectStore
+from escaler.reconcilers.kit.tidalevaluations import SHARED, TidalEvaluations
 from escaler.runtime.builder import ControllerBuilder
 from escaler.runtime.controller import Controller
 from escaler.runtime.crdgate import CRDGate, Needed
@@ -53,14 +50,13 @@ from escaler.runtime.predicates import GenerationChangedPredicate
 from escaler.runtime.source import Kind
 from escaler.runtime.types import Request
 from escaler.scaling.floor import TIDAL_INVALID, FloorState, floor_of
+from escaler.scaling.floor import floor_from as floor_from_evaluation
 
 __all__ = ["FLOOR_INDEX", "FloorReader", "FloorWatch", "LateStore", "floor_index", "scalers_naming",
            "tidal_store"]
 
 # indexer on a scaler informer: "namespace/tidal" of spec.floorFrom → the scalers naming that Tidal
 FLOOR_INDEX = "escaler.io/floor-from"
-# parsed Tidal specs kept (one per Tidal in use as a floor; the oldest goes first)
-_PARSE_CACHE_SIZE = 4096
 
 _log = logging.getLogger(__name__)
 
@@ -181,16 +177,12 @@ class FloorWatch:
 class FloorReader:
     """See the module docstring."""
 
-    def __init__(self, tidals: ObjectStore | None) -> None:
+    def __init__(self, tidals: ObjectStore | None, evaluations: TidalEvaluations | None = None) -> None:
         # the Tidal informer's cache; None = the kind is not served (every floor: TidalNotFound)
         self._tidals = tidals
-        # guards _parsed
-        self._mu = threading.Lock()
-        # "namespace/name" → (resourceVersion, parsed spec or the parse error); bounded, LRU
-        self._parsed: OrderedDict[str, tuple[str, TidalSpec | str]] = OrderedDict()
-        # (namespace/name, uid, resourceVersion, minute) → the floor then; bounded, LRU: every sync
-        # of every scaler naming a Tidal reads it, one evaluation a minute serves them all
-        self._floors: OrderedDict[tuple[str, str, str, int], FloorState] = OrderedDict()
+        # parses once per (uid, resourceVersion), evaluates once per (uid, resourceVersion, minute);
+        # shared with the Tidal reconciler and every other reader (the manager's SHARED)
+        self._evaluations = evaluations if evaluations is not None else SHARED
 
     def floor(self, namespace: str, floor_from: FloorFrom | None, now: datetime) -> FloorState | None:
         """The floor of a scaler in ``namespace`` with ``floor_from`` at ``now``; None without one."""
@@ -200,40 +192,10 @@ class FloorReader:
         obj = None if self._tidals is None else self._tidals.get_by_key(key)
         if obj is None:
             return floor_of(floor_from.name, None, now)
-        spec = self._spec(key, obj)
-        if isinstance(spec, str):
+        parsed = self._evaluations.parsed(obj)
+        if parsed.invalid:
+            spec = "; ".join(f"{loc}: {msg}" for loc, msg in parsed.invalid[:3])
             why = f"Tidal {floor_from.name!r} (spec.floorFrom.name) does not parse: {spec}: no floor"
             return FloorState(floor_from.name, None, problem=why, reason=TIDAL_INVALID)
-        meta = _meta(obj)
-        # fires are whole minutes: a floor is the same all minute long
-        at = (key, str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""),
-              int(now.timestamp() // 60))
-        with self._mu:
-            hit = self._floors.get(at)
-            if hit is not None and at[2]:
-                self._floors.move_to_end(at)
-                return hit
-        floor = floor_of(floor_from.name, spec, now)
-        with self._mu:
-            self._floors[at] = floor
-            while len(self._floors) > _PARSE_CACHE_SIZE:
-                self._floors.popitem(last=False)
-        return floor
-
-    def _spec(self, key: str, obj: Mapping[str, Any]) -> TidalSpec | str:
-        rv = str(_meta(obj).get("resourceVersion") or "")
-        with self._mu:
-            hit = self._parsed.get(key)
-            if hit is not None and hit[0] == rv and rv:
-                self._parsed.move_to_end(key)
-                return hit[1]
-        try:
-            spec: TidalSpec | str = Tidal.parse(obj).spec
-        except ValidationError as err:
-            spec = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:3])
-        with self._mu:
-            self._parsed[key] = (rv, spec)
-            self._parsed.move_to_end(key)
-            while len(self._parsed) > _PARSE_CACHE_SIZE:
-                self._parsed.popitem(last=False)
-        return spec
+        return floor_from_evaluation(floor_from.name, parsed.errors,
+                                     lambda: self._evaluations.evaluate(obj, parsed, now))

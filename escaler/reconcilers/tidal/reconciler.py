@@ -3,7 +3,8 @@
 One reconcile, level-based:
 
 1. read the Tidal from the informer cache (gone → nothing to do);
-2. parse it and its schedules (``escaler.scaling.tidal.parse_rule_schedules``), check the binding
+2. parse it and its schedules (``escaler.scaling.tidal.parse_rule_schedules``; once per (uid,
+   resourceVersion), ``escaler.reconcilers.kit.tidalevaluations``), check the binding
    labels ``elasticscaler.io/name`` and ``elasticscaler.io/namespace`` (SPEC §6: without them
    ``Ready=False/MissingRequiredLabels``, but the status is still computed — no ElasticScaler hears
    of its changes, yet ``kubectl get tidal`` shows what the schedule says), and ask the binding index
@@ -11,9 +12,11 @@ One reconcile, level-based:
    Tidal — the scaler writing its target names it in ``spec.floorFrom`` — needs no labels and is
    no conflict (that scaler watches it by name and lifts its recommendation to it);
 3. evaluate the rules at ``clock.now()`` (``escaler.scaling.tidal.evaluate``; no stored "fired"
-   flag: a restarted manager computes the same state); an evaluation that would look past more
-   than ``MAX_SKIPPED_FIRES`` excluded start fires is ``Ready=False/InvalidSchedule`` naming the
-   rule's ``excludeDates`` (the status held, evaluated again after ``EXCLUDED_RETRY_SECONDS``);
+   flag: a restarted manager computes the same state), once per (uid, resourceVersion, minute)
+   shared with every scaler whose ``spec.floorFrom`` names this Tidal; an evaluation that would
+   look past more than ``MAX_SKIPPED_FIRES`` excluded start fires is
+   ``Ready=False/InvalidSchedule`` naming the rule's ``excludeDates`` (the status held, evaluated
+   again after ``EXCLUDED_RETRY_SECONDS``);
 4. build the status (``escaler.reconcilers.tidal.report``) and write it through the status
    subresource **only when it differs** from the cached one (``StatusWriter``: a merge patch,
    nothing sent when equal, and a cache that lags our own write is not mistaken for a change);
@@ -34,25 +37,17 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from escaler.api.tidal import Tidal
 from escaler.clock import Clock
 from escaler.reconcilers.kit.bindings import TargetBindings
 from escaler.reconcilers.kit.names import LABEL_NAME, LABEL_NAMESPACE
 from escaler.reconcilers.kit.ports import EventSink, ObjectStore
 from escaler.reconcilers.kit.status import StatusClient, StatusWriter, WriteOutcome
+from escaler.reconcilers.kit.tidalevaluations import SHARED, ParsedTidal, TidalEvaluations
 from escaler.reconcilers.tidal.conflicts import conflict_of, floor_user, tidal_target
 from escaler.reconcilers.tidal.report import Problems, build_status, events_for, rfc3339
 from escaler.runtime.types import Request, Result
-from escaler.scaling.tidal import (
-    Evaluation,
-    RuleSchedule,
-    ScheduleError,
-    TooManyExcludedFires,
-    evaluate,
-    parse_rule_schedules,
-)
+from escaler.scaling.tidal import Evaluation, ScheduleError, TooManyExcludedFires
 
 __all__ = ["TidalDeps", "TidalReconciler", "label_problem"]
 
@@ -76,6 +71,9 @@ class TidalDeps:
     bindings: TargetBindings
     recorder: EventSink
     clock: Clock
+    # parses once per (uid, resourceVersion), evaluates once per (uid, resourceVersion, minute),
+    # shared with every FloorReader (None: the manager's SHARED)
+    evaluations: TidalEvaluations | None = None
 
 
 def label_problem(obj: Mapping[str, Any]) -> str | None:
@@ -106,14 +104,16 @@ class TidalReconciler:
         self._d = deps
         # the status-write-only-on-change rule (remembers our last write per Tidal, bounded)
         self.writer = StatusWriter(deps.client)
+        # the parse and evaluation caches (shared with the floors)
+        self._evaluations = deps.evaluations if deps.evaluations is not None else SHARED
 
     def reconcile(self, request: Request) -> Result:
         obj = self._d.tidals.get_by_key(str(request))
         if obj is None:
             return Result()
         now = self._d.clock.now()
-        rules, default, problems = self._inspect(obj, request)
-        evaluation, problems = self._evaluate(rules, default, problems, now)
+        parsed, problems = self._inspect(obj, request)
+        evaluation, problems = self._evaluate(obj, parsed, problems, now)
         meta = obj.get("metadata") or {}
         generation = int(meta.get("generation") or 0)
         base = self.writer.base_status(obj)
@@ -122,38 +122,32 @@ class TidalReconciler:
             self._record(obj, base, status)
         return self._requeue(evaluation, now, problems)
 
-    @staticmethod
-    def _evaluate(rules: list[RuleSchedule], default: int | None, problems: Problems,
+    def _evaluate(self, obj: Mapping[str, Any], parsed: ParsedTidal, problems: Problems,
                   now: datetime) -> tuple[Evaluation | None, Problems]:
         """The evaluation (None when the status is held) and the problems with its own: an
         evaluation that would look past too many excluded fires is a schedule problem."""
         if problems.holds:
             return None, problems
         try:
-            return evaluate(rules, default, now), problems
+            return self._evaluations.evaluate(obj, parsed, now), problems
         except TooManyExcludedFires as err:
             error = ScheduleError(err.index, err.name, "excludeDates", err.error)
             return None, replace(problems, schedules=(*problems.schedules, error))
 
-    def _inspect(self, obj: Mapping[str, Any],
-                 request: Request) -> tuple[list[RuleSchedule], int | None, Problems]:
+    def _inspect(self, obj: Mapping[str, Any], request: Request) -> tuple[ParsedTidal, Problems]:
         labels = label_problem(obj)
-        try:
-            tidal = Tidal.parse(obj)
-        except ValidationError as err:
-            why = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5])
+        parsed = self._evaluations.parsed(obj)
+        if parsed.invalid:
+            why = "; ".join(f"{loc}: {msg}" for loc, msg in parsed.invalid[:5])
             invalid = f"the object does not parse as a Tidal: {why}"
-            return [], None, Problems(invalid_spec=invalid, labels=labels)
-        rules, errors = parse_rule_schedules(
-            [(r.name, r.start, r.end, r.replicas, r.exclude_dates) for r in tidal.spec.rules])
+            return parsed, Problems(invalid_spec=invalid, labels=labels)
         target = tidal_target(obj)
         conflict = None
         if target is not None:
             conflict = conflict_of(self._d.bindings, request.namespace, request.name, target)
             if labels is not None and floor_user(self._d.bindings, request.namespace, request.name, target):
                 labels = None  # a floor Tidal: its scaler watches it by name (conflicts.floor_user)
-        return rules, tidal.spec.default_replicas, Problems(schedules=tuple(errors), labels=labels,
-                                                            conflict=conflict)
+        return parsed, Problems(schedules=parsed.errors, labels=labels, conflict=conflict)
 
     def _record(self, obj: Mapping[str, Any], old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         for ev in events_for(old, new):
