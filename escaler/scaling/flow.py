@@ -48,10 +48,13 @@ same steps in words, for ``escaler explain`` and status):
    what the fleet has beyond ``base`` as headroom: its size is taken as right, as a stabilization
    window is seeded with the current count. ``need = base + headroom``.
 6. **Asymmetry**: up at once to ``need`` (starting replicas are already in ``current``: they count
-   as capacity on the way, so a cold start is not ordered twice). Down only to the largest need of
-   the last ``down_delay_s`` (at least one cold start; the history is seeded with ``current`` the
-   first time), and only once per ``down_delay_s`` after the last change: a dip shorter than a cold
-   start never sheds a replica that would be needed back before a new one could serve.
+   as capacity on the way, so a cold start is not ordered twice). Down only to the largest *keep*
+   of the last ``down_delay_s`` (at least one cold start; the history is seeded with ``current``
+   the first time), and only once per ``down_delay_s`` after the last change: a dip shorter than a
+   cold start never sheds a replica that would be needed back before a new one could serve. The
+   keep is the need with the flow and the burst floor sized ``down_margin`` below their targets
+   (hysteresis): a load hovering at a replica boundary, whose need flips between n and n + 1 from
+   one poll to the next, does not shed the replica it asks back a poll later.
 7. Clamp to ``[min_replicas, max_replicas]``.
 
 Every interval and window above is compared with ``JITTER_S`` of slack (an interval that has all
@@ -121,6 +124,8 @@ class FlowConfig:
     headroom_decay_s: float = 900.0
     # headroom grows at most once per this (the misses of one window are counted once)
     headroom_interval_s: float = 60.0
+    # a scale-down keeps the fleet the flow and burst floor need at targets this share lower
+    down_margin: float = 0.1
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
@@ -142,6 +147,8 @@ class FlowConfig:
         if not (math.isfinite(self.headroom_decay_s) and self.headroom_decay_s > 0):
             raise ValueError(f"flow headroom_decay_s: must be a finite number > 0, "
                              f"got {self.headroom_decay_s!r}")
+        if not (math.isfinite(self.down_margin) and 0 <= self.down_margin < 1):
+            raise ValueError(f"flow down_margin: must be in [0, 1), got {self.down_margin!r}")
         if not (math.isfinite(self.drain_s) and self.drain_s > 0):
             raise ValueError(f"flow drain_s: must be a finite number > 0, got {self.drain_s!r}")
 
@@ -202,7 +209,7 @@ class FlowState:
     utilization: float | None = None
     # (time, work in replicas at 100 %), oldest first, within the trend window
     work: tuple[tuple[float, float], ...] = ()
-    # (time, need), oldest first, within the down delay
+    # (time, keep: the need within the down margin), oldest first, within the down delay
     needs: tuple[tuple[float, int], ...] = ()
     work_per_request: float | None = None
     last_change: float | None = None
@@ -321,7 +328,11 @@ def _direction(need: int, needs: tuple[tuple[float, int], ...], r: FlowReading, 
     if state.last_change is not None and now - state.last_change < c.down_delay_s - JITTER_S:
         return cur, f"down held: last change {now - state.last_change:.0f} s ago < {c.down_delay_s:g} s"
     held = min(cur, max(n for _, n in needs))
-    return held, f"down to the largest need of the last {c.down_delay_s:g} s: {held}"
+    if held == cur:
+        return cur, (f"down held: the need {need} < {cur}, but {cur} is kept within the down margin "
+                     f"({100 * c.down_margin:g} %) of the last {c.down_delay_s:g} s")
+    return held, (f"down to the largest keep (the need within the down margin) of the last "
+                  f"{c.down_delay_s:g} s: {held}")
 
 
 def _hold(r: FlowReading, state: FlowState, c: FlowConfig) -> FlowDecision:
@@ -350,11 +361,16 @@ def decide_flow(reading: FlowReading, config: FlowConfig, state: FlowState) -> F
     steps.append(why)
     base = math.ceil(planned / u + backlog - 1e-9)
     steps.append(f"flow need: ceil({planned:.3f} / {u:.2f} + {backlog:.3f}) = {base}")
+    # what a scale-down keeps: the same at targets down_margin lower (module docstring, step 6)
+    low = 1.0 - c.down_margin
+    keep_base = max(base, math.ceil(planned / (u * low) + backlog - 1e-9))
     floor = _burst_floor(r, c)
     if floor is not None and floor[0] > base:
         steps.append(f"burst floor: the lookback's short-range work {floor[1]:.3f} / "
                      f"{c.burst_utilization:g} = {floor[0]} > {base}")
         base = floor[0]
+    if floor is not None:
+        keep_base = max(keep_base, base, math.ceil(floor[1] / (c.burst_utilization * low) - 1e-9))
     headroom, since, why = _headroom(state, r, now, c)
     if state.utilization is None and c.seed_headroom and cur > base:
         # the first decision over a running fleet: its size is taken as right (bursts it absorbs
@@ -364,8 +380,9 @@ def decide_flow(reading: FlowReading, config: FlowConfig, state: FlowState) -> F
     steps.append(why)
     need = base + headroom
     steps.append(f"need: {base} + {headroom} headroom = {need}")
+    keep = max(need, keep_base + headroom)
     needs = (*(p for p in (state.needs or ((now, cur),)) if p[0] > now - c.down_delay_s + JITTER_S),
-             (now, need))
+             (now, keep))
     desired, why = _direction(need, needs, r, state, c)
     steps.append(why)
     final = _clamp(desired, c)

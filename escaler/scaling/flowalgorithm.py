@@ -102,7 +102,7 @@ def parse_flow_config(config: Mapping[str, str]) -> FlowConfig:
     return FlowConfig(FlowCapacity(_number(config, KEY_PREFILL, None), _number(config, KEY_DECODE, None)),
                       min_replicas=0, max_replicas=_UNBOUNDED, utilization=u, min_utilization=u,
                       max_utilization=u, drain_s=_number(config, KEY_DRAIN, DEFAULT_DRAIN_SECONDS),
-                      down_delay_s=0.0, seed_headroom=False)
+                      down_delay_s=0.0, seed_headroom=False, down_margin=0.0)
 
 
 def _total(metric: MetricValue, current: int) -> float:

@@ -70,8 +70,36 @@ def test_down_only_after_the_down_delay_and_to_the_largest_need_of_it() -> None:
         d = decide_flow(reading(t, 10, 30_000, 2_000), c, d.state)
         assert d.replicas == 10, t
     d = decide_flow(reading(330, 10, 30_000, 2_000), c, d.state)
-    assert d.replicas == 5
-    assert any("down to the largest need of the last 300 s: 5" in s for s in d.steps)
+    # need ceil(4.0 / 0.8) = 5; a scale-down keeps what 10 % lower targets need: ceil(4.0 / 0.72) = 6
+    assert d.replicas == 6
+    assert any("down to the largest keep (the need within the down margin) of the last 300 s: 6" in s
+               for s in d.steps)
+    # without the margin, the need itself
+    d0 = decide_flow(reading(0, 10, 60_000, 4_000), config(down_delay_s=300.0, down_margin=0.0), FlowState())
+    for t in (30, 60, 150, 270, 330):
+        d0 = decide_flow(reading(t, 10, 30_000, 2_000), config(down_delay_s=300.0, down_margin=0.0), d0.state)
+    assert d0.replicas == 5
+
+
+def test_a_load_at_a_replica_boundary_does_not_shed_the_replica_it_asks_back() -> None:
+    # work 1.55 at a 0.8 target (need 2) for the whole down delay, then wobbling 1.55 / 1.65 (need
+    # 2 / 3): without the margin the fleet of 3 goes 3 -> 2 -> 3 within a poll; with it 3 is kept
+    # (ceil(1.55 / 0.72) = 3)
+    loads = [15_500] * 12 + [16_500, 15_500] * 10
+
+    def counts(cfg: FlowConfig) -> list[int]:
+        d, cur, out = None, 3, []
+        for i, p in enumerate(loads):
+            d = decide_flow(reading(30.0 * i, cur, p, 0), cfg, d.state if d else FlowState())
+            cur = d.replicas
+            out.append(cur)
+        return out
+
+    with_margin = counts(config(down_delay_s=300.0))
+    without = counts(config(down_delay_s=300.0, down_margin=0.0))
+    assert set(with_margin) == {3}
+    i = without.index(2)
+    assert without[:i] == [3] * i and 3 in without[i:i + 3]  # the down is reversed within 2 polls
 
 
 def test_a_scale_down_waits_a_down_delay_after_the_last_change() -> None:
