@@ -33,6 +33,11 @@ Contract of ``lower_bound(arrivals, profile, slo, goal, initial_replicas, ...)``
   max(0, c[k] - c[k-1])`` for every rise, from the ``initial_replicas`` serving at 0 (averaging a
   schedule over buckets never adds rises); and before ``min_startup_s`` has passed only the
   initial replicas can serve (``c[k] <= initial_replicas``). ``c[k] <= max_replicas``.
+* **The fleet's floor.** A policy never holds fewer than ``min_replicas`` replicas (the engine clamps
+  every decision) and pays each from its creation, the run lasting at least until the last
+  arrival: the bound is at least ``min_replicas x`` that span, whatever the program says (with
+  ``min_replicas`` 1, a trace of sparse bursts no longer gets a bound below one replica kept all
+  along).
 * ``startup_s`` (default ``min_startup_s``) replaces that least start-up: with a standby tier a
   rise can be a wake (``min(wake, min_startup_s)``), which still pays full price from the order
   until it serves, and its asleep price is >= 0, so the program is a bound for those policies too.
@@ -176,7 +181,7 @@ def _fail_lines(items: list[tuple[float, float, float]]) -> list[tuple[float, fl
 
 
 def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s: float, tpot_s: float,
-                goal: float, initial_replicas: int, max_replicas: int,
+                goal: float, initial_replicas: int, max_replicas: int, min_replicas: int = 0,
                 bucket_s: float | None = None, startup_s: float | None = None) -> Bound:
     """See the module docstring; ``bucket_s`` None is ``default_bucket_s`` of the trace's span,
     ``startup_s`` None the profile's ``min_startup_s``."""
@@ -199,8 +204,9 @@ def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s:
     if doomed > may_fail:
         return Bound(False, None, goal, bucket_s, may_fail, None)
     possible = [(a, c) for a, c, lost in zip(arrivals, cached, fate, strict=True) if not lost]
+    floor_h = max(0, min_replicas) * max(a.t for a in arrivals) / 3600.0
     if not possible:
-        return Bound(True, 0.0, goal, bucket_s, may_fail, 0.0)
+        return Bound(True, floor_h, goal, bucket_s, may_fail, 0.0)
     budget = may_fail - doomed
     buckets = _buckets([a for a, _ in possible], [c for _, c in possible], profile, ttft_s, tpot_s, bucket_s)
     last_due = max(d for b in buckets for _, d, _ in b)
@@ -255,4 +261,5 @@ def lower_bound(arrivals: Sequence[Arrival], profile: ReplicaProfile, *, ttft_s:
         return Bound(False, None, goal, bucket_s, may_fail, None)
     if res.status != 0:
         raise RuntimeError(f"lower_bound: the linear program did not solve: {res.message}")
-    return Bound(True, float(res.fun) / 3600.0, goal, bucket_s, may_fail, float(res.x[:n].mean()))
+    hours = max(float(res.fun) / 3600.0, floor_h)
+    return Bound(True, hours, goal, bucket_s, may_fail, float(res.x[:n].mean()))

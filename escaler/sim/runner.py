@@ -514,14 +514,15 @@ def standby_bound(exp: Experiment) -> Bound:
     o = exp.options
     return lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
                        initial_replicas=o.initial_replicas, max_replicas=o.max_replicas,
-                       startup_s=min(o.wake_s, o.profile.min_startup_s))
+                       min_replicas=o.min_replicas, startup_s=min(o.wake_s, o.profile.min_startup_s))
 
 
 def bounds(exp: Experiment) -> tuple[Bound, Bound | None]:
     """The lower bound, and with flow-standby among the policies the bound with a standby tier."""
     o = exp.options
     bound = lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
-                        initial_replicas=o.initial_replicas, max_replicas=o.max_replicas)
+                        initial_replicas=o.initial_replicas, max_replicas=o.max_replicas,
+                        min_replicas=o.min_replicas)
     return bound, standby_bound(exp) if "flow-standby" in exp.policies else None
 
 

@@ -142,6 +142,22 @@ def test_bad_arguments_are_refused_with_the_rule() -> None:
         bound_for([Arrival(0.0, 10, 2)], 0.9, initial=1, bucket_s=0)
 
 
+def test_the_bound_is_at_least_the_fleet_a_policy_may_never_go_below() -> None:
+    # two small bursts an hour apart: the program alone says a fraction of a replica; a policy with
+    # min_replicas 1 pays one replica all along
+    arrivals = [Arrival(float(i) * 0.1, 200, 5) for i in range(20)] + [Arrival(3600.0 + i * 0.1, 200, 5)
+                                                                        for i in range(20)]
+    free = lower_bound(arrivals, PROFILE, ttft_s=SLO.ttft_s, tpot_s=SLO.tpot_s, goal=0.99, initial_replicas=1,
+                       max_replicas=8)
+    kept = lower_bound(arrivals, PROFILE, ttft_s=SLO.ttft_s, tpot_s=SLO.tpot_s, goal=0.99, initial_replicas=1,
+                       max_replicas=8, min_replicas=1)
+    assert free.replica_hours is not None and free.replica_hours < 0.5
+    assert kept.replica_hours == pytest.approx(arrivals[-1].t / 3600.0)
+    # and still below a run that keeps one replica
+    run = simulate(arrivals, FixedPolicy(1), SimOptions(profile=PROFILE, max_replicas=8))
+    assert kept.replica_hours <= hours(run)
+
+
 def test_cheapest_fixed_is_the_smallest_fleet_that_meets_the_goal() -> None:
     arrivals = bursty(4, seconds=180)
     opts = SimOptions(profile=PROFILE, max_replicas=32)
