@@ -25,7 +25,8 @@ __all__ = [
     "is_retryable",
 ]
 
-# Error bodies are capped at 1 KiB before they reach any message (SPEC §3, §8).
+# Error bodies are capped at 1 KiB before they reach any message (docs/concepts.md#conditions-and-health,
+# docs/llmscaler.md).
 MAX_BODY_BYTES = 1024
 
 

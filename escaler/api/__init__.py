@@ -1,6 +1,6 @@
 """escaler.api: pydantic models of every escaler kind, and the CRDs generated from them.
 
-A pure bottom layer (ARCHITECTURE.md): imports only pydantic, PyYAML (``crdgen``) and the
+A pure bottom layer (docs/toolkit.md#the-packages): imports only pydantic, PyYAML (``crdgen``) and the
 standard library; no kube client, no I/O.
 
 * One module per kind: ``elasticscaler``, ``tidal``, ``rsg``, ``llmscaler``, ``slo``; shared

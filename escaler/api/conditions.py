@@ -6,8 +6,8 @@ generic tooling read escaler conditions like any other. In the CRDs a conditions
 ``x-kubernetes-list-type: map`` keyed by ``type`` (``conditions_field`` declares it): one
 condition per type, merged per type by server-side apply.
 
-Which types and reasons each kind writes, and when, is the reconcilers' contract (SPEC §3);
-this module only fixes the shape.
+Which types and reasons each kind writes, and when, is the reconcilers' contract
+(docs/concepts.md#conditions-and-health); this module only fixes the shape.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ElasticScaler (``elasticscaler.io/v1alpha1``): the general scaler, SPEC §5.
+"""ElasticScaler (``elasticscaler.io/v1alpha1``): the general scaler, docs/guide/elasticscaler.md.
 
 One trigger per scaler: ``MetricsTrigger`` (an algorithm over metrics, or a companion HPA when
 ``scalingAlgorithm: HPA``), ``StateTrigger`` (``spec.targetRef`` names a state source whose
@@ -22,25 +22,26 @@ signals). Rules, in CEL on the CRD and in Python for ``escaler.api.rules.validat
 * ``scalingAlgorithm: HPA``: no ``algorithmConfig`` (the companion HPA would ignore it) and no
   ExternalServer metric (the HPA cannot read one). Both are ``admission_only`` rules: at
   reconcile time the first is ignored and the second is ``Validated=False/UnsupportedMetric``;
-* ``metricsTrigger.activation`` (SPEC §14): only with an algorithm (not HPA) and at least one
-  External or ExternalServer metric (the totals that exist at 0 replicas); ``minReplicas: 0`` is
+* ``metricsTrigger.activation`` (docs/design.md#beyond-the-seeds): only with an algorithm (not HPA) and at
+  least one External or ExternalServer metric (the totals that exist at 0 replicas); ``minReplicas: 0`` is
   allowed for a MetricsTrigger only with ``activation`` set;
-* ``fallback`` (SPEC §14): ``failureThreshold >= 1`` and ``replicas >= 0`` (schema minimums), and
-  only on a MetricsTrigger with an algorithm (``trigger.type`` MetricsTrigger, ``scalingAlgorithm``
-  not HPA: the companion HPA does its own scaling);
-* ``scaleDown.podDeletionCost`` (SPEC §14): only with a ``targetRef`` of kind Deployment in
-  ``apps`` (the ReplicaSet controller is what reads the annotation) and not with ``scalingAlgorithm:
-  HPA`` (escaler must be the one writing the replicas); its ``prometheus.endpoint`` follows the
-  ExternalServer endpoint rules and ``podLabel`` is a Prometheus label name.
-* ``pollIntervalSeconds`` (SPEC §14, a per-scaler poll interval): only on a MetricsTrigger (the
-  only trigger that is polled; a SignalTrigger's pull has its own ``signalTrigger.pollIntervalSeconds``);
-* ``floorFrom`` (SPEC §14, a Tidal as a floor): only on a MetricsTrigger with an algorithm (not
-  HPA), like ``fallback``: a StateTrigger already follows a Tidal, a SignalTrigger decides on
+* ``fallback`` (docs/design.md#beyond-the-seeds): ``failureThreshold >= 1`` and ``replicas >= 0`` (schema
+  minimums), and only on a MetricsTrigger with an algorithm (``trigger.type`` MetricsTrigger,
+  ``scalingAlgorithm`` not HPA: the companion HPA does its own scaling);
+* ``scaleDown.podDeletionCost`` (docs/design.md#beyond-the-seeds): only with a ``targetRef`` of kind
+  Deployment in ``apps`` (the ReplicaSet controller is what reads the annotation) and not with
+  ``scalingAlgorithm: HPA`` (escaler must be the one writing the replicas); its ``prometheus.endpoint``
+  follows the ExternalServer endpoint rules and ``podLabel`` is a Prometheus label name.
+* ``pollIntervalSeconds`` (docs/design.md#beyond-the-seeds, a per-scaler poll interval): only on a
+  MetricsTrigger (the only trigger that is polled; a SignalTrigger's pull has its own
+  ``signalTrigger.pollIntervalSeconds``);
+* ``floorFrom`` (docs/design.md#beyond-the-seeds, a Tidal as a floor): only on a MetricsTrigger with an
+  algorithm (not HPA), like ``fallback``: a StateTrigger already follows a Tidal, a SignalTrigger decides on
   activity alone, and the companion HPA scales on its own.
 
 What CEL cannot check stays in the webhook (``escaler.webhook.checks``): that an algorithm is
 registered, the ``--allowed-endpoint-hosts`` list, and the annotations. The metric-collection
-and behaviour policies of SPEC §5.4 are annotations, not spec fields (parsed by
+and behaviour policies of docs/reference/annotations.md are annotations, not spec fields (parsed by
 ``escaler.scaling.annotations``); in HPA mode only ``elasticscaler.io/behavior.*`` is read.
 """
 
@@ -113,7 +114,8 @@ __all__ = [
 ]
 
 DEFAULT_SCALING_ALGORITHM = "apa"
-# The reserved algorithm name that delegates to a companion autoscaling/v2 HPA (SPEC §5.1).
+# The reserved algorithm name that delegates to a companion autoscaling/v2 HPA
+# (docs/guide/elasticscaler.md#the-triggers).
 HPA_ALGORITHM = "HPA"
 # apa's algorithmConfig keys (escaler.scaling.apa.CONFIG_KEYS; a unit test keeps them equal)
 APA_CONFIG_KEYS = ("tolerance", "scaleUpRate", "scaleDownRate")

@@ -1,5 +1,5 @@
-"""Flow sizing's inputs (SPEC §8, §15, §9): ``FlowSizing``, and the LLMScaler's ``spec.flow``
-(``metricProvider: Flow``), ``FlowProvider``.
+"""Flow sizing's inputs (docs/llmscaler.md, docs/design.md#the-llm-sizing-policy, docs/slo.md):
+``FlowSizing``, and the LLMScaler's ``spec.flow`` (``metricProvider: Flow``), ``FlowProvider``.
 
 Flow sizing (``escaler.scaling.flow``) sizes a fleet on the work flowing through it: prompt
 tokens/s over one replica's prefill rate plus generated tokens/s over its decode rate, a waiting

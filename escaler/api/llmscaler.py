@@ -1,11 +1,12 @@
-"""LLMScaler (``llm.escaler.io/v1alpha1``): the LLM-specific scaler, SPEC §8.
+"""LLMScaler (``llm.escaler.io/v1alpha1``): the LLM-specific scaler, docs/llmscaler.md.
 
 Decides from Prometheus queries (``desired = ceil(value / targetPerReplica)``, the max over the
 usable metrics), from a custom decision provider (GET ``customProvider.url`` →
 ``{"replicas": n}``, or ``customProvider.serviceId``: the SLO decision engine's route of the
 scaler's own namespace, read in-process), or by flow sizing (``metricProvider: Flow``,
-``spec.flow``: ``escaler.api.llmflow``). Status is the shared scaler status (SPEC §3)
-plus the deprecated ``DecisionAvailable`` condition mirroring ScalingActive.
+``spec.flow``: ``escaler.api.llmflow``). Status is the shared scaler status
+(docs/concepts.md#conditions-and-health) plus the deprecated ``DecisionAvailable`` condition mirroring
+ScalingActive.
 
 Rules (CEL and ``validate``): ``metricProvider: Custom`` requires ``customProvider``,
 ``Prometheus`` requires ``prometheus``, ``Flow`` requires ``flow`` (several may be configured, so

@@ -3,7 +3,7 @@
 ``KINDS`` maps the kind name (``"ElasticScaler"``) to a frozen ``KindInfo``: the model class,
 group/version/plural/singular/short names/categories, printer columns and the ``scale``
 subresource paths (ResourceScalingGroup only). Insertion order is the documented order of
-SPEC §2 and is the order ``crdgen`` emits CRDs in.
+docs/concepts.md#the-kinds and is the order ``crdgen`` emits CRDs in.
 
 ``parse(obj)`` turns any escaler object dict into its typed model, by ``apiVersion``/``kind``.
 """
@@ -88,9 +88,9 @@ class KindInfo:
     printer_columns: tuple[PrinterColumn, ...]
     scale: ScaleSubresource | None = None
     categories: tuple[str, ...] = (CATEGORY,)
-    # every escaler kind is namespaced (SPEC §2)
+    # every escaler kind is namespaced (docs/concepts.md#the-kinds)
     namespaced: bool = True
-    # every escaler kind has the status subresource (SPEC §2)
+    # every escaler kind has the status subresource (docs/concepts.md#the-kinds)
     status_subresource: bool = field(default=True)
 
     @property
@@ -108,7 +108,7 @@ class KindInfo:
 
     @property
     def webhook_path(self) -> str:
-        """The validating webhook's path (SPEC §10):
+        """The validating webhook's path (docs/install.md#the-admission-webhook):
         ``/validate-<group with dashes>-<version>-<kind lower>``."""
         return f"/validate-{self.group.replace('.', '-')}-{self.version}-{self.kind.lower()}"
 

@@ -1,5 +1,5 @@
 """ResourceScalingGroup (``autoscaling.openfuyao.com/v1alpha1``): scale several workloads as
-one unit, SPEC §7.
+one unit, docs/guide/resourcescalinggroup.md.
 
 ``spec.replicas`` is the number of groups and is what the ``scale`` subresource reads and
 writes (``.spec.replicas`` / ``.status.replicas`` / ``.status.selector``), so an ElasticScaler or
@@ -7,7 +7,7 @@ an HPA can target an RSG. Rules: member names are unique (CEL; they name the clo
 ``{member}-g{i}``), ``replicasPerGroup >= 1`` (schema minimum), the ranking query's endpoint
 names a host (``common.url_rule``), and with ``GroupReplication`` ``replicas <= MAX_GROUPS`` (each
 group is workloads the controller creates; the rule applies to ``/scale`` writes too).
-``scaleDown`` is read only with ``GroupReplication`` and ignored otherwise (SPEC §7's own example sets it with
+``scaleDown`` is read only with ``GroupReplication`` and ignored otherwise (a manifest may set it with
 ``InplaceScaling``, so it is not refused).
 """
 

@@ -17,9 +17,9 @@ fields). It carries:
 * ``admission_only``: the rule guards admission (CEL, and the webhook's ``validate(...,
   admission=True)``) but is left out of ``validate(model)`` at reconcile time, because the
   reconciler reports that case more precisely itself (``scalingAlgorithm: HPA`` with an
-  ExternalServer metric is ``Validated=False/UnsupportedMetric``, SPEC §5.1) or because refusing
-  an object stored before the rule existed would stop a scaler that works (``algorithmConfig``
-  in HPA mode is ignored, not harmful).
+  ExternalServer metric is ``Validated=False/UnsupportedMetric``, docs/guide/elasticscaler.md#the-triggers) or
+  because refusing an object stored before the rule existed would stop a scaler that works
+  (``algorithmConfig`` in HPA mode is ignored, not harmful).
 
 Guarantee kept by the unit tests: every rule has a non-empty message, and the two evaluators
 agree on every valid sample and on every refusal case in the tests' table (the CEL side is

@@ -1,8 +1,8 @@
 """What the two scaler kinds (ElasticScaler, LLMScaler) share: defaults and the status model.
 
-The status follows the HPA v2 model (SPEC §3): conditions are the source of truth (no phase, no
-summary Ready condition); ``currentMetrics`` says *why* (value, target and the replicas each
-metric recommends); ``recentDecisions`` keeps the last ``MAX_RECENT_DECISIONS`` decisions, oldest
+The status follows the HPA v2 model (docs/concepts.md#conditions-and-health): conditions are the source of
+truth (no phase, no summary Ready condition); ``currentMetrics`` says *why* (value, target and the replicas
+each metric recommends); ``recentDecisions`` keeps the last ``MAX_RECENT_DECISIONS`` decisions, oldest
 first (``ScalerStatus.record`` appends and trims, keeping the CRD's ``maxItems``).
 
 Every field is optional: a field is written when the controller knows its value, and absent
@@ -38,10 +38,12 @@ __all__ = [
 
 DEFAULT_MIN_REPLICAS = 1
 DEFAULT_MAX_REPLICAS = 10
-# How long a guard may hold a write before it is forced (0 = never force), SPEC §4 step 5.
+# How long a guard may hold a write before it is forced (0 = never force),
+# docs/concepts.md#the-decision-pipeline step 5.
 DEFAULT_DEFER_TIMEOUT_SECONDS = 600
 MAX_RECENT_DECISIONS = 10
-# Longest text copied from an error into status (SPEC §3: error bodies capped at 1 KiB).
+# Longest text copied from an error into status (docs/concepts.md#conditions-and-health: error bodies capped
+# at 1 KiB).
 MAX_ERROR_LENGTH = 1024
 
 DEFER_TIMEOUT_DESCRIPTION = (
@@ -90,8 +92,9 @@ class MetricStatus(KubeModel):
 
 
 class BoundBy(StrEnum):
-    """The decision-pipeline step (SPEC §4) that last changed the count (``recentDecisions[].boundBy``,
-    ``escaler explain``). One enum for the model, the CRD and the pipeline (``escaler.scaling``)."""
+    """The decision-pipeline step (docs/concepts.md#the-decision-pipeline) that last changed the count
+    (``recentDecisions[].boundBy``, ``escaler explain``). One enum for the model, the CRD and the pipeline
+    (``escaler.scaling``)."""
 
     # the algorithm's own per-step rate cap (apa scaleUpRate/scaleDownRate) cut the raw recommendation
     RATE_LIMIT = "RateLimit"
@@ -136,7 +139,8 @@ MAX_POLL_INTERVAL_SECONDS = 3600
 
 
 def poll_interval_field(what: str, only: str = "") -> Any:
-    """The optional per-scaler poll interval field (SPEC §14), one description for both kinds."""
+    """The optional per-scaler poll interval field (docs/design.md#beyond-the-seeds), one description
+    for both kinds."""
     return Field(
         default=None,
         ge=1,
@@ -159,7 +163,7 @@ MIN_MAX_RULE = Rule(
 
 
 class ScalerSpec(KubeModel):
-    """The spec fields every scaler kind shares (SPEC §3, §4); each kind adds its trigger or provider
+    """The spec fields every scaler kind shares (docs/concepts.md); each kind adds its trigger or provider
     and may re-declare ``target_ref``/``min_replicas`` with its own documentation."""
 
     target_ref: TargetRef = Field(
@@ -183,9 +187,9 @@ class ScalerSpec(KubeModel):
 
 
 class Fallback(KubeModel):
-    """What to do when the metrics die (SPEC §14, KEDA's fallback): after ``failureThreshold``
-    consecutive polls without a usable signal (every metric failed, or the decision provider gave
-    none), go to ``replicas``. Shared by ElasticScaler (MetricsTrigger) and LLMScaler."""
+    """What to do when the metrics die (docs/design.md#beyond-the-seeds, KEDA's fallback): after
+    ``failureThreshold`` consecutive polls without a usable signal (every metric failed, or the decision
+    provider gave none), go to ``replicas``. Shared by ElasticScaler (MetricsTrigger) and LLMScaler."""
 
     failure_threshold: int = Field(
         ge=1,
@@ -209,8 +213,8 @@ _OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-
 
 
 class FloorFrom(KubeModel):
-    """A schedule as a floor under reactive scaling (SPEC §14): the Tidal whose rules give a lower
-    bound on the recommendation. Shared by ElasticScaler (MetricsTrigger) and LLMScaler."""
+    """A schedule as a floor under reactive scaling (docs/design.md#beyond-the-seeds): the Tidal whose rules
+    give a lower bound on the recommendation. Shared by ElasticScaler (MetricsTrigger) and LLMScaler."""
 
     kind: Literal["Tidal"] = Field(default="Tidal", description="Kind of the floor source: Tidal.")
     name: str = Field(

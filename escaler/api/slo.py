@@ -1,10 +1,10 @@
-"""LLMSLORequirement and JobSLORequirement (``llm.escaler.io/v1alpha1``), SPEC §9.
+"""LLMSLORequirement and JobSLORequirement (``llm.escaler.io/v1alpha1``), docs/slo.md.
 
 An SLO requirement names a route (``serviceId``), its SLO signals (PromQL) and replica bounds.
 The decision engine sizes it and writes ``status.decision``; the SLO API serves and edits the
 SLO fields; an LLMScaler with ``metricProvider: Custom`` reads the decision.
 
-Bound rules (CEL on the CRD and ``validate``), SPEC §9.1:
+Bound rules (CEL on the CRD and ``validate``), docs/slo.md#bounds-in-replicas:
 
 * LLM: both bounds share a type; a ``pdengine`` max is not 1; ``pdengine`` only with
   ``deployType: pd``; min <= max.
@@ -275,7 +275,7 @@ class LLMSLORequirementSpec(KubeModel):
     )
     flow: FlowSizing | None = Field(
         default=None,
-        description="Flow sizing for this route (SPEC §15): the decision is the count flow sizing gives "
+        description="Flow sizing for this route: the decision is the count flow sizing gives "
         "from the engine's token rates, backlog and latency, read through the decision engine's "
         "Prometheus, clamped to bounds (never below 1 unless bounds.max is 0); ttft and otps then only "
         "set its objectives (flow.ttftSeconds = ttft.targetMs / 1000, flow.tpotSeconds = 1 / "

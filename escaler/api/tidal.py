@@ -1,4 +1,4 @@
-"""Tidal (``tidal.io/v1alpha1``): time rules → ``status.desiredReplicas``, SPEC §6.
+"""Tidal (``tidal.io/v1alpha1``): time rules → ``status.desiredReplicas``, docs/guide/tidal.md.
 
 A Tidal never writes replicas itself; a ``StateTrigger`` ElasticScaler whose ``targetRef``
 names the Tidal does. Rules: rule names are unique (CEL; also the key the reconciler reports
@@ -15,7 +15,7 @@ passes three CEL rules, so the default install (no webhook) refuses what a patte
    with values in range: minute 0-59, hour 0-23, day-of-month 1-31 (or ``L``, ``nW``), month
    1-12 or a three-letter name, day-of-week 0-7 or a three-letter name (``n#k``, ``nL``).
 
-and ``end`` differs from ``start``. ``excludeDates`` (SPEC §14: holidays) lists at most
+and ``end`` differs from ``start``. ``excludeDates`` (docs/design.md#beyond-the-seeds: holidays) lists at most
 ``MAX_EXCLUDE_DATES`` calendar dates ``YYYY-MM-DD`` (``EXCLUDE_DATE_PATTERN``: a real date — month
 lengths and leap years are in the pattern, so ``2026-02-30`` is refused by CEL and the webhook
 alike, years 1000-9999), read in the zone of the rule's ``start`` schedule: on such a date the rule

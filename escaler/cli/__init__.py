@@ -1,1 +1,1 @@
-"""escaler.cli (see ARCHITECTURE.md)."""
+"""escaler.cli (see docs/toolkit.md#the-packages)."""

@@ -108,8 +108,9 @@ def render_annotations() -> str:
     prefixes = " or ".join(f"`{p}`" for p in POLICY_PREFIXES)
     return (
         f"{HEADER}\n# Annotations\n\n"
-        "escaler reads a few annotations on its scaler objects: the pause annotations (SPEC §3) and the "
-        "metric-window and behavior policies of an ElasticScaler (SPEC §5.4). Every value is a string, "
+        "escaler reads a few annotations on its scaler objects: the pause annotations "
+        "([Advisory mode and pausing](../concepts.md#conditions-and-health)) and the "
+        "metric-window and behavior policies of an ElasticScaler. Every value is a string, "
         "numbers in plain decimal (`\"60\"`, `\"2.5\"`; not `\" 60\"`, `\"6_0\"`, `\"nan\"`). This page is "
         "generated from `escaler/scaling/annotations.py` (`ANNOTATIONS`), the table the parser reads.\n\n"
         f"{_summary()}\n"

@@ -222,7 +222,7 @@ def _scaler_health() -> str:
     waiting = ", ".join(f"`{r}`" for r in sorted(c.WAITING_REASONS))
     return (
         "`escaler.scaling.conditions.health`, what `escaler explain` prints and the Active/AbleToScale/"
-        "Scaling printer columns show (SPEC §3):\n\n"
+        "Scaling printer columns show ([conditions and health](../concepts.md#conditions-and-health)):\n\n"
         "* **failing** when AbleToScale, ScalingActive or Validated is False (a refused scaler never "
         "writes);\n"
         f"* **waiting** when AbleToScale is True with a guard or stabilization reason: {waiting};\n"

@@ -1,5 +1,6 @@
-"""``escaler explain -n NS NAME``: one ElasticScaler's last decision, step by step (SPEC §12);
-``--kind LLMScaler`` explains an LLMScaler the same way (same status model and pipeline).
+"""``escaler explain -n NS NAME``: one ElasticScaler's last decision, step by step
+(docs/operations.md#the-commands); ``--kind LLMScaler`` explains an LLMScaler the same way (same status model
+and pipeline).
 
 Reads the scaler (its status is the record: ``currentMetrics``, ``recentDecisions``, the
 conditions) and its recent Events (``events.k8s.io/v1``, ``fieldSelector regarding.name=NAME``),
@@ -45,7 +46,7 @@ and prints:
    ``DeletionCostSet`` event (the pods given the lowest cost before the last scale-down, with their
    values and costs) or ``DeletionCostSkipped`` (why none was set; the scale-down went ahead);
 
-then the last decisions, the recent events, and the health verdict of SPEC §3
+then the last decisions, the recent events, and the health verdict of docs/concepts.md#conditions-and-health
 (``escaler.scaling.conditions.health``): *failing* when AbleToScale, ScalingActive or Validated
 is False, *waiting* when AbleToScale is True with a guard, capacity or stabilization reason, else
 *ok*.

@@ -1,4 +1,4 @@
-"""Process-wide logging for the long-running commands (SPEC §11: structured logs).
+"""Process-wide logging for the long-running commands (docs/operations.md: structured logs).
 
 ``setup_logging(fmt, level)`` installs one stderr handler on the root logger:
 

@@ -1,4 +1,4 @@
-"""The ``escaler`` command line: one sub-command per product entry point (SPEC §12).
+"""The ``escaler`` command line: one sub-command per product entry point (docs/operations.md#the-commands).
 
 Each sub-command lives in its own module under ``escaler.cli`` and registers itself in
 ``COMMANDS``; a sub-command is listed only once it is implemented, so ``--help`` never

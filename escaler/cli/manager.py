@@ -1,4 +1,4 @@
-"""``escaler manager``: the controller process (SPEC §11).
+"""``escaler manager``: the controller process (docs/operations.md).
 
 Parses and validates the flags (a bad value exits 2 with a message naming the flag), sets up
 structured logging, builds a ``Manager`` (probes, metrics, leader election, graceful shutdown on

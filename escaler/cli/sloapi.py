@@ -1,4 +1,4 @@
-"""``escaler slo-api``: the SLO API process (SPEC §9.3; ``docs/sloapi.md``).
+"""``escaler slo-api``: the SLO API process (docs/sloapi.md).
 
 Flags: ``--bind-address`` (default ``:8080``), ``--auth none|token`` (default ``token``: every
 ``/config`` request needs a bearer token issued for ``--token-audience``, default

@@ -1,1 +1,1 @@
-"""escaler.reconcilers (see ARCHITECTURE.md)."""
+"""escaler.reconcilers (see docs/toolkit.md#the-packages)."""

@@ -1,4 +1,5 @@
-"""``ApiServer``: the manager's authenticated JSON API (``--api-bind-address``, SPEC §5.5, §9.2).
+"""``ApiServer``: the manager's authenticated JSON API (``--api-bind-address``,
+docs/guide/elasticscaler.md#the-triggers, docs/slo.md).
 
 Reconcilers register routes on it during setup; the server knows no route of its own but
 ``GET /healthz``. The ElasticScaler reconciler adds the SignalTrigger push path::

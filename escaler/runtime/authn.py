@@ -1,4 +1,5 @@
-"""Who is calling, and may they? Delegated to the Kubernetes API server (SPEC §5.5, §9.3).
+"""Who is calling, and may they? Delegated to the Kubernetes API server
+(docs/guide/elasticscaler.md#the-triggers, docs/sloapi.md).
 
 Contract:
 

@@ -83,7 +83,7 @@ __all__ = [
     "LeaderElector",
 ]
 
-# SPEC §11 and client-go's defaults.
+# docs/operations.md and client-go's defaults.
 DEFAULT_LEASE_DURATION = 15.0
 DEFAULT_RENEW_DEADLINE = 10.0
 DEFAULT_RETRY_PERIOD = 2.0

@@ -1,4 +1,4 @@
-"""The manager: one process's shared clients, caches, runnables and leader election (SPEC §11).
+"""The manager: one process's shared clients, caches, runnables and leader election (docs/operations.md).
 
 A ``Manager`` owns exactly one of each shared thing — one ``ApiClient`` (from
 ``escaler.kube.new_api_client``, never the library's global default), a ``RESTMapper``, a
@@ -64,7 +64,7 @@ stop, without waiting for it (controller-runtime skips the grace period here too
 torn down, and ``start()`` returns 1 so the process exits non-zero and its Deployment restarts it
 as a fresh standby. A failed start (bind, cache sync) or a runnable that raises also returns 1.
 
-**Readiness** (our reading of SPEC §11 "caches synced and, when elected, leading"): ``/readyz``
+**Readiness** (our reading of docs/operations.md "caches synced and, when elected, leading"): ``/readyz``
 passes once the caches have synced — a *standby* replica is ready, so rolling updates of a
 multi-replica Deployment proceed — and fails again if this replica was elected and then lost
 the lease (it is about to exit). ``/healthz`` passes while the process serves ("ping").
@@ -191,7 +191,7 @@ class Mapper(Protocol):
 
 @dataclass(frozen=True)
 class ManagerOptions:
-    """Manager configuration; every field has the CLI flag's default (SPEC §11)."""
+    """Manager configuration; every field has the CLI flag's default (docs/operations.md)."""
 
     # kubeconfig path and context; None = $KUBECONFIG, in-cluster, then ~/.kube/config
     kubeconfig: str | None = None

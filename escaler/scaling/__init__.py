@@ -1,23 +1,24 @@
-"""escaler.scaling: the pure decision layer (see ARCHITECTURE.md) — no I/O, no clock reads, no kube.
+"""escaler.scaling: the pure decision layer (see docs/design.md#design-rules, rule 1) — no I/O, no clock
+reads, no kube.
 
 Public API so far:
 
-* the algorithm contract and registry (SPEC §5.2): ``Algorithm``, ``AlgorithmContext``,
-  ``MetricValue``, ``Recommendation``, ``NoDecision``, ``register_algorithm``, ``get_algorithm``,
-  ``registered_algorithms``, ``is_known_algorithm``, ``unregister_algorithm``, ``HPA``,
+* the algorithm contract and registry (docs/guide/elasticscaler.md#the-triggers): ``Algorithm``,
+  ``AlgorithmContext``, ``MetricValue``, ``Recommendation``, ``NoDecision``, ``register_algorithm``,
+  ``get_algorithm``, ``registered_algorithms``, ``is_known_algorithm``, ``unregister_algorithm``, ``HPA``,
   ``DEFAULT_ALGORITHM``; the built-in ``apa`` (``escaler.scaling.apa``);
-* ``escaler.scaling.annotations`` — the pause and §5.4 annotation keys, defaults and parser;
+* ``escaler.scaling.annotations`` — the pause and policy annotation keys, defaults and parser;
 * ``escaler.scaling.schedule`` — Tidal's ``CRON_TZ=<zone> <cron>`` syntax;
 * ``escaler.scaling.endpoints`` — endpoint URL syntax and ``--allowed-endpoint-hosts`` matching;
-* sample windows (SPEC §5.4, ``escaler.scaling.window``): ``SampleWindow``, ``MetricWindows``,
-  ``WindowPolicy``;
-* the decision pipeline (SPEC §4, ``escaler.scaling.pipeline``): ``decide(PipelineInput) ->
-  Decision`` and its steps ``stabilize`` (``stabilizer``), ``limit_step``, ``clamp`` (``limits``),
-  ``guards``, ``defer`` (``guards``); inputs ``RecommendResult``, ``Behavior``, ``PipelineState``,
-  ``TargetSnapshot``; ``explain_lines`` for ``escaler explain``;
-* the condition model (SPEC §3, ``escaler.scaling.conditions``): ``conditions_for(SyncOutcome, ...)
-  -> (conditions, events)``, ``ConditionValue``, ``EventValue``, ``TargetError``, ``Validation``,
-  ``health``.
+* sample windows (docs/reference/annotations.md, ``escaler.scaling.window``): ``SampleWindow``,
+  ``MetricWindows``, ``WindowPolicy``;
+* the decision pipeline (docs/concepts.md#the-decision-pipeline, ``escaler.scaling.pipeline``):
+  ``decide(PipelineInput) -> Decision`` and its steps ``stabilize`` (``stabilizer``), ``limit_step``,
+  ``clamp`` (``limits``), ``guards``, ``defer`` (``guards``); inputs ``RecommendResult``, ``Behavior``,
+  ``PipelineState``, ``TargetSnapshot``; ``explain_lines`` for ``escaler explain``;
+* the condition model (docs/concepts.md#conditions-and-health, ``escaler.scaling.conditions``):
+  ``conditions_for(SyncOutcome, ...) -> (conditions, events)``, ``ConditionValue``, ``EventValue``,
+  ``TargetError``, ``Validation``, ``health``.
 
 Reconciler sketch (time is an argument; nothing here reads a clock or the API)::
 

@@ -1,5 +1,5 @@
-"""Activation with metric scaling (SPEC §14): one MetricsTrigger scaler does 0 <-> 1 on demand and
-1 <-> N on load, like KEDA's ``activationThreshold``.
+"""Activation with metric scaling (docs/design.md#beyond-the-seeds): one MetricsTrigger scaler does 0 <-> 1 on
+demand and 1 <-> N on load, like KEDA's ``activationThreshold``.
 
 ``spec.trigger.metricsTrigger.activation.value`` is a threshold on the trigger's *wake-capable*
 metrics: the External and ExternalServer metrics, whose value is a total that exists while the

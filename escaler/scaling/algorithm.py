@@ -1,4 +1,5 @@
-"""The scaling-algorithm contract of SPEC §5.2: what an algorithm sees and what it may return.
+"""The scaling-algorithm contract of docs/guide/elasticscaler.md#the-triggers: what an algorithm sees and what
+it may return.
 
 An algorithm is a *pure function* ``(AlgorithmContext) -> int | AlgorithmResult``: the desired
 replica count recommended from the current count, the aggregated metrics, the scaler's
@@ -73,7 +74,7 @@ TARGET_UTILIZATION = "Utilization"
 TARGET_VALUE = "Value"
 TARGET_AVERAGE_VALUE = "AverageValue"
 TARGET_TYPES = (TARGET_UTILIZATION, TARGET_VALUE, TARGET_AVERAGE_VALUE)
-# the metric sources of an ElasticScaler MetricsTrigger (SPEC §5)
+# the metric sources of an ElasticScaler MetricsTrigger (docs/guide/elasticscaler.md)
 METRIC_TYPES = ("Resource", "Custom", "External", "ExternalServer")
 
 
@@ -126,7 +127,7 @@ class PodCounts:
 
 @dataclass(frozen=True)
 class MetricValue:
-    """One metric, aggregated over the window (SPEC §5.4), with its target."""
+    """One metric, aggregated over the window (docs/reference/annotations.md), with its target."""
 
     # the metric's display name (resource name, metric name, or the ExternalServer query)
     name: str

@@ -1,11 +1,14 @@
-"""Scaler annotations: keys, defaults, allowed values and their one parser (SPEC §3, §5.4).
+"""Scaler annotations: keys, defaults, allowed values and their one parser
+(docs/concepts.md#conditions-and-health, docs/reference/annotations.md).
 
 Two families:
 
-* **pause** (every scaler kind, SPEC §3): ``elasticscaler.io/paused`` (``"true"``/``"false"``;
-  freeze: no writes) and ``elasticscaler.io/paused-replicas`` (an integer >= 0; pin to N);
-* **metrics and behavior policies** (ElasticScaler, MetricsTrigger with an algorithm, SPEC §5.4):
-  ``elasticscaler.io/metrics.*`` and ``elasticscaler.io/behavior.*``, see ``POLICY_KEYS``.
+* **pause** (every scaler kind, docs/concepts.md#conditions-and-health): ``elasticscaler.io/paused``
+  (``"true"``/``"false"``; freeze: no writes) and ``elasticscaler.io/paused-replicas`` (an integer >= 0; pin
+  to N);
+* **metrics and behavior policies** (ElasticScaler, MetricsTrigger with an algorithm,
+  docs/reference/annotations.md): ``elasticscaler.io/metrics.*`` and ``elasticscaler.io/behavior.*``, see
+  ``POLICY_KEYS``.
 
 ``ANNOTATIONS`` is the one table of every key: its ``ScalerAnnotations`` field, its value type
 (``ValueType``: the parser and the words the reference uses), what it does and who reads it. The
@@ -16,8 +19,8 @@ parser reads it, and ``docs/reference/annotations.md`` is generated from it
 every value that parses is used, every other one falls back to its default and yields one
 ``AnnotationProblem`` naming the key (as the path ``metadata.annotations[<key>]``), the rule and
 the default used. The reconciler uses the values and reports each problem once as a Warning event
-(never silently, SPEC §5.4); the admission webhook accepts such an object with an admission
-warning saying the same (``escaler.webhook.checks`` states when it denies instead). A key under
+(never silently, docs/reference/annotations.md); the admission webhook accepts such an object with an
+admission warning saying the same (``escaler.webhook.checks`` states when it denies instead). A key under
 ``elasticscaler.io/metrics.`` or ``elasticscaler.io/behavior.`` that is not one of ours is a
 problem too (a typo such as ``metrics.windowSecond`` would otherwise be ignored silently).
 
@@ -27,8 +30,8 @@ aggregated alongside the main one (``escaler.scaling.window`` states the rule an
 behind the default): it takes over a scale-up the main window would only creep towards, and never
 drives a scale-down. Ten percent is Knative KPA's default panic window (60 s stable, 6 s panic).
 
-Defaults depend on the trigger. ``DEFAULTS`` are SPEC §5.4's, for a MetricsTrigger (and a
-SignalTrigger). ``STATE_TRIGGER_DEFAULTS`` differ in one value: no scale-down stabilization window
+Defaults depend on the trigger. ``DEFAULTS`` are those of docs/reference/annotations.md, for a MetricsTrigger
+(and a SignalTrigger). ``STATE_TRIGGER_DEFAULTS`` differ in one value: no scale-down stabilization window
 (0 s, not 300 s). A state source's ``status.desiredReplicas`` (a Tidal's schedule) is a decision
 already made, not a noisy signal to smooth, and seed 003 scopes the behaviour annotations to the
 MetricsTrigger path: a StateTrigger follower follows a scale-down at once instead of 5 minutes late.
@@ -113,7 +116,8 @@ POLICY_PREFIXES = ("elasticscaler.io/metrics.", "elasticscaler.io/behavior.")
 
 @dataclass(frozen=True)
 class ScalerAnnotations:
-    """The parsed annotations; every field holds its SPEC default unless a valid value was given."""
+    """The parsed annotations; every field holds its documented default (docs/reference/annotations.md)
+    unless a valid value was given."""
 
     # aggregation window over the sample buffer, seconds; >= 1
     window_seconds: int = 60
@@ -374,9 +378,9 @@ def parse_annotations(
     annotations: Mapping[str, Any] | None, *, policies: bool = True,
     defaults: ScalerAnnotations = DEFAULTS,
 ) -> tuple[ScalerAnnotations, list[AnnotationProblem]]:
-    """Parse the pause annotations and, with ``policies``, the §5.4 ones; a key absent or unusable
-    takes its value from ``defaults`` (``DEFAULTS``, or ``STATE_TRIGGER_DEFAULTS``); see the module
-    docstring.
+    """Parse the pause annotations and, with ``policies``, the metric-window and behavior ones; a key absent
+    or unusable takes its value from ``defaults`` (``DEFAULTS``, or ``STATE_TRIGGER_DEFAULTS``); see the
+    module docstring.
 
     Never raises: a non-mapping ``annotations`` gives the defaults and one problem.
     """

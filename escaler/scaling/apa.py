@@ -1,4 +1,4 @@
-"""``apa``, the built-in default scaling algorithm (SPEC §5.2).
+"""``apa``, the built-in default scaling algorithm (docs/guide/elasticscaler.md#the-triggers).
 
 For each metric (see ``algorithm.py`` for what a value means per target type):
 

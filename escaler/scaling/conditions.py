@@ -1,8 +1,8 @@
-"""The scaler condition model (SPEC §3): one sync's outcome → conditions and events — the one
-condition engine of escaler (every reconciler writes its conditions through this module).
+"""The scaler condition model (docs/concepts.md#conditions-and-health): one sync's outcome → conditions and
+events — the one condition engine of escaler (every reconciler writes its conditions through this module).
 
 ``conditions_for(outcome, generation, now_iso, previous) -> (conditions, events)`` implements the
-SPEC §3 table for every scaler kind:
+docs/concepts.md#conditions-and-health table for every scaler kind:
 
 =============== ====== ================================================================
 type            status reasons (when)
@@ -106,9 +106,9 @@ InvalidSpec), ``TargetConflict`` (Warning, Validated=False/TargetConflict). Advi
 writes, so it never emits the write events (SuccessfulRescale, DeferralTimedOut, FailedRescale);
 the others are emitted, ScalingDeferred with an "Advisory mode:" note.
 
-``health(conditions)`` is the SPEC §3 rule: ``failing`` when AbleToScale or ScalingActive is False
-(and, beyond the SPEC's wording, when Validated is False: a refused scaler never writes);
-``waiting`` when AbleToScale is True with a guard or stabilization reason (``WAITING_REASONS``:
+``health(conditions)`` is the docs/concepts.md#conditions-and-health rule: ``failing`` when AbleToScale or
+ScalingActive is False (and, beyond the documented rule, when Validated is False: a refused scaler never
+writes); ``waiting`` when AbleToScale is True with a guard or stabilization reason (``WAITING_REASONS``:
 RolloutInProgress, ScaleDownSettling, InsufficientCapacity, ScaleDownStabilized); ``ok``
 otherwise. ScalingLimited is informational.
 Pure: no I/O, no clock (the caller passes ``now_iso``).
@@ -232,7 +232,8 @@ SCHEDULE_FLOOR = "ScheduleFloor"           # spec.floorFrom: whether the Tidal's
 SCALING_DEFERRED = "ScalingDeferred"       # removed: written by older controllers
 CONDITION_ORDER = (SCALING_ACTIVE, ABLE_TO_SCALE, SCALING_LIMITED, VALIDATED, METRICS_PIPELINE,
                    DECISION_AVAILABLE, SCHEDULE_FLOOR)
-# condition types removed on the first status write (SPEC §3: a stale ScalingDeferred)
+# condition types removed on the first status write (docs/concepts.md#conditions-and-health: a stale
+# ScalingDeferred)
 DROPPED_TYPES = frozenset({SCALING_DEFERRED})
 
 # ScalingActive reasons (DECISION_UNAVAILABLE, INVALID_SPEC, SCALING_DISABLED come from pipeline)
@@ -453,7 +454,8 @@ def _scaling_active(d: Decision) -> _Spec:
         return "False", INVALID_SPEC, rr.summary()
     assert d.activity == DECISION_UNAVAILABLE
     if d.fallback is not None:
-        # spec.fallback: say whether it is engaged, the count and the threshold (SPEC §14)
+        # spec.fallback: say whether it is engaged, the count and the threshold
+        # (docs/design.md#beyond-the-seeds)
         return "False", DECISION_UNAVAILABLE, f"{fallback_note(d.fallback)}; {rr.summary()}"
     return "False", DECISION_UNAVAILABLE, rr.summary()
 
@@ -756,7 +758,8 @@ def changed_types(previous: Sequence[_ConditionLike], current: Sequence[_Conditi
 
 
 def health(conditions: Sequence[_ConditionLike]) -> Health:
-    """``failing`` / ``waiting`` / ``ok`` per the SPEC §3 health rule (see the module docstring)."""
+    """``failing`` / ``waiting`` / ``ok`` per the health rule of docs/concepts.md#conditions-and-health
+    (see the module docstring)."""
     by_type = {c.type: c for c in conditions}
     for ctype in (ABLE_TO_SCALE, SCALING_ACTIVE, VALIDATED):
         cond = by_type.get(ctype)

@@ -1,4 +1,4 @@
-"""A cron expression compiled once into a matcher of naive wall-clock minutes (SPEC §6 schedules).
+"""A cron expression compiled once into a matcher of naive wall-clock minutes (docs/guide/tidal.md schedules).
 
 ``CronMatcher(expression)`` reads the five fields with croniter's own parser (``croniter.expand``:
 names, ranges, steps, ``*``/``?``, ``L``, ``nW``, ``n#k``, ``nL``, 7 = Sunday — one reading of the

@@ -1,4 +1,5 @@
-"""Pod deletion cost (SPEC §14, issue 16): choose which pods leave on a Deployment scale-down.
+"""Pod deletion cost (docs/design.md#beyond-the-seeds, issue 16): choose which pods leave on a Deployment
+scale-down.
 
 The ReplicaSet controller, when it removes pods, deletes first the pods that are not assigned to a
 node, then Pending before Running, not Ready before Ready; only among the rest does it read the

@@ -1,4 +1,5 @@
-"""Fallback when the metrics die (SPEC §14): count the polls without a usable signal, and engage.
+"""Fallback when the metrics die (docs/design.md#beyond-the-seeds): count the polls without a usable signal,
+and engage.
 
 A MetricsTrigger ElasticScaler or an LLMScaler with ``spec.fallback {failureThreshold, replicas}``
 counts its consecutive *polls* (collections or provider reads, not reconciles: a sync between two

@@ -1,4 +1,4 @@
-"""Schedule floors (SPEC §14): a Tidal's rules as a lower bound under reactive scaling.
+"""Schedule floors (docs/design.md#beyond-the-seeds): a Tidal's rules as a lower bound under reactive scaling.
 
 ``spec.floorFrom: {kind: Tidal, name}`` on an ElasticScaler (MetricsTrigger) or an LLMScaler names
 a Tidal **in the scaler's own namespace** (a namespace user never makes the manager read another

@@ -1,5 +1,6 @@
-"""``flow``, a registered scaling algorithm (SPEC §5.2, §15): flow sizing for an ElasticScaler
-MetricsTrigger (``scalingAlgorithm: flow``), **stateless**.
+"""``flow``, a registered scaling algorithm (docs/guide/elasticscaler.md#the-triggers,
+docs/design.md#the-llm-sizing-policy): flow sizing for an ElasticScaler MetricsTrigger (``scalingAlgorithm:
+flow``), **stateless**.
 
 It is the first steps of ``escaler.scaling.flow.decide_flow`` — called, not copied — on one reading:
 

@@ -1,4 +1,4 @@
-"""Write guards and the deferral state machine (SPEC §4 step 5).
+"""Write guards and the deferral state machine (docs/concepts.md#the-decision-pipeline step 5).
 
 Guards — ``guards(target, current, desired) -> GuardHold | None``. The guard input
 (``TargetSnapshot``) carries *facts the target's ResourceHandler already computed* (one source of

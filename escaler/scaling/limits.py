@@ -1,4 +1,4 @@
-"""Step limits and the min/max clamp (SPEC §4 steps 3 and 4).
+"""Step limits and the min/max clamp (docs/concepts.md#the-decision-pipeline steps 3 and 4).
 
 Contract:
 
@@ -6,7 +6,7 @@ Contract:
   sync's change: at most ``up_max_pods`` replicas added (``maxPodsPerStep`` of scale-up) and at
   most ``down_max_pods`` removed (``maxPodsPerStep`` of scale-down, or LLMScaler's
   ``scaleDown.maxStepReplicas``). ``None`` means unlimited. LLMScaler passes
-  ``allow_up_limit=False``: it never caps scale-up (SPEC §8), whatever ``up_max_pods`` says.
+  ``allow_up_limit=False``: it never caps scale-up (docs/llmscaler.md), whatever ``up_max_pods`` says.
   The limit is per sync, not per unit of time: a scaler that syncs more often moves faster.
 * ``clamp(count, min_replicas, max_replicas)`` bounds the count to ``[min, max]``. The pipeline
   clamps **last**, after stabilization and the step limits, so that lowering ``maxReplicas`` (or

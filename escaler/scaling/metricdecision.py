@@ -1,4 +1,5 @@
-"""``decide_metrics``: windowed metric values and an algorithm → the recommend step (SPEC §5.2, §5.4).
+"""``decide_metrics``: windowed metric values and an algorithm → the recommend step
+(docs/guide/elasticscaler.md#the-triggers, docs/reference/annotations.md).
 
 The pure core of a MetricsTrigger sync, after the samples are windowed: the ElasticScaler
 reconciler (``escaler.reconcilers.elasticscaler.metricsync``) calls it on the values it collected,

@@ -1,4 +1,5 @@
-"""The decision pipeline (SPEC §4), shared by every scaler: ``decide(PipelineInput) -> Decision``.
+"""The decision pipeline (docs/concepts.md#the-decision-pipeline), shared by every scaler:
+``decide(PipelineInput) -> Decision``.
 
 One pure function per step, composed in this order:
 
@@ -171,7 +172,7 @@ INVALID_SPEC = "InvalidSpec"
 SCALING_DISABLED = "ScalingDisabled"
 ACTIVITIES = (RECOMMENDED, DECISION_UNAVAILABLE, INVALID_SPEC, SCALING_DISABLED)
 
-# Decision.limited_by values: the ScalingLimited=True reasons (SPEC §3)
+# Decision.limited_by values: the ScalingLimited=True reasons (docs/concepts.md#conditions-and-health)
 SCALE_UP_LIMIT = "ScaleUpLimit"        # a scale-up rate cap or step limit cut the count
 SCALE_DOWN_LIMIT = "ScaleDownLimit"    # a scale-down rate cap or step limit cut the count
 TOO_FEW_REPLICAS = "TooFewReplicas"    # raised to minReplicas
@@ -298,7 +299,7 @@ class RecommendResult:
                     can_scale_from_zero: bool = True) -> RecommendResult:
         """No usable signal (ScalingActive=False/DecisionUnavailable): message ``"<source>: <error>"``,
         the error capped at 1 KiB. (LLMScaler Custom passes ``source="custom provider returned no
-        decision"`` so that the message starts as SPEC §8 says.)"""
+        decision"`` so that the message starts as docs/llmscaler.md says.)"""
         return cls(unavailable=f"{source}: {cap_text(error)}" if source else cap_text(error), kind=kind,
                    source=source, evaluated=evaluated, total=total, metric_errors=metric_errors,
                    can_scale_from_zero=can_scale_from_zero)
@@ -365,7 +366,7 @@ class Behavior:
     @classmethod
     def from_annotations(cls, annotations: ScalerAnnotations, *, min_replicas: int, max_replicas: int,
                          defer_timeout_seconds: float = DEFAULT_DEFER_TIMEOUT_SECONDS) -> Behavior:
-        """ElasticScaler: the bounds from the spec, the behavior from the §5.4 annotations."""
+        """ElasticScaler: the bounds from the spec, the behavior from the behavior annotations."""
         return cls(
             min_replicas=min_replicas,
             max_replicas=max_replicas,
@@ -381,7 +382,8 @@ class Behavior:
                       scale_down_stabilization_seconds: float = DEFAULTS.scale_down_stabilization_seconds,
                       scale_down_max_step_replicas: int | None = None,
                       defer_timeout_seconds: float = DEFAULT_DEFER_TIMEOUT_SECONDS) -> Behavior:
-        """LLMScaler (SPEC §8): ``scaleDown`` only; no scale-up stabilization and no ScaleUpLimit."""
+        """LLMScaler (docs/llmscaler.md): ``scaleDown`` only; no scale-up stabilization and no
+        ScaleUpLimit."""
         return cls(
             min_replicas=min_replicas,
             max_replicas=max_replicas,

@@ -1,4 +1,5 @@
-"""The scaling-algorithm registry (SPEC §5.2): algorithm names → pure functions.
+"""The scaling-algorithm registry (docs/guide/elasticscaler.md#the-triggers): algorithm names → pure
+functions.
 
 Contract:
 
@@ -9,9 +10,9 @@ Contract:
   characters, alphanumeric at both ends), so they read well in YAML and in condition messages.
   Registering a taken name raises ``ValueError`` unless ``replace=True``.
 * ``HPA`` is *reserved*: it is not a function but "delegate to a companion HorizontalPodAutoscaler"
-  (SPEC §5.1), so it can be neither registered nor looked up; ``is_known_algorithm("HPA")`` is
-  True. The reservation is case-insensitive (``hpa`` is refused too) so that no plug-in can be
-  mistaken for it.
+  (docs/guide/elasticscaler.md#the-triggers), so it can be neither registered nor looked up;
+  ``is_known_algorithm("HPA")`` is True. The reservation is case-insensitive (``hpa`` is refused too) so that
+  no plug-in can be mistaken for it.
 * ``apa`` (``escaler.scaling.apa``, which returns an ``AlgorithmResult``) and ``flow``
   (``escaler.scaling.flowalgorithm``: stateless flow sizing on token-rate metrics) are registered
   at import.
@@ -43,7 +44,7 @@ __all__ = [
     "validate_algorithm_name",
 ]
 
-# the reserved name: delegate to a companion HPA (SPEC §5.1)
+# the reserved name: delegate to a companion HPA (docs/guide/elasticscaler.md#the-triggers)
 HPA = "HPA"
 # what an omitted scalingAlgorithm means
 DEFAULT_ALGORITHM = APA

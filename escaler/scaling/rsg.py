@@ -1,4 +1,5 @@
-"""The pure arithmetic of a ResourceScalingGroup (SPEC §7): no I/O, no clock, no kube types.
+"""The pure arithmetic of a ResourceScalingGroup (docs/guide/resourcescalinggroup.md): no I/O, no clock, no
+kube types.
 
 * ``member_replicas(groups, per_group)``: InplaceScaling sets each member to ``groups x
   replicasPerGroup``.

@@ -1,4 +1,5 @@
-"""Tidal schedules (SPEC §6): ``CRON_TZ=<IANA zone> <minute> <hour> <day-of-month> <month> <day-of-week>``.
+"""Tidal schedules (docs/guide/tidal.md): ``CRON_TZ=<IANA zone> <minute> <hour> <day-of-month> <month>
+<day-of-week>``.
 
 ``parse_schedule`` is the one reading of that syntax, shared by the admission webhook (which
 refuses a bad schedule) and the Tidal reconciler (which reports ``Ready=False/InvalidSchedule``).

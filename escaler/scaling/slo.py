@@ -1,4 +1,4 @@
-"""SLO sizing (SPEC §9.2): an SLO requirement's signals and current replicas → a replica decision.
+"""SLO sizing (docs/slo.md): an SLO requirement's signals and current replicas → a replica decision.
 
 Pure: data in, data out — no I/O, no clock (the caller stamps the decision's time).
 

@@ -1,4 +1,5 @@
-"""Stabilization (SPEC §4 step 2): damp flapping by remembering recent recommendations.
+"""Stabilization (docs/concepts.md#the-decision-pipeline step 2): damp flapping by remembering recent
+recommendations.
 
 Contract (the HPA v2 behavior algorithm, with the scaler's own windows):
 

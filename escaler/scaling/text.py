@@ -1,9 +1,9 @@
 """Text helpers for what the decision layer writes into status and events.
 
-* ``cap_text(text, limit)`` bounds a text to ``limit`` UTF-8 bytes (default 1 KiB, SPEC §3: error
-  bodies are capped at 1 KiB before they reach a message), cutting on a character boundary and
-  ending in ``TRUNCATED`` so a reader knows there was more. A body bigger than a condition's
-  ``maxLength`` would otherwise make every status write fail validation.
+* ``cap_text(text, limit)`` bounds a text to ``limit`` UTF-8 bytes (default 1 KiB,
+  docs/concepts.md#conditions-and-health: error bodies are capped at 1 KiB before they reach a message),
+  cutting on a character boundary and ending in ``TRUNCATED`` so a reader knows there was more. A body bigger
+  than a condition's ``maxLength`` would otherwise make every status write fail validation.
 * ``format_time(seconds)`` renders wall-clock seconds since the epoch as RFC 3339 in UTC with
   seconds precision (``2026-01-01T00:00:00Z``), the ``metav1.Time`` wire form. It converts a
   number it is given; it never reads a clock.
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 __all__ = ["MAX_ERROR_BYTES", "TRUNCATED", "cap_text", "format_time"]
 
-# the cap on an error body inside a message (SPEC §3)
+# the cap on an error body inside a message (docs/concepts.md#conditions-and-health)
 MAX_ERROR_BYTES = 1024
 # appended to a capped text
 TRUNCATED = " ...[truncated]"

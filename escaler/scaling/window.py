@@ -1,4 +1,5 @@
-"""Sample windows (SPEC §5.4): the in-memory metric samples of one scaler, and their aggregation.
+"""Sample windows (docs/reference/annotations.md): the in-memory metric samples of one scaler, and their
+aggregation.
 
 Contract:
 
@@ -326,7 +327,8 @@ def _reduce(values: list[float], aggregation: str) -> float:
 
 @dataclass(frozen=True)
 class WindowPolicy:
-    """How a scaler's windows are kept and aggregated (the ``metrics.*`` annotations, SPEC §5.4)."""
+    """How a scaler's windows are kept and aggregated (the ``metrics.*`` annotations,
+    docs/reference/annotations.md)."""
 
     # the aggregation window, seconds; > 0
     window_seconds: float = DEFAULTS.window_seconds

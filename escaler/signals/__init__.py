@@ -1,6 +1,6 @@
 """escaler.signals: metric and decision sources — the metrics APIs, Prometheus, activity signals.
 
-Layering (ARCHITECTURE.md): above ``escaler.kube``, below ``escaler.runtime``; independent of
+Layering (docs/toolkit.md#the-packages): above ``escaler.kube``, below ``escaler.runtime``; independent of
 ``escaler.targets`` (a collector sees the target through the ``PodTarget`` protocol, which
 ``TargetSnapshot`` satisfies). Every collector returns a ``Sample`` (a finite value, or an error
 capped at 1 KiB) and never raises for data problems. Each module's docstring states its contract:

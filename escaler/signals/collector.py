@@ -1,4 +1,5 @@
-"""``MetricsCollector``: one sample per metric of a MetricsTrigger scaler (SPEC §5, §5.2).
+"""``MetricsCollector``: one sample per metric of a MetricsTrigger scaler (docs/guide/elasticscaler.md,
+docs/guide/elasticscaler.md#the-triggers).
 
 Contract:
 

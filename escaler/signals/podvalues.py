@@ -1,4 +1,5 @@
-"""A value per pod from a Prometheus instant query (``scaleDown.podDeletionCost``, SPEC §14).
+"""A value per pod from a Prometheus instant query (``scaleDown.podDeletionCost``,
+docs/design.md#beyond-the-seeds).
 
 ``query_pod_values(client, endpoint, query, label, timeout, ...)`` sends the query as an
 ExternalServer metric is sent (``escaler.signals.fetch``: the ``--allowed-endpoint-hosts`` hook,

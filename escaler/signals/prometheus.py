@@ -1,4 +1,5 @@
-"""ExternalServer metrics: one instant query against a Prometheus-compatible HTTP API (SPEC §5).
+"""ExternalServer metrics: one instant query against a Prometheus-compatible HTTP API
+(docs/guide/elasticscaler.md).
 
 ``query_prometheus(client, endpoint, query, timeout)`` sends ``GET {endpoint}/api/v1/query?query=...``
 (``escaler.signals.fetch``: allow-list hook, address policy, no redirects, one total deadline,

@@ -1,4 +1,5 @@
-"""SignalTrigger pull (SPEC §5.5): ``GET endpoint`` → ``{"active": bool, "replicas": int?}``.
+"""SignalTrigger pull (docs/guide/elasticscaler.md#the-triggers): ``GET endpoint`` → ``{"active": bool,
+"replicas": int?}``.
 
 ``pull_signal(client, endpoint, timeout=...)`` returns a ``SignalReading``:
 

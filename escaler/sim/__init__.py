@@ -1,1 +1,1 @@
-"""escaler.sim (see ARCHITECTURE.md)."""
+"""escaler.sim (see docs/toolkit.md#the-packages)."""

@@ -8,7 +8,7 @@ simulated fleet, never a re-implementation:
   (``target`` per replica). Every ``poll_s`` (the manager's ``--metrics-trigger-poll-interval``,
   30 s) it reads the query as Prometheus holds it (the newest scrape at its ``prometheus_scrape_s``
   cadence), adds the sample to the same ``MetricWindows`` the reconciler keeps (window, panic window
-  and outlier filter from ``annotations``, SPEC §5.4 defaults when absent), then runs
+  and outlier filter from ``annotations``, docs/reference/annotations.md defaults when absent), then runs
   ``escaler.scaling.metricdecision.decide_metrics`` (algorithm, panic/settling choice, history) and
   ``escaler.scaling.pipeline.decide`` (stabilization, limits, clamp) with
   ``Behavior.from_annotations`` — the ElasticScaler reconciler's ``metricsync`` and ``_decide``.

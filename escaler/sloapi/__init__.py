@@ -1,4 +1,4 @@
-"""The SLO API (SPEC §9.3; ``docs/sloapi.md``): read and change SLO requirements over HTTP.
+"""The SLO API (docs/sloapi.md): read and change SLO requirements over HTTP.
 
 Modules, one concept each: ``kinds`` (the two SLO kinds and what a route of each may hold),
 ``index`` (one informer per kind, routes across kinds, missing CRDs), ``translate`` (route

@@ -1,4 +1,4 @@
-"""The SLO API's HTTP surface: a FastAPI app over ``SLOService`` (SPEC §9.3).
+"""The SLO API's HTTP surface: a FastAPI app over ``SLOService`` (docs/sloapi.md).
 
 Routes: ``GET /`` (the form), ``GET /healthz``, ``GET /readyz``, ``GET /config``,
 ``GET|PUT|DELETE /config/namespaces/{namespace}/{route}``, ``GET /openapi.json`` (no ``/docs``: it
@@ -215,7 +215,7 @@ def create_app(service: SLOService, *, max_body_bytes: int = MAX_BODY_BYTES,
 
     app = FastAPI(title="escaler SLO API", version=__version__, docs_url=None, redoc_url=None,
                   lifespan=lifespan,
-                  description="Read and change the SLOs of LLM and job routes (SPEC §9.3). Errors are "
+                  description="Read and change the SLOs of LLM and job routes. Errors are "
                               '{"error": {"code", "message"}}.')
     _install_error_handlers(app)
     _add_page_and_probes(app, service)

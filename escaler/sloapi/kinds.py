@@ -11,8 +11,8 @@ Contract:
 * ``writable`` are the body fields a ``PUT`` may set on that kind; ``read_only`` fields are
   shown by ``GET`` and accepted in a ``PUT`` only with their current value; ``foreign`` are the
   fields of the *other* kind, refused with a message saying which kind takes them.
-* Bound types per end (``min_bound_types``, ``max_bound_types``) follow SPEC §9.1: an LLM bound
-  is ``replica``, ``concurrency`` or ``pdengine``; a job's max is ``replica`` and its min
+* Bound types per end (``min_bound_types``, ``max_bound_types``) follow docs/slo.md#bounds-in-replicas: an LLM
+  bound is ``replica``, ``concurrency`` or ``pdengine``; a job's max is ``replica`` and its min
   ``replica`` or ``concurrency``. Cross-field rules (same type, min <= max, pdengine max != 1,
   pdengine only with ``deployType: pd``) stay with the API server's CEL, on the merged spec.
 """

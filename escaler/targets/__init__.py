@@ -1,10 +1,11 @@
 """escaler.targets: ResourceHandlers — reading and writing the replica count of a scale target.
 
-Layering (ARCHITECTURE.md): above ``escaler.kube``, below ``escaler.runtime``; independent of
+Layering (docs/toolkit.md#the-packages): above ``escaler.kube``, below ``escaler.runtime``; independent of
 ``escaler.signals``. Each module's docstring states its contract:
 
-* ``snapshot`` — ``TargetSnapshot`` (counts, selector, resourceVersion and the SPEC §4 guard inputs
-  ``rollout_in_progress`` / ``settling_scale_down``), ``TargetUnreadable``, ``TargetRefLike``;
+* ``snapshot`` — ``TargetSnapshot`` (counts, selector, resourceVersion and the
+  docs/concepts.md#the-decision-pipeline guard inputs ``rollout_in_progress`` / ``settling_scale_down``),
+  ``TargetUnreadable``, ``TargetRefLike``;
 * ``handler`` — the ``ResourceHandler`` protocol, ``WorkloadHandler`` (the base of every built-in)
   and ``GenericScaleHandler`` (any kind with ``/scale``, else ``spec.replicas``);
 * ``workloads`` — Deployment, StatefulSet, LeaderWorkerSet and ResourceScalingGroup handlers;
@@ -17,7 +18,7 @@ Typical use in a reconciler::
     try:
         snap = handler.read(namespace, ref)       # StatusError 404 → TargetNotFound
     except TargetUnreadable: ...                  # → TargetUnreadable
-    if snap.rollout_in_progress: ...              # guard (SPEC §4 step 5)
+    if snap.rollout_in_progress: ...              # guard (docs/concepts.md#the-decision-pipeline step 5)
     snap = handler.write_replicas(snap, desired)  # StatusError 409 → requeue and re-read
 """
 

@@ -1,6 +1,6 @@
 """``ResourceHandler``: how a scaler reads and writes the replica count of one kind of target.
 
-The protocol (SPEC §1, §4 steps 5-6)::
+The protocol (docs/design.md#architecture, docs/concepts.md#the-decision-pipeline steps 5-6)::
 
     read(namespace, ref) -> TargetSnapshot
     write_replicas(snapshot, replicas) -> TargetSnapshot
@@ -120,16 +120,17 @@ def rollout_message(
     updated_replicas: int | None,
     expected_updated: int | None,
 ) -> str:
-    """Why a rollout is in progress (SPEC §4 step 5), or ``""`` when it is not."""
+    """Why a rollout is in progress (docs/concepts.md#the-decision-pipeline step 5), or ``""`` when it
+    is not."""
     if observed_generation is not None and observed_generation < generation:
         return (f"status.observedGeneration {observed_generation} < metadata.generation {generation}: "
                 "the workload controller has not acted on the latest spec yet")
     if updated_replicas is not None and expected_updated is not None and updated_replicas < expected_updated:
         return (f"status.updatedReplicas {updated_replicas} < {expected_updated} expected: "
                 "not every replica runs the latest template yet")
-    # Replicas that are merely not Ready yet are not a rollout (SPEC §4 step 5): after a scale-up
-    # they are capacity on the way (LLM servers load weights for minutes), and holding the next
-    # write until they are Ready would freeze a scaler in the middle of a surge.
+    # Replicas that are merely not Ready yet are not a rollout (docs/concepts.md#the-decision-pipeline step
+    # 5): after a scale-up they are capacity on the way (LLM servers load weights for minutes), and holding
+    # the next write until they are Ready would freeze a scaler in the middle of a surge.
     return ""
 
 

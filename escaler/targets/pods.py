@@ -1,4 +1,5 @@
-"""The pods of a target as the write guards see them (SPEC §4 step 5): who cannot be scheduled.
+"""The pods of a target as the write guards see them (docs/concepts.md#the-decision-pipeline step 5): who
+cannot be scheduled.
 
 ``capacity(pods, now, grace_seconds) -> Capacity`` looks at a target's pods (already selected by its
 pod selector, from an informer cache) and counts those **Pending as Unschedulable** — phase

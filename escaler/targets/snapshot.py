@@ -3,15 +3,16 @@
 Contract:
 
 * A snapshot is immutable and self-contained: the replica counts, the pod selector, the
-  ``resourceVersion`` a write must be conditional on, and the two guard inputs of SPEC §4 step 5,
-  already computed by the kind's ``ResourceHandler``:
+  ``resourceVersion`` a write must be conditional on, and the two guard inputs of
+  docs/concepts.md#the-decision-pipeline step 5, already computed by the kind's ``ResourceHandler``:
 
   - ``rollout_in_progress``: a *template* rollout is incomplete — ``status.observedGeneration <
     metadata.generation``, or updated replicas behind what the kind expects (each check only where
     the kind has the field; the handler narrows the updated-replicas check with each kind's own
     rules: a paused Deployment, a StatefulSet partition or ``OnDelete``, a StatefulSet whose
-    revisions agree). Replicas that are only not Ready yet are *not* a rollout (SPEC §4 step 5).
-    The reason is in ``rollout_message`` so a condition can say *which* check holds the write.
+    revisions agree). Replicas that are only not Ready yet are *not* a rollout
+    (docs/concepts.md#the-decision-pipeline step 5). The reason is in ``rollout_message`` so a condition can
+    say *which* check holds the write.
   - ``settling_scale_down``: ``status.replicas > spec.replicas`` (a previous scale-down has not
     finished removing pods, or a rollout surges).
 
@@ -87,9 +88,9 @@ class TargetSnapshot:
     selector: str
     # metadata.resourceVersion; the precondition of write_replicas ("" = unconditional)
     resource_version: str
-    # SPEC §4 guard input: the target's rollout is incomplete
+    # docs/concepts.md#the-decision-pipeline guard input: the target's rollout is incomplete
     rollout_in_progress: bool
-    # SPEC §4 guard input: status.replicas > spec.replicas
+    # docs/concepts.md#the-decision-pipeline guard input: status.replicas > spec.replicas
     settling_scale_down: bool
     # why rollout_in_progress is True ("" when it is False), e.g. "updatedReplicas 1 < spec.replicas 3"
     rollout_message: str = ""

@@ -24,8 +24,8 @@ ResourceScalingGroup      yes                 observedGeneration only    ``statu
 
 Limitations, on purpose:
 
-* Only a *template* rollout counts (SPEC §4 step 5, corrected): replicas that are not Ready yet
-  are capacity on the way, never a reason to hold a write.
+* Only a *template* rollout counts (docs/concepts.md#the-decision-pipeline step 5, corrected): replicas that
+  are not Ready yet are capacity on the way, never a reason to hold a write.
 * A paused Deployment (``spec.paused``) skips the updated-replicas check: its rollout will not
   progress until someone resumes it, and holding every scale write until ``deferTimeoutSeconds``
   for that would only delay scaling. Its observedGeneration check still applies.
@@ -133,7 +133,8 @@ class LeaderWorkerSetHandler(WorkloadHandler):
 
 
 class ResourceScalingGroupHandler(WorkloadHandler):
-    """autoscaling.openfuyao.com/v1alpha1 ResourceScalingGroup: replicas are groups (SPEC §7)."""
+    """autoscaling.openfuyao.com/v1alpha1 ResourceScalingGroup: replicas are groups
+    (docs/guide/resourcescalinggroup.md)."""
 
     HAS_UPDATED_REPLICAS = False
 

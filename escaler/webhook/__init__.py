@@ -1,4 +1,5 @@
-"""escaler.webhook: the validating admission webhook for every escaler kind (SPEC §10).
+"""escaler.webhook: the validating admission webhook for every escaler kind
+(docs/install.md#the-admission-webhook).
 
 * ``validation.validate_object(kind, obj)`` — spec-level checks (schema, the CRDs' CEL rules in
   Python, and what only code can check: registered algorithms, endpoint URLs, Tidal schedules,

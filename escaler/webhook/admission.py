@@ -1,4 +1,5 @@
-"""The ``admission.k8s.io/v1`` AdmissionReview protocol of the validating webhook (SPEC §10).
+"""The ``admission.k8s.io/v1`` AdmissionReview protocol of the validating webhook
+(docs/install.md#the-admission-webhook).
 
 ``review(route, body, validate)`` turns one HTTP request body into ``(http_status, json_body)``:
 
@@ -7,7 +8,7 @@
   no uid): there is nothing to answer. This never happens with a real API server.
 * Otherwise **200** with an AdmissionReview whose ``response.uid`` echoes the request's, and:
 
-  - ``DELETE`` and ``CONNECT``: allowed, unread (SPEC §10: delete is allowed);
+  - ``DELETE`` and ``CONNECT``: allowed, unread (docs/install.md#the-admission-webhook: delete is allowed);
   - a request whose ``request.kind`` is not the route's kind: denied (code 400), the message
     naming both — a misconfigured ValidatingWebhookConfiguration must not pass objects
     unchecked;

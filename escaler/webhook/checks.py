@@ -1,4 +1,4 @@
-"""The admission checks CEL cannot express (SPEC §10), over the raw object.
+"""The admission checks CEL cannot express (docs/install.md#the-admission-webhook), over the raw object.
 
 The CRD's schema and CEL rules (``escaler.api``) cover types, enums, bounds and cross-field
 rules — ``apa``'s ``algorithmConfig``, ``scalingAlgorithm: HPA`` with ``algorithmConfig`` or an
@@ -20,7 +20,7 @@ webhook) refuses them too. What needs code lives here:
   selector or queries, RSG ranking, SLO requirements' promql and flow) must read only the object's
   namespace — denied naming the field and the rule, as the reconciler would refuse it;
 * annotations (CEL cannot see them): ``elasticscaler.io/paused``/``paused-replicas`` on every
-  kind, the §5.4 metric and behavior annotations on ElasticScaler
+  kind, the metric and behavior annotations on ElasticScaler
   (``escaler.scaling.annotations``; ``docs/reference/annotations.md`` lists them).
 
 **Annotations: warn when the reconciler falls back, deny what can never work.** The rule, per
@@ -72,7 +72,8 @@ from escaler.signals.promqlscope import PromQLScope
 
 __all__ = ["EXTRA_CHECKS", "Check", "CheckContext", "Checks", "check_common"]
 
-# annotations the companion HPA of scalingAlgorithm HPA never reads (SPEC §5.1, §5.4)
+# annotations the companion HPA of scalingAlgorithm HPA never reads (docs/guide/elasticscaler.md#the-triggers,
+# docs/reference/annotations.md)
 METRICS_ANNOTATION_PREFIX = f"{ANNOTATION_PREFIX}metrics."
 
 

@@ -6,8 +6,8 @@ unit test keeps the two equal; regenerate with
 
 One webhook per kind, named ``validate.<plural>.<group>``: ``CREATE`` and ``UPDATE`` of the kind's
 resource (not its ``status``/``scale`` subresources, which the controller writes),
-``failurePolicy: Fail`` (SPEC §10: an unreachable webhook refuses rather than admits unchecked
-objects), ``sideEffects: None``, ``admissionReviewVersions: [v1]``, a 10 s timeout, and
+``failurePolicy: Fail`` (docs/install.md#the-admission-webhook: an unreachable webhook refuses rather than
+admits unchecked objects), ``sideEffects: None``, ``admissionReviewVersions: [v1]``, a 10 s timeout, and
 ``clientConfig.service`` pointing at the ``escaler-webhook`` Service on port 443 with the path of
 ``WebhookServer``. ``caBundle`` is a placeholder (``Cg==``, a base64 newline: valid, trusts
 nothing) until ``hack/webhook-patch-cabundle.sh`` or cert-manager's CA injector fills it in.

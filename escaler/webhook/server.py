@@ -1,4 +1,5 @@
-"""``WebhookServer``: the HTTPS server the API server calls for admission (SPEC §10).
+"""``WebhookServer``: the HTTPS server the API server calls for admission
+(docs/install.md#the-admission-webhook).
 
 Contract:
 

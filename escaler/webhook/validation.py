@@ -1,4 +1,4 @@
-"""Spec-level validation of one object of each kind (SPEC §10): no cluster reads.
+"""Spec-level validation of one object of each kind (docs/install.md#the-admission-webhook): no cluster reads.
 
 ``validate_object(kind, obj, ctx)`` runs three layers over a raw object (an AdmissionReview's
 ``request.object``) and returns an ``Outcome`` (field errors and warnings); it never raises:
@@ -37,7 +37,7 @@ from escaler.webhook.checks import EXTRA_CHECKS, CheckContext, Checks, check_com
 
 __all__ = ["MODELS", "ROUTES", "validate_object", "validators"]
 
-# kind → its model, for every escaler kind (escaler.api.registry.KINDS, SPEC §2 order)
+# kind → its model, for every escaler kind (escaler.api.registry.KINDS, docs/concepts.md#the-kinds order)
 MODELS: dict[str, type[KubeObject]] = {kind: info.model for kind, info in KINDS.items()}
 # one route per kind, in KINDS order; Route.path equals KindInfo.webhook_path
 ROUTES: tuple[Route, ...] = tuple(Route(info.group, info.version, kind) for kind, info in KINDS.items())

@@ -1,4 +1,5 @@
-"""Admission warnings as the API server passes them on: bounded, one line each (SPEC §10).
+"""Admission warnings as the API server passes them on: bounded, one line each
+(docs/install.md#the-admission-webhook).
 
 A validating webhook's ``response.warnings`` reach the user as HTTP ``Warning: 299 - "..."``
 headers, which kubectl prints as ``Warning: ...``. kube-apiserver

@@ -6,9 +6,9 @@ Contract:
   ResourceScalingGroups, LLMScalers and Deployments (five LISTs through one official-client
   ``ApiClient``) and returns one ``RowState`` per line of ``objects.ROWS``: desired and current
   replicas, ready pods (groups for an RSG), and a state word with the condition reason that
-  decides it, after SPEC §3's health rule (*failing* when AbleToScale, ScalingActive or Validated
-  is False — or Ready for a Tidal or an RSG, except an RSG's groups still starting —; *waiting*
-  on a guard or stabilization reason, or ``GroupsNotReady``; else *ok*). An object not there yet
+  decides it, after the health rule of docs/concepts.md#conditions-and-health (*failing* when AbleToScale,
+  ScalingActive or Validated is False — or Ready for a Tidal or an RSG, except an RSG's groups still starting
+  —; *waiting* on a guard or stabilization reason, or ``GroupsNotReady``; else *ok*). An object not there yet
   reads as ``pending``.
 * ``render_block(elapsed, load, speedup, rows)`` is one refresh of the live view as plain lines
   (no escape codes: the caller decides whether to redraw in place).

@@ -3,9 +3,9 @@
 * the generated CRDs are Established, ``kubectl explain`` shows the field docs, and
   ``kubectl get es,tidal,rsg,llms,llmslo,jobslo`` shows the specified columns;
 * every CEL/schema rule is enforced by the API server alone (no webhook registered, the default
-  install of SPEC §10): the malformed objects of ``tests/unit/api_cases.py`` (``MALFORMED``: at
-  least 40, all six kinds) replayed with server-side dry runs, each refused naming its field (and a
-  CEL rule's message); the webhook-only mistakes below are accepted there, which keeps the
+  install of docs/install.md#the-admission-webhook): the malformed objects of ``tests/unit/api_cases.py``
+  (``MALFORMED``: at least 40, all six kinds) replayed with server-side dry runs, each refused naming its
+  field (and a CEL rule's message); the webhook-only mistakes below are accepted there, which keeps the
   boundary between the CRDs and the webhook honest;
 * with ``python -m escaler manager`` serving the webhook, registered in the API server, a table
   of invalid objects across all six kinds is refused — by the schema/CEL or by the webhook —

@@ -5,10 +5,10 @@ counts every replica write by its user (the manager, a person with ``kubectl sca
 kube-controller-manager's HPA controller, which runs with per-controller service accounts):
 
 * **A hand patch** (``kubectl scale``, as its own user) of a target an ElasticScaler holds at N.
-  escaler is level-based (ARCHITECTURE.md, rule 2; SPEC §4 step 6): the target's watch event
-  wakes the scaler, which decides again from its last recommendation against the target as it is
-  now and writes N back — **once**, within a poll or two — and then writes nothing more while the
-  load does not change. A hand scale-up is not protected by the scale-down stabilization window:
+  escaler is level-based (docs/design.md#design-rules, rule 2; docs/concepts.md#the-decision-pipeline step 6):
+  the target's watch event wakes the scaler, which decides again from its last recommendation against the
+  target as it is now and writes N back — **once**, within a poll or two — and then writes nothing more while
+  the load does not change. A hand scale-up is not protected by the scale-down stabilization window:
   the window keeps the highest *recommendation* in it (N), not a count someone else wrote, as the
   Kubernetes HPA does. The patch is made up (N → 2N - 2) and down (N → N/2) alternately, both
   within one apa step of N and outside its tolerance band. The undo is also in
@@ -18,7 +18,7 @@ kube-controller-manager's HPA controller, which runs with per-controller service
   audit log) and the next one scales; once, that lost the entry to a status cache two writes
   behind (fixed in ``escaler/reconcilers/kit/status.py``).
 * **A foreign HPA** (one escaler does not own) on the target of a running MetricsTrigger scaler,
-  each recommending a different count. SPEC §5: the scaler reports
+  each recommending a different count. docs/concepts.md#conflicts-one-writer-per-workload: the scaler reports
   ``Validated=False/TargetConflict`` naming the HPA and holds (no write to the target from the
   condition on, over several polls and HPA syncs, while the load the scaler reads keeps moving);
   the HPA alone moves the target; deleting the HPA hands the target back and the scaler resumes

@@ -1,5 +1,5 @@
-"""metricsTrigger.activation on the real control plane (issue 16, SPEC §14): one MetricsTrigger
-ElasticScaler (minReplicas 0, activation.value 0) on the fake Prometheus (ExternalServer,
+"""metricsTrigger.activation on the real control plane (issue 16, docs/design.md#beyond-the-seeds): one
+MetricsTrigger ElasticScaler (minReplicas 0, activation.value 0) on the fake Prometheus (ExternalServer,
 AverageValue 10, 2 s poll, the QUICK window) takes its Deployment 0 -> 1 -> N -> 0:
 
 * at 0 with no load it stays at 0, ScalingActive=True saying "below activation": sampled every

@@ -1,7 +1,7 @@
-"""spec.scaleDown.podDeletionCost on the real control plane (issue 16, SPEC §14): a Deployment at 4
-(kwok pods, the real kube-controller-manager's ReplicaSet controller) scaled by a MetricsTrigger
-ElasticScaler on the fake Prometheus (ExternalServer, 2 s poll, no scale-down window). The same fake
-Prometheus answers the per-pod query with one sample per pod: two pods are idle (0 running requests),
+"""spec.scaleDown.podDeletionCost on the real control plane (issue 16, docs/design.md#beyond-the-seeds): a
+Deployment at 4 (kwok pods, the real kube-controller-manager's ReplicaSet controller) scaled by a
+MetricsTrigger ElasticScaler on the fake Prometheus (ExternalServer, 2 s poll, no scale-down window). The same
+fake Prometheus answers the per-pod query with one sample per pod: two pods are idle (0 running requests),
 two busy. When the load drops so the scaler wants 2, the manager reads the per-pod values, gives the
 two idle pods the lowest ``controller.kubernetes.io/pod-deletion-cost`` (-2 and -1; the busy pods are
 not patched), writes 2 — and the ReplicaSet controller deletes exactly the two idle pods: the busy

@@ -1,4 +1,5 @@
-"""A leader change during a scale-down stabilization window (issue 8, item 6; SPEC §4 step 2).
+"""A leader change during a scale-down stabilization window (issue 8, item 6;
+docs/concepts.md#the-decision-pipeline step 2).
 
 Two managers with ``--leader-elect`` share one Lease (each as its own user, so the audit log tells
 their writes apart). A load spike scales the target up; the load drops, and the 60 s scale-down

@@ -1,6 +1,6 @@
-"""spec.fallback on the real control plane (issue 16, SPEC §14): a MetricsTrigger ElasticScaler on
-the fake Prometheus (ExternalServer, 2 s poll, the QUICK window) holds its Deployment at 3 while the
-series is on target; when Prometheus starts answering 503 the scaler holds 3 for the first
+"""spec.fallback on the real control plane (issue 16, docs/design.md#beyond-the-seeds): a MetricsTrigger
+ElasticScaler on the fake Prometheus (ExternalServer, 2 s poll, the QUICK window) holds its Deployment at 3
+while the series is on target; when Prometheus starts answering 503 the scaler holds 3 for the first
 failureThreshold - 1 failed polls (``status.fallback`` counting), then scales to
 ``fallback.replicas`` with ScalingActive=False/DecisionUnavailable saying the fallback is engaged,
 and ``escaler explain`` shows it as its own step; when Prometheus heals with a load that wants

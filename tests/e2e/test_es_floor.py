@@ -1,6 +1,6 @@
-"""spec.floorFrom on the real control plane (issue 16, SPEC §14): a MetricsTrigger ElasticScaler on
-the fake Prometheus (ExternalServer, AverageValue 10, low load 5: one replica; 2 s poll, the QUICK
-window, an 8 s scale-down window) names a floor Tidal in its namespace (no elasticscaler.io labels,
+"""spec.floorFrom on the real control plane (issue 16, docs/design.md#beyond-the-seeds): a MetricsTrigger
+ElasticScaler on the fake Prometheus (ExternalServer, AverageValue 10, low load 5: one replica; 2 s poll, the
+QUICK window, an 8 s scale-down window) names a floor Tidal in its namespace (no elasticscaler.io labels,
 its targetRef the same Deployment, no StateTrigger follows it). Rule times are UTC.
 
 * ``test_floor_lifts_at_the_rule_start_and_releases_at_its_end``: a rule starting at a whole minute

@@ -1,6 +1,6 @@
-"""Per-scaler poll intervals on the real control plane (issue 16, SPEC §14): a manager polling every
-10 s by default (``--metrics-trigger-poll-interval=10s``) with ``--min-poll-interval=2s`` runs three
-MetricsTrigger ElasticScalers on the fake Prometheus, each with its own query:
+"""Per-scaler poll intervals on the real control plane (issue 16, docs/design.md#beyond-the-seeds): a manager
+polling every 10 s by default (``--metrics-trigger-poll-interval=10s``) with ``--min-poll-interval=2s`` runs
+three MetricsTrigger ElasticScalers on the fake Prometheus, each with its own query:
 
 * ``fast``: ``pollIntervalSeconds: 2`` — about one query per 2 s;
 * ``slow``: ``pollIntervalSeconds: 6`` — about one per 6 s;

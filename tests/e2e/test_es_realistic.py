@@ -1,11 +1,13 @@
 """ElasticScaler with realistic pods: LLM servers that load their weights for a while before they
-are Ready, and pods Pending because no GPU is free (issue 8, items 1 and 13; SPEC §4 step 5).
+are Ready, and pods Pending because no GPU is free (issue 8, items 1 and 13;
+docs/concepts.md#the-decision-pipeline step 5).
 
 kwok makes pods Ready at once; ``hack/cluster.py`` adds a kwok Stage so that a pod annotated
 ``escaler.test/ready-after: "30s"`` is Running-but-not-Ready first and Ready 30 s after it started.
 Pods that request ``nvidia.com/gpu`` beyond what the nodes offer stay Pending, and the real
 kube-scheduler marks them ``PodScheduled=False/Unschedulable`` with its message. The first two
-tests prove that infrastructure; the others assert what SPEC §4 says a user sees:
+tests prove that infrastructure; the others assert what docs/concepts.md#the-decision-pipeline says a user
+sees:
 
 * only a *template* rollout is ``RolloutInProgress``: a StatefulSet held at its ``partition`` and a
   paused Deployment with a pending template change are still scaled at once (item 1);

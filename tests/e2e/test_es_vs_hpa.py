@@ -133,7 +133,8 @@ def test_pending_pods_count_like_the_hpa_counts_them(
             f"escaler currentMetrics={obj['status'].get('currentMetrics')}") from None
     assert hpa_obj(cluster, namespace, "by-hpa")["status"]["desiredReplicas"] == 4
     # and the escaler decided 4 (not merely held a larger count back); its Pending pods have waited
-    # longer than the grace period, so it reports them with the scheduler's message (SPEC §4 step 5)
+    # longer than the grace period, so it reports them with the scheduler's message
+    # (docs/concepts.md#the-decision-pipeline step 5)
     obj = es(cluster, namespace, "by-es")
     state = scaler_state(cluster, namespace, "by-es")
     assert (obj["status"]["desiredReplicas"], cond(obj, "AbleToScale")[:2]) == (

@@ -1,4 +1,4 @@
-"""LLMScaler on the real control plane (SPEC §3, §4, §8; seed 000), asserted on what
+"""LLMScaler on the real control plane (docs/concepts.md, docs/llmscaler.md; seed 000), asserted on what
 ``kubectl get llms -o yaml``, ``kubectl get deploy`` and the Events show.
 
 One ``python -m escaler manager`` serves the module (poll interval 2 s; the 30 s default is for
@@ -26,8 +26,8 @@ Seed 000 "Testing" case → test:
 * DecisionAvailable mirrors ScalingActive → asserted in every test (``mirrored``): equal to it where
   ScalingActive is written, absent with it where the pipeline never ran (an invalid spec, a target
   conflict)
-* (SPEC §5) an LLMScaler and an older ElasticScaler on one Deployment →
-  ``test_k_target_conflict_across_kinds``
+* (docs/concepts.md#conflicts-one-writer-per-workload) an LLMScaler and an older ElasticScaler on one
+  Deployment → ``test_k_target_conflict_across_kinds``
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""LLMScaler ``metricProvider: Flow`` on the real control plane (SPEC §8, §15), asserted on what a user
-sees: the Deployment at the flow's count, the status conditions and rows
-(``kubectl get llms -o yaml``), and ``python -m escaler explain --kind LLMScaler`` naming the flow's
-steps.
+"""LLMScaler ``metricProvider: Flow`` on the real control plane (docs/llmscaler.md,
+docs/design.md#the-llm-sizing-policy), asserted on what a user sees: the Deployment at the flow's count, the
+status conditions and rows (``kubectl get llms -o yaml``), and ``python -m escaler explain --kind LLMScaler``
+naming the flow's steps.
 
 One ``python -m escaler manager`` watching the test's namespace (poll interval 2 s), a fake Prometheus
 (``hack/fake_metrics.PrometheusServer``) answering the vLLM preset's queries — the exact PromQL the

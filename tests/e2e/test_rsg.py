@@ -1,4 +1,4 @@
-"""ResourceScalingGroup on the real control plane (issue 11, SPEC §7).
+"""ResourceScalingGroup on the real control plane (issue 11, docs/guide/resourcescalinggroup.md).
 
 One manager (``python -m escaler manager``, as a user runs it) serves every test of this module.
 The local control plane has no LeaderWorkerSet controller: the module installs the LWS CRD (with

@@ -1,4 +1,4 @@
-"""The SLO decision engine on the real control plane (issue 12, SPEC §9.2), asserted on what
+"""The SLO decision engine on the real control plane (issue 12, docs/slo.md), asserted on what
 ``kubectl get llmslo/jobslo -o yaml`` and ``GET /decisions/v1/namespaces/{namespace}/{serviceId}`` show:
 
 * an LLMSLORequirement's ``status.decision`` follows the fake Prometheus: TTFT above target → more
@@ -11,7 +11,8 @@
 * a serviceId defined by an LLMSLORequirement and a JobSLORequirement → 409, and both report
   ``Ready=False/ServiceIdConflict``;
 * a JobSLORequirement sizes ``ceil(depth / maxDepth x current)`` from its target's replicas;
-* the CEL rules of §9.1, applied by the API server itself, refuse invalid bounds naming the field;
+* the CEL bound rules (docs/slo.md#bounds-in-replicas), applied by the API server itself, refuse invalid
+  bounds naming the field;
 * THE END-TO-END LOOP: an LLMSLORequirement + the decision engine + an LLMScaler whose Custom
   provider names the route by ``serviceId`` (read in-process by the manager) scale a Deployment up
   while the fake Prometheus reports TTFT above target, and back down when it recovers.

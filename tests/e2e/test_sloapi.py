@@ -1,4 +1,4 @@
-"""The SLO API against the real API server (issue 12, SPEC §9.3, seed 002), with a live
+"""The SLO API against the real API server (issue 12, docs/sloapi.md, seed 002), with a live
 ``python -m escaler slo-api`` running as a user bound to exactly ``manifests/rbac/slo-api.yaml``.
 
 Seed 002's cases against the cluster: job routes GET/PUT keep ``promql``, LLM fields refused on job

@@ -57,7 +57,7 @@ pytestmark = pytest.mark.e2e
 
 TIDAL_API = "tidal.io/v1alpha1"
 NO_SCALE_DOWN_WINDOW = {"elasticscaler.io/behavior.scaleDown.stabilizationWindowSeconds": "0"}
-# SPEC/issue 11: the Deployment follows a transition within this long
+# issue 11: the Deployment follows a transition within this long
 TRANSITION_BUDGET_SECONDS = 1.5
 # the test steps the manager's clock to this many seconds before a boundary: real seconds to wait
 LEAD_SECONDS = 3.0
@@ -103,8 +103,8 @@ def _fires(schedule: str, now: datetime) -> tuple[datetime, datetime]:
 
 
 def _sample_expectation(tidal: dict[str, Any], now: datetime) -> tuple[int, tuple[str, ...], datetime]:
-    """SPEC §6 for the sample, independently of escaler: a rule is active when its last start fire is
-    later than its last end fire; the count is the highest active rule's, else ``defaultReplicas``;
+    """docs/guide/tidal.md for the sample, independently of escaler: a rule is active when its last start fire
+    is later than its last end fire; the count is the highest active rule's, else ``defaultReplicas``;
     the next transition is the earliest start or end fire after ``now``."""
     spec = tidal["spec"]
     active = [r for r in spec["rules"] if _fires(r["start"], now)[0] > _fires(r["end"], now)[0]]

@@ -4,11 +4,11 @@
 and ``escaler.api.validate(..., admission=True)`` in Python) with the exact errors expected;
 ``REFUSED_BY_SCHEMA`` lists objects that break a single-field constraint (enum, minimum, pattern)
 that both the CRD schema and parsing refuse. Together they are the malformed objects a default
-install (no webhook, SPEC §10) must refuse with the API server alone: ``MALFORMED`` (at least 40,
-across all six kinds). They are replayed by the unit suite (``test_api_validation``: the Python
-twins; ``test_api_cel_server``: the committed CRDs' schema and CEL, evaluated with cel-python) and
-against a real API server (server-side dry run, ``server_disagreements`` below, from
-``tests/e2e/test_api.py``), which must refuse each naming the same field path (and, for a rule,
+install (no webhook, docs/install.md#the-admission-webhook) must refuse with the API server alone:
+``MALFORMED`` (at least 40, across all six kinds). They are replayed by the unit suite
+(``test_api_validation``: the Python twins; ``test_api_cel_server``: the committed CRDs' schema and CEL,
+evaluated with cel-python) and against a real API server (server-side dry run, ``server_disagreements`` below,
+from ``tests/e2e/test_api.py``), which must refuse each naming the same field path (and, for a rule,
 with the same message).
 """
 

@@ -1,8 +1,8 @@
 """The committed CRDs (``manifests/crds/``) as the API server alone applies them, without the webhook.
 
-Contract checked here (issue 8, item 11; SPEC §10: the webhook is off by default): every malformed
-object of ``api_cases.MALFORMED`` (at least 40, across all six kinds) is refused by the CRD's
-OpenAPI schema or its CEL ``x-kubernetes-validations``, with an error naming the field path (and,
+Contract checked here (issue 8, item 11; docs/install.md#the-admission-webhook: the webhook is off by
+default): every malformed object of ``api_cases.MALFORMED`` (at least 40, across all six kinds) is refused by
+the CRD's OpenAPI schema or its CEL ``x-kubernetes-validations``, with an error naming the field path (and,
 for a CEL rule, the rule's message); every sample is accepted; and for every object of
 ``REFUSED_BY_RULE`` the CEL rules fail with exactly the errors the Python twins report
 (``escaler.api.validate(..., admission=True)``), so the two evaluators of each ``Rule`` agree.

@@ -46,7 +46,8 @@ MT = "spec.trigger.metricsTrigger"
 )
 def test_admission_only_rules_are_left_to_the_reconciler(changes: dict[str, Any]) -> None:
     """At reconcile time, HPA + ExternalServer is Validated=False/UnsupportedMetric (reported by the
-    HPA path, SPEC §5.1) and algorithmConfig in HPA mode is ignored: plain validate() skips both."""
+    HPA path, docs/guide/elasticscaler.md#the-triggers) and algorithmConfig in HPA mode is ignored: plain
+    validate() skips both."""
     scaler = parse(mutate(SAMPLES[ES_M], changes))
     assert validate(scaler) == []
     assert len(validate(scaler, admission=True)) == 1

@@ -1,6 +1,6 @@
-"""spec.fallback on the LLMScaler reconciler (SPEC §14; the ElasticScaler's rule, ``count_poll``), on
-the unit harness of ``test_llmscaler_reconciler`` (FakeClock, a read per sync): the custom provider
-gives no decision for failureThreshold - 1 syncs (held), then the fallback count is written with
+"""spec.fallback on the LLMScaler reconciler (docs/design.md#beyond-the-seeds; the ElasticScaler's rule,
+``count_poll``), on the unit harness of ``test_llmscaler_reconciler`` (FakeClock, a read per sync): the custom
+provider gives no decision for failureThreshold - 1 syncs (held), then the fallback count is written with
 ScalingActive=False/DecisionUnavailable saying so; a decision again clears the count and the
 scale-down window still holds the fallback count; a count left in status by another leader is
 carried on; Prometheus metrics all failing count the same way."""

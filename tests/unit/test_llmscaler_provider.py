@@ -1,5 +1,5 @@
-"""LLMScaler providers (SPEC §8), pure parts: the custom provider's ``{"replicas": n}`` contract, the
-Prometheus rule (every metric evaluated, ceil(value / targetPerReplica), the max of the usable
+"""LLMScaler providers (docs/llmscaler.md), pure parts: the custom provider's ``{"replicas": n}`` contract,
+the Prometheus rule (every metric evaluated, ceil(value / targetPerReplica), the max of the usable
 ones), error bodies never echoed past 1 KiB, and the recommender's cadence on the outbound
 executor (pending writes nothing; a result is consumed only by the spec it was read for)."""
 

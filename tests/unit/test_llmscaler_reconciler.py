@@ -1,5 +1,5 @@
-"""The LLMScaler reconciler (SPEC §3, §4, §8; seed 000) on the ElasticScaler unit harness: a manager on
-fakes (``es_fakes.Harness``, FakeClock) with ``setup_llmscaler`` wired next to the ElasticScaler
+"""The LLMScaler reconciler (docs/concepts.md, docs/llmscaler.md; seed 000) on the ElasticScaler unit harness:
+a manager on fakes (``es_fakes.Harness``, FakeClock) with ``setup_llmscaler`` wired next to the ElasticScaler
 controller on the same ``TargetBindings``; provider reads run inline through a scripted reader.
 
 Every behaviour seed 000 lists: the condition table (ScalingActive / AbleToScale / ScalingLimited,

@@ -1,4 +1,4 @@
-"""Structured logs of a reconcile (SPEC §11, issue 14): every line a reconciler logs carries the
+"""Structured logs of a reconcile (docs/operations.md, issue 14): every line a reconciler logs carries the
 controller, the object's namespace/name and a reconcile id unique per reconcile call — as fields
 in ``--log-format=json``, as a compact ``[controller ns/name id]`` prefix in ``console`` — with no
 change to the reconciler (the runtime's controller sets the context around each call)."""

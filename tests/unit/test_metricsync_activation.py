@@ -1,5 +1,5 @@
-"""metricsync with ``metricsTrigger.activation`` (SPEC §14): at 0 replicas only the External /
-ExternalServer totals are collected (as for 1 replica, so an AverageValue gives its total) and the
+"""metricsync with ``metricsTrigger.activation`` (docs/design.md#beyond-the-seeds): at 0 replicas only the
+External / ExternalServer totals are collected (as for 1 replica, so an AverageValue gives its total) and the
 recommendation is 0 with the activation readings; a failed read at 0 is DecisionUnavailable that
 may scale from zero (hold or fallback, never ScalingDisabled); above 0 every recommendation carries
 the totals of this poll; without activation nothing is collected at 0."""

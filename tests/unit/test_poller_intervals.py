@@ -1,6 +1,6 @@
-"""Per-scaler poll intervals (issue 16, SPEC §14): ``pollIntervalSeconds`` on the one poller (one
-thread, one heap): each scaler is enqueued once per its own interval at its phase of that interval,
-a spec value below ``--min-poll-interval`` is raised to it (and ``clamp_note`` words the Warning
+"""Per-scaler poll intervals (issue 16, docs/design.md#beyond-the-seeds): ``pollIntervalSeconds`` on the one
+poller (one thread, one heap): each scaler is enqueued once per its own interval at its phase of that
+interval, a spec value below ``--min-poll-interval`` is raised to it (and ``clamp_note`` words the Warning
 event), the manager's own interval is never raised, an interval changed in the spec is picked up at
 the next relist, and ``effective_interval`` is the one rule the reuse cadence of the recommenders
 shares. FakeClock only."""

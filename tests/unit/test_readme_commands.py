@@ -16,7 +16,7 @@ continuations joined), and inline code spans that are commands (``make ...``, ``
 ``EXERCISED`` maps a command pattern to the files that exercise it, each with a string that file
 must contain (the call or the CI step), so a mapping cannot point at a file that no longer runs the
 command. ``NOT_RUN`` lists, with the reason, the commands no test runs by design (benchmarks are
-never part of the test suite, ARCHITECTURE.md); for those the test checks what can be checked
+never part of the test suite, docs/testing.md#the-budget-rule); for those the test checks what can be checked
 without running them. Cheap commands (``--help`` of every sub-command the README names,
 ``escaler version``) are run here. A README command matching no entry fails the test, naming it.
 """
@@ -178,7 +178,7 @@ NOT_RUN = (
            "checked: the target runs bench/chaos.py, and the e2e suite runs the same chaos tests reduced",
            {"Makefile": "bench/chaos.py", "tests/e2e/test_chaos_failover.py": "chaos_runs"}),
     NotRun(r"make bench$", "benchmarks print measurements and are never part of the test suite "
-           "(ARCHITECTURE.md); checked: the target runs bench/run.py",
+           "(docs/testing.md#the-budget-rule); checked: the target runs bench/run.py",
            {"Makefile": "bench/run.py"}),
     NotRun(r"(BENCH_CAPACITY_N=\S+ )?python bench/run\.py (bench_\w+ ?)+$",
            "a benchmark run against a control plane, minutes long; checked: each named benchmark "

@@ -1,6 +1,6 @@
-"""spec.scaleDown.podDeletionCost on the ElasticScaler reconciler (SPEC §14), on the fakes with a
-FakeClock: a Deployment scale-down written now patches the idle pods' deletion cost (and only those)
-before the replicas are written; a scale-down held by the stabilization window or a rollout guard,
+"""spec.scaleDown.podDeletionCost on the ElasticScaler reconciler (docs/design.md#beyond-the-seeds), on the
+fakes with a FakeClock: a Deployment scale-down written now patches the idle pods' deletion cost (and only
+those) before the replicas are written; a scale-down held by the stabilization window or a rollout guard,
 a scale-up, and Advisory mode read and patch nothing; a failed per-pod query still scales down
 (DeletionCostSkipped); a read in flight (the outbound executor) writes nothing until it completes;
 a scaler without the policy never reads."""

@@ -1,6 +1,6 @@
-"""spec.fallback on the ElasticScaler reconciler (SPEC §14), on the fakes with a FakeClock and a 30 s
-poll: N-1 failed polls hold, the Nth goes to fallback.replicas with ScalingActive saying so, an
-engaged fallback writes no status per poll, recovery goes back through the scale-down window, a new
+"""spec.fallback on the ElasticScaler reconciler (docs/design.md#beyond-the-seeds), on the fakes with a
+FakeClock and a 30 s poll: N-1 failed polls hold, the Nth goes to fallback.replicas with ScalingActive saying
+so, an engaged fallback writes no status per poll, recovery goes back through the scale-down window, a new
 leader mid-count keeps counting from status.fallback, reused outcomes count nothing, and a
 fallback on a State/Signal trigger is refused naming spec.fallback."""
 

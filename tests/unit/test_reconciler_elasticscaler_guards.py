@@ -1,6 +1,6 @@
-"""The write guards at the reconciler level (SPEC §4 step 5, issue 8 items 1 and 13): the guard is
-driven by the target handler's own rollout verdict (StatefulSet partition and OnDelete, paused
-Deployment), replicas that are only not Ready yet never hold a write, and pods Pending as
+"""The write guards at the reconciler level (docs/concepts.md#the-decision-pipeline step 5, issue 8 items 1
+and 13): the guard is driven by the target handler's own rollout verdict (StatefulSet partition and OnDelete,
+paused Deployment), replicas that are only not Ready yet never hold a write, and pods Pending as
 Unschedulable hold further scale-up (InsufficientCapacity) but never a scale-down."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""spec.floorFrom in the ElasticScaler reconciler (SPEC §14), on the fakes with a FakeClock: a Tidal's
-active rule lifts a metric-scaled Deployment at its start and the scale-down window releases it after
-its end (the reconcile requeues at each boundary), an excluded date does not lift it, a missing Tidal
-is a ScheduleFloor=False/TidalNotFound condition (the scaler goes on scaling), a Tidal of another
-namespace is never read, the Tidal handler maps a Tidal to the scalers naming it through the index,
+"""spec.floorFrom in the ElasticScaler reconciler (docs/design.md#beyond-the-seeds), on the fakes with a
+FakeClock: a Tidal's active rule lifts a metric-scaled Deployment at its start and the scale-down window
+releases it after its end (the reconcile requeues at each boundary), an excluded date does not lift it, a
+missing Tidal is a ScheduleFloor=False/TidalNotFound condition (the scaler goes on scaling), a Tidal of
+another namespace is never read, the Tidal handler maps a Tidal to the scalers naming it through the index,
 and the Tidal controller reports a floor Tidal Ready without labels or a conflict."""
 
 from __future__ import annotations

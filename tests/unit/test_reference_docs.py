@@ -365,7 +365,8 @@ def test_llmscaler_page_leaves_out_what_only_an_elasticscaler_writes() -> None:
     llm = {(r.type, r.reason) for r in docs["LLMScaler"].reasons}
     es = {(r.type, r.reason) for r in docs["ElasticScaler"].reasons}
     assert llm == es - conditiondocs.ES_ONLY
-    assert ("ScalingLimited", "ScaleUpLimit") not in llm  # SPEC §8: an LLMScaler never caps scale-up
+    # docs/llmscaler.md: an LLMScaler never caps scale-up
+    assert ("ScalingLimited", "ScaleUpLimit") not in llm
 
 
 def test_the_health_rule_names_every_waiting_reason() -> None:

@@ -1,5 +1,5 @@
-"""Activation with metric scaling (SPEC §14, ``escaler.scaling.activation`` and its step in
-``escaler.scaling.pipeline.decide``): the verdict on the readings (table-driven), the step's effect
+"""Activation with metric scaling (docs/design.md#beyond-the-seeds, ``escaler.scaling.activation`` and its
+step in ``escaler.scaling.pipeline.decide``): the verdict on the readings (table-driven), the step's effect
 on the recommendation, going to 0 through the scale-down window (not around it), an immediate wake
 from 0 (even with a scale-up window), the algorithm's rate band dropped on the way to 0, a failed
 read at 0 holding (or falling back), and the ScalingActive message saying why the target is at 0.

@@ -1,4 +1,5 @@
-"""Scaler annotations (SPEC §3, §5.4): defaults, every key's rule, fallback with a problem naming
+"""Scaler annotations (docs/concepts.md#conditions-and-health, docs/reference/annotations.md): defaults, every
+key's rule, fallback with a problem naming
 the key, unknown keys under our prefixes, and strict number parsing."""
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def test_fallback_message_names_the_default() -> None:
 
 
 def test_a_state_trigger_has_no_scale_down_window_unless_one_is_set() -> None:
-    """A StateTrigger's defaults differ from §5.4's in one value: no scale-down window (a schedule is
+    """A StateTrigger's defaults differ from a MetricsTrigger's in one value: no scale-down window (a schedule
+    is
     a decision already made); a value set explicitly is used, a bad one falls back to 0 and says so."""
     assert replace(DEFAULTS, scale_down_stabilization_seconds=0) == ann.STATE_TRIGGER_DEFAULTS
     assert parse_annotations(None, defaults=ann.STATE_TRIGGER_DEFAULTS) == (ann.STATE_TRIGGER_DEFAULTS, [])

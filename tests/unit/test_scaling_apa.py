@@ -1,5 +1,6 @@
-"""The built-in ``apa`` algorithm (SPEC §5.2): tolerance band, per-target maths, max across
-metrics, step rates (visible: capped and uncapped), scale from zero, config parsing, no decision
+"""The built-in ``apa`` algorithm (docs/guide/elasticscaler.md#the-triggers): tolerance band, per-target
+maths, max across metrics, step rates (visible: capped and uncapped), scale from zero, config parsing, no
+decision
 from bad samples, and the HPA's pod rules for metrics with pod groups."""
 
 from __future__ import annotations

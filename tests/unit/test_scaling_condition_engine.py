@@ -162,5 +162,6 @@ def test_advisory_reason_is_not_scaling_disabled() -> None:
     assert (out[0].reason, out[0].status) == ("Advisory", "False")
     assert out[0].reason != "ScalingDisabled"  # reserved for a target at zero replicas
     assert out[0].message.startswith("Advisory mode: the companion HPA is not created")
-    # the SPEC §3 health rule: ScalingActive=False is failing, whatever the reason
+    # the docs/concepts.md#conditions-and-health health rule: ScalingActive=False is failing, whatever the
+    # reason
     assert health(out) == "failing"

@@ -1,4 +1,4 @@
-"""Two condition rules of SPEC §3 (issue 8, items 8 and 10).
+"""Two condition rules of docs/concepts.md#conditions-and-health (issue 8, items 8 and 10).
 
 * MetricsPipeline reports a failing source as soon as a read fails, while the decision still comes
   from the window's earlier samples: any read error this sync → False/PartialMetrics (some metric

@@ -1,6 +1,6 @@
-"""The condition model (SPEC §3): every row of the condition table produced by some sync and
-asserted (type, status, reason, message, observedGeneration); AbleToScale precedence; ScalingLimited
-update rules; target-error paths; lastTransitionTime; DecisionAvailable mirror; events; health.
+"""The condition model (docs/concepts.md#conditions-and-health): every row of the condition table produced by
+some sync and asserted (type, status, reason, message, observedGeneration); AbleToScale precedence;
+ScalingLimited update rules; target-error paths; lastTransitionTime; DecisionAvailable mirror; events; health.
 (MetricsPipeline on failing reads and target errors vs Validated: test_scaling_condition_rules.py;
 one condition at a time: test_scaling_condition_engine.py.)"""
 

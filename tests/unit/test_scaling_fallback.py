@@ -1,7 +1,7 @@
-"""Fallback (SPEC §14, ``escaler.scaling.fallback`` and its step in ``escaler.scaling.pipeline.decide``):
-the count of consecutive polls without a usable signal (table-driven), the pipeline below and at the
-threshold, the fallback count through stabilization / step limits / clamp / guards, recovery
-through the scale-down window (no cliff), and the ScalingActive message. Time is plain epoch
+"""Fallback (docs/design.md#beyond-the-seeds, ``escaler.scaling.fallback`` and its step in
+``escaler.scaling.pipeline.decide``): the count of consecutive polls without a usable signal (table-driven),
+the pipeline below and at the threshold, the fallback count through stabilization / step limits / clamp /
+guards, recovery through the scale-down window (no cliff), and the ScalingActive message. Time is plain epoch
 seconds stepped by hand; nothing reads a clock."""
 
 from __future__ import annotations

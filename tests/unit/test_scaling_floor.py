@@ -1,6 +1,6 @@
-"""Schedule floors (SPEC §14), pure: ``floor_of`` (a Tidal spec at an instant → the floor, with
-excluded dates and a DST zone), and the pipeline's ``floor`` step — before stabilization (so a rule's
-end comes down through the scale-down window), after activation, the clamp still last, the rate band
+"""Schedule floors (docs/design.md#beyond-the-seeds), pure: ``floor_of`` (a Tidal spec at an instant → the
+floor, with excluded dates and a DST zone), and the pipeline's ``floor`` step — before stabilization (so a
+rule's end comes down through the scale-down window), after activation, the clamp still last, the rate band
 widened, the hold path lifted, the requeue at the next rule boundary, ``BoundBy.FLOOR``, the reason,
 ``escaler explain`` and the ScheduleFloor condition. Time is always an argument."""
 

@@ -1,4 +1,5 @@
-"""The write guards (SPEC §4 step 5 as corrected; issue 8, items 1 and 13, pure part).
+"""The write guards (docs/concepts.md#the-decision-pipeline step 5 as corrected; issue 8, items 1 and 13, pure
+part).
 
 The guard input is the facts the target's ResourceHandler computed (``rollout_in_progress`` with
 each kind's exceptions, ``settling_scale_down``) plus the reconciler's count of Unschedulable pods:

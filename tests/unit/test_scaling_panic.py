@@ -1,4 +1,5 @@
-"""A surge is followed at least as fast as the HPA follows it (SPEC §5.4, issue 8 item 12).
+"""A surge is followed at least as fast as the HPA follows it (docs/reference/annotations.md, issue 8 item
+12).
 
 Replays the issue's series — an External metric, AverageValue 10, load 40 → 120 → 60 → 20 with ±8 %
 deterministic noise, one sample every 2 s — through the sample windows, ``apa`` and the pipeline

@@ -1,6 +1,6 @@
-"""The decision pipeline (SPEC §4): each step on its own (stabilize, limit_step, clamp, defer; the
-guards have their own file), then decide(): the algorithm's rate cap as its own step, BoundBy and
-the ScalingLimited reason, clamp-last, deferral hold → timeout → forced write → pacing,
+"""The decision pipeline (docs/concepts.md#the-decision-pipeline): each step on its own (stabilize,
+limit_step, clamp, defer; the guards have their own file), then decide(): the algorithm's rate cap as its own
+step, BoundBy and the ScalingLimited reason, clamp-last, deferral hold → timeout → forced write → pacing,
 requeue_after, paused, paused-replicas, Advisory, DecisionUnavailable, ScalingDisabled, LLMScaler
 without ScaleUpLimit. Time is stepped as plain numbers (epoch seconds); nothing reads a clock."""
 

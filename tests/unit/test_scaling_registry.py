@@ -1,4 +1,5 @@
-"""The algorithm registry (SPEC §5.2): names, duplicates, lookups, the reserved HPA name."""
+"""The algorithm registry (docs/guide/elasticscaler.md#the-triggers): names, duplicates, lookups, the
+reserved HPA name."""
 
 from __future__ import annotations
 

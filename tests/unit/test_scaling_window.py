@@ -1,4 +1,4 @@
-"""Sample windows (SPEC §5.4): add/gc, the window's bounds, every aggregation type, every
+"""Sample windows (docs/reference/annotations.md): add/gc, the window's bounds, every aggregation type, every
 missing-data policy, the MAD outlier filter, MetricWindows keyed by identity, the panic window
 (newest sample, stable peak) and ``choose``. Time is stepped as plain numbers."""
 

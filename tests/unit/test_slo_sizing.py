@@ -1,4 +1,4 @@
-"""The pure SLO sizing rules (``escaler.scaling.slo``, SPEC §9.2), table-driven: up on TTFT, up on
+"""The pure SLO sizing rules (``escaler.scaling.slo``, docs/slo.md), table-driven: up on TTFT, up on
 OTPS, the worst ratio wins, hold inside the hysteresis band, down with headroom, bounds of each type
 (replica, concurrency, pdengine, zero), the job formula, missing signals holding the last decision, and
 the in-flight load signal (scale-down by load where a latency ratio would overshoot)."""

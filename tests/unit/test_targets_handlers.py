@@ -107,7 +107,8 @@ SNAPSHOT_CASES: list[tuple[str, str, dict[str, Any], tuple[Any, ...], bool, bool
     ("deploy-updated-behind", "Deployment",
      obj("Deployment", spec={"replicas": 3, "selector": SEL}, status={**ready(3), "updatedReplicas": 1}),
      (3, 3, 3, 1, 2, "app=web"), True, False, "updatedReplicas 1 < 3"),
-    # SPEC §4 step 5 (corrected): replicas that are not Ready yet are capacity on the way, not a rollout
+    # docs/concepts.md#the-decision-pipeline step 5 (corrected): replicas that are not Ready yet are capacity
+    # on the way, not a rollout
     ("deploy-ready-behind-is-no-rollout", "Deployment",
      obj("Deployment", spec={"replicas": 3, "selector": SEL}, status={**ready(3), "readyReplicas": 2}),
      (3, 3, 2, 3, 2, "app=web"), False, False, ""),

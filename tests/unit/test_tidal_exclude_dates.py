@@ -1,6 +1,6 @@
-"""Tidal rules' ``excludeDates`` (SPEC §14, holidays): the date pattern the CRD and the webhook share
-is exactly the calendar, and the pure evaluation skips a rule's start on an excluded date read in the
-start schedule's zone — across DST changes (America/New_York spring-forward, Europe/Berlin
+"""Tidal rules' ``excludeDates`` (docs/design.md#beyond-the-seeds, holidays): the date pattern the CRD and the
+webhook share is exactly the calendar, and the pure evaluation skips a rule's start on an excluded date read
+in the start schedule's zone — across DST changes (America/New_York spring-forward, Europe/Berlin
 fall-back), without cutting a window opened the day before, and with the next start found past a run
 of excluded dates."""
 

@@ -1,4 +1,5 @@
-"""The AdmissionReview protocol (SPEC §10): allowed/denied answers, DELETE, malformed bodies, wrong
+"""The AdmissionReview protocol (docs/install.md#the-admission-webhook): allowed/denied answers, DELETE,
+malformed bodies, wrong
 kinds, UPDATE ratcheting, and a property test that the handler answers every request."""
 
 from __future__ import annotations

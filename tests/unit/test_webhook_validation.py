@@ -1,4 +1,5 @@
-"""Spec-level validation of every kind (SPEC §10): one mistake per case, denied with the field path
+"""Spec-level validation of every kind (docs/install.md#the-admission-webhook): one mistake per case, denied
+with the field path
 in the message; the same object with that mistake fixed is allowed."""
 
 from __future__ import annotations
@@ -651,7 +652,7 @@ def test_registered_plugin_allowed_and_its_config_not_checked(plugin: str) -> No
 
 def test_min_replicas_zero_allowed_for_a_state_trigger_denied_for_plain_metrics() -> None:
     """A Tidal may decide 0 (issue 28 item 4): its StateTrigger follower may go there; a MetricsTrigger
-    without activation still may not (SPEC §14)."""
+    without activation still may not (docs/design.md#beyond-the-seeds)."""
     state = sample("elasticscaler", {
         "spec.targetRef": {"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal", "name": "office-hours"},
         "spec.trigger": {"type": "StateTrigger"}, "spec.minReplicas": 0})

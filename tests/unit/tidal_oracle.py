@@ -4,7 +4,7 @@ naive wall times, one croniter step per fire. The evaluator in escaler.scaling.t
 same answers (a compiled matcher, escaler.scaling.cronmatch, in place of croniter).
 
 ORIGINAL DOCSTRING:
-Tidal rule evaluation (SPEC §6): which rules are active at ``now``, the replicas in force, and
+Tidal rule evaluation (docs/guide/tidal.md): which rules are active at ``now``, the replicas in force, and
 when that can next change. Pure: no I/O, no clock read (``now`` is an argument).
 
 Contract:
@@ -20,9 +20,9 @@ Contract:
 * Instants are compared in UTC; a fire exactly at ``now`` has happened (``<=``). Fires are whole
   minutes, so sub-second parts of ``now`` never matter.
 
-**Excluded dates** (``excludeDates``, SPEC §14: holidays). A rule's ``exclude_dates`` are calendar
-dates in the zone of its ``start`` schedule. A ``start`` fire whose *wall-clock date in that zone*
-is excluded does not count: the rule's last start is its latest fire at or before ``now`` on a date
+**Excluded dates** (``excludeDates``, docs/design.md#beyond-the-seeds: holidays). A rule's ``exclude_dates``
+are calendar dates in the zone of its ``start`` schedule. A ``start`` fire whose *wall-clock date in that
+zone* is excluded does not count: the rule's last start is its latest fire at or before ``now`` on a date
 that is not excluded, its next start the earliest one after ``now`` likewise. So on an excluded
 date the rule does not open; a window opened on an earlier day runs to its ``end`` fire as usual
 (it is not cut at midnight), and ``end`` fires are never skipped. The date of a fire is the date of

@@ -221,7 +221,8 @@ JOBSLO: dict[str, Any] = {
     },
 }
 
-# scalingAlgorithm HPA (SPEC §5.1): metrics from the spec, behavior from behavior.* annotations only
+# scalingAlgorithm HPA (docs/guide/elasticscaler.md#the-triggers): metrics from the spec, behavior from
+# behavior.* annotations only
 HPA_SCALER: dict[str, Any] = {
     "apiVersion": "elasticscaler.io/v1alpha1",
     "kind": "ElasticScaler",

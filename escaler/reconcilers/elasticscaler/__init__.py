@@ -1,4 +1,4 @@
-"""The ElasticScaler reconciler (SPEC §5), one concept per module:
+"""The ElasticScaler reconciler (docs/guide/elasticscaler.md), one concept per module:
 
 * ``setup`` — ``setup_elasticscaler(mgr, ...)``: the controller, its watches, the poller, the
   signal route;

@@ -1,4 +1,5 @@
-"""MetricsTrigger with ``scalingAlgorithm: HPA``: the companion autoscaling/v2 HPA (SPEC §5.1).
+"""MetricsTrigger with ``scalingAlgorithm: HPA``: the companion autoscaling/v2 HPA
+(docs/guide/elasticscaler.md#the-triggers).
 
 ``desired_hpa(scaler, annotations)`` builds the whole companion object, ``{name}-hpa`` in the
 scaler's namespace, controlled by the scaler (ownerReference ``controller: true``,
@@ -7,7 +8,7 @@ scaler's namespace, controlled by the scaler (ownerReference ``controller: true`
 * ``scaleTargetRef`` = ``spec.targetRef``; ``minReplicas``/``maxReplicas`` from the spec;
 * metrics translated: Resource → ``Resource``; Custom (a per-pod metric) → ``Pods``; External →
   ``External``. ``ExternalServer`` has no HPA equivalent: ``UnsupportedMetric`` names the metric;
-* ``behavior`` always fully specified from the §5.4 annotations (stabilization windows,
+* ``behavior`` always fully specified from the behavior annotations (stabilization windows,
   ``maxPodsPerStep`` as a ``Pods`` policy per 15 s, else the HPA's default policies), so the API
   server's defaulting adds nothing and drift detection can compare whole specs.
 

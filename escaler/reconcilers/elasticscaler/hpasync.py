@@ -1,4 +1,5 @@
-"""MetricsTrigger with ``scalingAlgorithm: HPA`` in a sync (SPEC §5.1): converge the companion HPA.
+"""MetricsTrigger with ``scalingAlgorithm: HPA`` in a sync (docs/guide/elasticscaler.md#the-triggers):
+converge the companion HPA.
 
 ``HpaSync.sync(...)``:
 

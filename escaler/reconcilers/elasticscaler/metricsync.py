@@ -1,4 +1,5 @@
-"""MetricsTrigger with an algorithm (SPEC §5.2, §5.4): collect, window, aggregate, run the algorithm.
+"""MetricsTrigger with an algorithm (docs/guide/elasticscaler.md#the-triggers, docs/reference/annotations.md):
+collect, window, aggregate, run the algorithm.
 
 ``MetricsRecommender.recommend(scaler, annotations, snapshot, memory, now=...)`` turns one sync into
 a ``MetricsOutcome``: the pipeline's ``RecommendResult``, the ``status.currentMetrics`` rows, and

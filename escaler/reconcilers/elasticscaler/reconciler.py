@@ -1,4 +1,5 @@
-"""The ElasticScaler reconciler (SPEC §3, §4, §5): level-based, one scaler per reconcile.
+"""The ElasticScaler reconciler (docs/concepts.md, docs/guide/elasticscaler.md): level-based, one scaler per
+reconcile.
 
 A reconcile reads the scaler from the informer cache and converges, never trusting the event that
 woke it. It is a chain of small steps; each returns its value or a ``Hold`` (``kit.sync.Hold``:

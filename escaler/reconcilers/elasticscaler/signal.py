@@ -1,4 +1,5 @@
-"""SignalTrigger: activity signals in memory, and the replica count they recommend (SPEC §5.5).
+"""SignalTrigger: activity signals in memory, and the replica count they recommend
+(docs/guide/elasticscaler.md#the-triggers).
 
 Signals arrive pushed (``POST /signal/v1/namespaces/{ns}/elasticscalers/{name}`` on the
 manager's API server, ``parse_signal_body`` + ``SignalStore.record``) or pulled (the reconciler

@@ -1,4 +1,5 @@
-"""SignalTrigger in a sync (SPEC §5.5): pull the endpoint when due, apply the signal rule.
+"""SignalTrigger in a sync (docs/guide/elasticscaler.md#the-triggers): pull the endpoint when due, apply the
+signal rule.
 
 ``SignalRecommender.recommend(req, scaler, current, memory)`` pulls ``signalTrigger.endpoint`` at
 most once per ``pollIntervalSeconds`` raised to ``--min-poll-interval`` (``pull_interval``; the

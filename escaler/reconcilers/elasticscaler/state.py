@@ -1,4 +1,5 @@
-"""StateTrigger: the state source, its ``status.desiredReplicas``, and the targetRef chain (SPEC §5.3).
+"""StateTrigger: the state source, its ``status.desiredReplicas``, and the targetRef chain
+(docs/guide/elasticscaler.md#the-triggers).
 
 ``spec.targetRef`` of a StateTrigger scaler names a *state source* (a Tidal, or any object with
 ``status.desiredReplicas``). The workload to write is found by following ``spec.targetRef`` links

@@ -1,4 +1,5 @@
-"""StateTrigger in a sync (SPEC §5.3): the source, its targetRef chain, and its decision.
+"""StateTrigger in a sync (docs/guide/elasticscaler.md#the-triggers): the source, its targetRef chain, and its
+decision.
 
 ``StateResolver.resolve(sync, scaler)`` returns one of:
 

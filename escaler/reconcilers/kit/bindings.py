@@ -1,4 +1,5 @@
-"""Target bindings: which scaler owns each workload, shared by every escaler scaler kind (SPEC §5).
+"""Target bindings: which scaler owns each workload, shared by every escaler scaler kind
+(docs/concepts.md#conflicts-one-writer-per-workload).
 
 A workload (namespace + API group + kind + name: a ``TargetKey``) is managed by at most one
 scaler of any escaler kind (ElasticScaler, LLMScaler, ResourceScalingGroup — which claims

@@ -1,8 +1,9 @@
 """Which target an ElasticScaler object claims in the binding index (``escaler.reconcilers.kit.bindings``).
 
 ``target_of(obj)`` is the index function: it reads only the cached object (level-based, the same
-answer in every replica) and returns the ``TargetKey`` the scaler holds, or None. SPEC §5's "the
-older scaler wins" is only fair when the winner can act, so a scaler claims **nothing** when:
+answer in every replica) and returns the ``TargetKey`` the scaler holds, or None. "The older scaler
+wins" (docs/concepts.md#conflicts-one-writer-per-workload) is only fair when the winner can act, so a scaler
+claims **nothing** when:
 
 * it is Advisory (it never writes);
 * its spec cannot produce a decision: the object does not parse, a cross-field rule fails, its

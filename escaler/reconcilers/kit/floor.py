@@ -1,5 +1,5 @@
-"""Schedule floors in the scaler reconcilers (SPEC §14): reading a scaler's floor Tidal, and waking
-the scalers that name a Tidal when it changes.
+"""Schedule floors in the scaler reconcilers (docs/design.md#beyond-the-seeds): reading a scaler's floor
+Tidal, and waking the scalers that name a Tidal when it changes.
 
 * ``FloorReader.floor(namespace, floor_from, now)`` → ``FloorState`` (``escaler.scaling.floor``), or
   None without ``spec.floorFrom``. The Tidal is read from the Tidal informer's cache (never a GET),
@@ -11,8 +11,8 @@ the scalers that name a Tidal when it changes.
   the Tidal's own reconcile included (``escaler.reconcilers.kit.tidalevaluations.SHARED``: bounded).
 * ``FloorWatch(mgr, scaler_informer)`` — ``.store`` the Tidal cache a ``FloorReader`` reads,
   ``.add_to(builder)`` — adds to a scaler controller the one Tidal watch
-  of SPEC §14's floors: an index on the *scaler* informer (``FLOOR_INDEX``: ``namespace/tidal`` →
-  the scalers naming it) and **one** handler on the Tidal informer mapping a Tidal to those scalers
+  of schedule floors (docs/floors.md): an index on the *scaler* informer (``FLOOR_INDEX``: ``namespace/tidal``
+  → the scalers naming it) and **one** handler on the Tidal informer mapping a Tidal to those scalers
   (controller-runtime's ``EnqueueRequestsFromMapFunc`` over a field index; never a handler per
   scaler or per Tidal), passing creates, deletes and spec changes (``metadata.generation``: the
   floor is computed from the spec, so the Tidal controller's status writes wake nobody). The Tidal

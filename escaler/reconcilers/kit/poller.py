@@ -1,4 +1,5 @@
-"""The MetricsTrigger poller: every scaler re-evaluated once per interval, spread over it (SPEC §5.2).
+"""The MetricsTrigger poller: every scaler re-evaluated once per interval, spread over it
+(docs/guide/elasticscaler.md#the-triggers).
 
 Metrics change without any Kubernetes event, so MetricsTrigger scalers (with an algorithm; the
 HPA path needs none) are re-enqueued every ``--metrics-trigger-poll-interval`` (default 30 s;
@@ -30,7 +31,7 @@ Contract:
   the scaler, so a poll costs one reconcile instead of two), up to one tick before the due time;
   False (or an exception) enqueues the scaler as above.
 * **Per-scaler intervals** (``spec.pollIntervalSeconds`` of an ElasticScaler or LLMScaler;
-  SPEC §14). ``interval_of(request)`` (read at each relist, from the
+  docs/design.md#beyond-the-seeds). ``interval_of(request)`` (read at each relist, from the
   same cache pass) gives a scaler's own interval, or None for the manager's; ``effective_interval``
   raises a spec value below ``min_interval`` (``--min-poll-interval``) to it — the manager's own
   ``interval`` is never raised. A scaler's phase is its hash fraction of *its* interval, so the

@@ -1,4 +1,5 @@
-"""``Reporter``: the one place a scaler sync becomes status and events (SPEC §3).
+"""``Reporter``: the one place a scaler sync becomes status and events
+(docs/concepts.md#conditions-and-health).
 
 One ``Reporter`` per scaler kind that writes a workload: ``ReportedKind`` says which (its
 apiVersion and kind — the status resource and the Events' regarding object —, its status model,
@@ -95,7 +96,7 @@ from escaler.scaling.text import cap_text
 __all__ = ["CLAIM_RECHECK_SECONDS", "EVENT_INVALID_ANNOTATION", "ReportedKind", "Reporter",
            "Synced"]
 
-# the reason of the Warning event reporting an unusable annotation (SPEC §5.4)
+# the reason of the Warning event reporting an unusable annotation (docs/reference/annotations.md)
 EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
 # backstop requeue after recording a claim (the binding index update normally wakes the scaler first)
 CLAIM_RECHECK_SECONDS = 2.0

@@ -1,4 +1,4 @@
-"""escaler's own Prometheus metrics (SPEC §11), shared by every scaler kind of one manager.
+"""escaler's own Prometheus metrics (docs/operations.md), shared by every scaler kind of one manager.
 
 On the manager's registry (``mgr.metrics.registry``), made once by whoever owns the manager (the
 CLI) and passed to every scaler kind's setup, so ElasticScaler and LLMScaler reconcilers record into

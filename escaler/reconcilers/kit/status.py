@@ -1,4 +1,5 @@
-"""Status writes: only when the status changed, through the status subresource (ARCHITECTURE.md).
+"""Status writes: only when the status changed, through the status subresource (docs/design.md#design-rules,
+rule 2).
 
 ``StatusWriter.write(mapping, obj, new_status)`` compares ``new_status`` (the JSON form the
 reconciler computed) with the status of ``obj`` (the cached object the reconcile started from)

@@ -3,7 +3,7 @@
 A scaler learns at reconcile time which objects it reads: the workload it writes, a StateTrigger's
 state source, a chain hop that does not exist yet, the pods of its target. Those sets change as
 scalers come and go, so they are watched on ``DynamicInformers`` (reference-counted, label-selected
-informers). The cost of an event must not grow with the fleet (ARCHITECTURE.md rule 3), so:
+informers). The cost of an event must not grow with the fleet (docs/design.md#design-rules, rule 3), so:
 
 * **One registration per watched resource** (a ``ResourceKey``: group/version/resource, namespace
   scope, label selector), held while at least one scaler is interested, whatever the number of

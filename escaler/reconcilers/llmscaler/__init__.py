@@ -1,4 +1,5 @@
-"""The LLMScaler reconciler (SPEC §8, with §3 and §4 shared with ElasticScaler), one concept per module:
+"""The LLMScaler reconciler (docs/llmscaler.md; conditions and pipeline shared with ElasticScaler), one
+concept per module:
 
 * ``setup`` — ``setup_llmscaler(mgr, ...)``: the controller, its watches, the poller, the outbound
   executor and the production provider reader;

@@ -1,5 +1,5 @@
-"""``metricProvider: Flow`` (SPEC §8, §15): the signals read → flow sizing's decision
-(``escaler.scaling.flow.decide_flow``) → the pipeline's recommendation and the status rows.
+"""``metricProvider: Flow`` (docs/llmscaler.md, docs/design.md#the-llm-sizing-policy): the signals read → flow
+sizing's decision (``escaler.scaling.flow.decide_flow``) → the pipeline's recommendation and the status rows.
 
 ``flow_result(...)`` is pure; the recommender (``recommend``) calls it once per fresh reading, off
 nothing but the values read, and keeps the ``FlowMemo`` it returns.

@@ -1,4 +1,4 @@
-"""The LLMScaler's two decision sources (SPEC §8): reading them, and turning what they said into the
+"""The LLMScaler's two decision sources (docs/llmscaler.md): reading them, and turning what they said into the
 pipeline's ``RecommendResult`` and the ``status.currentMetrics`` rows.
 
 **Custom provider.** ``read_custom(client, url, timeout=...)`` sends ``GET url`` through the
@@ -8,7 +8,7 @@ object ``{"replicas": n}`` with ``n`` a JSON integer >= 0 (a bool, a float such 
 string are refused; other keys — the SLO decision engine's ``reason`` and ``signals`` — are
 ignored). Anything else is a ``CustomReading`` with an ``error``; ``custom_result`` makes that
 ``ScalingActive=False/DecisionUnavailable`` with the message ``custom provider returned no
-decision: <url>: <error>`` (SPEC §8). ``read_served(lookup, namespace, serviceId)`` is the same rule
+decision: <url>: <error>`` (docs/llmscaler.md). ``read_served(lookup, namespace, serviceId)`` is the same rule
 for ``customProvider.serviceId``: the SLO decision engine's decision, read in-process through a
 ``DecisionLookup`` for the scaler's own namespace only (messages name ``serviceId <id>``; the
 engine's reason for having none — 404, 409, no decision yet — is the error). **No echo**: an
@@ -65,7 +65,7 @@ __all__ = [
 
 # a decision is a few hundred bytes (the SLO engine adds its reason and signals); far larger is not one
 MAX_DECISION_BYTES = 64 * 1024
-# the message prefix of a Custom DecisionUnavailable (SPEC §8)
+# the message prefix of a Custom DecisionUnavailable (docs/llmscaler.md)
 CUSTOM_SOURCE = "custom provider returned no decision"
 # status.currentMetrics[].type of a Prometheus metric
 PROMETHEUS_TYPE = "Prometheus"

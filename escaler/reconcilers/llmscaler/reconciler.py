@@ -1,5 +1,5 @@
-"""The LLMScaler reconciler (SPEC §3, §4, §8): level-based, one scaler per reconcile, in the shape of
-the ElasticScaler's and on its machinery.
+"""The LLMScaler reconciler (docs/concepts.md, docs/llmscaler.md): level-based, one scaler per reconcile, in
+the shape of the ElasticScaler's and on its machinery.
 
 A reconcile reads the scaler from the informer cache and converges; each step returns its value or
 a ``Hold`` (``escaler.reconcilers.kit.sync.Hold``), and the shared ``Reporter``

@@ -1,4 +1,5 @@
-"""The ResourceScalingGroup reconciler (SPEC §7): ``setup_rsg`` wires it onto a manager.
+"""The ResourceScalingGroup reconciler (docs/guide/resourcescalinggroup.md): ``setup_rsg`` wires it onto a
+manager.
 
 Modules: ``setup`` (wiring), ``reconciler`` (the sync), ``claims`` (binding-index claims),
 ``members`` (member resolution and watches), ``inplace`` (InplaceScaling), ``replication``

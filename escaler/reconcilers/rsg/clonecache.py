@@ -9,7 +9,8 @@ clone's template: the RSG reads its labels, ownerReferences, ``spec.replicas`` a
 target handlers (``escaler.targets``) read ``spec.replicas``, ``spec.selector``, ``spec.paused``,
 ``spec.updateStrategy``, generation and status (a clone is never an ElasticScaler's target: the
 RSG claims every clone name). Clones are never updated from the cache (a clone is a copy of its
-template at creation, SPEC §7), so no template comparison needs the cached copy either.
+template at creation, docs/guide/resourcescalinggroup.md), so no template comparison needs the cached copy
+either.
 
 ``slim_clone(obj)`` is applied by every dynamic informer of the manager (``DynamicInformers.
 add_transform``, wired by ``setup_rsg``) before an object is cached. For an object that

@@ -5,7 +5,7 @@ workload the spec names (its *template*: a Deployment, StatefulSet, LeaderWorker
 with ``spec.replicas``), purely from data:
 
 * **Name** ``{member}-g{index}`` (``clone_name``): the member's name in the spec, not the
-  template's, so the names SPEC §7 promises are predictable.
+  template's, so the names docs/guide/resourcescalinggroup.md promises are predictable.
 * **Labels** (on the clone, in its pod templates and in its selector): the template's, plus
   ``autoscaling.openfuyao.com/rsg: <rsg name>``, ``autoscaling.openfuyao.com/group: <index>`` and
   ``autoscaling.openfuyao.com/member: <member>``. Pods keep the template's labels, so a Service
@@ -54,7 +54,7 @@ __all__ = [
     "owned_by",
 ]
 
-# the labels of a clone (SPEC §7 names the first two)
+# the labels of a clone (docs/guide/resourcescalinggroup.md names the first two)
 RSG_LABEL = "autoscaling.openfuyao.com/rsg"
 GROUP_LABEL = "autoscaling.openfuyao.com/group"
 MEMBER_LABEL = "autoscaling.openfuyao.com/member"

@@ -1,4 +1,5 @@
-"""InplaceScaling (SPEC §7): every member's replicas = ``spec.replicas x replicasPerGroup``.
+"""InplaceScaling (docs/guide/resourcescalinggroup.md): every member's replicas = ``spec.replicas x
+replicasPerGroup``.
 
 One sync reads each member from its cache (through its ``ResourceHandler``: 0 GETs), computes the
 writes (``escaler.scaling.rsg.inplace_writes``: growing members in list order, shrinking members in

@@ -1,4 +1,5 @@
-"""The ResourceScalingGroup reconciler (SPEC §7): level-based, one RSG per reconcile.
+"""The ResourceScalingGroup reconciler (docs/guide/resourcescalinggroup.md): level-based, one RSG per
+reconcile.
 
 A reconcile reads the RSG from its informer cache and converges, never trusting the event that
 woke it::

@@ -1,4 +1,5 @@
-"""GroupReplication (SPEC §7): group *i* is one clone of each member's template, ``{member}-g{i}``.
+"""GroupReplication (docs/guide/resourcescalinggroup.md): group *i* is one clone of each member's template,
+``{member}-g{i}``.
 
 One sync:
 

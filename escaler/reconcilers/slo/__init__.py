@@ -1,4 +1,4 @@
-"""The SLO decision engine (SPEC §9.2): LLMSLORequirement and JobSLORequirement → replica decisions,
+"""The SLO decision engine (docs/slo.md): LLMSLORequirement and JobSLORequirement → replica decisions,
 one concept per module:
 
 * ``setup`` — ``setup_slo(mgr, ...)``: one controller per kind, the shared ``DecisionBook`` and the

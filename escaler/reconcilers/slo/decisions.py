@@ -1,7 +1,7 @@
 """The decisions of the SLO decision engine, by ``(namespace, serviceId)``, and the route serving them.
 
 A ``serviceId`` names a route **within its namespace**: two namespaces may both say
-``serviceId: chat`` and never see each other (SPEC §9.2, issue 27 item 5). Nothing here answers one
+``serviceId: chat`` and never see each other (docs/slo.md, issue 27 item 5). Nothing here answers one
 namespace's caller with anything of another namespace — not a decision, not a conflict, not a name.
 
 ``DecisionBook`` answers "what is the decision for this route?" in O(1) of the fleet:

@@ -1,5 +1,6 @@
-"""Flow sizing of an LLMSLORequirement (``spec.flow``): SPEC §15's policy as the decision engine's rule
-(SPEC §9.2), and the flow state the engine keeps per requirement.
+"""Flow sizing of an LLMSLORequirement (``spec.flow``): the LLM sizing policy
+(docs/design.md#the-llm-sizing-policy) as the decision engine's rule (docs/slo.md), and the flow state the
+engine keeps per requirement.
 
 ``flow_plan(spec, bounds)`` → ``FlowPlan`` (``ValueError`` naming ``spec.flow.<field>`` when its queries
 do not resolve: an object stored before a rule existed):
@@ -8,9 +9,10 @@ do not resolve: an object stored before a rule existed):
   ``flow.tpotSeconds`` is ``1 / otps.target`` (output tokens/s per request is one over the time per
   output token) when ``ttft``/``otps`` are set (the CRD refuses the flow's own field next to them);
   their ``promql`` is not read — the flow reads latency from the engine's histograms (its preset, or
-  ``flow.queries``) and sizes on its token rates, never on a latency ratio (SPEC §15: latency trims the
-  utilisation target, it does not multiply the count). ``ttft.percentile`` is not used: the burst
-  headroom grows on misses above 1 % of requests, as for the LLMScaler.
+  ``flow.queries``) and sizes on its token rates, never on a latency ratio
+  (docs/design.md#the-llm-sizing-policy: latency trims the utilisation target, it does not multiply the
+  count). ``ttft.percentile`` is not used: the burst headroom grows on misses above 1 % of requests, as for
+  the LLMScaler.
 * **Queries**: ``escaler.reconcilers.kit.flowpresets.flow_queries`` of that flow, named by signal
   (``promptTokensRate``, ...), read by the engine's ``SignalReader`` through ``--slo-prometheus-endpoint``
   like every other SLO signal.

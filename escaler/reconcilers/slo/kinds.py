@@ -7,8 +7,8 @@ into the list of errors that stop it (``Invalid``), each naming the field and th
 
 * the object must parse as the kind (pydantic: types, ranges, required fields — an object stored
   before a schema rule existed, or written around admission), reported as ``spec.x.y: <rule>``;
-* the cross-field rules of SPEC §9.1 (``escaler.api.slo``'s ``RULES``, the Python twins of the
-  CRD's CEL) must hold: bounds share a type, a ``pdengine`` max is not 1, ``pdengine`` only with
+* the cross-field rules of docs/slo.md#bounds-in-replicas (``escaler.api.slo``'s ``RULES``, the Python twins
+  of the CRD's CEL) must hold: bounds share a type, a ``pdengine`` max is not 1, ``pdengine`` only with
   ``deployType: pd``, min <= max, job bounds are ``replica`` (or ``concurrency`` for min).
 
 A ``Plan`` carries the ``serviceId``, the target whose current replicas are an input (always for

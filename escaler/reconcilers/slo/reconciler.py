@@ -1,5 +1,5 @@
 """``SLOReconciler``: one SLO requirement → its decision, in ``status.decision`` and in the
-``DecisionBook`` (``GET /decisions/v1/namespaces/{namespace}/{serviceId}``; SPEC §9.2). One instance
+``DecisionBook`` (``GET /decisions/v1/namespaces/{namespace}/{serviceId}``; docs/slo.md). One instance
 per kind (``escaler.reconcilers.slo.kinds``).
 
 One reconcile, level-based:

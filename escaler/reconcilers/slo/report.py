@@ -1,4 +1,4 @@
-"""An SLO requirement's status (SPEC §9.2): ``decision`` + the ``Ready`` condition, and when a new one
+"""An SLO requirement's status (docs/slo.md): ``decision`` + the ``Ready`` condition, and when a new one
 is worth a write. Pure: data in, data out.
 
 ``build_status(base, generation, decision, ready, now_iso)``:

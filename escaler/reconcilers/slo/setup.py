@@ -1,4 +1,4 @@
-"""``setup_slo(mgr, ...)``: the SLO decision engine wired onto a manager (SPEC §9.2).
+"""``setup_slo(mgr, ...)``: the SLO decision engine wired onto a manager (docs/slo.md).
 
 What it registers, on the manager that runs every other escaler controller (same leader election,
 same write fence, same sharding):
@@ -18,7 +18,7 @@ same write fence, same sharding):
   ``Decisions`` (``SLOEngine.decisions``), and the decisions route on the manager's API server
   (``mgr.api_server``) when there is one.
 
-**The route is authenticated** (SPEC §9.2, issue 27 item 5): ``GET
+**The route is authenticated** (docs/slo.md, issue 27 item 5): ``GET
 /decisions/v1/namespaces/{namespace}/{serviceId}`` needs a bearer token for the ``escaler`` audience
 and ``get`` on the requirement defining the route; a denied route is the same 404 as a missing one
 (``escaler.reconcilers.slo.decisions``). The unscoped ``GET /decisions/{serviceId}`` of 0.1 answers 410

@@ -1,4 +1,5 @@
-"""The Tidal reconciler (SPEC §6): time rules → ``status.desiredReplicas``, one concept per module:
+"""The Tidal reconciler (docs/guide/tidal.md): time rules → ``status.desiredReplicas``, one concept per
+module:
 
 * ``setup`` — ``setup_tidal(mgr, bindings=...)``: the controller, its watches, the Tidal target index;
 * ``reconciler`` — ``TidalReconciler``: read, evaluate at ``clock.now()``, write status only when it

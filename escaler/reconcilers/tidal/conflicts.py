@@ -1,7 +1,7 @@
 """Who writes a Tidal's target: the Tidal's ``TargetConflict`` rule, and the watch that keeps it fresh.
 
-A Tidal writes nothing (SPEC §6): the StateTrigger ElasticScaler that follows it writes its target,
-and that scaler claims the target in the shared binding index (``escaler.reconcilers.kit.bindings``)
+A Tidal writes nothing (docs/guide/tidal.md): the StateTrigger ElasticScaler that follows it writes its
+target, and that scaler claims the target in the shared binding index (``escaler.reconcilers.kit.bindings``)
 like any other scaler. The Tidal therefore does **not** claim its target — a claim by the Tidal
 would compete with its own follower — it only reads the index:
 
@@ -15,8 +15,8 @@ would compete with its own follower — it only reads the index:
     chain; the Tidal still reports its schedule);
   - the winner — the one scaler allowed to write the target — is a follower: no conflict (a losing
     claimant reports its own ``Validated=False/TargetConflict``);
-  - the winner names this Tidal in ``spec.floorFrom`` (SPEC §14, a *floor* Tidal: the scaler
-    reads its rules as a lower bound, ``escaler.scaling.floor``): no conflict — the schedule
+  - the winner names this Tidal in ``spec.floorFrom`` (docs/design.md#beyond-the-seeds, a *floor* Tidal: the
+    scaler reads its rules as a lower bound, ``escaler.scaling.floor``): no conflict — the schedule
     does take part in the replicas, through that scaler — and the binding labels are not needed
     (the floor scaler watches its Tidal by name; ``floor_user``);
   - the winner is anything else (a MetricsTrigger scaler, an RSG holding the workload as a member,

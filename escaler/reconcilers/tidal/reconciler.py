@@ -1,11 +1,12 @@
-"""``TidalReconciler``: a Tidal's rules → ``status.desiredReplicas`` (SPEC §6). Never writes the target.
+"""``TidalReconciler``: a Tidal's rules → ``status.desiredReplicas`` (docs/guide/tidal.md). Never writes the
+target.
 
 One reconcile, level-based:
 
 1. read the Tidal from the informer cache (gone → nothing to do);
 2. parse it and its schedules (``escaler.scaling.tidal.parse_rule_schedules``; once per (uid,
    resourceVersion), ``escaler.reconcilers.kit.tidalevaluations``), check the binding
-   labels ``elasticscaler.io/name`` and ``elasticscaler.io/namespace`` (SPEC §6: without them
+   labels ``elasticscaler.io/name`` and ``elasticscaler.io/namespace`` (docs/guide/tidal.md: without them
    ``Ready=False/MissingRequiredLabels``, but the status is still computed — no ElasticScaler hears
    of its changes, yet ``kubectl get tidal`` shows what the schedule says), and ask the binding index
    whether another scaler decides the target (``escaler.reconcilers.tidal.conflicts``). A *floor*

@@ -1,4 +1,4 @@
-"""A Tidal sync → its status and events (SPEC §6). Pure: data in, data out (no I/O, no clock).
+"""A Tidal sync → its status and events (docs/guide/tidal.md). Pure: data in, data out (no I/O, no clock).
 
 ``build_status(base, generation, evaluation, problems, now_iso)`` is the status to hold:
 
@@ -14,7 +14,7 @@ When the spec or a schedule is invalid there is no evaluation: ``desiredReplicas
 ``activeRules`` are **held** at what ``base`` (the status the cluster holds) says — the follower
 keeps the current count rather than act on a guess from the rules that do parse — and
 ``nextTransitionTime`` is removed (nothing is scheduled until the spec is fixed). Missing labels
-and a conflict do not stop the evaluation (SPEC §6: "status is still computed").
+and a conflict do not stop the evaluation (docs/guide/tidal.md: "status is still computed").
 
 ``events_for(old, new)``: Normal ``DesiredReplicasChanged`` when ``desiredReplicas`` changed (the
 note names the active rules), Warning ``<reason>`` when ``Ready`` turns False or changes reason.

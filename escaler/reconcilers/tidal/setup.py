@@ -1,4 +1,4 @@
-"""``setup_tidal(mgr, *, bindings, ...)``: the Tidal controller wired onto a manager (SPEC §6).
+"""``setup_tidal(mgr, *, bindings, ...)``: the Tidal controller wired onto a manager (docs/guide/tidal.md).
 
 What it registers, on the manager that runs every other escaler controller (same leader election,
 same write fence):
