@@ -28,10 +28,6 @@ EXEMPT = (".ci/",)
 # notes; spelt in parts for the same reason
 _S, _A = "SP" + "EC", "ARCHI" + "TECTURE"
 CITED = re.compile(rf"(?<![A-Za-z0-9_])(?:{_S}(?:\.md| §| section)|{_A}\.md)")
-# file → the one line allowed to keep a citation for now, and why. pyproject.toml's import-linter
-# contract name: changing pyproject.toml re-points the shared development venv for every worktree,
-# so that one-line rename is left to a change that may touch pyproject.toml (issue 29).
-PENDING = {"pyproject.toml": f'name = "escaler layers ({_A}.md): imports only point down"'}
 
 
 def tracked_files() -> list[str]:
@@ -45,7 +41,7 @@ def tracked_files() -> list[str]:
 
 def citations(files: list[str], root: Path = ROOT) -> list[str]:
     """``file:line: text`` for each line of ``files`` (relative to ``root``) citing an outside
-    document by name (``CITED``), apart from the ``PENDING`` lines."""
+    document by name (``CITED``)."""
     found = []
     for name in files:
         if name.startswith(EXEMPT):
@@ -57,7 +53,7 @@ def citations(files: list[str], root: Path = ROOT) -> list[str]:
         if not CITED.search(text):
             continue
         for n, line in enumerate(text.splitlines(), 1):
-            if CITED.search(line) and line.strip() != PENDING.get(name):
+            if CITED.search(line):
                 found.append(f"{name}:{n}: {line.strip()[:120]}")
     return found
 
@@ -125,8 +121,7 @@ def test_the_citation_check_names_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(f"ok = 1\n# after {_S} §4 step 5\n", encoding="utf-8")
     (tmp_path / ".ci").mkdir()
     (tmp_path / ".ci" / "notes").write_text(f"{_S} §3\n", encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text(PENDING["pyproject.toml"] + f"\nx = '{_A}.md'\n",
-                                             encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(f"name = 'layers'\nx = '{_A}.md'\n", encoding="utf-8")
     assert citations(["a.py", ".ci/notes", "pyproject.toml"], tmp_path) == [
         f"a.py:2: # after {_S} §4 step 5", f"pyproject.toml:2: x = '{_A}.md'"]
 
