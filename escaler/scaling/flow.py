@@ -319,7 +319,7 @@ def _burst_floor(r: FlowReading, c: FlowConfig) -> tuple[int, float] | None:
 
 def _direction(need: int, needs: tuple[tuple[float, int], ...], r: FlowReading, state: FlowState,
                c: FlowConfig) -> tuple[int, str | None]:
-    """Up at once; down to the largest need of the down delay, a down delay after the last change."""
+    """Up at once; down to the largest keep of the down delay, a down delay after the last change."""
     cur, now = r.current, r.now
     if need > cur:
         return need, f"up at once: {cur} -> {need} (starting replicas count as capacity)"
