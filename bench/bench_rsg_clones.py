@@ -64,14 +64,15 @@ every clone cached, 10 s after the last was created: before, the 51 MiB of clone
 relists both caches that hold the clones: `restart VmHWM MiB` is the restarted process's peak, and
 `after restart MiB` what it keeps 10 s after its caches synced. Up to 4c1b054 (a8e7453 included)
 a list page was decoded whole before the transform stripped its clones: a page of 100 full clones
-(~20 MiB of JSON, as bytes, text and objects) per cache, 202 to 225 MiB at the peak, and glibc
-kept much of it afterwards (78 to 205 MiB in three runs, against 72 to 73 steady). Since then the
-reflector transforms each clone as it is decoded from the page's text (`escaler/kube/listdecode.py`)
-and sizes pages by bytes (16 objects first, then about 4 MiB of JSON): the restart's peak is within
-a few MiB of the steady state, and what the process keeps after it is at or under the steady
-state, so the informers do not call glibc's `malloc_trim` (there is nothing held to return). The
-finding's own recipe (1,024 groups of a 1.18 MiB template) creates nothing now: the template is above the
-256 KiB clone limit, and 1,024 groups are above the 256 clones a namespace may hold.
+(~20 MiB of JSON, as bytes, text and objects) per cache: 202 to 225 MiB at the peak in three runs,
+and glibc kept much of it afterwards (78 to 205 MiB in four runs, against 69 to 73 MiB steady).
+Since then the reflector transforms each clone as it is decoded from the page's text
+(`escaler/kube/listdecode.py`) and sizes pages by bytes (16 objects first, then about 4 MiB of
+JSON): in two runs the restart's peak was 78 and 79 MiB against 74 and 72 MiB steady, and the
+process kept 67 and 68 MiB after it, under its steady state; so the informers do not call glibc's
+`malloc_trim` (there is nothing held to return). The finding's own recipe (1,024 groups of a
+1.18 MiB template) creates nothing now: the template is above the 256 KiB clone limit, and 1,024
+groups are above the 256 clones a namespace may hold.
 """
 
 CLONES = int(os.environ.get("BENCH_RSG_CLONES", "32"))
