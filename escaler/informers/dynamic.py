@@ -15,9 +15,10 @@ informers by ``ResourceKey`` (which includes the label selector):
   ``strip_managed_fields``), the same whoever registers a key first, so two consumers of a key
   never see differently shaped objects. ``add_transform(t)`` chains ``t`` after it; it is refused
   once any informer was started (a cache must not hold objects of two shapes).
-* **List pages** of ``page_size`` objects (default the reflector's 500): a list holds one page of
-  untransformed objects at a time, so a manager that caches large objects it strips (clones of a
-  big template) passes a smaller page.
+* **List pages** of at most ``page_size`` objects (default the reflector's 500), and of about the
+  reflector's ``DEFAULT_PAGE_BYTES`` once the objects' size is known; with ``escaler.kube``'s
+  lister each object is transformed as it is decoded, so a list of large objects the transform
+  strips (clones of a big template) never holds a page of them untransformed.
 * Thread-safe. ``release()`` may be called from inside the handler itself: the handler is
   detached first, so stopping never waits on the calling thread.
 """

@@ -2,10 +2,18 @@
 
 Contract of ``Reflector.run(stop)`` (blocks until ``stop`` is set):
 
-* **List.** Pages of ``page_size`` (``limit``/``continue``) from resourceVersion ``""`` (a
-  consistent read), each page transformed (``transform``, the informer's: what it will cache) and
+* **List.** Pages of at most ``page_size`` (``limit``/``continue``) from resourceVersion ``""`` (a
+  consistent read), each item transformed (``transform``, the informer's: what it will cache) and
   frozen as it arrives, so a relist of large objects peaks at one page of them, not the whole list.
-  A 410 on a continuation (the continue
+  With an ``ItemwiseLister`` (``escaler.kube``'s) each item is transformed as it is decoded, so a
+  page's untransformed objects never live all at once (only its JSON text, once); with any other
+  ``ListerWatcher``, page by page. A page is also bounded by bytes: after a page of ``n`` items and
+  ``b`` body bytes (``ListResult.body_bytes``, when the lister knows it), the next ``limit`` is
+  ``page_bytes * n // b`` (at least 1, at most ``page_size``), so a list of large objects is fetched
+  in pages of about ``page_bytes``. With an ``ItemwiseLister``, the first page of the first list asks
+  for at most ``FIRST_PAGE_SIZE`` items (the size of the objects is not known yet: a restart must not fetch
+  ``page_size`` large objects in one page); a later list starts with the limit the previous one
+  ended with. A 410 on a continuation (the continue
   token expired) restarts the list from the first page, up to ``MAX_LIST_RESTARTS`` times. The
   complete list goes to ``sink.replace(items, rv)`` in one call; ``rv`` becomes the last synced
   resourceVersion.
@@ -68,6 +76,7 @@ from escaler.informers.interfaces import (
     DELETED,
     ERROR,
     MODIFIED,
+    ItemwiseLister,
     ListerWatcher,
     ListResult,
     WatchEvent,
@@ -76,7 +85,9 @@ from escaler.informers.interfaces import (
 from escaler.informers.transform import Transform, identity
 
 __all__ = [
+    "DEFAULT_PAGE_BYTES",
     "DEFAULT_PAGE_SIZE",
+    "FIRST_PAGE_SIZE",
     "HEALTHY_WATCH_SECONDS",
     "MAX_LIST_RESTARTS",
     "MIN_WATCH_TIMEOUT",
@@ -92,6 +103,12 @@ log = logging.getLogger("escaler.informers")
 MIN_WATCH_TIMEOUT = 300.0
 # items per list page (client-go pager default)
 DEFAULT_PAGE_SIZE = 500
+# bytes of response body a list page aims at once the size of its objects is known: a page's JSON
+# text lives whole while its items are decoded
+DEFAULT_PAGE_BYTES = 4 * 1024 * 1024
+# items asked for by the first page of the first list (objects of unknown size): 16 large clones of
+# ~200 KiB are ~3 MiB, 16 pods one small request more before pages of page_size
+FIRST_PAGE_SIZE = 16
 # a watch ending sooner than this with no event is treated as a failure (client-go: 1 s)
 SHORT_WATCH_SECONDS = 1.0
 # how many times an expired continue token restarts the list before it counts as a failure
@@ -151,6 +168,7 @@ class Reflector:
         clock: Clock | None = None,
         resync_period: float = 0.0,
         page_size: int = DEFAULT_PAGE_SIZE,
+        page_bytes: int = DEFAULT_PAGE_BYTES,
         rng: random.Random | None = None,
         backoff: Backoff | None = None,
         transform: Transform = identity,
@@ -161,6 +179,8 @@ class Reflector:
             raise TypeError("Reflector.sink: resync_period > 0 needs a sink with a resync() method")
         if page_size < 0:
             raise ValueError(f"Reflector.page_size: must be >= 0 (0 = no pagination), got {page_size!r}")
+        if page_bytes < 1:
+            raise ValueError(f"Reflector.page_bytes: must be >= 1, got {page_bytes!r}")
         # the API, the destination, and a name for logs; fixed
         self._lw = lw
         self._sink = sink
@@ -171,6 +191,12 @@ class Reflector:
         self._resync_period = resync_period
         # list page size; 0 means one unpaginated list request
         self._page_size = page_size
+        # body bytes a list page aims at (see the module docstring); fixed
+        self._page_bytes = page_bytes
+        # limit of the first page of the next list (0 = no pagination): FIRST_PAGE_SIZE with a lister
+        # that reports page sizes, page_size with another; then what the previous list ended with;
+        # touched only by the run() thread
+        self._first_limit = min(page_size, FIRST_PAGE_SIZE) if isinstance(lw, ItemwiseLister) else page_size
         # applied to each listed item as its page arrives (idempotent: the sink applies it again); fixed
         self._transform = transform
         # draws the watch timeouts and (unless a Backoff is injected) the backoff jitter
@@ -283,25 +309,23 @@ class Reflector:
     # ---- list ---------------------------------------------------------------------------
 
     def _list(self, stop: threading.Event) -> None:
-        limit = self._page_size or None
         restarts = 0
         while True:
             items: list[dict[str, Any]] = []  # frozen
             continue_: str | None = None
+            limit = self._first_limit or None
             try:
                 while True:
-                    page: ListResult = self._lw.list(resource_version="", limit=limit, continue_=continue_)
-                    # transform and freeze page by page: the decoded page becomes garbage at once, so
-                    # a big list peaks at one transformed, frozen copy plus one page, not two full
-                    # copies (sinks transform and freeze anyway; both are idempotent)
-                    transform = self._transform
-                    items.extend(freeze(transform(item)) for item in page.items)
+                    page = self._list_page(limit, continue_)
+                    items.extend(page.items)
+                    limit = self._next_limit(page, limit)
                     if not page.continue_token:
                         break
                     if stop.is_set():
                         return
                     continue_ = page.continue_token
             except StatusError as err:
+                self._first_limit = limit or 0
                 if continue_ is None or not is_expired(err) or restarts >= MAX_LIST_RESTARTS:
                     raise
                 restarts += 1
@@ -309,11 +333,36 @@ class Reflector:
                          self._name, len(items))
                 continue
             break
+        self._first_limit = limit or 0
         self._sink.replace(items, page.resource_version)
         with self._lock:
             self._rv = page.resource_version
         log.debug("reflector %s: listed %d items at resourceVersion %s",
                   self._name, len(items), page.resource_version)
+
+    def _list_page(self, limit: int | None, continue_: str | None) -> ListResult:
+        """One page, its items transformed and frozen (item by item with an ``ItemwiseLister``): the
+        decoded objects become garbage at once, so a big list peaks at one transformed, frozen copy
+        plus one page, not two full copies (sinks transform and freeze anyway; both are idempotent)."""
+        transform = self._transform
+
+        def each(item: dict[str, Any]) -> dict[str, Any]:
+            return freeze(transform(item))
+
+        if isinstance(self._lw, ItemwiseLister):
+            return self._lw.list_each(resource_version="", limit=limit, continue_=continue_, each=each)
+        page = self._lw.list(resource_version="", limit=limit, continue_=continue_)
+        return ListResult([each(item) for item in page.items], page.resource_version, page.continue_token,
+                          page.body_bytes)
+
+    def _next_limit(self, page: ListResult, limit: int | None) -> int | None:
+        """The limit of the page after ``page``: about ``page_bytes`` of objects of its average size
+        (``page_size`` when the lister does not know the size)."""
+        if limit is None:
+            return None
+        if page.body_bytes <= 0 or not page.items:
+            return self._page_size
+        return max(1, min(self._page_size, self._page_bytes * len(page.items) // page.body_bytes))
 
     # ---- watch --------------------------------------------------------------------------
 

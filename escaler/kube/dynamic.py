@@ -38,9 +38,10 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
-from escaler.errors import ConnectionFailure
+from escaler.errors import ConnectionFailure, StatusError
 from escaler.informers.interfaces import ListerWatcher, ListResult, WatchEvent, WatchStream
 from escaler.kube.discovery import ResourceMapping, RESTMapper
+from escaler.kube.listdecode import decode_list
 from escaler.kube.rest import Query, RestClient
 
 __all__ = [
@@ -306,17 +307,44 @@ class ResourceListerWatcher:
 
     def list(self, *, resource_version: str = "", limit: int | None = None,
              continue_: str | None = None) -> ListResult:
+        return self.list_each(resource_version=resource_version, limit=limit, continue_=continue_,
+                              each=_same)
+
+    def list_each(self, *, resource_version: str = "", limit: int | None = None,
+                  continue_: str | None = None,
+                  each: Callable[[dict[str, Any]], dict[str, Any]]) -> ListResult:
+        """``list`` whose items are ``each(item)``, decoded one at a time (``escaler.kube.listdecode``):
+        a page of large objects that ``each`` shrinks never lives decoded all at once."""
         query = _list_query(self._label_selector, self._field_selector, limit, continue_, resource_version)
-        body = self._rest.request("GET", resource_path(self._mapping, self._namespace), query=query)
-        raw_items = body.get("items")
-        items = [i for i in raw_items if isinstance(i, dict)] if isinstance(raw_items, builtins.list) else []
-        for item in items:
-            item.setdefault("apiVersion", self._mapping.api_version)
-            item.setdefault("kind", self._mapping.kind)
-        md = body.get("metadata")
+        path = resource_path(self._mapping, self._namespace)
+        data = self._rest.request_raw("GET", path, query=query)
+        size = len(data)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StatusError(500, "InternalError", f"GET {path}: list response is not UTF-8: {exc}") from exc
+        del data  # the text is the one copy of the page kept while its items are decoded
+        api_version, kind = self._mapping.api_version, self._mapping.kind
+
+        def fill(item: dict[str, Any]) -> dict[str, Any]:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+            try:
+                return each(item)
+            except Exception as exc:
+                raise _EachFailed(exc) from exc
+
+        try:
+            items, rest = decode_list(text, fill) if text.strip() else ([], {})
+        except _EachFailed as failed:
+            raise failed.error from None
+        except ValueError as exc:
+            raise StatusError(500, "InternalError",
+                              f"GET {path}: list response is not a JSON object: {exc}") from exc
+        md = rest.get("metadata")
         if not isinstance(md, dict):
             md = {}
-        return ListResult(items, str(md.get("resourceVersion") or ""), md.get("continue") or None)
+        return ListResult(items, str(md.get("resourceVersion") or ""), md.get("continue") or None, size)
 
     def watch(self, *, resource_version: str, timeout_seconds: int,
               allow_bookmarks: bool = True) -> WatchStream:
@@ -336,6 +364,18 @@ class ResourceListerWatcher:
         path = resource_path(self._mapping, self._namespace)
         lines, close = self._rest.stream_lines(path, query, min(timeout_seconds + self._margin, self._idle))
         return _WatchStream(lines, close, self._mapping, path)
+
+
+def _same(item: dict[str, Any]) -> dict[str, Any]:
+    return item
+
+
+class _EachFailed(Exception):
+    """Carries an exception raised by ``list_each``'s ``each`` past the decoder's error handling."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _WatchStream:
@@ -431,6 +471,12 @@ class _DeferredListerWatcher:
     def list(self, *, resource_version: str = "", limit: int | None = None,
              continue_: str | None = None) -> ListResult:
         return self._resolve().list(resource_version=resource_version, limit=limit, continue_=continue_)
+
+    def list_each(self, *, resource_version: str = "", limit: int | None = None,
+                  continue_: str | None = None,
+                  each: Callable[[dict[str, Any]], dict[str, Any]]) -> ListResult:
+        return self._resolve().list_each(resource_version=resource_version, limit=limit,
+                                         continue_=continue_, each=each)
 
     def watch(self, *, resource_version: str, timeout_seconds: int,
               allow_bookmarks: bool = True) -> WatchStream:

@@ -124,17 +124,7 @@ class RestClient:
     ) -> dict[str, Any]:
         """Send one request and return the decoded JSON response body (``retries=False``: no
         transport retries, a float ``timeout`` bounds the whole call)."""
-        if timeout is not None:
-            _validate_timeout(timeout, "timeout")
-        resp = self._open(method, path, query, body, content_type,
-                          self._default_timeout if timeout is None else timeout, retries=retries)
-        try:
-            try:
-                data = resp.read()
-            except _TRANSPORT_ERRORS as exc:
-                raise ConnectionFailure(f"{method} {path}: reading response: {exc}") from exc
-        finally:
-            resp.release_conn()
+        status, data = self._read(method, path, query, body, content_type, timeout, retries)
         if not data:
             return {}
         try:
@@ -144,9 +134,40 @@ class RestClient:
         if not isinstance(decoded, dict):
             raise StatusError(
                 500, "InternalError",
-                f"{method} {path}: HTTP {resp.status} response is not a JSON object: {cap_body(data)}",
+                f"{method} {path}: HTTP {status} response is not a JSON object: {cap_body(data)}",
             )
         return decoded
+
+    def request_raw(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Query | None = None,
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: Timeout | None = None,
+        retries: bool = True,
+    ) -> bytes:
+        """``request`` without the decoding: the 2xx response body as it came (a caller that
+        decodes it its own way, e.g. ``escaler.kube.listdecode``); errors as ``request``."""
+        return self._read(method, path, query, body, content_type, timeout, retries)[1]
+
+    def _read(self, method: str, path: str, query: Query | None, body: object, content_type: str,
+              timeout: Timeout | None, retries: bool) -> tuple[int, bytes]:
+        """Send the request; return the 2xx status and the whole body."""
+        if timeout is not None:
+            _validate_timeout(timeout, "timeout")
+        resp = self._open(method, path, query, body, content_type,
+                          self._default_timeout if timeout is None else timeout, retries=retries)
+        try:
+            try:
+                data: bytes = resp.read()
+            except _TRANSPORT_ERRORS as exc:
+                raise ConnectionFailure(f"{method} {path}: reading response: {exc}") from exc
+        finally:
+            resp.release_conn()
+        return resp.status, data
 
     def stream_lines(
         self,

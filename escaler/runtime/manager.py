@@ -154,9 +154,10 @@ DEFAULT_CACHE_SYNC_TIMEOUT = 120.0
 # costs nothing when idle. (A standalone Controller keeps controller-runtime's default of 1.)
 DEFAULT_MAX_CONCURRENT_RECONCILES = 8
 DEFAULT_EVENT_COMPONENT = "escaler"
-# objects per list page of the dynamic informers (workloads, pods, clones, sources): a relist holds
-# one page of objects before the transform strips them, and a namespace may hold 256 clones of a
-# template of up to 256 KiB (GroupReplication's bounds) — 100 of them is 25 MiB, 500 would be all
+# most objects per list page of the dynamic informers (workloads, pods, clones, sources); the reflector
+# also bounds a page by bytes (16 objects first, then about 4 MiB of JSON) and transforms each object
+# as it is decoded, so a relist of 256 clones of a 256 KiB template (GroupReplication's bounds) never
+# holds a page of them whole
 DYNAMIC_LIST_PAGE_SIZE = 100
 # The urllib3 pool is sized before controllers exist: assume this many informers and controllers
 # (each with max_concurrent_reconciles workers) unless ManagerOptions.api_pool_size says otherwise.
