@@ -102,7 +102,8 @@ def _fleet(h: Harness, mx: ManualExecutor, n: int) -> list[Request]:
     return reqs
 
 
-def _round(h: Harness, mx: ManualExecutor, reqs: list[Request], rng: random.Random) -> tuple[list[float], int]:
+def _round(h: Harness, mx: ManualExecutor, reqs: list[Request],
+           rng: random.Random) -> tuple[list[float], int]:
     h.clock.step(POLL)
     for i in range(len(reqs)):
         h.collector.values[f"q{i}"] = TARGET_VALUE * REPLICAS * (1 + rng.uniform(-0.04, 0.04))

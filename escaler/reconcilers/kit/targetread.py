@@ -126,7 +126,10 @@ class TargetReader:
             return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
                         resolved=ref)
         try:
-            snap = reuse if reuse is not None and _unchanged(reuse, ns, ref, cached) else handler.read(ns, ref)
+            if reuse is not None and _unchanged(reuse, ns, ref, cached):
+                snap = reuse  # the poll's read of this very object: reading it again gives the same
+            else:
+                snap = handler.read(ns, ref)
         except TargetUnreadable as err:
             return Hold(target_error=TargetError(TARGET_UNREADABLE, str(err)), resolved=ref,
                         requeue=TARGET_RETRY_SECONDS if err.retryable else None)
