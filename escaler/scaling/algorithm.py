@@ -185,6 +185,18 @@ class AlgorithmContext:
         object.__setattr__(self, "history", tuple(self.history))
         object.__setattr__(self, "config", _readonly(self.config))
 
+    def with_metrics(self, metrics: tuple[MetricValue, ...]) -> AlgorithmContext:
+        """This context with other ``metrics``, built without validating it again: its current
+        count, config and history were validated when this one was made, and each ``MetricValue``
+        when it was (one decision runs the algorithm on up to four sets of metrics with the same
+        rest: ``escaler.scaling.metricdecision``)."""
+        ctx = object.__new__(AlgorithmContext)
+        object.__setattr__(ctx, "current_replicas", self.current_replicas)
+        object.__setattr__(ctx, "metrics", tuple(metrics))
+        object.__setattr__(ctx, "config", self.config)
+        object.__setattr__(ctx, "history", self.history)
+        return ctx
+
 
 @dataclass(frozen=True)
 class AlgorithmResult:

@@ -58,6 +58,7 @@ Products are rounded with a 1e-9 relative slack before ``ceil``/``floor`` so tha
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -191,6 +192,14 @@ def parse_config(config: Mapping[str, str]) -> ApaConfig:
     return ApaConfig(**{_FIELDS[key]: value for key, value in values.items()})
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed_config(items: tuple[tuple[str, str], ...]) -> ApaConfig:
+    """``parse_config`` once per distinct ``algorithmConfig`` (an ``ApaConfig`` is frozen, so one is
+    shared), not on each of the up to four runs of every poll; a bad one raises each time (errors
+    are not cached)."""
+    return parse_config(dict(items))
+
+
 def tolerance_of(config: Mapping[str, str]) -> float:
     """The ``tolerance`` an ``algorithmConfig`` gives, or the default when it gives none or a bad one
     (for callers that only need the band, e.g. to report; the algorithm itself refuses a bad one)."""
@@ -309,7 +318,7 @@ def limit_step(current_replicas: int, desired: int, cfg: ApaConfig) -> int:
 
 def apa(ctx: AlgorithmContext, /) -> AlgorithmResult:
     """The ``apa`` recommendation for ``ctx``, capped and uncapped (see the module docstring)."""
-    cfg = parse_config(ctx.config)
+    cfg = _parsed_config(tuple(sorted(ctx.config.items())))
     if not ctx.metrics:
         raise NoDecision("no metrics to evaluate")
     desired = max(recommend_metric(ctx.current_replicas, m, cfg.tolerance) for m in ctx.metrics)

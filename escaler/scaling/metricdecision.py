@@ -84,7 +84,8 @@ def decide_metrics(algorithm: str, config: Mapping[str, str], current: int, now:
             "metrics", "; ".join(errors) or "no usable sample in the window", total=total,
             metric_errors=errors, can_scale_from_zero=False), history)
     try:
-        run = _Runner(get_algorithm(algorithm), algorithm, current, config, history)
+        run = _Runner(get_algorithm(algorithm), algorithm,
+                      AlgorithmContext(current_replicas=current, config=config, history=history))
         choice = choose(current, run.on(m.stable for m in usable),
                         run.optional(usable, lambda m: m.panic), run.optional(usable, lambda m: m.peak))
     except AlgorithmNotRegistered as err:
@@ -116,15 +117,12 @@ class _Runner:
 
     algorithm: Algorithm
     name: str
-    current: int
-    config: Mapping[str, str]
-    history: tuple[Recommendation, ...]
+    # the sync's current count, config and history, validated once (no metrics)
+    base: AlgorithmContext
 
     def on(self, metrics: Iterable[MetricValue]) -> AlgorithmResult:
         """The algorithm on ``metrics``; ``NoDecision``/``ValueError`` as it raises them."""
-        ctx = AlgorithmContext(current_replicas=self.current, metrics=tuple(metrics), config=self.config,
-                               history=self.history)
-        return as_result(self.algorithm(ctx), self.name)
+        return as_result(self.algorithm(self.base.with_metrics(tuple(metrics))), self.name)
 
     def optional(self, usable: Sequence[WindowedValue], pick: Callable[[WindowedValue], float | None],
                  ) -> AlgorithmResult | None:

@@ -22,6 +22,7 @@ from escaler.reconcilers.elasticscaler.signalsync import PullMemory
 from escaler.reconcilers.kit.ports import ObjectRef
 from escaler.scaling.fallback import FallbackCount
 from escaler.scaling.pipeline import PipelineState
+from escaler.targets.snapshot import TargetSnapshot
 
 __all__ = ["Resolved", "ScalerMemory"]
 
@@ -53,6 +54,10 @@ class ScalerMemory:
     # the target resourceVersion the last replica write went out from (written, or 409); no write
     # goes out from it again (kit.targetread.write_replicas: one write per cached version)
     wrote_from: str = ""
+    # the target snapshot the poller's shortcut read for the collection in flight; the reconcile
+    # that consumes it takes it (once) instead of reading the target again while the cache still
+    # holds the same object (kit.targetread: one target read per poll)
+    polled_target: TargetSnapshot | None = None
 
 
 @dataclass(frozen=True)

@@ -262,7 +262,10 @@ class ElasticScalerReconciler:
         if mem is None or mem.uid != (scaler.metadata.uid or ""):
             return False
         snap = self._cached_target(scaler)
-        return snap is not None and self._metrics_rec.prefetch(scaler, snap, mem.metrics)
+        if snap is None or not self._metrics_rec.prefetch(scaler, snap, mem.metrics):
+            return False
+        mem.polled_target = snap  # the consuming reconcile reads the target once more only if it changed
+        return True
 
     def _cached_target(self, scaler: ElasticScaler) -> TargetSnapshot | None:
         """The scaler's target as the cache has it, when this scaler may write it; else None."""
@@ -406,7 +409,12 @@ class ElasticScalerReconciler:
         return self._d.bindings.refusal(target, me, ignore_hpa)
 
     def _read(self, sync: Sync, scaler: ElasticScaler, ref: ObjectRef) -> Target | Hold:
-        return self._targets.read(sync, scaler.namespace, ref, reads_pods=_reads_pods(scaler))
+        with self._mu:
+            mem = self._memory.get(sync.req)
+        reuse = None
+        if mem is not None:
+            reuse, mem.polled_target = mem.polled_target, None
+        return self._targets.read(sync, scaler.namespace, ref, reads_pods=_reads_pods(scaler), reuse=reuse)
 
     def _recommend(self, sync: Sync, scaler: ElasticScaler, ann: ScalerAnnotations, mem: ScalerMemory,
                    target: Target, resolved: Resolved | None,

@@ -36,7 +36,9 @@ tests/e2e/test_chaos_apiserver.py).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from escaler.errors import ConnectionFailure, StatusError, is_conflict, is_not_found
 from escaler.informers.factory import ResourceKey
@@ -104,7 +106,10 @@ class TargetReader:
         # the target and pod watches, per scaler; fixed
         self._watches = watches
 
-    def read(self, sync: Sync, ns: str, ref: ObjectRef, *, reads_pods: bool = False) -> Target | Hold:
+    def read(self, sync: Sync, ns: str, ref: ObjectRef, *, reads_pods: bool = False,
+             reuse: TargetSnapshot | None = None) -> Target | Hold:
+        """``reuse``: a snapshot this scaler's poll read moments ago; taken instead of a second read
+        when it was made from the very object the cache holds now (see ``_unchanged``)."""
         kind = self.kind(ns, ref)
         if isinstance(kind, Hold):
             # nothing of this kind will be read: the watches an earlier spec asked for go too
@@ -115,12 +120,16 @@ class TargetReader:
         self._watches.want(sync.req, ROLE_TARGET, key, ns, ref.name)
         if not self._watches.synced(key):
             return Hold(quiet=True, requeue=NOT_SYNCED_RETRY_SECONDS)
-        if self._watches.cached(key, ns, ref.name) is None:
+        cached = self._watches.cached(key, ns, ref.name)
+        if cached is None:
             # the cache has listed and the target is not there: its creation event wakes us
             return Hold(target_error=TargetError(TARGET_NOT_FOUND, f"{ref.kind} {ns}/{ref.name} not found"),
                         resolved=ref)
         try:
-            snap = handler.read(ns, ref)
+            if reuse is not None and _unchanged(reuse, ns, ref, cached):
+                snap = reuse  # the poll's read of this very object: reading it again gives the same
+            else:
+                snap = handler.read(ns, ref)
         except TargetUnreadable as err:
             return Hold(target_error=TargetError(TARGET_UNREADABLE, str(err)), resolved=ref,
                         requeue=TARGET_RETRY_SECONDS if err.retryable else None)
@@ -204,6 +213,16 @@ def write_replicas(sync: Sync, target: Target, desired: int, metrics: ScalerMetr
     counter.labels(req.namespace, req.name, "success").inc()
     _log.info("scaled %s from %d to %d (%s)", snap.describe(), snap.spec_replicas, desired, reason)
     return Written(written=True, from_version=version)
+
+
+def _unchanged(snap: TargetSnapshot, ns: str, ref: ObjectRef, cached: Mapping[str, Any]) -> bool:
+    """``snap`` is what reading ``ref`` again would give: it was read from the very object the cache
+    holds now (identity: no watch event has replaced it since) at that object's resourceVersion
+    (a ``/scale`` read by GET came back at the version the cache shows)."""
+    md = cached.get("metadata")
+    rv = str(md.get("resourceVersion") or "") if isinstance(md, Mapping) else ""
+    return (snap.raw is cached and snap.resource_version == rv and snap.namespace == ns
+            and snap.name == ref.name and snap.api_version == ref.api_version and snap.kind == ref.kind)
 
 
 def guard_input(snap: TargetSnapshot, pods: Capacity) -> GuardTarget:
