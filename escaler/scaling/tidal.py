@@ -282,13 +282,7 @@ def _first_wall_after(now: datetime, tz: ZoneInfo, lo: datetime) -> datetime:
     while local_instant(hi, tz) <= now:  # widen: f(lo) <= now
         lo, step = hi, step * 2
         hi = lo + step
-    while hi - lo > _MINUTE:  # f(lo) <= now < f(hi)
-        mid = lo + _MINUTE * ((hi - lo) // _MINUTE // 2)
-        if local_instant(mid, tz) > now:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _narrow(now, tz, lo, hi)[1]
 
 
 def _last_wall_at_or_before(now: datetime, tz: ZoneInfo, hi: datetime) -> datetime:
@@ -301,13 +295,19 @@ def _last_wall_at_or_before(now: datetime, tz: ZoneInfo, hi: datetime) -> dateti
     while local_instant(lo, tz) > now:  # widen: f(hi) > now
         hi, step = lo, step * 2
         lo = hi - step
-    while hi - lo > _MINUTE:  # f(lo) <= now < f(hi)
+    return _narrow(now, tz, lo, hi)[0]
+
+
+def _narrow(now: datetime, tz: ZoneInfo, lo: datetime, hi: datetime) -> tuple[datetime, datetime]:
+    """Bisect whole-minute wall times with ``f(lo) <= now < f(hi)`` (``f`` = ``local_instant``) down
+    to one minute apart: the last wall time at or before ``now`` and the first after it."""
+    while hi - lo > _MINUTE:
         mid = lo + _MINUTE * ((hi - lo) // _MINUTE // 2)
         if local_instant(mid, tz) > now:
             hi = mid
         else:
             lo = mid
-    return lo
+    return lo, hi
 
 
 def local_instant(wall: datetime, tz: ZoneInfo) -> datetime:
