@@ -15,8 +15,14 @@
 # plotting and LP stack (the `sim` extra), nor pip. tests/unit/test_dockerfile.py checks these
 # properties and the locks; tests/e2e/test_distribution.py installs the same wheel into a clean
 # virtualenv.
+#
+# Every stage starts from one base, pinned by digest (a tag moves under a rebuild): python:3.11-slim's
+# multi-arch image index (Debian trixie; the tag as pushed on 2026-08-16, the digest that public build
+# logs of that tag record). A bump is a reviewed change like a lock's: resolve the tag's current index
+# with `docker buildx imagetools inspect python:3.11-slim` and paste its Digest here.
+ARG PYTHON_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
-FROM python:3.11-slim AS builder
+FROM ${PYTHON_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 RUN pip install --no-cache-dir "build>=1.2" "setuptools>=77"
 WORKDIR /src
@@ -25,7 +31,7 @@ COPY escaler ./escaler
 RUN python -m build --no-isolation --wheel --outdir /dist .
 
 # the SLO API: `escaler slo-api` (docker build --target slo-api)
-FROM python:3.11-slim AS slo-api
+FROM ${PYTHON_IMAGE} AS slo-api
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="escaler-slo-api" \
       org.opencontainers.image.description="The SLO API of escaler, elastic scaling for LLM inference on Kubernetes" \
@@ -45,7 +51,7 @@ ENTRYPOINT ["escaler"]
 CMD ["slo-api"]
 
 # the manager (the default target): every command but slo-api and simulate, whose extras it leaves out
-FROM python:3.11-slim AS manager
+FROM ${PYTHON_IMAGE} AS manager
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="escaler" \
       org.opencontainers.image.description="Elastic-scaling control plane for LLM inference on Kubernetes" \

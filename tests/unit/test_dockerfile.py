@@ -2,8 +2,9 @@
 
 ``dockerfile_problems(text)`` lists every rule the images break: multi-stage with a builder stage
 first, then the runtime stages ``RUNTIMES`` in that order — the SLO API's (``--target slo-api``) and
-the manager's last (the default target, what ``docker build .`` makes). Each runtime stage is on a
-``-slim`` Python base; a numeric non-root ``USER`` set before the exec-form ``ENTRYPOINT
+the manager's last (the default target, what ``docker build .`` makes). Every stage that starts from
+an outside image names it by digest (``@sha256:``, through a global ``ARG`` default or not). Each
+runtime stage is on a ``-slim`` Python base; a numeric non-root ``USER`` set before the exec-form ``ENTRYPOINT
 ["escaler"]`` (default ``CMD`` its command); it installs exactly the wheel the builder stage built
 (``COPY --from=builder`` of the build's ``--outdir``, then ``pip install`` of a ``.whl`` from
 there, ``--no-deps``: its dependencies come only from its lock, installed with
@@ -65,10 +66,37 @@ def _of(stage: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 RUNTIMES = {"slo-api": ("requirements-sloapi.lock", "slo-api"), "manager": ("requirements.lock", "manager")}
 
 
+def _global_args(instructions: list[dict[str, Any]]) -> dict[str, str]:
+    """The ``ARG NAME=default`` lines before the first ``FROM`` (what a ``FROM`` may refer to)."""
+    args: dict[str, str] = {}
+    for ins in instructions:
+        if ins["instruction"] == "FROM":
+            break
+        if ins["instruction"] == "ARG":
+            name, _, default = ins["value"].strip().partition("=")
+            args[name] = default
+    return args
+
+
+def _base(stage: list[dict[str, Any]], args: dict[str, str]) -> str:
+    """The image a stage starts from, ``${ARG}``/``$ARG`` replaced by the global defaults."""
+    image: str = stage[0]["value"].split()[0]
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), m.group(0)), image)
+
+
+def _unpinned(stages: list[list[dict[str, Any]]], args: dict[str, str]) -> list[str]:
+    """Every stage that starts from an outside image names it by digest: a tag moves (issue 27
+    item 17); a stage built on an earlier stage is pinned by that one."""
+    names = {_stage_name(stage) for stage in stages}
+    return [f"FROM {base!r} is not pinned by digest (@sha256:...)" for base in
+            (_base(stage, args) for stage in stages)
+            if base not in names and not re.search(r"@sha256:[0-9a-f]{64}$", base)]
+
+
 def _runtime_problems(runtime: list[dict[str, Any]], builder_name: str | None,
-                      outdir: str | None, lock: str, command: str) -> list[str]:
+                      outdir: str | None, lock: str, command: str, args: dict[str, str]) -> list[str]:
     problems = []
-    base = runtime[0]["value"].split()[0]
+    base = _base(runtime, args)
     if not re.fullmatch(r"python:3\.\d+-slim(@sha256:[0-9a-f]{64})?", base):
         problems.append(f"final FROM {base!r} is not a python:3.x-slim image")
     users = _of(runtime, "USER")
@@ -141,6 +169,7 @@ def dockerfile_problems(text: str) -> list[str]:
     if len(stages) < 2:
         return ["not multi-stage: a builder stage builds the wheel, the final stage installs it"]
     builder, runtimes = stages[0], stages[1:]
+    args = _global_args(instructions)
     builder_name = _stage_name(builder)
     build = [r["value"] for r in _of(builder, "RUN") if "-m build" in r["value"]]
     outdir = None
@@ -156,9 +185,10 @@ def dockerfile_problems(text: str) -> list[str]:
     for name, stage in zip(names, runtimes, strict=True):
         if name in RUNTIMES:
             # the labels of this stage: the Dockerfile up to its end, where it is the final stage
-            found = _runtime_problems(stage, builder_name, outdir, *RUNTIMES[name]) + _label_problems(
+            found = _runtime_problems(stage, builder_name, outdir, *RUNTIMES[name], args) + _label_problems(
                 "\n".join(lines[:stage[-1]["endline"] + 1]))
             problems += [f"{name}: {p}" for p in found]
+    problems += _unpinned(stages, args)
     for ins in instructions:
         if ins["instruction"] == "ADD" and re.search(r"(https?|ftp)://|git@", ins["value"]):
             problems.append(f"ADD from a URL: {ins['value']!r}")
@@ -189,9 +219,15 @@ def test_the_dockerfile_has_no_problems() -> None:
 
 
 MUTATIONS = {
-    "single stage": (r"(?s)\A.*?(?=FROM python:3\.11-slim AS manager\n)", "", "not multi-stage"),
-    "full base": (r"FROM python:3\.11-slim AS manager\n", "FROM python:3.11 AS manager\n",
-                  "manager: final FROM 'python:3.11' is not a python:3.x-slim image"),
+    "single stage": (r"(?s)(ARG PYTHON_IMAGE=\S+\n).*?(?=FROM \$\{PYTHON_IMAGE\} AS manager\n)", r"\1",
+                     "not multi-stage"),
+    "full base": (r"FROM \$\{PYTHON_IMAGE\} AS manager\n",
+                  "FROM python:3.11@sha256:" + "0" * 64 + " AS manager\n",
+                  "manager: final FROM 'python:3.11@sha256:000"),
+    "base by tag": (r"(ARG PYTHON_IMAGE=python:3\.11-slim)@sha256:[0-9a-f]{64}", r"\1",
+                    "FROM 'python:3.11-slim' is not pinned by digest"),
+    "one stage by tag": (r"FROM \$\{PYTHON_IMAGE\} AS slo-api", "FROM python:3.11-slim AS slo-api",
+                         "FROM 'python:3.11-slim' is not pinned by digest"),
     "root user": (r"USER 65532:65532", "USER root", "slo-api: USER 'root' is not a numeric non-root"),
     "uid 0": (r"USER 65532:65532", "USER 0", "is not a numeric non-root"),
     "no user": (r"USER 65532:65532\n", "", "slo-api: no USER in the stage"),
