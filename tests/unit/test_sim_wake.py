@@ -6,6 +6,7 @@ counts it; the flow-standby-wake policy and its flag."""
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -144,6 +145,13 @@ def test_a_run_with_wakes_is_the_same_for_the_same_seed() -> None:
 
 # the cases of the coalescing equivalence test (escaler.sim.serving: coalesced decode runs) in which
 # the router wakes sleepers
+def test_a_run_with_wakes_crosses_processes_unchanged() -> None:
+    # a report's runs come back from worker processes pickled (escaler.sim.parallel)
+    run = simulate(burst(), Waking([], period_s=30.0, standby=3, wake_delay_s=0.5), options())
+    assert run.wakes > 1
+    assert pickle.loads(pickle.dumps(run)) == run
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 4, 7])
 def test_coalesced_runs_with_wakes_give_the_step_by_step_run(seed: int,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
