@@ -160,14 +160,21 @@ def add_parser(
                         "one's best: the cheapest run meeting --goal, else the highest attainment "
                         "(the sweep is in <policy>.json)")
     s.add_argument("--standby", type=_count, default=None,
-                   help="flow-standby: replicas kept loaded and asleep beside the fleet, woken first on a "
-                        "scale-up (default: swept, the best reported; the sweep is in flow-standby.json)")
+                   help="flow-standby(-wake): replicas kept loaded and asleep beside the fleet, woken "
+                        "first on a scale-up (default: swept, the best reported; the sweep is in "
+                        "<policy>.json)")
     s.add_argument("--standby-cost", type=_share, default=0.2,
                    help="a standby replica's price asleep, as a share of a serving replica's "
                         "(default: 0.2)")
     s.add_argument("--wake-seconds", type=_nonneg, default=10.0,
                    help="seconds from waking a standby replica to its serving (default: 10; vLLM's "
                         "sleep mode wakes in under a second to a few)")
+    s.add_argument("--wake-delay", type=_nonneg, default=None,
+                   help="flow-standby-wake: the router wakes a sleeper between polls when an arriving "
+                        "request's predicted queueing delay (the fleet's prefill backlog over the "
+                        "replicas serving within a wake) is over this many seconds (default: half "
+                        "the TTFT objective, or one iteration's prefill budget, max_batched_tokens / "
+                        "prefill_tokens_per_s, if shorter)")
     s.add_argument("--goal", "--oracle-goal", dest="goal", type=_positive, default=0.99,
                    help="the attainment goal, 0-1: the cheapest fixed fleet and the lower bound are "
                         "for it, the oracle is calibrated to it, the steady-state start is sized for it "
@@ -248,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
         goal=args.goal, steady_start=args.initial_replicas is None,
         kpa_scale_down_delay_s=args.kpa_scale_down_delay, tune=args.tune_baselines,
         season_s=season_for(args.speedup), predict_slots=args.predict_slots, standby=args.standby,
+        wake_delay_s=args.wake_delay,
         settings={"trace": Path(trace).name, "scale": args.scale, "speedup": args.speedup,
                   "duration": args.duration, "seed": args.seed, "model": args.model,
                   "time_unit": args.time_unit, "drop_failed": args.drop_failed})

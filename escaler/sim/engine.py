@@ -29,7 +29,11 @@ Contract of ``simulate(arrivals, policy, options)``:
 * **Standby** (``escaler.sim.serving``, Standby): a policy with a ``standby`` attribute (an int,
   0 when absent) keeps that many replicas loaded and asleep for the whole run, warm at the start
   as the initial fleet is; a scale-up wakes them first (``options.wake_s``) and each asleep second
-  costs ``options.standby_cost`` of a replica-second.
+  costs ``options.standby_cost`` of a replica-second. A policy whose ``wake_delay_s`` attribute is
+  a number (None when absent) also has the router wake a sleeper between its ticks when an arriving
+  request would queue longer than that (``escaler.sim.serving``, data-path wake); each such wake is
+  a scale event of the run (counted in ``Run.wakes``) and the next tick sees the woken replica in
+  the fleet's size.
 * The run ends when every request of the trace has finished; ticks and scrapes stop then. A fleet
   that can never serve (``max_replicas`` 0) ends at ``horizon_s`` past the last arrival with the
   unserved requests counted as unfinished.
@@ -176,6 +180,8 @@ class Run:
     stopped: bool = False
     # requests that missed when it stopped (0 for a run that went to the end)
     misses_at_stop: int = 0
+    # sleepers the router woke between the policy's ticks (data-path wake; also in scale_events)
+    wakes: int = 0
 
     def __reduce__(self) -> tuple[Callable[..., Run], tuple[object, ...]]:
         # a run crosses to the report's process once per simulation (escaler.sim.parallel): a day
@@ -186,7 +192,7 @@ class Run:
 
 
 _RUN_FIELDS = ("policy", "unfinished", "scrapes", "scale_events", "replica_seconds", "end", "lifetimes",
-               "standby_seconds", "stopped", "misses_at_stop")
+               "standby_seconds", "stopped", "misses_at_stop", "wakes")
 
 
 def _pack_requests(requests: Sequence[RequestRecord]) -> tuple[object, ...]:
@@ -256,7 +262,9 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
 
     coalesce = min(options.scrape_interval_s, policy.period_s) / 2 if COALESCE else 0.0
     fleet = Fleet(options.profile, schedule, options.seed, coalesce, wake_s=options.wake_s,
-                  standby_cost=options.standby_cost)
+                  standby_cost=options.standby_cost, wake_delay_s=getattr(policy, "wake_delay_s", None),
+                  max_replicas=options.max_replicas)
+    wakes = fleet.wakes
     start = min(max(options.initial_replicas, options.min_replicas), options.max_replicas)
     fleet.scale_to(start, 0.0)
     fleet.set_standby(int(getattr(policy, "standby", 0) or 0), 0.0, warm=True)
@@ -295,6 +303,9 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
                 now = deadline
                 break
             fleet.arrive(arrivals[order[next_arrival]], now)
+            if wakes:  # the router woke a sleeper: a scale event between ticks
+                events.extend(wakes)
+                wakes.clear()
             window_arrivals += 1
             next_arrival += 1
             if next_arrival < total:
@@ -363,7 +374,8 @@ def simulate(arrivals: Sequence[Arrival], policy: Policy, options: SimOptions,
     end = now
     return Run(policy.name, sorted(fleet.finished, key=lambda q: (q.arrival, q.replica or 0)),
                total - len(fleet.finished), scrapes, events, fleet.replica_seconds(end), end,
-               fleet.lifetimes(end), fleet.standby_seconds(end), stopped, missed if stopped else 0)
+               fleet.lifetimes(end), fleet.standby_seconds(end), stopped, missed if stopped else 0,
+               fleet.wake_count)
 
 
 def _done(fleet: Fleet, total: int) -> bool:

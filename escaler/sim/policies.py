@@ -39,7 +39,11 @@ simulated fleet, never a re-implementation:
   in ``trail`` with the reading it decided on and its steps in words (``<name>-decisions.jsonl`` in
   the report; the e2e replay test serves the same readings to the manager). With ``standby`` > 0
   (``flow-standby``) the same decisions run over a fleet that keeps that many replicas loaded and
-  asleep (``escaler.sim.serving``, Standby): the count it orders is served by wakes first.
+  asleep (``escaler.sim.serving``, Standby): the count it orders is served by wakes first. With
+  ``wake_delay_s`` set as well (``flow-standby-wake``) the router also wakes a sleeper between polls
+  when an arriving request's predicted queueing delay is over it (``escaler.sim.serving``,
+  data-path wake); the decisions are flow's, unchanged, and read the woken replicas in the fleet's
+  count as any replica ordered before.
 * Pipeline time is ``EPOCH + simulated seconds`` (the pipeline works in epoch seconds).
 """
 
@@ -228,6 +232,9 @@ class FlowPolicy:
     name: str = "flow"
     # replicas kept loaded and asleep beside the fleet (the engine reads it; 0: no standby tier)
     standby: int = 0
+    # the predicted queueing delay (s) at which the router wakes a sleeper between polls (the engine
+    # reads it; None: sleepers wake only when a poll orders replicas)
+    wake_delay_s: float | None = None
     # the last decision's steps in words, and every decision (time, from, to, signals, steps)
     last_steps: tuple[str, ...] = ()
     trail: list[dict[str, object]] = field(default_factory=list)

@@ -41,7 +41,10 @@ Contract of ``run_experiment(exp, out, progress, plot, jobs)``:
   size ``exp.standby``, or swept over ``STANDBY_SWEEP`` (doubling past the top while the best is
   there) and the best reported as for a tuned baseline (``standby`` in the row); its ``x_bound``
   is against the bound where a rise may be a wake (``standby_bound``, ``lower_bound_standby`` in
-  the references);
+  the references); **flow-standby-wake** (opt-in) the same, and the router also wakes a sleeper
+  between polls when an arriving request's predicted queueing delay is over ``exp.wake_delay()``
+  (``default_wake_delay`` unless given; ``escaler.sim.serving``, data-path wake); its row counts
+  those ``wakes``;
 * **side by side**: every simulation known up front (the references, each policy, each point of a
   sweep's first round, the oracle's calibration as one task) is submitted at once to ``jobs``
   worker processes (``escaler.sim.parallel``), and the results are taken in the order a single
@@ -76,13 +79,19 @@ from escaler.sim.predictive import DAY_S, DEFAULT_SLOTS, PredictivePolicy
 from escaler.sim.report import SloTargets, markdown_table, summarize
 from escaler.sim.trace import Arrival
 
-__all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "Experiment", "calibrate_oracle",
-           "default_slo_concurrency", "default_target", "run_experiment"]
+__all__ = ["ALL_POLICIES", "ORACLE_STEPS", "POLICIES", "STANDBY_POLICIES", "Experiment", "calibrate_oracle",
+           "default_slo_concurrency", "default_target", "default_wake_delay", "run_experiment"]
 
 # the default set: what can be run, not what needs foresight or a standby pool
 POLICIES = ("apa", "slo", "flow", "hpa", "kpa")
 # every name --policy takes: the default set and the opt-in ones
-ALL_POLICIES = (*POLICIES, "oracle", "predictive", "flow-standby")
+ALL_POLICIES = (*POLICIES, "oracle", "predictive", "flow-standby", "flow-standby-wake")
+# the policies with a standby pool (swept, against the standby bound)
+STANDBY_POLICIES = ("flow-standby", "flow-standby-wake")
+# flow-standby-wake's default wake trigger (default_wake_delay): a predicted queueing delay over this
+# share of the TTFT objective (the flow policy's queueing-delay budget is the same half), or over one
+# iteration's prefill budget if that is shorter
+WAKE_DELAY_SHARE = 0.5
 # the SLO policy's concurrencyPerReplica by default, as a share of the profile's max batch: 28 of a
 # batch of 64, the batch less headroom for the TTFT objective (docs/simulator.md shows the sweep)
 SLO_CONCURRENCY_SHARE = 28 / 64
@@ -95,7 +104,7 @@ DEFAULT_KV_TARGET = 0.7
 # lower bound's replica-hours
 GOAL_ATTAINMENT = 0.99
 GOAL_COST_RATIO = 1.2
-ESCALER_POLICIES = ("apa", "slo", "flow", "flow-standby")
+ESCALER_POLICIES = ("apa", "slo", "flow", *STANDBY_POLICIES)
 BASELINES = ("hpa", "kpa")
 # bisection steps of the oracle's utilization
 ORACLE_STEPS = 7
@@ -139,12 +148,20 @@ class Experiment:
     predict_slots: int = DEFAULT_SLOTS
     # flow-standby's pool (replicas kept loaded and asleep); None: swept (standby_sweep)
     standby: int | None = None
+    # flow-standby-wake's trigger, seconds of predicted queueing delay; None: WAKE_DELAY_SHARE x TTFT
+    wake_delay_s: float | None = None
     # recorded in the report
     settings: dict[str, Any] = field(default_factory=dict)
 
     def metric_target(self) -> float:
         """The per-replica target of ``metric``: the given one, or the profile's default."""
         return self.target if self.target is not None else default_target(self.metric, self.options.profile)
+
+    def wake_delay(self) -> float:
+        """flow-standby-wake's trigger: the given one, or ``default_wake_delay``."""
+        if self.wake_delay_s is not None:
+            return self.wake_delay_s
+        return default_wake_delay(self.options.profile, self.slo.ttft_s)
 
     def concurrency(self) -> int:
         """The SLO policy's concurrencyPerReplica: the given one, or the profile's default."""
@@ -173,6 +190,10 @@ def build(name: str, exp: Experiment) -> Policy:
         flow = build("flow", exp)
         assert isinstance(flow, FlowPolicy)
         return replace(flow, name=name, standby=exp.standby if exp.standby is not None else STANDBY_SWEEP[0])
+    if name == "flow-standby-wake":
+        standby = build("flow-standby", exp)
+        assert isinstance(standby, FlowPolicy)
+        return replace(standby, name=name, wake_delay_s=exp.wake_delay())
     if name == "predictive":
         return PredictivePolicy(
             ApaPolicy(exp.metric, exp.metric_target(), o.min_replicas, o.max_replicas, poll_s=exp.poll_s),
@@ -214,6 +235,18 @@ def default_slo_concurrency(profile: ReplicaProfile) -> int:
     """The SLO policy's ``concurrencyPerReplica`` when none is given: ``SLO_CONCURRENCY_SHARE`` of the
     profile's max batch (at least 1)."""
     return max(1, round(SLO_CONCURRENCY_SHARE * profile.max_batch))
+
+
+def default_wake_delay(profile: ReplicaProfile, ttft_s: float) -> float:
+    """The predicted queueing delay (s) at which flow-standby-wake's router wakes a sleeper when none
+    is given: ``WAKE_DELAY_SHARE`` of the TTFT objective (past it a first token is at risk), or one
+    iteration's token budget of prefill (``max_batched_tokens / prefill_tokens_per_s``) if shorter
+    (past it every decode on the replica shares more than one iteration with a full prefill chunk:
+    time per output token is at risk; 0.33 s on the default profile, 0.91 s on the 70 B one)."""
+    delay = WAKE_DELAY_SHARE * ttft_s
+    if profile.max_batched_tokens:
+        delay = min(delay, profile.max_batched_tokens / profile.prefill_tokens_per_s)
+    return delay
 
 
 def default_target(metric: str, profile: ReplicaProfile) -> float:
@@ -258,6 +291,8 @@ def _policy_task(name: str, overrides: dict[str, Any], cb: Callable[[int, int], 
     row = summarize(run, exp.slo)
     if isinstance(policy, PredictivePolicy):  # polls where the forecast raised the count
         row["forecast_floor_polls"] = policy.floors
+    if isinstance(policy, FlowPolicy) and policy.wake_delay_s is not None:  # the router's wakes
+        row["wakes"] = run.wakes
     return run, row, list(policy.trail) if isinstance(policy, FlowPolicy) else None
 
 
@@ -335,7 +370,7 @@ def _start_tuned(name: str, exp: Experiment, workers: Workers, progress: Progres
                   lambda row, setting: {**row, "tuned": setting})
 
 
-def _start_standby(exp: Experiment, workers: Workers, progress: Progress | None) -> _Sweep:
+def _start_standby(name: str, exp: Experiment, workers: Workers, progress: Progress | None) -> _Sweep:
     def point(m: int) -> Point:
         return {"standby": m}, {"standby": m}
 
@@ -343,7 +378,7 @@ def _start_standby(exp: Experiment, workers: Workers, progress: Progress | None)
         top = max(p["standby"] for p in sweep)
         return [point(2 * top)] if best["standby"] == top and 2 * top <= exp.options.max_replicas else []
 
-    return _Sweep("flow-standby", exp, workers, progress, [point(m) for m in STANDBY_SWEEP], more,
+    return _Sweep(name, exp, workers, progress, [point(m) for m in STANDBY_SWEEP], more,
                   lambda row, setting: {**row, **setting})
 
 
@@ -518,12 +553,12 @@ def standby_bound(exp: Experiment) -> Bound:
 
 
 def bounds(exp: Experiment) -> tuple[Bound, Bound | None]:
-    """The lower bound, and with flow-standby among the policies the bound with a standby tier."""
+    """The lower bound, and with a standby policy among the policies the bound with a standby tier."""
     o = exp.options
     bound = lower_bound(exp.arrivals, o.profile, ttft_s=exp.slo.ttft_s, tpot_s=exp.slo.tpot_s, goal=exp.goal,
                         initial_replicas=o.initial_replicas, max_replicas=o.max_replicas,
                         min_replicas=o.min_replicas)
-    return bound, standby_bound(exp) if "flow-standby" in exp.policies else None
+    return bound, standby_bound(exp) if any(p in exp.policies for p in STANDBY_POLICIES) else None
 
 
 def reference_rows(exp: Experiment, fixed: FixedResult, bound: Bound,
@@ -572,7 +607,7 @@ def _references_md(refs: dict[str, Any]) -> str:
     standby = refs.get("lower_bound_standby")
     if standby is not None and standby["reachable"]:
         lines.append(f"- lower bound with a standby tier (wake {standby['wake_s']:g} s, asleep at "
-                     f"{100 * standby['standby_cost']:g} % of the price; flow-standby's x bound): "
+                     f"{100 * standby['standby_cost']:g} % of the price; the standby policies' x bound): "
                      f"{standby['replica_hours']} replica-hours")
     elif standby is not None:
         lines.append(f"- lower bound with a standby tier: {goal} is out of reach (no ratio)")
@@ -596,8 +631,8 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
                 continue
             elif exp.tune and name in TUNED:
                 started[name] = _start_tuned(name, exp, workers, progress)
-            elif name == "flow-standby" and exp.standby is None:
-                started[name] = _start_standby(exp, workers, progress)
+            elif name in STANDBY_POLICIES and exp.standby is None:
+                started[name] = _start_standby(name, exp, workers, progress)
             else:
                 started[name] = _submit(workers, progress, name, _policy_task, name, {})
         fixed = fixed_f.result()
@@ -616,12 +651,12 @@ def run_experiment(exp: Experiment, out: Path, progress: Progress | None = None,
                 (run, row, trail), sweep = job.finish()
             else:
                 run, row, trail = job.result()
-                if name == "flow-standby":
+                if name in STANDBY_POLICIES:
                     row["standby"] = exp.standby
             if trail is not None:  # every flow decision in words, as explain would give it
                 (out / f"{name}-decisions.jsonl").write_text(
                     "".join(json.dumps(d, sort_keys=True) + "\n" for d in trail))
-            ref = standby_ref if name == "flow-standby" and standby_ref is not None else bound
+            ref = standby_ref if name in STANDBY_POLICIES and standby_ref is not None else bound
             row = _with_ratio(row, ref)
             rows.append(row)
             runs[name] = run
@@ -674,6 +709,9 @@ def _settings(exp: Experiment) -> dict[str, Any]:
             "tuned_baselines": list(TUNED) if exp.tune else [],
             **({"season_s": exp.season_s, "predict_slots": exp.predict_slots}
                if "predictive" in exp.policies else {}),
+            **({"wake_s": o.wake_s, "standby_cost": o.standby_cost}
+               if any(p in exp.policies for p in STANDBY_POLICIES) else {}),
+            **({"wake_delay_s": round(exp.wake_delay(), 4)} if "flow-standby-wake" in exp.policies else {}),
             "min_replicas": o.min_replicas, "max_replicas": o.max_replicas,
             "initial_replicas": o.initial_replicas, "profile": asdict(o.profile)}
 

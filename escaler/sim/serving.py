@@ -22,6 +22,19 @@ given ``now`` and asks for future work through the ``schedule(t, kind, replica, 
   goes); the pool is then refilled to ``m`` with new cold starts and trimmed
   (those still loading first). ``set_standby(m, now, warm=True)`` makes the missing ones asleep at
   once without a draw, as a running service has them.
+* **Data-path wake** (``wake_delay_s`` set; None, the default: sleepers wake only when ``scale_to``
+  asks): the router wakes a sleeper itself, between scale-ups, when an arriving request would queue.
+  The predicted queueing delay is the fleet's prefill backlog — the prompt tokens of every request
+  in the system not prefilled yet (a prefix cache hit served counts as prefilled) — over the
+  prefill rate of the replicas that serve within a wake: the serving ones plus those that will
+  serve by ``now + wake_s`` (woken, or loading and nearly done). When it is over ``wake_delay_s``
+  after the request is routed, a sleeper already asleep wakes — exactly what ``scale_to(size + 1)``
+  does: it serves ``wake_s`` later, costs full price from now, is in ``size()`` (``spec.replicas``:
+  the next scaling decision sees it as a replica, no second order for the same capacity), and a
+  cold start refills the pool. A wake in flight counts as capacity, so a second one follows only if
+  the backlog still exceeds the budget with it counted; never past ``max_replicas``, never a
+  sleeper still loading (the poll may take that one). Each wake is recorded in ``wakes`` as a scale
+  event ``(time, from, to)``, which the engine takes into the run's.
 * ``arrive(request, now)`` routes a request to the serving, non-draining replica with the fewest
   requests (waiting + running; join-shortest-queue), lowest id on a tie. With no such replica the
   request waits in the fleet's own queue, handed out (JSQ, first come first served) when a
@@ -195,10 +208,21 @@ class Fleet:
     """See the module docstring."""
 
     def __init__(self, profile: ReplicaProfile, schedule: Schedule, seed: int = 0,
-                 coalesce_s: float = 0.0, *, wake_s: float = 10.0, standby_cost: float = 0.2) -> None:
+                 coalesce_s: float = 0.0, *, wake_s: float = 10.0, standby_cost: float = 0.2,
+                 wake_delay_s: float | None = None, max_replicas: int | None = None) -> None:
+        if wake_delay_s is not None and not wake_delay_s >= 0:
+            raise ValueError(f"wake_delay_s: must be >= 0 or None, got {wake_delay_s}")
         self.profile = profile
         self.wake_s = wake_s
         self.standby_cost = standby_cost
+        # the data-path wake (module docstring): the queueing delay that wakes a sleeper, None: none
+        self.wake_delay_s = wake_delay_s
+        self.max_replicas = max_replicas
+        # prompt tokens in the system not prefilled yet (the data-path wake's backlog)
+        self.backlog_tokens = 0
+        # the data-path wakes not yet taken by the engine, as scale events (time, from, to)
+        self.wakes: list[tuple[float, int, int]] = []
+        self.wake_count = 0
         self.sleepers: list[Sleeper] = []  # every standby replica ever made
         self._standby: list[Sleeper] = []  # those not ended, oldest first
         self.standby_target = 0
@@ -327,6 +351,29 @@ class Fleet:
 
     def arrive(self, a: Arrival, now: float) -> None:
         self._route(RequestRecord(a.t, a.prompt_tokens, a.output_tokens, hash_ids=a.hash_ids), now)
+        self.backlog_tokens += a.prompt_tokens
+        if self.wake_delay_s is not None and self._standby:
+            self._maybe_wake(now)
+
+    def _maybe_wake(self, now: float) -> None:
+        """Wake a sleeper when the predicted queueing delay is over ``wake_delay_s`` (module
+        docstring, data-path wake)."""
+        assert self.wake_delay_s is not None
+        budget = self.wake_delay_s * self._prefill_rate
+        if self.backlog_tokens <= budget * len(self._serving):  # the cheap test first
+            return
+        soon = now + self.wake_s
+        capacity = len(self._serving) + sum(1 for r in self._active if not r.serving and r.ready_at <= soon)
+        if self.backlog_tokens <= budget * capacity:
+            return
+        n = len(self._active)
+        if self.max_replicas is not None and n >= self.max_replicas:
+            return
+        if not any(s.asleep_at <= now for s in self._standby):
+            return
+        self.scale_to(n + 1, now)  # takes the sleeper asleep longest, refills the pool
+        self.wakes.append((now, n, n + 1))
+        self.wake_count += 1
 
     def _route(self, req: RequestRecord, now: float) -> None:
         if not self._serving:
@@ -379,6 +426,7 @@ class Fleet:
                 r.admitted.append(head)
                 if head.hash_ids and self._prefix_blocks:
                     head.cached = head.prefilled = self._prefix_hit(r, head)
+                    self.backlog_tokens -= head.cached
                 take(head)
         batch = len(r.running) + len(chunks)
         r.chunks = chunks
@@ -503,6 +551,7 @@ class Fleet:
         for req, chunk in r.chunks:
             req.prefilled += chunk
             self.prompt_tokens_total += chunk
+            self.backlog_tokens -= chunk
             if req.prefilled < req.prompt_tokens:
                 prefilling.append(req)
                 continue

@@ -62,7 +62,7 @@ def test_a_bad_flag_value_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert ("--policy: want a comma list of apa, slo, flow, hpa, kpa, oracle, predictive, flow-standby, "
-            "got 'apa,nope'") in err
+            "flow-standby-wake, got 'apa,nope'") in err
 
 
 def test_same_trace_seed_and_policy_give_byte_identical_json(tmp_path: Path) -> None:
