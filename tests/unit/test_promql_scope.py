@@ -92,6 +92,44 @@ def test_bad_flags_are_refused_naming_the_flag(label: str, hosts: list[str], fla
         PromQLScope.from_flags(label, hosts)
 
 
+def test_a_namespace_flooding_distinct_queries_does_not_evict_anothers_verdicts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tenant A writes ten times the verdict cache's size of distinct queries; tenant B's verdicts are
+    still answered without a parse, and the cache stays bounded (A churns through its own share)."""
+    import promql_parser
+
+    import escaler.signals.promqlscope as scope_module
+
+    parses = []
+    real_parse = promql_parser.parse
+
+    def counted(query: str) -> Any:
+        parses.append(query)
+        return real_parse(query)
+
+    monkeypatch.setattr(promql_parser, "parse", counted)
+    own = [f'sum(rate(b_{i}{{namespace="flood-b"}}[5m]))' for i in range(32)]
+    for query in own:
+        assert confinement_error(query, "flood-b") is None
+    for i in range(10 * scope_module._CACHED_VERDICTS):
+        confinement_error(f'sum(a_{i}{{namespace="flood-a"}})', "flood-a")
+    parses.clear()
+    for query in own:
+        assert confinement_error(query, "flood-b") is None
+    assert parses == [], f"{len(parses)} of tenant B's {len(own)} verdicts were evicted by tenant A"
+    verdicts = scope_module._VERDICTS
+    assert verdicts.weight <= scope_module._CACHED_VERDICTS
+    assert verdicts.weight_of("flood-a") <= verdicts.share("flood-a")
+
+
+def test_a_verdict_is_kept_per_namespace_and_label() -> None:
+    query = 'sum(x{namespace="team"})'
+    assert confinement_error(query, "team") is None
+    assert confinement_error(query, "team") is None  # kept: the same answer
+    assert confinement_error(query, "other") is not None  # another namespace, another verdict
+    assert confinement_error(query, "team", "kubernetes_namespace") is not None  # another label
+
+
 def _flags(*argv: str) -> Any:
     parser, _ = build_parser()
     return flags_from_args(parser.parse_args(["manager", "--webhook-port=0", *argv]))
