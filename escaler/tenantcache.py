@@ -23,13 +23,14 @@ every entry belongs to a tenant (a namespace) and:
 ``get(tenant, key, default)`` answers a kept value and marks it recently used, or ``default``;
 ``put(tenant, key, value)`` keeps it (replacing the tenant's previous value for ``key``).
 Thread-safe: one lock per cache, held for a dictionary operation or an eviction, never while a
-value is computed (the caller computes outside, then puts). An insert that overflows the total
-scans the tenants once per entry evicted (at most ``total`` tenants). No clock, no I/O: this
-module imports nothing of escaler.
+value is computed (the caller computes outside, then puts). The heaviest tenant is found through a
+heap of the tenants by weight (O(log tenants) per entry evicted, amortized), not a scan. No clock,
+no I/O: this module imports nothing of escaler.
 """
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -73,6 +74,9 @@ class TenantLRU(Generic[K, V]):
         self._shelves: dict[str, _Shelf[K, V]] = {}
         # the sum of every tenant's weight
         self._weight = 0
+        # (-weight, tenant) pushed whenever a tenant's weight grows: a max-heap of the tenants by
+        # weight whose entries may be stale (the tenant lighter since, or gone); see _heaviest
+        self._heap: list[tuple[int, str]] = []
         # answers from the cache, and look-ups that found nothing (for tests and benchmarks)
         self.hits = 0
         self.misses = 0
@@ -144,11 +148,11 @@ class TenantLRU(Generic[K, V]):
             shelf.entries[key] = (value, weight)
             shelf.weight += weight
             self._weight += weight
+            self._note(tenant, shelf.weight)
             while shelf.weight > share:  # over its share: its own oldest go first
                 self._drop(tenant, shelf, next(iter(shelf.entries)))
             while self._weight > self.total:  # the shares overlap (floors): the heaviest pays
-                heaviest = max(self._shelves, key=lambda t: self._shelves[t].weight)
-                victim = self._shelves[heaviest]
+                heaviest, victim = self._heaviest()
                 self._drop(heaviest, victim, next(iter(victim.entries)))
             return key in shelf.entries
 
@@ -157,12 +161,35 @@ class TenantLRU(Generic[K, V]):
         with self._mu:
             self._shelves.clear()
             self._weight = 0
+            self._heap.clear()
 
     # ------------------------------------------------------------------ internals (lock held)
 
     def _share(self, tenant: str) -> int:
         active = len(self._shelves) + (tenant not in self._shelves)
         return max(self.total // active, self.floor)
+
+    def _note(self, tenant: str, weight: int) -> None:
+        """``tenant`` now weighs ``weight`` (more than before)."""
+        heapq.heappush(self._heap, (-weight, tenant))
+        if len(self._heap) > 2 * len(self._shelves) + 64:  # mostly stale: rebuilt from the shelves
+            self._heap = [(-s.weight, t) for t, s in self._shelves.items()]
+            heapq.heapify(self._heap)
+
+    def _heaviest(self) -> tuple[str, _Shelf[K, V]]:
+        """The tenant holding the most weight (the cache is not empty). Every tenant has a heap entry
+        at least its weight (one is pushed at each growth, and a stale one is re-pushed at the
+        current weight when it surfaces), so the first entry matching its tenant's weight is the
+        heaviest: O(log tenants) amortized, where a scan would be O(tenants)."""
+        heap = self._heap
+        while True:
+            negative, tenant = heap[0]
+            shelf = self._shelves.get(tenant)
+            if shelf is not None and shelf.weight == -negative:
+                return tenant, shelf
+            heapq.heappop(heap)
+            if shelf is not None and shelf.weight < -negative:
+                heapq.heappush(heap, (-shelf.weight, tenant))
 
     def _drop(self, tenant: str, shelf: _Shelf[K, V], key: K) -> None:
         _, weight = shelf.entries.pop(key)

@@ -5,6 +5,7 @@ floors overlap; an entry heavier than its share is not kept. No clock: nothing h
 
 from __future__ import annotations
 
+import random
 import threading
 
 import pytest
@@ -130,3 +131,53 @@ def test_clear_forgets_every_tenant() -> None:
     cache.put("a", "k", 1)
     cache.clear()
     assert cache.get("a", "k") is None and cache.weight == 0 and cache.tenants() == 0
+
+
+class _Reference:
+    """The policy written plainly (a scan for the heaviest; ties to the first name), to check the
+    cache's heap against."""
+
+    def __init__(self, total: int, floor: int) -> None:
+        self.total, self.floor = total, floor
+        self.shelves: dict[str, dict[int, int]] = {}  # tenant → key → weight, oldest first
+
+    def put(self, tenant: str, key: int, weight: int) -> None:
+        shelf = self.shelves.setdefault(tenant, {})
+        shelf.pop(key, None)
+        active = len([t for t, s in self.shelves.items() if s or t == tenant])
+        share = max(self.total // active, self.floor)
+        if weight <= share:
+            shelf[key] = weight
+        while sum(shelf.values()) > share:
+            del shelf[next(iter(shelf))]
+        while sum(sum(s.values()) for s in self.shelves.values()) > self.total:
+            heaviest = min(self.shelves, key=lambda t: (-sum(self.shelves[t].values()), t))
+            del self.shelves[heaviest][next(iter(self.shelves[heaviest]))]
+        self.shelves = {t: s for t, s in self.shelves.items() if s}
+
+    def get(self, tenant: str, key: int) -> None:
+        shelf = self.shelves.get(tenant, {})
+        if key in shelf:
+            shelf[key] = shelf.pop(key)
+
+
+def test_the_evictions_match_the_policy_written_plainly() -> None:
+    rng = random.Random(27)
+    cache: TenantLRU[int, int] = TenantLRU(total=60, floor=7, weigh=lambda v: v)
+    ref = _Reference(60, 7)
+    for step in range(20_000):
+        tenant, key = f"ns-{rng.randrange(12)}", rng.randrange(30)
+        if rng.random() < 0.3:
+            cache.get(tenant, key)
+            ref.get(tenant, key)
+        else:
+            weight = rng.randint(1, 9)
+            cache.put(tenant, key, weight)
+            ref.put(tenant, key, weight)
+        if step % 97 == 0:
+            for t, shelf in ref.shelves.items():
+                assert [cache.get(t, k) for k in shelf] == list(shelf.values()), (step, t)
+                for k in list(shelf):  # the gets above made them most recent, in this order
+                    ref.get(t, k)
+            assert cache.weight == sum(sum(s.values()) for s in ref.shelves.values()), step
+            assert cache.tenants() == len(ref.shelves), step
