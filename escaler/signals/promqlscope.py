@@ -24,20 +24,24 @@ equality matcher on the namespace label naming the object's own namespace:
   holds one tenant's series only (a tenant's own): its queries run unchecked.
 * The number literal and string literal queries (``vector(1)``, ``1``) read no series: allowed.
 
-Pure apart from the parser; a verdict is remembered per (query, namespace, label) in a bounded LRU
-(``_CACHED_VERDICTS``), so a fleet polling the same queries parses each once.
+Pure apart from the parser; a verdict is remembered per (query, label) in the namespace's share of
+one bounded cache (``escaler.tenantcache.TenantLRU``: ``_CACHED_VERDICTS`` weight in all, a verdict
+weighing 1 plus 1 per KiB of its query; each namespace keeps at least ``_VERDICTS_FLOOR``), so a
+fleet polling the same queries parses each once, and a namespace writing thousands of distinct
+queries evicts only its own verdicts. A query longer than ``_MAX_QUERY_CHARS`` is refused without
+being kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import promql_parser
 
 from escaler.scaling.endpoints import check_endpoint_url, host_allowed, parse_host_patterns
+from escaler.tenantcache import TenantLRU
 
 __all__ = ["DEFAULT_NAMESPACE_LABEL", "DEFAULT_SCOPE", "PromQLScope", "confinement_error"]
 
@@ -53,8 +57,20 @@ _MAX_DEPTH = 256
 # longest query parsed (a flow preset's query repeats its selector a few times)
 _MAX_QUERY_CHARS = 64 * 1024
 # verdicts remembered (query, namespace, label): a fleet polls the same queries every interval, so a
-# poll costs a dictionary look-up, not a parse; bounded, least recently used out
+# poll costs a dictionary look-up, not a parse; bounded by weight (1, plus 1 per KiB of the query:
+# ~4 MiB of query text at most), each namespace held to its share, least recently used out
 _CACHED_VERDICTS = 4096
+# the share a namespace keeps however many namespaces are active (64 queries of up to 1 KiB)
+_VERDICTS_FLOOR = 64
+
+
+def _verdict_weight(entry: tuple[int, str | None]) -> int:
+    return entry[0]
+
+
+# namespace → (query, label) → (weight, verdict)
+_VERDICTS: TenantLRU[tuple[str, str], tuple[int, str | None]] = TenantLRU(
+    _CACHED_VERDICTS, _VERDICTS_FLOOR, _verdict_weight)
 
 
 @dataclass(frozen=True)
@@ -106,9 +122,20 @@ def _label_ok(label: str) -> bool:
         and label.isascii()
 
 
-@lru_cache(maxsize=_CACHED_VERDICTS)
 def confinement_error(query: str, namespace: str, label: str = DEFAULT_NAMESPACE_LABEL) -> str | None:
-    """None when every series selector of ``query`` holds ``label="namespace"``; else why not."""
+    """None when every series selector of ``query`` holds ``label="namespace"``; else why not
+    (remembered in ``namespace``'s share of the verdict cache)."""
+    kept = _VERDICTS.get(namespace, (query, label))  # (weight, verdict): a verdict None is kept too
+    if kept is not None:
+        return kept[1]
+    verdict = _checked(query, namespace, label)
+    if len(query) <= _MAX_QUERY_CHARS:
+        _VERDICTS.put(namespace, (query, label), (1 + len(query) // 1024, verdict))
+    return verdict
+
+
+def _checked(query: str, namespace: str, label: str) -> str | None:
+    """``confinement_error`` computed (uncached)."""
     rule = (f'every series selector must hold {label}="{namespace}" (PromQL of a namespace reads only '
             "that namespace's series)")
     if len(query) > _MAX_QUERY_CHARS:

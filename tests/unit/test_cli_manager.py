@@ -299,6 +299,12 @@ def test_built_manager_serves_webhook_with_allowed_hosts(certs: Path) -> None:
         )
         denied = post(other)
         assert denied["allowed"] is False and "--allowed-endpoint-hosts" in denied["status"]["message"]
+        # the manager's PromQL confinement (default --promql-namespace-label) reaches its webhook
+        query = "spec.trigger.metricsTrigger.metrics[3].externalServer.query"
+        stolen = post(sample("elasticscaler", {query: 'sum(x{namespace="other"})'}))
+        message = stolen["status"]["message"]
+        assert stolen["allowed"] is False and query in message
+        assert "every series selector must hold" in message
         probe_port = mgr.health_probe_port
         assert probe_port is not None
         status, _body, _ = http_get(probe_port, "/readyz/webhook")

@@ -128,3 +128,19 @@ def test_kube_review_posts_a_self_subject_access_review(status: dict[str, Any], 
 def test_kube_review_failures_are_review_failed(error: Exception) -> None:
     with pytest.raises(ReviewFailed):
         kube_review(Rest(error))(MetricRead("a", "external.metrics.k8s.io", "q", "", "list"))  # type: ignore[arg-type]
+
+
+def test_a_namespace_naming_thousands_of_metrics_does_not_evict_anothers_answers() -> None:
+    """Namespace A's scalers name ten times the cache's size of distinct metrics (granted and refused);
+    namespace B's answers stay cached (no second review), and the caches stay bounded."""
+    reviews = Reviews({"queue"} | {f"m{i}" for i in range(0, 640, 2)})
+    grants = MetricGrants(reviews, FakeClock(), size=64)
+    assert grants.refusal("b", specs(external_metric("queue"))) is None
+    assert grants.refusal("b", specs(external_metric("secret"))) is not None
+    for i in range(10 * 64):
+        grants.refusal("a", specs(external_metric(f"m{i}")))
+    reviews.asked.clear()
+    assert grants.refusal("b", specs(external_metric("queue"))) is None
+    assert grants.refusal("b", specs(external_metric("secret"))) is not None
+    assert reviews.asked == [], f"namespace A evicted {len(reviews.asked)} of namespace B's 2 answers"
+    assert all(cache.weight <= 64 for cache in grants._answers.values())

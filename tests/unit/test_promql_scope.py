@@ -7,6 +7,7 @@ query here ran as written (``sum(x{namespace="other"})`` read another namespace'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,44 @@ def test_an_unconfined_host_runs_any_query_and_others_stay_confined() -> None:
 def test_bad_flags_are_refused_naming_the_flag(label: str, hosts: list[str], flag: str) -> None:
     with pytest.raises(ValueError, match=flag):
         PromQLScope.from_flags(label, hosts)
+
+
+def test_a_namespace_flooding_distinct_queries_does_not_evict_anothers_verdicts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tenant A writes ten times the verdict cache's size of distinct queries; tenant B's verdicts are
+    still answered without a parse, and the cache stays bounded (A churns through its own share)."""
+    import promql_parser
+
+    import escaler.signals.promqlscope as scope_module
+
+    parses = []
+    real_parse = promql_parser.parse
+
+    def counted(query: str) -> Any:
+        parses.append(query)
+        return real_parse(query)
+
+    monkeypatch.setattr(promql_parser, "parse", counted)
+    own = [f'sum(rate(b_{i}{{namespace="flood-b"}}[5m]))' for i in range(32)]
+    for query in own:
+        assert confinement_error(query, "flood-b") is None
+    for i in range(10 * scope_module._CACHED_VERDICTS):
+        confinement_error(f'sum(a_{i}{{namespace="flood-a"}})', "flood-a")
+    parses.clear()
+    for query in own:
+        assert confinement_error(query, "flood-b") is None
+    assert parses == [], f"{len(parses)} of tenant B's {len(own)} verdicts were evicted by tenant A"
+    verdicts = scope_module._VERDICTS
+    assert verdicts.weight <= scope_module._CACHED_VERDICTS
+    assert verdicts.weight_of("flood-a") <= verdicts.share("flood-a")
+
+
+def test_a_verdict_is_kept_per_namespace_and_label() -> None:
+    query = 'sum(x{namespace="team"})'
+    assert confinement_error(query, "team") is None
+    assert confinement_error(query, "team") is None  # kept: the same answer
+    assert confinement_error(query, "other") is not None  # another namespace, another verdict
+    assert confinement_error(query, "team", "kubernetes_namespace") is not None  # another label
 
 
 def _flags(*argv: str) -> Any:
@@ -286,3 +325,86 @@ def test_the_webhook_denies_a_query_outside_the_objects_namespace_naming_the_fie
     assert errors and errors[0].path == path, errors
     assert 'every series selector must hold namespace="team-b"' in errors[0].message
     assert validate_object(obj["kind"], obj, CheckContext()).errors == []  # no scope: not checked
+
+
+def _in(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+# (sample, how it is changed, the field the webhook names): the query fields the samples leave out
+def _deletion_cost(obj: dict[str, Any]) -> None:
+    obj["spec"]["scaleDown"] = {"podDeletionCost": {"prometheus": {
+        "endpoint": "http://prometheus.monitoring:9090", "podLabel": "pod",
+        "query": 'sum by (pod) (vllm:num_requests_running{namespace="team-a"})'}}}
+
+
+def _llm_flow_query(obj: dict[str, Any]) -> None:
+    obj["spec"]["flow"]["queries"] = {"waiting": 'sum(vllm:num_requests_waiting{namespace="team-a"})'}
+
+
+def _slo_flow_query(obj: dict[str, Any]) -> None:
+    obj["spec"]["flow"]["queries"] = {"promptTokensRate": 'sum(rate(prompt{namespace="team-a"}[1m]))'}
+
+
+def _slo_inflight(obj: dict[str, Any]) -> None:
+    obj["spec"]["inflight"] = {"promql": 'sum(inflight{namespace="team-a"})', "target": 4}
+
+
+EXTRA_WEBHOOK_CASES = [
+    ("ElasticScaler/llama-decode", _deletion_cost, "spec.scaleDown.podDeletionCost.prometheus.query"),
+    ("LLMScaler/chat-llama-flow", _llm_flow_query, "spec.flow.queries.waiting"),
+    ("LLMSLORequirement/chat-llama-flow", _slo_flow_query, "spec.flow.queries.promptTokensRate"),
+]
+
+
+def _reading(node: Any, namespace: str) -> Any:
+    """``node`` with every ``namespace="..."`` matcher in its strings naming ``namespace``."""
+    if isinstance(node, dict):
+        return {k: _reading(v, namespace) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_reading(v, namespace) for v in node]
+    if isinstance(node, str):
+        return re.sub(r'namespace="[^"]*"', f'namespace="{namespace}"', node)
+    return node
+
+
+@pytest.mark.parametrize(("sample", "change", "path"), EXTRA_WEBHOOK_CASES,
+                         ids=[c[2] for c in EXTRA_WEBHOOK_CASES])
+def test_the_webhook_names_each_query_field_reading_another_namespace(sample: str, change: Any,
+                                                                      path: str) -> None:
+    """In ``team-a``, the sample with the field added (reading ``team-a``) is allowed; in ``team-b``,
+    every other query rewritten to read ``team-b``, it is denied naming that field alone."""
+    ctx = CheckContext((), DEFAULT_SCOPE, "http://prometheus.monitoring:9090")
+    own = _in(_reading(load_samples()[sample], "team-a"), "team-a")
+    change(own)
+    assert validate_object(own["kind"], own, ctx).errors == []
+    other = _in(_reading(load_samples()[sample], "team-b"), "team-b")
+    change(other)  # the field under test reads team-a
+    errors = validate_object(other["kind"], other, ctx).errors
+    assert [e.path for e in errors] == [path], errors
+    assert 'every series selector must hold namespace="team-b"' in errors[0].message
+    assert 'namespace="team-a"' in errors[0].message  # the selector that breaks it, shown
+
+
+def test_the_webhook_checks_the_slo_promql_sections_it_reads() -> None:
+    ctx = CheckContext((), DEFAULT_SCOPE, "http://prometheus.monitoring:9090")
+    obj = _in(load_samples()["LLMSLORequirement/chat-llama"], "default")
+    _slo_inflight(obj)
+    errors = validate_object(obj["kind"], obj, ctx).errors
+    assert [e.path for e in errors] == ["spec.inflight.promql"], errors
+
+
+def test_the_webhook_uses_the_managers_label_and_unconfined_hosts() -> None:
+    obj = _in(load_samples()["ElasticScaler/llama-decode"], "team-b")  # reads namespace="default"
+    path = "spec.trigger.metricsTrigger.metrics[3].externalServer.query"
+    labelled = validate_object(obj["kind"], obj,
+                               CheckContext((), PromQLScope("kubernetes_namespace", ()))).errors
+    assert [e.path for e in labelled] == [path]
+    assert 'every series selector must hold kubernetes_namespace="team-b"' in labelled[0].message
+    unconfined = PromQLScope.from_flags("namespace", ["prometheus.monitoring"])
+    assert validate_object(obj["kind"], obj, CheckContext((), unconfined)).errors == []
+    elsewhere = PromQLScope.from_flags("namespace", ["prom.team-b.svc"])
+    assert [e.path for e in validate_object(obj["kind"], obj, CheckContext((), elsewhere)).errors] == [path]
+    assert validate_object(obj["kind"], obj, CheckContext((), PromQLScope(label=""))).errors == []
+

@@ -132,12 +132,30 @@ def test_the_caches_are_bounded_by_weight() -> None:
     objs = [tidal(uid=f"u{i}", rules=rules) for i in range(10)]  # weight 102 each
     for o in objs:
         ev.evaluate(o, ev.parsed(o), T0)
-    assert ev._parsed.currsize <= 500 and len(ev._parsed) == 4
-    assert ev._evaluations.currsize <= 10 and len(ev._evaluations) == 5
+    assert ev._parsed.weight <= 500 and len(ev._parsed) == 4
+    assert ev._evaluations.weight <= 10 and len(ev._evaluations) == 5
     ev.parsed(objs[-1])
     assert ev.parses == 10  # the newest is kept
     ev.parsed(objs[0])
     assert ev.parses == 11  # the oldest was dropped
+
+
+def test_a_namespace_flooding_tidals_does_not_evict_anothers() -> None:
+    """Tenant A writes ten times the caches' weight of distinct Tidals, each read every minute;
+    tenant B's parse and evaluation are still answered from the caches, and both stay bounded."""
+    ev = TidalEvaluations(parsed_weight=100, evaluation_weight=40)
+    b = tidal(uid="b")
+    b["metadata"]["namespace"] = "team-b"
+    ev.evaluate(b, ev.parsed(b), T0)
+    for i in range(10 * 100 // 2):  # a one-rule Tidal weighs 2 parsed, 2 evaluated
+        a = tidal(uid=f"a{i}")
+        a["metadata"]["namespace"] = "team-a"
+        ev.evaluate(a, ev.parsed(a), T0)
+    parses, evaluations = ev.parses, ev.evaluations
+    assert ev.evaluate(b, ev.parsed(b), T0 + timedelta(seconds=30)).desired_replicas == 4
+    assert (ev.parses - parses, ev.evaluations - evaluations) == (0, 0), \
+        "tenant A's Tidals evicted tenant B's parse or evaluation"
+    assert ev._parsed.weight <= 100 and ev._evaluations.weight <= 40
 
 
 @pytest.fixture

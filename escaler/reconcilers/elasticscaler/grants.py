@@ -18,8 +18,11 @@ and External metrics in the scaler's namespace — the same metrics its own pipe
   ``list`` on ``M`` in ``external.metrics.k8s.io`` (``.../namespaces/<ns>/M``);
 * answers cached, timed by the injected clock: a grant for ``GRANTED_TTL_S``, a refusal for
   ``REFUSED_TTL_S`` (so a grant added, or revoked, is seen within that; the HPA path requeues a
-  refused scaler after ``REFUSED_TTL_S``), at most ``CACHE_SIZE`` answers — with 10,000 scalers
-  reading the same metric the API server sees one review per namespace and TTL, not per sync;
+  refused scaler after ``REFUSED_TTL_S``), at most ``CACHE_SIZE`` grants and as many refusals —
+  with 10,000 scalers reading the same metric the API server sees one review per namespace and TTL,
+  not per sync. Each namespace holds at most its share of each (``escaler.tenantcache.TenantLRU``,
+  at least ``CACHE_FLOOR``): a namespace naming thousands of distinct metrics evicts its own
+  answers, never another namespace's;
 * a review that cannot be made (API server unreachable, the review refused) refuses, saying so:
   the check fails closed, and is not cached.
 
@@ -30,26 +33,26 @@ not go through the manager's write fence.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from cachetools import TTLCache
 
 from escaler.api.elasticscaler import MetricSourceType, MetricSpec
 from escaler.clock import Clock
 from escaler.errors import ConnectionFailure, StatusError
 from escaler.kube.rest import RestClient
 from escaler.signals.metricsapi import METRICS_CLUSTER_ROLE
+from escaler.tenantcache import TenantLRU
 
-__all__ = ["CACHE_SIZE", "GRANTED_TTL_S", "REFUSED_TTL_S", "MetricGrants", "MetricRead", "Review",
-           "ReviewFailed", "kube_review", "metric_reads"]
+__all__ = ["CACHE_FLOOR", "CACHE_SIZE", "GRANTED_TTL_S", "REFUSED_TTL_S", "MetricGrants", "MetricRead",
+           "Review", "ReviewFailed", "kube_review", "metric_reads"]
 
 # how long an answer is kept (seconds): a grant, a refusal
 GRANTED_TTL_S = 300.0
 REFUSED_TTL_S = 60.0
-# answers kept at most (namespaces x distinct metrics)
+# answers kept at most (namespaces x distinct metrics), grants and refusals each
 CACHE_SIZE = 4096
+# the answers a namespace keeps however many namespaces are active
+CACHE_FLOOR = 64
 SELF_SUBJECT_ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _REVIEW_TIMEOUT_S = 10.0
 
@@ -107,13 +110,13 @@ class MetricGrants:
                  refused_ttl: float = REFUSED_TTL_S, size: int = CACHE_SIZE) -> None:
         # asks the API server (kube_review)
         self._review = review
-        # read → allowed; one cache per answer, each with its own TTL
-        self._granted: TTLCache[MetricRead, bool] = TTLCache(maxsize=size, ttl=granted_ttl,
-                                                             timer=clock.monotonic)
-        self._refused: TTLCache[MetricRead, bool] = TTLCache(maxsize=size, ttl=refused_ttl,
-                                                             timer=clock.monotonic)
-        # the caches are shared by the reconcile workers
-        self._lock = threading.Lock()
+        self._clock = clock
+        self._ttl = {True: granted_ttl, False: refused_ttl}
+        # namespace → read → when the answer expires (clock.monotonic()); one cache per answer, so
+        # a flood of refusals never evicts a grant (each TenantLRU is thread-safe)
+        floor = min(CACHE_FLOOR, size)
+        self._answers: dict[bool, TenantLRU[MetricRead, float]] = {
+            True: TenantLRU(size, floor), False: TenantLRU(size, floor)}
 
     def refusal(self, namespace: str, metrics: Sequence[MetricSpec]) -> str | None:
         """None when the manager may read every Custom and External metric of ``metrics`` in
@@ -132,14 +135,13 @@ class MetricGrants:
         return None
 
     def _allowed(self, read: MetricRead) -> bool:
-        with self._lock:
-            if read in self._granted:
-                return True
-            if read in self._refused:
-                return False
-        allowed = self._review(read)  # outside the lock: a slow review holds no other worker
-        with self._lock:
-            (self._granted if allowed else self._refused)[read] = True
+        now = self._clock.monotonic()
+        for answer in (True, False):
+            expires = self._answers[answer].get(read.namespace, read)
+            if expires is not None and now < expires:
+                return answer
+        allowed = self._review(read)  # no lock held: a slow review holds no other worker
+        self._answers[allowed].put(read.namespace, read, self._clock.monotonic() + self._ttl[allowed])
         return allowed
 
 

@@ -16,7 +16,11 @@ read of that Tidal (issue 27 item 2).
 
 Both caches are LRU and bounded by weight, not count, whatever tenants write: a parsed Tidal weighs
 its rules plus its excluded dates (``PARSED_WEIGHT`` in all), an evaluation its rules
-(``EVALUATION_WEIGHT``). ``SHARED`` is the process's instance (the manager runs one; a uid is
+(``EVALUATION_WEIGHT``). Each namespace holds at most its share of each
+(``escaler.tenantcache.TenantLRU``: ``max(total // active namespaces, floor)``, the floors
+``PARSED_FLOOR`` — one Tidal of the largest spec the CRD admits — and ``EVALUATION_FLOOR``): a
+namespace writing many or large Tidals evicts its own entries, never another namespace's.
+``SHARED`` is the process's instance (the manager runs one; a uid is
 unique in its cluster, so one cache serves it); tests pass their own or clear it (a fake API server
 hands out the same uids and resourceVersions in every test). Thread-safe: one lock guards both
 caches and the in-flight map. No clock is read: ``now`` is an argument.
@@ -24,17 +28,15 @@ caches and the in-flight map. No clock is read: ``now`` is an argument.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cachetools import LRUCache
 from pydantic import ValidationError
 
-from escaler.api.tidal import Tidal
+from escaler.api.tidal import MAX_EXCLUDE_DATES, MAX_TIDAL_RULES, Tidal
 from escaler.scaling.tidal import (
     Evaluation,
     RuleSchedule,
@@ -43,13 +45,19 @@ from escaler.scaling.tidal import (
     evaluate,
     parse_rule_schedules,
 )
+from escaler.tenantcache import TenantLRU
 
-__all__ = ["EVALUATION_WEIGHT", "PARSED_WEIGHT", "SHARED", "ParsedTidal", "TidalEvaluations"]
+__all__ = ["EVALUATION_FLOOR", "EVALUATION_WEIGHT", "PARSED_FLOOR", "PARSED_WEIGHT", "SHARED", "ParsedTidal",
+           "TidalEvaluations"]
 
 # total weight of the parsed Tidals kept: one per rule, one per excluded date (a date ~ 100 bytes)
 PARSED_WEIGHT = 250_000
 # total weight of the evaluations kept: one per rule state (the worst Tidal: 65)
 EVALUATION_WEIGHT = 65_536
+# the share of each a namespace keeps however many namespaces are active: the largest parsed Tidal
+# the CRD admits (64 rules of 366 dates each: 23,489), and 64 evaluations of the largest (4,160)
+PARSED_FLOOR = 1 + MAX_TIDAL_RULES * (1 + MAX_EXCLUDE_DATES)
+EVALUATION_FLOOR = 64 * (1 + MAX_TIDAL_RULES)
 
 _T = TypeVar("_T")
 # an evaluation kept (or the error it raised), with its weight
@@ -91,6 +99,14 @@ def _as_parsed(value: ParsedTidal) -> ParsedTidal:
     return value
 
 
+def _parsed_weight(value: ParsedTidal) -> int:
+    return value.weight
+
+
+def _kept_weight(value: _Kept) -> int:
+    return value[1]
+
+
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, Mapping) else {}
@@ -103,16 +119,17 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
 class TidalEvaluations:
     """See the module docstring."""
 
-    def __init__(self, parsed_weight: int = PARSED_WEIGHT,
-                 evaluation_weight: int = EVALUATION_WEIGHT) -> None:
-        # guards the caches and _inflight
+    def __init__(self, parsed_weight: int = PARSED_WEIGHT, evaluation_weight: int = EVALUATION_WEIGHT,
+                 parsed_floor: int = PARSED_FLOOR, evaluation_floor: int = EVALUATION_FLOOR) -> None:
+        # guards _inflight and the counters (each cache has its own lock, taken inside this one)
         self._mu = threading.Lock()
-        # (namespace, name, uid, resourceVersion) → ParsedTidal
-        self._parsed: LRUCache[tuple[str, ...], ParsedTidal] = LRUCache(
-            parsed_weight, getsizeof=lambda p: p.weight)
-        # (namespace, name, uid, resourceVersion, minute) → Evaluation or the TooManyExcludedFires
-        self._evaluations: LRUCache[tuple[Any, ...], _Kept] = LRUCache(
-            evaluation_weight, getsizeof=lambda v: v[1])
+        # namespace → (namespace, name, uid, resourceVersion) → ParsedTidal
+        self._parsed: TenantLRU[tuple[Any, ...], ParsedTidal] = TenantLRU(
+            parsed_weight, min(parsed_floor, parsed_weight), _parsed_weight)
+        # namespace → (namespace, name, uid, resourceVersion, minute) → Evaluation or the
+        # TooManyExcludedFires
+        self._evaluations: TenantLRU[tuple[Any, ...], _Kept] = TenantLRU(
+            evaluation_weight, min(evaluation_floor, evaluation_weight), _kept_weight)
         # keys being computed → the event set when their value is in the cache (or failed)
         self._inflight: dict[tuple[Any, ...], threading.Event] = {}
         # how many parses and evaluations were computed (not answered from the cache); for tests
@@ -162,12 +179,14 @@ class TidalEvaluations:
             value = err
         return value, 1 + len(parsed.rules)
 
-    def _once(self, cache: LRUCache[Any, Any], key: tuple[Any, ...], compute: Callable[[], Any],
-              answer: Callable[[Any], _T]) -> _T:
-        """``cache[key]``, computed by one caller while the others wait for it."""
+    def _once(self, cache: TenantLRU[tuple[Any, ...], Any], key: tuple[Any, ...],
+              compute: Callable[[], Any], answer: Callable[[Any], _T]) -> _T:
+        """``cache``'s value for ``key`` (kept in the share of ``key[0]``, the namespace), computed by
+        one caller while the others wait for it."""
+        namespace = key[0]
         while True:
             with self._mu:
-                hit = cache.get(key)
+                hit = cache.get(namespace, key)
                 if hit is not None:
                     return answer(hit)
                 waiting = self._inflight.get(key)
@@ -177,8 +196,8 @@ class TidalEvaluations:
             waiting.wait()  # the computing caller stored it (or failed: then compute it here)
         try:
             value = compute()
-            with self._mu, contextlib.suppress(ValueError):  # heavier than the whole cache: not kept
-                cache[key] = value
+            with self._mu:
+                cache.put(namespace, key, value)  # heavier than the namespace's share: not kept
             return answer(value)
         finally:
             with self._mu:
