@@ -34,7 +34,8 @@ same steps in words, for ``escaler explain`` and status):
 4b. **Burst floor**: with the burst rates read (``burst_prompt_tokens_per_s`` and
    ``burst_generation_tokens_per_s``: the largest, or a high percentile, of the token rates between
    consecutive scrapes over a lookback), ``base`` is at least ``ceil(burst work /
-   burst_utilization)``.
+   burst_utilization)`` (0.95: a burst served at the whole capacity curve leaves no room for the
+   prefill chunks between decode steps).
 5. **Burst headroom** (learned from misses, slowly forgotten): bursts shorter than a cold start
    cannot be met by ordering replicas; only capacity already serving meets them. The misses are
    the share of requests over their latency objective (TTFT or TPOT) in the rate window
@@ -117,8 +118,10 @@ class FlowConfig:
     down_delay_s: float = 300.0
     # the first decision turns what the running fleet has beyond the flow's need into headroom
     seed_headroom: bool = True
-    # the burst floor's utilisation: ceil(burst work / burst_utilization)
-    burst_utilization: float = 1.0
+    # the burst floor's utilisation: ceil(burst work / burst_utilization). Below 1: a replica run at
+    # its whole capacity curve through a burst has no room left for the prefill chunks between its
+    # decode steps (TPOT misses), and the misses then teach a headroom that outlives the burst
+    burst_utilization: float = 0.95
     # the share of first tokens allowed over the TTFT objective before headroom grows
     miss_budget: float = 0.01
     headroom_decay_s: float = 900.0

@@ -92,13 +92,14 @@ def test_the_reading_queue_delay_and_miss_shares() -> None:
 def test_the_burst_rates_set_the_floor_as_in_the_simulator() -> None:
     s = spec()
     queries = flow_queries(s.flow)  # type: ignore[arg-type]
-    # a burst of 48000 prompt tok/s within the down delay: 6 replicas at 100 %, over the flow's 5
-    burst = {**BUSY, "burstPromptTokensRate": 48000.0, "burstGenerationTokensRate": 0.0}
+    # a burst of 45600 prompt tok/s within the down delay: 5.7 replicas of work, 6 at the burst
+    # floor's 95 %, over the flow's 5
+    burst = {**BUSY, "burstPromptTokensRate": 45600.0, "burstGenerationTokensRate": 0.0}
     rr, _rows, _memo = flow_result(PROM, queries, samples(queries, burst), flow_config(s, 30.0), None,
                                    now=1000.0, current=2)
-    assert rr.replicas == 6 and "burst floor: the lookback's short-range work 6.000 / 1 = 6 > 5" in rr.detail
+    assert rr.replicas == 6 and "burst floor: the lookback's short-range work 5.700 / 0.95 = 6 > 5" in rr.detail
     r = flow_reading(0.0, 2, burst, 8000.0)
-    assert (r.burst_prompt_tokens_per_s, r.burst_generation_tokens_per_s) == (48000.0, 0.0)
+    assert (r.burst_prompt_tokens_per_s, r.burst_generation_tokens_per_s) == (45600.0, 0.0)
 
 
 def test_one_reading_decides_with_rows_and_steps() -> None:
