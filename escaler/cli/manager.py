@@ -132,6 +132,7 @@ from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.crdgate import CRDGate
 from escaler.runtime.executor import DEFAULT_OUTBOUND_PER_GROUP, DEFAULT_OUTBOUND_WORKERS
+from escaler.runtime.fence import WriteGate
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
     DEFAULT_LEADER_ELECTION_ID,
@@ -841,7 +842,8 @@ def _add_serving_certs(mgr: Manager, flags: ManagerFlags, files: ServingCertFile
     mgr.add_before_start(f"the serving certificate of Secret {ref}", certs.provision)
     mgr.add(certs, needs_leader_election=False)
     if webhook is not None:
-        mgr.add(_CABundleSync(certs, sharded=mgr.shards is not None), needs_leader_election=True)
+        mgr.add(_CABundleSync(certs, mgr.can_write, sharded=mgr.shards is not None),
+                needs_leader_election=True)
 
 
 # how often the leader compares the webhook configuration's caBundle with the Secret's ca.crt, and
@@ -853,11 +855,13 @@ CA_BUNDLE_RETRY_INTERVAL = 5.0
 class _CABundleSync:
     """A leader runnable: the webhook configuration's caBundle from the Secret, now and every
     ``CA_BUNDLE_SYNC_INTERVAL`` seconds, ``CA_BUNDLE_RETRY_INTERVAL`` while the configuration is
-    absent or a call failed (a write through the fence; sharded: the leader of shard 0)."""
+    absent or a call failed (a write through the fence; sharded: the leader of shard 0, the other
+    replicas skip the pass without a call)."""
 
-    def __init__(self, certs: ServingCerts, *, sharded: bool) -> None:
-        # what to sync, and whether writes need a shard in context; fixed
+    def __init__(self, certs: ServingCerts, fence: WriteGate, *, sharded: bool) -> None:
+        # what to sync, the manager's write fence, and whether writes need a shard in context; fixed
         self.certs = certs
+        self.fence = fence
         self.sharded = sharded
 
     def start(self, stop: threading.Event) -> None:
@@ -866,7 +870,7 @@ class _CABundleSync:
             wait = CA_BUNDLE_SYNC_INTERVAL
             try:
                 with writing_for(0 if self.sharded else None):
-                    if self.certs.sync_webhook() == ABSENT:
+                    if self.fence.is_set() and self.certs.sync_webhook() == ABSENT:
                         wait = CA_BUNDLE_RETRY_INTERVAL
             except Exception as exc:
                 wait = CA_BUNDLE_RETRY_INTERVAL

@@ -68,7 +68,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from escaler.clock import Clock
-from escaler.errors import StatusError
+from escaler.errors import ConnectionFailure, StatusError
 
 __all__ = [
     "ABSENT",
@@ -640,7 +640,7 @@ class ServingCerts:
         while not self.secret.clock.sleep(self.check_interval, stop):
             try:
                 self.provision()
-            except (StatusError, ServingCertError, OSError) as exc:
+            except (StatusError, ConnectionFailure, ServingCertError, OSError) as exc:
                 _log.error("serving certificate Secret %s: %s; still serving the previous certificate",
                            self.secret.ref, exc)
             except Exception:

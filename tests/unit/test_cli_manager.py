@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from es_fakes import Cluster
+from fakeapi import wait_until
 from runtime_fakes import http_get
 from webhook_samples import review_body, sample
 
@@ -620,3 +621,41 @@ def test_the_serving_cert_secret_needs_a_cluster_connection() -> None:
     flags = cli.flags_from_args(parse(*SERVING, "--webhook-port=0", "--api-bind-address=0"))
     with pytest.raises(ValueError, match=r"--serving-cert-secret: .*needs a cluster connection"):
         cli.build_manager(flags, _testing_factory)
+
+
+def test_the_ca_bundle_is_synced_only_while_this_replica_may_write(tmp_path: Path) -> None:
+    from test_runtime_servingcerts import HOOK, HOOK_PATH, REF, FakeRest, _hook_config
+
+    from escaler.clock import FakeClock
+    from escaler.runtime.servingcerts import (
+        CertPolicy,
+        ServingCertFiles,
+        ServingCerts,
+        ServingCertSecret,
+        WebhookCABundle,
+    )
+
+    rest, clock = FakeRest(), FakeClock()
+    certs = ServingCerts(ServingCertSecret(rest, REF, CertPolicy(("escaler-webhook",)), clock),
+                         ServingCertFiles(str(tmp_path / "certs")), webhook=WebhookCABundle(rest, HOOK))
+    certs.provision()
+    fence = threading.Event()
+    sync = cli._CABundleSync(certs, fence, sharded=False)
+    stop = threading.Event()
+    t = threading.Thread(target=sync.start, args=(stop,), daemon=True)
+    t.start()
+    try:
+        clock.block_until_waiters(1)
+        assert not [c for c in rest.calls if c[1] == HOOK_PATH]  # a standby asks nothing
+        fence.set()
+        clock.step(cli.CA_BUNDLE_SYNC_INTERVAL)
+        # elected: the configuration is not there yet, so it is asked for again sooner
+        wait_until(lambda: ("GET", HOOK_PATH) in rest.calls)
+        rest.put_object(HOOK_PATH, _hook_config("Cg=="))
+        clock.block_until_waiters(1)
+        clock.step(cli.CA_BUNDLE_RETRY_INTERVAL)
+        wait_until(lambda: ("PATCH", HOOK_PATH) in rest.calls)
+    finally:
+        stop.set()
+        t.join(5)
+    assert not t.is_alive()

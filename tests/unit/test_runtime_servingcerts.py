@@ -404,3 +404,34 @@ def test_a_concurrent_change_of_the_configuration_fails_the_patch() -> None:
     rest.request = change_between_read_and_patch  # type: ignore[method-assign]
     with pytest.raises(StatusError, match="test failed"):
         WebhookCABundle(rest, HOOK).sync(b"PEM")
+
+
+def test_a_failed_check_keeps_the_files_and_the_next_one_recovers(tmp_path: Any,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    rest, clock = FakeRest(), _clock()
+    certs = ServingCerts(_secret(rest, clock), ServingCertFiles(str(tmp_path / "certs")), check_interval=60.0)
+    first = certs.provision()
+    send = rest.request
+    failures = [StatusError(503, "ServiceUnavailable", "etcd is down")]
+
+    def flaky(method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if failures:
+            raise failures.pop()
+        return send(method, path, **kw)
+
+    rest.request = flaky  # type: ignore[method-assign]
+    stop = threading.Event()
+    t = threading.Thread(target=certs.start, args=(stop,), daemon=True)
+    t.start()
+    clock.block_until_waiters(1)
+    clock.step(60.0)
+    wait_until(lambda: "still serving the previous certificate" in caplog.text)
+    assert (tmp_path / "certs" / "tls.crt").read_bytes() == first.cert_pem
+    rest.calls.clear()
+    clock.block_until_waiters(1)
+    clock.step(60.0)
+    wait_until(lambda: ("GET", REF.path) in rest.calls)
+    stop.set()
+    t.join(5.0)
+    assert not t.is_alive()
+    assert rest.writes() == []
