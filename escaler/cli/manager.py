@@ -26,7 +26,8 @@ and serves the API server, secure ``/metrics`` and the webhook with it unless th
 certificate of their own (``--api-cert-dir``, ``--metrics-cert-dir``, ``--webhook-cert-*`` win);
 the webhook is then served on ``--webhook-port`` (default 9443) without a certificate flag. With
 ``--webhook-configuration NAME`` the leader keeps that ValidatingWebhookConfiguration's caBundle
-equal to the Secret's ``ca.crt``.
+equal to the Secret's ``ca.crt``, with ``--serving-cert-ca-configmap NAME`` that ConfigMap's
+``ca.crt`` (for clients that may not read the Secret).
 
 At start the manager logs what it serves where (``served_endpoints``): one line
 ``serving <component>: ...`` (in JSON with a ``component`` field) each for the API server
@@ -142,6 +143,7 @@ from escaler.runtime.manager import (
 from escaler.runtime.server import parse_bind_address
 from escaler.runtime.servingcerts import (
     ABSENT,
+    CAConfigMap,
     CertPolicy,
     SecretRef,
     ServingCertFiles,
@@ -270,6 +272,9 @@ class ManagerFlags:
     # --webhook-configuration: the ValidatingWebhookConfiguration whose caBundle the manager keeps
     # equal to the Secret's ca.crt ("" = none)
     webhook_configuration: str = ""
+    # --serving-cert-ca-configmap: the ConfigMap (in the Secret's namespace) the CA is published in
+    # for clients ("" = none)
+    serving_cert_ca_configmap: str = ""
 
     def manager_options(self, clock: Clock | None = None) -> ManagerOptions:
         """The manager's options; ``clock`` is its one clock (None: the real one)."""
@@ -391,6 +396,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "ValidatingWebhookConfiguration equal to the Secret's ca.crt (patched by the leader, "
                         "only when it differs) "
                         "(default: none)")
+    p.add_argument("--serving-cert-ca-configmap", metavar="NAME", default="",
+                   help="with --serving-cert-secret: publish the Secret's ca.crt in this ConfigMap of the "
+                        "same namespace (key ca.crt), for clients that may not read the Secret, which "
+                        "holds the CA key; written by the leader (default: none)")
     p.add_argument("--allowed-endpoint-hosts", metavar="HOSTS", type=host_patterns, default=(),
                    help="comma list of hosts (or *.domain) that endpoint URLs in specs may name; "
                         "empty allows every host (default: '')")
@@ -599,6 +608,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         serving_cert_secret=serving_secret,
         serving_cert_dns_names=serving_names,
         webhook_configuration=args.webhook_configuration,
+        serving_cert_ca_configmap=args.serving_cert_ca_configmap,
     )
 
 
@@ -611,6 +621,9 @@ def _serving_cert_flags(args: argparse.Namespace) -> tuple[SecretRef | None, tup
         if args.webhook_configuration:
             raise UsageError("--webhook-configuration needs --serving-cert-secret (its ca.crt is the "
                              "caBundle it sets)")
+        if args.serving_cert_ca_configmap:
+            raise UsageError("--serving-cert-ca-configmap needs --serving-cert-secret (its ca.crt is "
+                             "what it publishes)")
         return None, ()
     try:
         ref = SecretRef.parse(args.serving_cert_secret)
@@ -623,9 +636,11 @@ def _serving_cert_flags(args: argparse.Namespace) -> tuple[SecretRef | None, tup
         CertPolicy(names)
     except ValueError as exc:
         raise UsageError(f"--serving-cert-dns-names: {exc}".replace("CertPolicy.dns_names: ", "")) from None
-    if args.webhook_configuration and not _K8S_NAME.match(args.webhook_configuration):
-        raise UsageError(f"--webhook-configuration: {args.webhook_configuration!r} is not a valid "
-                         "Kubernetes name (lower-case letters, digits, '-' and '.')")
+    for flag, value in (("--webhook-configuration", args.webhook_configuration),
+                        ("--serving-cert-ca-configmap", args.serving_cert_ca_configmap)):
+        if value and not _K8S_NAME.match(value):
+            raise UsageError(f"{flag}: {value!r} is not a valid Kubernetes name (lower-case letters, "
+                             "digits, '-' and '.')")
     return ref, names
 
 
@@ -834,14 +849,16 @@ def _add_serving_certs(mgr: Manager, flags: ManagerFlags, files: ServingCertFile
         raise ValueError("--serving-cert-secret: the serving-certificate Secret needs a cluster connection")
     secret = ServingCertSecret(mgr.rest, ref, CertPolicy(flags.serving_cert_dns_names), mgr.clock)
     webhook = WebhookCABundle(mgr.rest, flags.webhook_configuration) if flags.webhook_configuration else None
-    certs = ServingCerts(secret, files, webhook=webhook)
+    configmap = (CAConfigMap(mgr.rest, SecretRef(ref.namespace, flags.serving_cert_ca_configmap))
+                 if flags.serving_cert_ca_configmap else None)
+    certs = ServingCerts(secret, files, webhook=webhook, ca_configmap=configmap)
     # every replica keeps the Secret valid: creates carry no resourceVersion and fail when it exists,
     # updates carry the one read, so two replicas racing converge on one certificate (no lease needed)
     mgr.allow_unleased_write("POST", ref.collection)
     mgr.allow_unleased_write("PUT", ref.path)
     mgr.add_before_start(f"the serving certificate of Secret {ref}", certs.provision)
     mgr.add(certs, needs_leader_election=False)
-    if webhook is not None:
+    if certs.publishes:
         mgr.add(_CABundleSync(certs, mgr.can_write, sharded=mgr.shards is not None),
                 needs_leader_election=True)
 
@@ -853,7 +870,8 @@ CA_BUNDLE_RETRY_INTERVAL = 5.0
 
 
 class _CABundleSync:
-    """A leader runnable: the webhook configuration's caBundle from the Secret, now and every
+    """A leader runnable: the CA ConfigMap and the webhook configuration's caBundle from the Secret,
+    now and every
     ``CA_BUNDLE_SYNC_INTERVAL`` seconds, ``CA_BUNDLE_RETRY_INTERVAL`` while the configuration is
     absent or a call failed (a write through the fence; sharded: the leader of shard 0, the other
     replicas skip the pass without a call)."""
@@ -870,12 +888,13 @@ class _CABundleSync:
             wait = CA_BUNDLE_SYNC_INTERVAL
             try:
                 with writing_for(0 if self.sharded else None):
-                    if self.fence.is_set() and self.certs.sync_webhook() == ABSENT:
+                    if self.fence.is_set() and self.certs.publish_ca() == ABSENT:
                         wait = CA_BUNDLE_RETRY_INTERVAL
             except Exception as exc:
                 wait = CA_BUNDLE_RETRY_INTERVAL
-                _log.warning("cannot set the caBundle of ValidatingWebhookConfiguration %s: %s",
-                             self.certs.webhook.name if self.certs.webhook else "", exc)
+                _log.warning("cannot publish the serving CA (ConfigMap %s, ValidatingWebhookConfiguration "
+                             "%s): %s", self.certs.ca_configmap.ref if self.certs.ca_configmap else "-",
+                             self.certs.webhook.name if self.certs.webhook else "-", exc)
             if clock.sleep(wait, stop):
                 return
 

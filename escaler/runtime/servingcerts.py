@@ -37,11 +37,15 @@ Contract:
   webhooks whose bundle differs, guarded by a ``test`` of the resourceVersion read (a concurrent
   change fails it: the next pass decides again); an absent configuration is logged, not created.
   It answers ``patched``, ``current`` (nothing to do) or ``absent``.
+* ``CAConfigMap(rest, ref)``: ``sync(ca_pem)`` creates one ConfigMap with ``ca.crt`` or updates
+  that key when it differs (compare-and-swap): the CA for clients that may not read the Secret,
+  which holds the CA key.
 * ``ServingCerts`` ties them together for the manager: ``provision()`` (before any server binds)
   ensures the Secret and writes the files; as a runnable on every replica it repeats that every
   ``check_interval`` seconds of its clock, so a renewal — its own or another replica's — reaches
-  the files before the old certificate expires. ``sync_webhook()`` (the manager runs it from a
-  leader runnable, through its write fence) patches the caBundle from a fresh read of the Secret.
+  the files before the old certificate expires. ``publish_ca()`` (the manager runs it from a
+  leader runnable, through its write fence) publishes the CA of a fresh read of the Secret to the
+  ConfigMap and the webhook configuration's caBundle.
 
 Bounds: one Secret and one webhook configuration, named by flags; a Secret value larger than
 ``MAX_PEM_BYTES`` is treated as garbled.
@@ -85,6 +89,7 @@ __all__ = [
     "TLS_CERT",
     "TLS_KEY",
     "Bundle",
+    "CAConfigMap",
     "CertPolicy",
     "SecretRef",
     "ServingCertError",
@@ -606,11 +611,58 @@ class WebhookCABundle:
 # ---------------------------------------------------------------------------------- the runnable
 
 
+class CAConfigMap:
+    """Publishes the CA bundle as ``ca.crt`` of one ConfigMap, for clients that may not read the
+    Secret (it holds the CA key)."""
+
+    def __init__(self, rest: Requester, ref: SecretRef, *, timeout: float = REQUEST_TIMEOUT) -> None:
+        # the client and where the ConfigMap lives (the Secret's namespace); fixed
+        self.rest = rest
+        self.ref = ref
+        self.timeout = timeout
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/namespaces/{self.ref.namespace}/configmaps/{self.ref.name}"
+
+    @property
+    def collection(self) -> str:
+        return f"/api/v1/namespaces/{self.ref.namespace}/configmaps"
+
+    def sync(self, ca_pem: bytes) -> str:
+        """Create the ConfigMap, or update its ``ca.crt`` when it differs (compare-and-swap on the
+        resourceVersion read): ``PATCHED`` or ``CURRENT``."""
+        want = ca_pem.decode()
+        try:
+            current = self.rest.request("GET", self.path, timeout=self.timeout, retries=False)
+        except StatusError as exc:
+            if exc.code != 404:
+                raise
+            body = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": self.ref.name, "namespace": self.ref.namespace,
+                                 "labels": dict(MANAGED_BY)},
+                    "data": {CA_CERT: want}}
+            self.rest.request("POST", self.collection, body=body, timeout=self.timeout, retries=False)
+            _log.info("ConfigMap %s created with the serving CA (ca.crt)", self.ref)
+            return PATCHED
+        data = current.get("data") or {}
+        if isinstance(data, dict) and data.get(CA_CERT) == want:
+            return CURRENT
+        meta = {k: v for k, v in (current.get("metadata") or {}).items() if k != "managedFields"}
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+                "data": {**(data if isinstance(data, dict) else {}), CA_CERT: want}}
+        self.rest.request("PUT", self.path, body=body, timeout=self.timeout, retries=False)
+        _log.info("ConfigMap %s: ca.crt set to the serving CA", self.ref)
+        return PATCHED
+
+
 class ServingCerts:
-    """The manager's serving certificates: the Secret, its files, and the webhook's caBundle."""
+    """The manager's serving certificates: the Secret, its files, and where its CA is published
+    (the webhook's caBundle, a ConfigMap)."""
 
     def __init__(self, secret: ServingCertSecret, files: ServingCertFiles, *,
-                 webhook: WebhookCABundle | None = None, check_interval: float = DEFAULT_CHECK_INTERVAL,
+                 webhook: WebhookCABundle | None = None, ca_configmap: CAConfigMap | None = None,
+                 check_interval: float = DEFAULT_CHECK_INTERVAL,
                  on_change: Callable[[Bundle], None] | None = None) -> None:
         if not check_interval > 0:
             raise ValueError("ServingCerts.check_interval: must be > 0 seconds")
@@ -618,6 +670,7 @@ class ServingCerts:
         self.secret = secret
         self.files = files
         self.webhook = webhook
+        self.ca_configmap = ca_configmap
         self.check_interval = check_interval
         self.on_change = on_change
         # the bundle last written to the files; None before provision()
@@ -646,13 +699,21 @@ class ServingCerts:
             except Exception:
                 _log.exception("serving certificate Secret %s: unexpected failure", self.secret.ref)
 
-    def sync_webhook(self) -> str:
-        """Patch the webhook configuration's caBundle from a fresh read of the Secret (``sync``'s
-        answer; ``ABSENT`` also when there is no configuration to keep or no Secret yet)."""
-        if self.webhook is None:
-            return ABSENT
+    @property
+    def publishes(self) -> bool:
+        """Whether there is anywhere to publish the CA (a webhook configuration, a ConfigMap)."""
+        return self.webhook is not None or self.ca_configmap is not None
+
+    def publish_ca(self) -> str:
+        """Publish the CA bundle of a fresh read of the Secret: the ConfigMap, then the webhook
+        configuration's caBundle (that ``sync``'s answer; ``ABSENT`` also when there is no
+        configuration to keep or no Secret yet, ``CURRENT`` without a webhook)."""
         _secret, data = self.secret.read()
         if data is None or CA_CERT not in data:
             return ABSENT
+        if self.ca_configmap is not None:
+            self.ca_configmap.sync(data[CA_CERT])
+        if self.webhook is None:
+            return CURRENT
         return self.webhook.sync(data[CA_CERT])
 

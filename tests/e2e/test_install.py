@@ -54,7 +54,7 @@ from .es_helpers import (
     scaler,
     wait_cond,
 )
-from .tls_helpers import SERVING_SECRET, verified_get
+from .tls_helpers import SERVING_SECRET, configmap_ca, verified_get
 from .webhook import free_port
 
 # serial tier (docs/testing.md): it installs the shipped ClusterRoles, webhook and chart cluster-wide
@@ -206,6 +206,9 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
     assert secret["type"] == "kubernetes.io/tls"
     ca = base64.b64decode(secret["data"]["ca.crt"])
     assert verified_get(api_port, "/healthz", ca, f"escaler-manager.{NS}.svc")[0] == 200
+    # ... and publishes that CA for clients in the ConfigMap the base names
+    eventually(lambda: configmap_ca(cluster, NS) == ca, timeout=30,
+               what=f"the ConfigMap escaler-ca; log:\n{m.output()}")
     logged = m.output(tail=2_000_000)
     assert "serving a self-signed one" not in logged
 

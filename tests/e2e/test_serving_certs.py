@@ -1,7 +1,8 @@
 """Issue 27 item 8 on the real API server: serving certificates clients can verify.
 
 A manager started with ``--serving-cert-secret NS/escaler-serving-cert`` creates that
-``kubernetes.io/tls`` Secret (a CA in ``ca.crt``, a serving certificate it signed); a client that
+``kubernetes.io/tls`` Secret (a CA in ``ca.crt``, a serving certificate it signed) and publishes the
+CA in the ConfigMap ``escaler-ca`` (``--serving-cert-ca-configmap``); a client that
 trusts only that ``ca.crt`` and checks the server name reaches the API server's HTTPS port and
 secure ``/metrics`` (a wrong name is refused by the client). A second start reuses the same
 certificate: the Secret is not written again and the same certificate is served.
@@ -28,7 +29,7 @@ import pytest
 
 from .conftest import Cluster, eventually
 from .es_helpers import external_metric, metrics_trigger, scaler, start_manager
-from .tls_helpers import SERVING_SECRET, verified_get
+from .tls_helpers import SERVING_SECRET, configmap_ca, verified_get
 from .webhook import free_port, manager_with_webhook, submit
 
 pytestmark = pytest.mark.e2e
@@ -51,7 +52,7 @@ def test_the_manager_serves_a_certificate_clients_verify_and_reuses_it(
         cluster: Cluster, namespace: str, tmp_path: Path, managers: list[Any]) -> None:
     name = f"escaler-manager.{namespace}.svc"
     metrics_port = free_port()
-    flags = [f"--serving-cert-secret={namespace}/{SECRET}",
+    flags = [f"--serving-cert-secret={namespace}/{SECRET}", "--serving-cert-ca-configmap=escaler-ca",
              f"--serving-cert-dns-names={name},escaler-manager-metrics.{namespace}.svc",
              "--metrics-secure", f"--metrics-bind-address=127.0.0.1:{metrics_port}"]
     served: list[bytes] = []
@@ -79,6 +80,9 @@ def test_the_manager_serves_a_certificate_clients_verify_and_reuses_it(
         # a name the certificate does not cover is refused by the client
         with pytest.raises(ssl.SSLCertVerificationError):
             verified_get(api_port, "/healthz", ca, "elsewhere.example")
+        # the CA published for clients that may not read the Secret
+        eventually(lambda c=ca: configmap_ca(cluster, namespace) == c, timeout=30,
+                   what=f"the ConfigMap escaler-ca; log:\n{mgr.output()}")
         served.append(der)
         versions.append(secret["metadata"]["resourceVersion"])
         assert mgr.stop() == 0

@@ -4,15 +4,25 @@
 servers listen) but verifies the certificate as a client calling ``server_name`` would: trusting
 only ``ca_pem`` and checking the name (SNI and hostname check), so a Service name the certificate
 must cover can be tested without cluster DNS. It returns ``(status, DER of the certificate)`` and
-raises ``ssl.SSLCertVerificationError`` when the certificate does not verify.
+raises ``ssl.SSLCertVerificationError`` when the certificate does not verify. ``configmap_ca``
+reads the CA the manager publishes for clients.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
+from typing import Any
 
 SERVING_SECRET = "escaler-serving-cert"
+CA_CONFIGMAP = "escaler-ca"
+
+
+def configmap_ca(cluster: Any, namespace: str, name: str = CA_CONFIGMAP) -> bytes | None:
+    """The ``ca.crt`` of the ConfigMap the manager publishes its CA in; None while there is none."""
+    out = cluster.kubectl("get", "configmap", name, "-n", namespace, "-o", "json", check=False)
+    return json.loads(out)["data"]["ca.crt"].encode() if out.strip().startswith("{") else None
 
 
 def verified_get(port: int, path: str, ca_pem: bytes, server_name: str) -> tuple[int, bytes]:

@@ -61,6 +61,7 @@ FLAGS = [
     "--serving-cert-secret",
     "--serving-cert-dns-names",
     "--webhook-configuration",
+    "--serving-cert-ca-configmap",
     "--log-format",
     "--unsafe-test-clock-file",
 ]
@@ -593,11 +594,13 @@ SERVING = ("--serving-cert-secret=escaler-system/escaler-serving-cert",
     (["--serving-cert-secret=escaler-system/x"], "--serving-cert-secret needs --serving-cert-dns-names"),
     (["--serving-cert-dns-names=a.b"], "--serving-cert-dns-names needs --serving-cert-secret"),
     (["--webhook-configuration=hook"], "--webhook-configuration needs --serving-cert-secret"),
+    (["--serving-cert-ca-configmap=ca"], "--serving-cert-ca-configmap needs --serving-cert-secret"),
     (["--serving-cert-secret=x", "--serving-cert-dns-names=a"],
      "--serving-cert-secret: 'x' must be NAMESPACE/NAME"),
     ([SERVING[0], "--serving-cert-dns-names=a b"], "--serving-cert-dns-names: 'a b' is neither a DNS name"),
     ([*SERVING, "--webhook-configuration=Bad_Name"], "--webhook-configuration: 'Bad_Name' is not a valid"),
-], ids=["secret-without-names", "names-without-secret", "configuration-without-secret", "bad-ref",
+], ids=["secret-without-names", "names-without-secret", "configuration-without-secret",
+        "configmap-without-secret", "bad-ref",
         "bad-name", "bad-configuration"])
 def test_serving_cert_flags_are_checked_together(argv: list[str], message: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -399,7 +399,12 @@ def test_every_shipped_server_serves_a_certificate_clients_verify(where: str) ->
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SERVING_SECRET],
+         "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["escaler-ca"],
          "verbs": ["get", "update"]}]
+    # the CA published for clients that may not read the Secret (it holds the CA key)
+    assert flags.serving_cert_ca_configmap == "escaler-ca"
     binding = one(objs, "RoleBinding", SERVING_SECRET)
     assert binding["roleRef"]["name"] == SERVING_SECRET
     assert binding["subjects"] == [
@@ -445,7 +450,7 @@ def test_the_servicemonitor_scrapes_secure_metrics_with_prometheus_token() -> No
     objs = chart("serviceMonitor.enabled=true", "serviceMonitor.prometheusServiceAccount.name=prometheus")
     [endpoint] = one(objs, "ServiceMonitor", "escaler-manager")["spec"]["endpoints"]
     assert (endpoint["scheme"], endpoint["tlsConfig"]) == ("https", {
-        "ca": {"secret": {"name": SERVING_SECRET, "key": "ca.crt"}},
+        "ca": {"configMap": {"name": "escaler-ca", "key": "ca.crt"}},
         "serverName": "escaler-manager-metrics.escaler-system.svc"})
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
     binding = one(objs, "ClusterRoleBinding", "escaler-metrics-reader")

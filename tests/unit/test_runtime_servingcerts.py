@@ -24,6 +24,7 @@ from escaler.runtime.servingcerts import (
     DEFAULT_CERT_LIFETIME,
     TLS_CERT,
     TLS_KEY,
+    CAConfigMap,
     CertPolicy,
     SecretRef,
     ServingCertError,
@@ -371,12 +372,12 @@ def test_the_ca_bundle_is_patched_only_when_it_differs(tmp_path: Any) -> None:
     certs = ServingCerts(_secret(rest, clock), ServingCertFiles(str(tmp_path)),
                          webhook=WebhookCABundle(rest, HOOK))
     bundle = _secret(rest, clock).ensure()
-    assert certs.sync_webhook() == "patched"
+    assert certs.publish_ca() == "patched"
     want = base64.b64encode(bundle.ca_pem).decode()
     assert [h["clientConfig"]["caBundle"] for h in rest.objects[HOOK_PATH]["webhooks"]] == [want, want]
     patches = [c for c in rest.writes() if c[1] == HOOK_PATH]
     assert patches == [("PATCH", HOOK_PATH)]
-    assert certs.sync_webhook() == "current"
+    assert certs.publish_ca() == "current"
     assert [c for c in rest.writes() if c[1] == HOOK_PATH] == patches
 
 
@@ -435,3 +436,22 @@ def test_a_failed_check_keeps_the_files_and_the_next_one_recovers(tmp_path: Any,
     t.join(5.0)
     assert not t.is_alive()
     assert rest.writes() == []
+
+
+def test_the_ca_is_published_in_a_configmap_and_rewritten_only_when_it_changes(tmp_path: Any) -> None:
+    rest, clock = FakeRest(), _clock()
+    cm = CAConfigMap(rest, SecretRef(NS, "escaler-ca"))
+    certs = ServingCerts(_secret(rest, clock), ServingCertFiles(str(tmp_path)), ca_configmap=cm)
+    bundle = certs.provision()
+    assert certs.publish_ca() == "current"  # no webhook: nothing to wait for
+    assert rest.objects[cm.path]["data"] == {"ca.crt": bundle.ca_pem.decode()}
+    assert rest.objects[cm.path]["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "escaler"
+    rest.calls.clear()
+    certs.publish_ca()
+    assert rest.writes() == []
+    # a new CA reaches the ConfigMap (an update carrying the resourceVersion read)
+    clock.set_wall(START + datetime.timedelta(seconds=DEFAULT_CA_LIFETIME * 0.7))
+    renewed = certs.provision()
+    certs.publish_ca()
+    assert rest.objects[cm.path]["data"]["ca.crt"] == renewed.ca_pem.decode()
+    assert ("PUT", cm.path) in rest.writes()
