@@ -5,6 +5,7 @@ or does not parse, and the webhook configuration's caBundle patched only when it
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import datetime
 import ssl
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 from fakeapi import wait_until
 
 from escaler.clock import FakeClock
@@ -455,3 +457,36 @@ def test_the_ca_is_published_in_a_configmap_and_rewritten_only_when_it_changes(t
     certs.publish_ca()
     assert rest.objects[cm.path]["data"]["ca.crt"] == renewed.ca_pem.decode()
     assert ("PUT", cm.path) in rest.writes()
+
+
+def test_a_server_context_built_elsewhere_serves_the_renewed_pair_without_a_restart(tmp_path: Any) -> None:
+    """The SLO API's case: uvicorn builds its context once; the mounted pair is renewed on disk."""
+    from escaler.runtime.tls import CertificateReloader, reload_on_handshake
+
+    rest, clock = FakeRest(), _clock()
+    files = ServingCertFiles(str(tmp_path / "certs"))
+    certs = ServingCerts(_secret(rest, clock), files)
+    first = certs.provision()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)  # what uvicorn builds from the files at start
+    ctx.load_cert_chain(files.cert_file, files.key_file)
+    reload_on_handshake(ctx, CertificateReloader(files.cert_file, files.key_file, name="slo-api"))
+
+    def served() -> bytes:
+        client = ssl.create_default_context(cadata=first.ca_pem.decode())
+        c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+        cs = client.wrap_bio(c_in, c_out, server_hostname="escaler-manager")
+        ss = ctx.wrap_bio(s_in, s_out, server_side=True)
+        for _ in range(20):
+            for sock, src, dst in ((cs, c_out, s_in), (ss, s_out, c_in)):
+                with contextlib.suppress(ssl.SSLWantReadError):
+                    sock.do_handshake()
+                dst.write(src.read())
+        der = cs.getpeercert(binary_form=True)
+        assert der is not None
+        return der
+
+    assert served() == _cert(first.cert_pem).public_bytes(serialization.Encoding.DER)
+    clock.set_wall(START + datetime.timedelta(seconds=DEFAULT_CERT_LIFETIME * 0.7))
+    renewed = certs.provision()
+    assert renewed.cert_pem != first.cert_pem
+    assert served() == _cert(renewed.cert_pem).public_bytes(serialization.Encoding.DER)
