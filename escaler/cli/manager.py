@@ -18,6 +18,17 @@ listens on ``--webhook-port`` (default 9443). Without a certificate (``resolve_w
   certificate flags, rather than silently serving no webhook;
 * ``--webhook-port=0`` → no webhook, whatever else is given.
 
+``--serving-cert-secret NAMESPACE/NAME`` with ``--serving-cert-dns-names`` (the shipped
+manifests' setting): the manager gets or creates that ``kubernetes.io/tls`` Secret (a CA and a
+serving certificate it signed for those names; ``escaler.runtime.servingcerts``) before anything
+binds, writes its pair to a private temporary directory, re-checks it every hour on every replica,
+and serves the API server, secure ``/metrics`` and the webhook with it unless they are given a
+certificate of their own (``--api-cert-dir``, ``--metrics-cert-dir``, ``--webhook-cert-*`` win);
+the webhook is then served on ``--webhook-port`` (default 9443) without a certificate flag. With
+``--webhook-configuration NAME`` the leader keeps that ValidatingWebhookConfiguration's caBundle
+equal to the Secret's ``ca.crt``, with ``--serving-cert-ca-configmap NAME`` that ConfigMap's
+``ca.crt`` (for clients that may not read the Secret).
+
 At start the manager logs what it serves where (``served_endpoints``): one line
 ``serving <component>: ...`` (in JSON with a ``component`` field) each for the API server
 (address, TLS, routes), the health probes, the metrics, the webhook (or why it is off) and leader
@@ -74,11 +85,16 @@ Without it the manager runs on the real clock.
 from __future__ import annotations
 
 import argparse
+import atexit
+import dataclasses
 import logging
 import os
 import re
+import shutil
 import ssl
 import sys
+import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -117,6 +133,7 @@ from escaler.reconcilers.tidal import setup_tidal
 from escaler.runtime import ApiServer, Authenticator, KubeAuthenticator, Manager, ManagerOptions
 from escaler.runtime.crdgate import CRDGate
 from escaler.runtime.executor import DEFAULT_OUTBOUND_PER_GROUP, DEFAULT_OUTBOUND_WORKERS
+from escaler.runtime.fence import WriteGate
 from escaler.runtime.manager import (
     DEFAULT_HEALTH_PROBE_BIND_ADDRESS,
     DEFAULT_LEADER_ELECTION_ID,
@@ -124,6 +141,17 @@ from escaler.runtime.manager import (
     DEFAULT_METRICS_BIND_ADDRESS,
 )
 from escaler.runtime.server import parse_bind_address
+from escaler.runtime.servingcerts import (
+    ABSENT,
+    CAConfigMap,
+    CertPolicy,
+    SecretRef,
+    ServingCertFiles,
+    ServingCerts,
+    ServingCertSecret,
+    WebhookCABundle,
+)
+from escaler.runtime.sharding import writing_for
 from escaler.runtime.tls import CertificateReloader
 from escaler.signals.netpolicy import IPNetwork
 from escaler.signals.promqlscope import DEFAULT_NAMESPACE_LABEL, DEFAULT_SCOPE, PromQLScope
@@ -191,7 +219,7 @@ class ManagerFlags:
     max_concurrent_reconciles: int
     # 0 = webhook disabled
     webhook_port: int
-    # the serving pair; both set exactly when webhook_port != 0
+    # the serving pair; both set when webhook_port != 0, unless served from --serving-cert-secret
     webhook_cert_file: str | None
     webhook_key_file: str | None
     # "0" = API server disabled
@@ -235,6 +263,18 @@ class ManagerFlags:
     promql_scope: PromQLScope = DEFAULT_SCOPE
     # --controllers: the controllers this manager runs (escaler.cli.controllers; default every one)
     controllers: frozenset[str] = frozenset(CONTROLLERS)
+    # --serving-cert-secret: the kubernetes.io/tls Secret of the CA-signed serving certificate the
+    # API server, secure /metrics and the webhook serve when given no certificate of their own
+    # (escaler.runtime.servingcerts); None = off
+    serving_cert_secret: SecretRef | None = None
+    # --serving-cert-dns-names: the names (and IPs) its serving certificate covers
+    serving_cert_dns_names: tuple[str, ...] = ()
+    # --webhook-configuration: the ValidatingWebhookConfiguration whose caBundle the manager keeps
+    # equal to the Secret's ca.crt ("" = none)
+    webhook_configuration: str = ""
+    # --serving-cert-ca-configmap: the ConfigMap (in the Secret's namespace) the CA is published in
+    # for clients ("" = none)
+    serving_cert_ca_configmap: str = ""
 
     def manager_options(self, clock: Clock | None = None) -> ManagerOptions:
         """The manager's options; ``clock`` is its one clock (None: the real one)."""
@@ -341,6 +381,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-insecure", action="store_true", default=False,
                    help="serve the API over plain HTTP (bearer tokens in clear text: only on a trusted "
                         "network or behind a TLS-terminating proxy) (default: false)")
+    p.add_argument("--serving-cert-secret", metavar="NAMESPACE/NAME", default="",
+                   help="get or create this kubernetes.io/tls Secret holding a CA (ca.crt) and a serving "
+                        "certificate it signed for --serving-cert-dns-names, renew it before it expires, and "
+                        "serve the API server, secure /metrics and the webhook with it when they are given "
+                        "no certificate of their own; clients verify with the Secret's ca.crt "
+                        "(default: none = a self-signed certificate per server)")
+    p.add_argument("--serving-cert-dns-names", metavar="NAMES", default="",
+                   help="comma list of the DNS names (and IPs) the serving certificate of "
+                        "--serving-cert-secret covers: the Services clients call, e.g. "
+                        "escaler-manager.escaler-system.svc (required with it) (default: '')")
+    p.add_argument("--webhook-configuration", metavar="NAME", default="",
+                   help="with --serving-cert-secret: keep the caBundle of this "
+                        "ValidatingWebhookConfiguration equal to the Secret's ca.crt (patched by the leader, "
+                        "only when it differs) "
+                        "(default: none)")
+    p.add_argument("--serving-cert-ca-configmap", metavar="NAME", default="",
+                   help="with --serving-cert-secret: publish the Secret's ca.crt in this ConfigMap of the "
+                        "same namespace (key ca.crt), for clients that may not read the Secret, which "
+                        "holds the CA key; written by the leader (default: none)")
     p.add_argument("--allowed-endpoint-hosts", metavar="HOSTS", type=host_patterns, default=(),
                    help="comma list of hosts (or *.domain) that endpoint URLs in specs may name; "
                         "empty allows every host (default: '')")
@@ -418,20 +477,26 @@ class WebhookServing:
     key_file: str | None
     # why it is not served ("" when it is): the summary line says so
     off_reason: str = ""
+    # served with the certificate of --serving-cert-secret (cert_file/key_file None until provisioned)
+    from_secret: bool = False
 
 
-WEBHOOK_OFF_NO_CERT = ("no serving certificate; to serve it, make one with hack/webhook-certs.sh DIR and "
+WEBHOOK_OFF_NO_CERT = ("no serving certificate; to serve it, pass --serving-cert-secret NAMESPACE/NAME with "
+                       "--serving-cert-dns-names (and --webhook-configuration NAME to set its caBundle), or "
+                       "make one with hack/webhook-certs.sh DIR and "
                        "pass --webhook-cert-dir DIR (or --webhook-cert-file and --webhook-key-file), "
                        f"on --webhook-port (default {DEFAULT_WEBHOOK_PORT}); register it with "
                        "hack/webhook-patch-cabundle.sh DIR/ca.crt")
 WEBHOOK_OFF_BY_FLAG = "--webhook-port=0"
 
 
-def resolve_webhook(port_flag: int | None, cert_dir: str, cert_file: str, key_file: str) -> WebhookServing:
+def resolve_webhook(port_flag: int | None, cert_dir: str, cert_file: str, key_file: str,
+                    serving_secret: bool = False) -> WebhookServing:
     """The webhook the flags ask for (see the module docstring); ``UsageError`` naming the flags.
 
     ``port_flag`` is ``--webhook-port`` as given (``None`` when absent). A configured pair is
-    checked: both files exist and load as a certificate with its key.
+    checked: both files exist and load as a certificate with its key. Without one, ``serving_secret``
+    (``--serving-cert-secret`` given) serves the webhook with that Secret's certificate.
     """
     if port_flag == 0:
         return WebhookServing(0, None, None, WEBHOOK_OFF_BY_FLAG)
@@ -447,6 +512,9 @@ def resolve_webhook(port_flag: int | None, cert_dir: str, cert_file: str, key_fi
         cert_file, key_file = os.path.join(cert_dir, CERT_FILE_NAME), os.path.join(cert_dir, KEY_FILE_NAME)
     elif cert_file:
         flag = "--webhook-cert-file/--webhook-key-file"
+    elif serving_secret:
+        return WebhookServing(DEFAULT_WEBHOOK_PORT if port_flag is None else port_flag, None, None,
+                              from_secret=True)
     elif port_flag is None:
         return WebhookServing(0, None, None, WEBHOOK_OFF_NO_CERT)
     else:
@@ -484,8 +552,9 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
     """The validated flags; ``UsageError`` naming the flag when a combination cannot work."""
     if args.leader_elect and not args.leader_election_id:
         raise UsageError("--leader-election-id must not be empty with --leader-elect")
+    serving_secret, serving_names = _serving_cert_flags(args)
     webhook = resolve_webhook(args.webhook_port, args.webhook_cert_dir, args.webhook_cert_file,
-                              args.webhook_key_file)
+                              args.webhook_key_file, serving_secret is not None)
     api_cert_file, api_key_file = _api_files(args)
     try:
         controllers = enabled_controllers(args.controllers)
@@ -536,7 +605,46 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
                                              template_bytes=args.max_clone_template_bytes),
         promql_scope=promql_scope,
         controllers=controllers,
+        serving_cert_secret=serving_secret,
+        serving_cert_dns_names=serving_names,
+        webhook_configuration=args.webhook_configuration,
+        serving_cert_ca_configmap=args.serving_cert_ca_configmap,
     )
+
+
+def _serving_cert_flags(args: argparse.Namespace) -> tuple[SecretRef | None, tuple[str, ...]]:
+    """``--serving-cert-secret`` and ``--serving-cert-dns-names``, checked together."""
+    names = tuple(n.strip() for n in args.serving_cert_dns_names.split(",") if n.strip())
+    if not args.serving_cert_secret:
+        if names:
+            raise UsageError("--serving-cert-dns-names needs --serving-cert-secret")
+        if args.webhook_configuration:
+            raise UsageError("--webhook-configuration needs --serving-cert-secret (its ca.crt is the "
+                             "caBundle it sets)")
+        if args.serving_cert_ca_configmap:
+            raise UsageError("--serving-cert-ca-configmap needs --serving-cert-secret (its ca.crt is "
+                             "what it publishes)")
+        return None, ()
+    try:
+        ref = SecretRef.parse(args.serving_cert_secret)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not names:
+        raise UsageError("--serving-cert-secret needs --serving-cert-dns-names: the names clients call "
+                         "the servers by (e.g. escaler-manager.escaler-system.svc)")
+    try:
+        CertPolicy(names)
+    except ValueError as exc:
+        raise UsageError(f"--serving-cert-dns-names: {exc}".replace("CertPolicy.dns_names: ", "")) from None
+    for flag, value in (("--webhook-configuration", args.webhook_configuration),
+                        ("--serving-cert-ca-configmap", args.serving_cert_ca_configmap)):
+        if value and not _K8S_NAME.match(value):
+            raise UsageError(f"{flag}: {value!r} is not a valid Kubernetes name (lower-case letters, "
+                             "digits, '-' and '.')")
+    return ref, names
+
+
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 class ScalerSetupKwargs(TypedDict):
@@ -691,19 +799,36 @@ def build_manager(
     authentication off — for tests and embedding only). ``clock`` is the manager's one clock
     (default: the real one; ``run`` passes the test clock of ``--unsafe-test-clock-file``).
     """
-    mgr = manager_factory(flags.manager_options(clock))
+    options = flags.manager_options(clock)
+    files: ServingCertFiles | None = None
+    if flags.serving_cert_secret is not None:
+        # a private directory the Secret's pair is written to (never its CA key)
+        files = ServingCertFiles(tempfile.mkdtemp(prefix="escaler-serving-"))
+        # the pair (its key) does not outlive the process
+        atexit.register(shutil.rmtree, files.directory, ignore_errors=True)
+        if options.metrics_secure and not options.metrics_cert_dir:
+            options = dataclasses.replace(options, metrics_cert_dir=files.directory)
+    mgr = manager_factory(options)
+    if files is not None:
+        _add_serving_certs(mgr, flags, files)
+    api_cert, api_key = flags.api_cert_file, flags.api_key_file
+    if files is not None and api_cert is None and not flags.api_insecure:
+        api_cert, api_key = files.cert_file, files.key_file
     if parse_bind_address(flags.api_bind_address) is not None:
         mgr.add_api_server(ApiServer(
-            flags.api_bind_address, cert_file=flags.api_cert_file, key_file=flags.api_key_file,
+            flags.api_bind_address, cert_file=api_cert, key_file=api_key,
             insecure=flags.api_insecure, clock=mgr.clock, authenticator=api_authenticator(mgr),
             registry=mgr.metrics.registry,
         ))
     if flags.webhook_port:
-        assert flags.webhook_cert_file is not None and flags.webhook_key_file is not None
+        hook_cert, hook_key = flags.webhook_cert_file, flags.webhook_key_file
+        if hook_cert is None and files is not None:
+            hook_cert, hook_key = files.cert_file, files.key_file
+        assert hook_cert is not None and hook_key is not None
         server = WebhookServer(
             validators(CheckContext(flags.allowed_endpoint_hosts, flags.promql_scope,
                                     flags.slo_prometheus_endpoint)),
-            cert_file=flags.webhook_cert_file, key_file=flags.webhook_key_file,
+            cert_file=hook_cert, key_file=hook_key,
             bind_address=f":{flags.webhook_port}", registry=mgr.metrics.registry,
         )
         mgr.add_webhook(server)
@@ -712,6 +837,66 @@ def build_manager(
     _log.info("controllers: %s", controllers_line(flags, gate),
               extra={"controllers": sorted(flags.controllers), "waitingForCRDs": gate.waiting()})
     return mgr
+
+
+def _add_serving_certs(mgr: Manager, flags: ManagerFlags, files: ServingCertFiles) -> None:
+    """``--serving-cert-secret``: provision the Secret before anything binds, re-check it on every
+    replica, and (``--webhook-configuration``) keep the webhook's caBundle equal to its ca.crt from
+    the leader."""
+    ref = flags.serving_cert_secret
+    assert ref is not None
+    if mgr.rest is None:
+        raise ValueError("--serving-cert-secret: the serving-certificate Secret needs a cluster connection")
+    secret = ServingCertSecret(mgr.rest, ref, CertPolicy(flags.serving_cert_dns_names), mgr.clock)
+    webhook = WebhookCABundle(mgr.rest, flags.webhook_configuration) if flags.webhook_configuration else None
+    configmap = (CAConfigMap(mgr.rest, SecretRef(ref.namespace, flags.serving_cert_ca_configmap))
+                 if flags.serving_cert_ca_configmap else None)
+    certs = ServingCerts(secret, files, webhook=webhook, ca_configmap=configmap)
+    # every replica keeps the Secret valid: creates carry no resourceVersion and fail when it exists,
+    # updates carry the one read, so two replicas racing converge on one certificate (no lease needed)
+    mgr.allow_unleased_write("POST", ref.collection)
+    mgr.allow_unleased_write("PUT", ref.path)
+    mgr.add_before_start(f"the serving certificate of Secret {ref}", certs.provision)
+    mgr.add(certs, needs_leader_election=False)
+    if certs.publishes:
+        mgr.add(_CABundleSync(certs, mgr.can_write, sharded=mgr.shards is not None),
+                needs_leader_election=True)
+
+
+# how often the leader compares the webhook configuration's caBundle with the Secret's ca.crt, and
+# how soon it tries again when the configuration is not there yet or the attempt failed
+CA_BUNDLE_SYNC_INTERVAL = 60.0
+CA_BUNDLE_RETRY_INTERVAL = 5.0
+
+
+class _CABundleSync:
+    """A leader runnable: the CA ConfigMap and the webhook configuration's caBundle from the Secret,
+    now and every
+    ``CA_BUNDLE_SYNC_INTERVAL`` seconds, ``CA_BUNDLE_RETRY_INTERVAL`` while the configuration is
+    absent or a call failed (a write through the fence; sharded: the leader of shard 0, the other
+    replicas skip the pass without a call)."""
+
+    def __init__(self, certs: ServingCerts, fence: WriteGate, *, sharded: bool) -> None:
+        # what to sync, the manager's write fence, and whether writes need a shard in context; fixed
+        self.certs = certs
+        self.fence = fence
+        self.sharded = sharded
+
+    def start(self, stop: threading.Event) -> None:
+        clock = self.certs.secret.clock
+        while not stop.is_set():
+            wait = CA_BUNDLE_SYNC_INTERVAL
+            try:
+                with writing_for(0 if self.sharded else None):
+                    if self.fence.is_set() and self.certs.publish_ca() == ABSENT:
+                        wait = CA_BUNDLE_RETRY_INTERVAL
+            except Exception as exc:
+                wait = CA_BUNDLE_RETRY_INTERVAL
+                _log.warning("cannot publish the serving CA (ConfigMap %s, ValidatingWebhookConfiguration "
+                             "%s): %s", self.certs.ca_configmap.ref if self.certs.ca_configmap else "-",
+                             self.certs.webhook.name if self.certs.webhook else "-", exc)
+            if clock.sleep(wait, stop):
+                return
 
 
 # API route path prefix → what the start-up summary calls it
@@ -733,6 +918,8 @@ def _api_line(flags: ManagerFlags, api: ApiServer | None) -> str:
         tls = "plain HTTP (--api-insecure)"
     elif flags.api_cert_file:
         tls = "HTTPS with --api-cert-dir's certificate"
+    elif flags.serving_cert_secret is not None:
+        tls = f"HTTPS with the certificate of Secret {flags.serving_cert_secret} (clients trust its ca.crt)"
     else:
         tls = "HTTPS with a self-signed certificate (its SHA-256 fingerprint logged when it binds)"
     routes = []
@@ -762,7 +949,8 @@ def served_endpoints(flags: ManagerFlags, mgr: Manager, webhook_off_reason: str)
     probes, metrics = flags.health_probe_bind_address, flags.metrics_bind_address
     auth = (" over HTTPS behind TokenReview + SubjectAccessReview (--metrics-secure)" if flags.metrics_secure
             else "")
-    webhook = (f"on :{flags.webhook_port} (all interfaces), HTTPS with {flags.webhook_cert_file}: "
+    hook_cert = flags.webhook_cert_file or f"the certificate of Secret {flags.serving_cert_secret}"
+    webhook = (f"on :{flags.webhook_port} (all interfaces), HTTPS with {hook_cert}: "
                "POST /validate-<group>-<version>-<kind>" if flags.webhook_port
                else f"off: {webhook_off_reason}")
     return [

@@ -7,9 +7,11 @@ checked by a TokenReview, and RBAC on the SLO requirement, checked by a SubjectA
 ``--kubeconfig``,
 ``--namespace`` (serve only that namespace's SLO requirements; default all), ``--cert-dir``
 (``tls.crt``/``tls.key``: serve HTTPS), ``--self-signed-tls`` (without ``--cert-dir``: serve HTTPS
-with a self-signed pair made at start, its SHA-256 fingerprint logged — what the shipped manifests
-run), else plain HTTP, which with ``--auth token`` carries bearer tokens in clear text — a warning
-is logged — so terminate TLS in front of it or pass one of them; ``--log-format``, ``--log-level``.
+with a self-signed pair made at start, its SHA-256 fingerprint logged; the shipped manifests mount
+the manager's serving certificate as ``--cert-dir``, and a renewed pair there is served from the
+next connection on, without a restart: ``escaler.runtime.tls.reload_on_handshake``), else plain
+HTTP, which with ``--auth token`` carries bearer tokens in clear text — a warning is logged — so
+terminate TLS in front of it or pass one of them; ``--log-format``, ``--log-level``.
 
 It builds one ``RestClient`` (the process's ServiceAccount or kubeconfig), the ``SLOIndex`` (one
 informer per kind, missing CRDs rechecked every 60 s), the ``SLOService`` and the FastAPI app,
@@ -212,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         return extras.EXIT_MISSING
     import uvicorn
 
+    from escaler.runtime.tls import CertificateReloader, reload_on_handshake
     from escaler.sloapi.app import create_app
     from escaler.sloapi.connections import bounded_protocol
     from escaler.sloapi.kinds import KINDS
@@ -247,6 +250,13 @@ def run(args: argparse.Namespace) -> int:
         http=bounded_protocol(MAX_CONNECTIONS // 2, HEAD_DEADLINE_SECONDS),
         ssl_certfile=flags.cert_file, ssl_keyfile=flags.key_file, server_header=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS)
+    if flags.cert_file is not None and flags.key_file is not None:
+        # a renewed pair (the manager's serving certificate, a mounted Secret) is served from the
+        # next connection on, without a restart
+        config.load()
+        assert config.ssl is not None
+        reload_on_handshake(config.ssl, CertificateReloader(flags.cert_file, flags.key_file,
+                                                            name="slo-api"))
     server = uvicorn.Server(config)
     _log.info("starting the SLO API", extra={"bindAddress": f"{flags.host}:{flags.port}",
                                               "auth": flags.auth, "watchNamespace": flags.namespace or "*"})

@@ -9,6 +9,8 @@ Controllers are runnables that need leader election.
 
 **Start order** (``start()``), each step only after the previous one succeeded:
 
+0. the ``add_before_start`` steps, in order (the serving certificate the servers load:
+   ``escaler.runtime.servingcerts``); one that raises fails the start before anything binds;
 1. the probe (``/healthz``, ``/readyz``) and metrics (``/metrics``) servers — a bind failure
    fails the start before anything touches the cluster. Both run on ``runtime.httpbase``
    (connection cap, total request deadline, no request body). Defaults bind what a Deployment
@@ -34,7 +36,10 @@ exempt), so target, status, HPA and Event writes are all refused — ``FencedWri
 anything reaches the wire — unless this process is elected *and* its lease is provably valid now:
 ``monotonic() < send time of the last successful renewal + renew_deadline``. A process that was
 frozen and thaws finds the fence lapsed on its first write; the elector then reports the loss.
-Without leader election the fence is open from start until shutdown.
+Without leader election the fence is open from start until shutdown. ``allow_unleased_write``
+lets exact ``(method, path)`` requests through on every replica: writes that are safe without the
+lease because they are compare-and-swap and every replica decides them alike (the
+serving-certificate Secret's create and update).
 
 **Graceful stop** (``stop`` set, or SIGTERM/SIGINT when ``start()`` runs on the main thread — a
 second signal exits immediately with status 1): controllers stop taking work and their in-flight
@@ -90,6 +95,7 @@ import math
 import os
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -360,9 +366,11 @@ class Manager:
             client = client or DynamicClient(rest, real_mapper)
         # the REST client (None when the manager was built on injected fakes)
         self.rest: RestClient | None = rest
+        # (method, path) writes that do not need the lease (allow_unleased_write); only grows
+        self._unleased: set[tuple[str, str]] = set()
         for fenced in (rest, getattr(client, "rest", None)):
             if isinstance(fenced, RestClient):
-                fenced.set_write_guard(self.can_write.guard)
+                fenced.set_write_guard(self.write_guard)
         # kind → resource resolution for the builder
         self.mapper: Mapper = mapper
         # dynamic access to any resource; None when built on injected fakes
@@ -419,6 +427,8 @@ class Manager:
         self._cache_stop = threading.Event()
         # where secure /metrics' self-signed pair lives (None: not secure, or given a pair)
         self._metrics_tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        # run first in start(), before anything binds (add_before_start); in add order
+        self._before_start: list[tuple[str, Callable[[], object]]] = []
         # the HTTP servers (one when both addresses are equal)
         self._servers: list[HTTPServer] = self._build_servers(opts, metrics_authenticator)
         self._metrics_server: HTTPServer | None = next(
@@ -526,6 +536,26 @@ class Manager:
             self.api_server = server
         self.add(server, needs_leader_election=True)
 
+    def add_before_start(self, name: str, step: Callable[[], object]) -> None:
+        """Run ``step`` at the very start of ``start()``, before any server binds (e.g. provisioning
+        the serving certificate the servers load); an exception fails the start, logged with ``name``."""
+        with self._mu:
+            self._before_start.append((name, step))
+
+    def allow_unleased_write(self, method: str, path: str) -> None:
+        """Let exactly ``method path`` through the write fence on every replica, elected or not: for
+        writes that are safe without the lease because they are compare-and-swap and every replica
+        decides them alike (the serving-certificate Secret, ``escaler.runtime.servingcerts``)."""
+        with self._mu:
+            self._unleased.add((method.upper(), path))
+
+    def write_guard(self, method: str, path: str) -> None:
+        """The guard every write of the manager's REST client passes: ``allow_unleased_write``'s
+        exact writes go through, every other one is checked by ``can_write``."""
+        if (method.upper(), path) in self._unleased:
+            return
+        self.can_write.guard(method, path)
+
     def add_healthz_check(self, name: str, check: Check) -> None:
         self.healthz.add(name, check)
 
@@ -590,11 +620,20 @@ class Manager:
         return self._shutdown(code)
 
     def _start_steps(self, stop: threading.Event) -> int:
+        # 0. what must exist before anything binds (the serving certificate)
+        for name, step in list(self._before_start):
+            try:
+                step()
+            except Exception as exc:
+                _log.error("cannot start: %s failed: %s", name, exc)
+                return EXIT_FAILURE
         # 1. probes and metrics
         for server in self._servers:
             try:
+                if isinstance(server.certs, CertificateReloader):
+                    server.certs.load()
                 server.serve()
-            except OSError as exc:
+            except (OSError, ssl.SSLError) as exc:
                 _log.error("cannot serve %s on %s: %s", server.name, server.address, exc)
                 return EXIT_FAILURE
         # 2. webhooks
@@ -907,6 +946,9 @@ class Manager:
         if opts.metrics_cert_dir:
             certs = CertificateReloader(os.path.join(opts.metrics_cert_dir, "tls.crt"),
                                         os.path.join(opts.metrics_cert_dir, "tls.key"), name="metrics")
+            if not os.path.exists(certs.cert_file):
+                # provisioned before the server binds (add_before_start); start() loads it then
+                return certs
         else:
             self._metrics_tls_dir = tempfile.TemporaryDirectory(prefix="escaler-metrics-tls-")
             host = (parse_bind_address(opts.metrics_bind_address) or ("", 0, False))[0]

@@ -8,6 +8,10 @@ Contract:
   either file changed (size, mtime or inode — a Secret volume update swaps a symlink); a changed
   pair that fails to load keeps the previous context (logged once per change), so a half-written
   rotation never takes the server down.
+* ``reload_on_handshake(ctx, certs)`` makes a server context built elsewhere (uvicorn's, for the
+  SLO API) serve ``certs.current()`` on every new handshake (an SNI callback switches the
+  connection to it), so a renewed pair on disk — a mounted Secret the manager renewed — is served
+  without a restart; a pair that cannot be loaded leaves the connection on ``ctx``.
 * ``self_signed(directory, hosts)`` writes a fresh self-signed pair (EC P-256, valid
   ``SELF_SIGNED_DAYS`` days, SANs ``localhost``, the given hosts and IPs, ``127.0.0.1``, ``::1``)
   as ``tls.crt``/``tls.key`` (the key mode 0600) and returns ``(cert_file, key_file,
@@ -33,6 +37,7 @@ from typing import Any
 __all__ = [
     "SELF_SIGNED_DAYS",
     "CertificateReloader",
+    "reload_on_handshake",
     "self_signed",
 ]
 
@@ -102,6 +107,19 @@ class CertificateReloader:
                              "still serving the previous one", self.name, self.cert_file, exc)
             assert self._context is not None
             return self._context
+
+
+def reload_on_handshake(ctx: ssl.SSLContext, certs: CertificateReloader) -> None:
+    """Serve ``certs.current()`` on every new connection of ``ctx`` (see the module docstring)."""
+
+    def pick(conn: Any, _server_name: str | None, _ctx: ssl.SSLContext) -> None:
+        try:
+            conn.context = certs.current()
+        except (OSError, ssl.SSLError) as exc:
+            _log.warning("%s certificate cannot be loaded (%s); serving the one loaded at start",
+                         certs.name, exc)
+
+    ctx.sni_callback = pick
 
 
 def _names(hosts: Sequence[str]) -> list[Any]:

@@ -23,6 +23,7 @@ silent), and ``helm install --wait`` / ``helm uninstall`` of the chart work on t
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -53,6 +54,7 @@ from .es_helpers import (
     scaler,
     wait_cond,
 )
+from .tls_helpers import SERVING_SECRET, configmap_ca, verified_get
 from .webhook import free_port
 
 # serial tier (docs/testing.md): it installs the shipped ClusterRoles, webhook and chart cluster-wide
@@ -192,21 +194,34 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
                what=f"a scale-up; log:\n{m.output()}")
     # ... as the ServiceAccount, through /scale
     assert audit.scale_writes(sa_user(MANAGER_SA), namespace, "llm", since=since), "no /scale write by the SA"
-    # the decision API of the base answers on the leader over HTTPS only (self-signed: no
-    # --api-cert-dir in the base; the unscoped route of 0.1 is 410 naming the namespaced one)
+    # the decision API of the base answers on the leader over HTTPS only (the unscoped route of
+    # 0.1 is 410 naming the namespaced one)
     r = requests.get(f"{m.api}/decisions/none-such", timeout=10, verify=False)
     assert r.status_code == 410 and r.json()["error"]["code"] == "gone", r.text
     with pytest.raises(requests.ConnectionError):
         requests.get(f"http://127.0.0.1:{api_port}/decisions/none-such", timeout=10)
+    # ... with the serving certificate the manager made, as its ServiceAccount, in the Secret the
+    # base names: a client trusting only that Secret's ca.crt verifies it for the Service's name
+    secret = cluster.kubectl_json("get", "secret", SERVING_SECRET, "-n", NS)
+    assert secret["type"] == "kubernetes.io/tls"
+    ca = base64.b64decode(secret["data"]["ca.crt"])
+    assert verified_get(api_port, "/healthz", ca, f"escaler-manager.{NS}.svc")[0] == 200
+    # ... and publishes that CA for clients in the ConfigMap the base names
+    eventually(lambda: configmap_ca(cluster, NS) == ca, timeout=30,
+               what=f"the ConfigMap escaler-ca; log:\n{m.output()}")
     logged = m.output(tail=2_000_000)
-    assert "the API server has no serving certificate: serving a self-signed one" in logged
-    assert "secure /metrics has no serving certificate: serving a self-signed one" in logged
+    assert "serving a self-signed one" not in logged
 
     # the SLO API as its ServiceAccount, --auth token as shipped
     slo_args = _container_args(objs, "escaler-slo-api")
     slo_port = free_port()
+    # the Secret's pair where the pod mounts it (outside a pod: a directory of our own)
+    certs = tmp_path / "slo-api-tls"
+    certs.mkdir()
+    for key in ("tls.crt", "tls.key"):
+        (certs / key).write_bytes(base64.b64decode(secret["data"][key]))
     slo_args += [f"--kubeconfig={sa_kubeconfig(cluster, tmp_path, NS, SLO_API_SA)}",
-                 f"--bind-address=127.0.0.1:{slo_port}"]
+                 f"--bind-address=127.0.0.1:{slo_port}", f"--cert-dir={certs}"]
     slo_proc, slo_log = _run(tmp_path, "slo-api", slo_args)
     try:
         def slo_ready() -> bool:
@@ -221,8 +236,10 @@ def test_the_installed_base_runs_with_its_service_accounts_permissions(
         # --auth token: a request without a token is refused by the SLO API, not by RBAC
         config = requests.get(f"https://127.0.0.1:{slo_port}/config", timeout=10, verify=False)
         assert config.status_code == 401, config.text
-        # the base serves it over HTTPS only (--self-signed-tls)
-        assert "the SLO API has no serving certificate: serving a self-signed one" in slo_log.read_text()
+        # the base serves it over HTTPS with the manager's serving certificate (its names cover the
+        # escaler-slo-api Service), verified with the Secret's ca.crt
+        assert verified_get(slo_port, "/healthz", ca, f"escaler-slo-api.{NS}.svc")[0] == 200
+        assert "serving a self-signed one" not in slo_log.read_text()
     finally:
         slo_proc.terminate()
         slo_proc.wait(20)

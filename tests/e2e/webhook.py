@@ -3,10 +3,10 @@ the real API server.
 
 The manager is a subprocess, exactly as a user runs it (the ``escaler`` package of
 ``ESCALER_E2E_SRC`` when set, so a regression test can watch the old code fail); its serving
-certificate comes from
-``hack/webhook-certs.sh``; the shipped ``manifests/webhook/`` configuration is applied with each
-webhook's ``clientConfig`` pointed at the manager's loopback URL (the API server runs on this
-machine, so no Service is needed) and the CA bundle patched in.
+certificate comes from ``hack/webhook-certs.sh`` (or its own Secret: ``serving_secret``); the
+shipped ``manifests/webhook/`` configuration is applied with each webhook's ``clientConfig``
+pointed at the manager's loopback URL (the API server runs on this machine, so no Service is
+needed) and the CA bundle patched in (by the manager itself with ``serving_secret``).
 """
 
 from __future__ import annotations
@@ -69,17 +69,33 @@ class ManagerProcess:
 
 @contextmanager
 def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str,
-                         namespace: str | None = None, user: str | None = None) -> Iterator[ManagerProcess]:
+                         namespace: str | None = None, user: str | None = None,
+                         serving_secret: str | None = None) -> Iterator[ManagerProcess]:
     """The manager with its webhook, registered with the shipped configuration. With ``namespace``
     (the parallel tier, docs/testing.md) the manager watches only that namespace and the
     configuration, renamed ``<name>-<namespace>``, serves only it (a ``namespaceSelector`` on its
     name label), so tests running beside it never meet this webhook; without, it serves every
     namespace (a serial test). With ``user`` (the local control plane only) the manager runs as that
-    client-certificate user, so the shared audit log tells its writes apart; without, as the admin."""
+    client-certificate user, so the shared audit log tells its writes apart; without, as the admin.
+
+    With ``serving_secret`` (``NAMESPACE/NAME``) the manager makes its own serving certificate in
+    that Secret (``--serving-cert-secret``, for 127.0.0.1, the address the API server calls) and sets
+    the configuration's caBundle itself (``--webhook-configuration``): it is registered without one.
+    Without, the certificate comes from ``hack/webhook-certs.sh`` and its CA is registered here."""
     certs = workdir / "webhook-certs"
-    subprocess.run(
-        ["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True, capture_output=True
-    )
+    ca: str | None = None
+    config_names = [_config_name(d["metadata"]["name"], namespace)
+                    for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
+    if serving_secret is None:
+        subprocess.run(
+            ["bash", str(ROOT / "hack" / "webhook-certs.sh"), str(certs)], check=True, capture_output=True
+        )
+        ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
+        tls_args = [f"--webhook-cert-dir={certs}"]
+    else:
+        [config_name] = config_names
+        tls_args = [f"--serving-cert-secret={serving_secret}", "--serving-cert-dns-names=127.0.0.1",
+                    f"--webhook-configuration={config_name}"]
     port = free_port()
     log = workdir / "manager.log"
     kubeconfig = cluster.require_local().user_kubeconfig(user) if user else cluster.kubeconfig
@@ -91,7 +107,7 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str,
         "manager",
         f"--kubeconfig={kubeconfig}",
         f"--webhook-port={port}",
-        f"--webhook-cert-dir={certs}",
+        *tls_args,
         "--metrics-bind-address=127.0.0.1:0",
         "--health-probe-bind-address=127.0.0.1:0",
         "--api-bind-address=127.0.0.1:0",
@@ -103,17 +119,17 @@ def manager_with_webhook(cluster: Cluster, workdir: Path, *extra: str,
                "PYTHONPATH": os.pathsep.join(p for p in (str(src), os.environ.get("PYTHONPATH", "")) if p)}
         proc = subprocess.Popen(args, cwd=src, stdout=f, stderr=subprocess.STDOUT, env=env)
     mp = ManagerProcess(proc, log, port)
-    names = [_config_name(d["metadata"]["name"], namespace)
-             for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
+    names = config_names
     try:
         docs = [d for d in yaml.safe_load_all(WEBHOOK_CONFIG.read_text()) if d]
-        ca = base64.b64encode((certs / "ca.crt").read_bytes()).decode()
         for doc in docs:
             cfg = copy.deepcopy(doc)
             cfg["metadata"]["name"] = _config_name(doc["metadata"]["name"], namespace)
             for hook in cfg["webhooks"]:
                 path = hook["clientConfig"]["service"]["path"]
-                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}"}
+                if ca is not None:
+                    hook["clientConfig"]["caBundle"] = ca
                 if namespace:
                     hook["namespaceSelector"] = {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}
             cluster.apply(cfg)

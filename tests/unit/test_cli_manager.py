@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from es_fakes import Cluster
+from fakeapi import wait_until
 from runtime_fakes import http_get
 from webhook_samples import review_body, sample
 
@@ -33,6 +34,7 @@ from escaler.runtime import (
     ResourceAttributes,
     UserInfo,
 )
+from escaler.runtime.servingcerts import SecretRef
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = [
@@ -56,6 +58,10 @@ FLAGS = [
     "--allowed-endpoint-hosts",
     "--allow-endpoint-networks",
     "--controllers",
+    "--serving-cert-secret",
+    "--serving-cert-dns-names",
+    "--webhook-configuration",
+    "--serving-cert-ca-configmap",
     "--log-format",
     "--unsafe-test-clock-file",
 ]
@@ -582,3 +588,83 @@ def test_a_test_clock_file_spoiled_after_the_flags_were_checked_exits_2(
     clock_file.write_text("later", encoding="utf-8")
     with pytest.raises(cli.UsageError, match=r"--unsafe-test-clock-file: .*'later' is not a number"):
         cli.open_test_clock(flags)
+
+
+# ------------------------------------------------------------------ --serving-cert-secret
+
+SERVING = ("--serving-cert-secret=escaler-system/escaler-serving-cert",
+           "--serving-cert-dns-names=escaler-manager.escaler-system.svc,escaler-webhook.escaler-system.svc")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--serving-cert-secret=escaler-system/x"], "--serving-cert-secret needs --serving-cert-dns-names"),
+    (["--serving-cert-dns-names=a.b"], "--serving-cert-dns-names needs --serving-cert-secret"),
+    (["--webhook-configuration=hook"], "--webhook-configuration needs --serving-cert-secret"),
+    (["--serving-cert-ca-configmap=ca"], "--serving-cert-ca-configmap needs --serving-cert-secret"),
+    (["--serving-cert-secret=x", "--serving-cert-dns-names=a"],
+     "--serving-cert-secret: 'x' must be NAMESPACE/NAME"),
+    ([SERVING[0], "--serving-cert-dns-names=a b"], "--serving-cert-dns-names: 'a b' is neither a DNS name"),
+    ([*SERVING, "--webhook-configuration=Bad_Name"], "--webhook-configuration: 'Bad_Name' is not a valid"),
+], ids=["secret-without-names", "names-without-secret", "configuration-without-secret",
+        "configmap-without-secret", "bad-ref",
+        "bad-name", "bad-configuration"])
+def test_serving_cert_flags_are_checked_together(argv: list[str], message: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in _usage_error(["--webhook-port=0", *argv], capsys)
+
+
+def test_the_serving_cert_secret_serves_the_webhook_unless_it_has_a_certificate(certs: Path) -> None:
+    flags = cli.flags_from_args(parse(*SERVING, "--webhook-configuration=escaler-validating-webhook"))
+    assert flags.serving_cert_secret == SecretRef("escaler-system", "escaler-serving-cert")
+    assert flags.serving_cert_dns_names == ("escaler-manager.escaler-system.svc",
+                                            "escaler-webhook.escaler-system.svc")
+    assert flags.webhook_configuration == "escaler-validating-webhook"
+    assert (flags.webhook_port, flags.webhook_cert_file) == (9443, None)
+    # an explicit certificate wins
+    own = cli.flags_from_args(parse(*SERVING, "--webhook-cert-dir", str(certs)))
+    assert own.webhook_cert_file == str(certs / "tls.crt")
+    assert cli.flags_from_args(parse(*SERVING, "--webhook-port=0")).webhook_port == 0
+
+
+def test_the_serving_cert_secret_needs_a_cluster_connection() -> None:
+    flags = cli.flags_from_args(parse(*SERVING, "--webhook-port=0", "--api-bind-address=0"))
+    with pytest.raises(ValueError, match=r"--serving-cert-secret: .*needs a cluster connection"):
+        cli.build_manager(flags, _testing_factory)
+
+
+def test_the_ca_bundle_is_synced_only_while_this_replica_may_write(tmp_path: Path) -> None:
+    from test_runtime_servingcerts import HOOK, HOOK_PATH, REF, FakeRest, _hook_config
+
+    from escaler.clock import FakeClock
+    from escaler.runtime.servingcerts import (
+        CertPolicy,
+        ServingCertFiles,
+        ServingCerts,
+        ServingCertSecret,
+        WebhookCABundle,
+    )
+
+    rest, clock = FakeRest(), FakeClock()
+    certs = ServingCerts(ServingCertSecret(rest, REF, CertPolicy(("escaler-webhook",)), clock),
+                         ServingCertFiles(str(tmp_path / "certs")), webhook=WebhookCABundle(rest, HOOK))
+    certs.provision()
+    fence = threading.Event()
+    sync = cli._CABundleSync(certs, fence, sharded=False)
+    stop = threading.Event()
+    t = threading.Thread(target=sync.start, args=(stop,), daemon=True)
+    t.start()
+    try:
+        clock.block_until_waiters(1)
+        assert not [c for c in rest.calls if c[1] == HOOK_PATH]  # a standby asks nothing
+        fence.set()
+        clock.step(cli.CA_BUNDLE_SYNC_INTERVAL)
+        # elected: the configuration is not there yet, so it is asked for again sooner
+        wait_until(lambda: ("GET", HOOK_PATH) in rest.calls)
+        rest.put_object(HOOK_PATH, _hook_config("Cg=="))
+        clock.block_until_waiters(1)
+        clock.step(cli.CA_BUNDLE_RETRY_INTERVAL)
+        wait_until(lambda: ("PATCH", HOOK_PATH) in rest.calls)
+    finally:
+        stop.set()
+        t.join(5)
+    assert not t.is_alive()

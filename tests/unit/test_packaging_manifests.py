@@ -202,7 +202,8 @@ def test_webhook_and_servicemonitor_render_when_enabled() -> None:
     dep = one(objs, "Deployment", "escaler-manager")
     args = flags_of(dep["spec"]["template"]["spec"]["containers"][0])
     assert args.webhook_port == 9443
-    _assert_mounted_secret(dep, args.webhook_cert_dir, "escaler-webhook-tls")
+    # served with the serving certificate, its caBundle kept by the manager
+    assert (args.webhook_cert_dir, args.webhook_configuration) == ("", "escaler-validating-webhook")
 
 
 def _webhooks(config: Obj) -> list[Obj]:
@@ -362,10 +363,95 @@ def test_every_shipped_server_speaks_tls_and_metrics_need_a_token(where: str) ->
                 assert c[probe]["httpGet"]["scheme"] == "HTTPS", (where, probe)
 
 
+SERVING_SECRET = "escaler-serving-cert"
+
+
+@pytest.mark.parametrize("where", list(RENDERS))
+def test_every_shipped_server_serves_a_certificate_clients_verify(where: str) -> None:
+    """Issue 27 item 8, closed: the manager gets or creates one CA-signed serving certificate in the
+    Secret escaler-serving-cert of its namespace, whose names cover every Service that serves HTTPS;
+    the API, secure /metrics and the webhook serve it (no self-signed certificate, no cert dir to
+    mount), the SLO API mounts its pair (never the CA key), the webhook configuration's caBundle is
+    the manager's to set, and the RBAC grants exactly that Secret and that configuration."""
+    objs = RENDERS[where]()
+    [manager] = [c for _, _, c in containers(objs) if flags_of(c).command == "manager"]
+    flags = flags_of(manager)
+    assert getattr(flags, "serving_cert_secret", "") == f"{NAMESPACE}/{SERVING_SECRET}", manager["args"]
+    assert not (flags.api_cert_dir or flags.metrics_cert_dir or flags.webhook_cert_dir), manager["args"]
+    names = set(flags.serving_cert_dns_names.split(","))
+    services = by_kind(objs, "Service")
+    assert {f"{svc}.{NAMESPACE}.svc" for svc in services} <= names, (sorted(services), sorted(names))
+    configs = by_kind(objs, "ValidatingWebhookConfiguration")
+    if configs:
+        assert flags.webhook_port == 9443 and flags.webhook_configuration in configs
+        assert all("caBundle" not in h["clientConfig"] for c in configs.values() for h in c["webhooks"])
+    for name, dep, c in containers(objs):
+        if flags_of(c).command != "slo-api":
+            continue
+        slo = flags_of(c)
+        assert slo.cert_dir and not slo.self_signed_tls, c["args"]
+        _assert_mounted_secret(dep, slo.cert_dir, SERVING_SECRET)
+        [volume] = [v for v in dep["spec"]["template"]["spec"]["volumes"]
+                    if v.get("secret", {}).get("secretName") == SERVING_SECRET]
+        assert {i["key"] for i in volume["secret"]["items"]} == {"tls.crt", "tls.key"}, name
+    role = one(objs, "Role", SERVING_SECRET)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SERVING_SECRET],
+         "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["escaler-ca"],
+         "verbs": ["get", "update"]}]
+    # the CA published for clients that may not read the Secret (it holds the CA key)
+    assert flags.serving_cert_ca_configmap == "escaler-ca"
+    binding = one(objs, "RoleBinding", SERVING_SECRET)
+    assert binding["roleRef"]["name"] == SERVING_SECRET
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "escaler-manager", "namespace": NAMESPACE}]
+    assert {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": ["escaler-validating-webhook"], "verbs": ["get", "patch"]} in one(
+        objs, "ClusterRole", "escaler-manager")["rules"]
+
+
+def test_a_certificate_secret_of_its_own_wins_over_the_serving_certificate() -> None:
+    objs = chart("webhook.enabled=true", "webhook.certSecretName=own-webhook", "webhook.caBundle=Cg==",
+                 "manager.api.certSecretName=own-api", "manager.metrics.certSecretName=own-metrics",
+                 "sloApi.certSecretName=own-slo")
+    dep = one(objs, "Deployment", "escaler-manager")
+    args = flags_of(dep["spec"]["template"]["spec"]["containers"][0])
+    _assert_mounted_secret(dep, args.api_cert_dir, "own-api")
+    _assert_mounted_secret(dep, args.metrics_cert_dir, "own-metrics")
+    _assert_mounted_secret(dep, args.webhook_cert_dir, "own-webhook")
+    assert args.webhook_configuration == ""  # its caBundle is the value's
+    config = one(objs, "ValidatingWebhookConfiguration", "escaler-validating-webhook")
+    assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {"Cg=="}
+    slo = one(objs, "Deployment", "escaler-slo-api")
+    slo_args = flags_of(slo["spec"]["template"]["spec"]["containers"][0])
+    _assert_mounted_secret(slo, slo_args.cert_dir, "own-slo")
+
+
+def test_without_the_serving_certificate_the_servers_fall_back_to_self_signed_ones() -> None:
+    objs = chart("servingCert.enabled=false")
+    for _, _, c in containers(objs):
+        args = flags_of(c)
+        if args.command == "manager":
+            assert args.serving_cert_secret == ""
+        else:
+            assert args.self_signed_tls
+    assert SERVING_SECRET not in by_kind(objs, "Role")
+    flags = [a for s in ("webhook.enabled=true", "servingCert.enabled=false") for a in ("--set", s)]
+    r = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *flags)
+    assert r.returncode != 0
+    assert "webhook.enabled: needs webhook.certSecretName, or servingCert.enabled" in r.stderr
+
+
 def test_the_servicemonitor_scrapes_secure_metrics_with_prometheus_token() -> None:
     objs = chart("serviceMonitor.enabled=true", "serviceMonitor.prometheusServiceAccount.name=prometheus")
     [endpoint] = one(objs, "ServiceMonitor", "escaler-manager")["spec"]["endpoints"]
-    assert (endpoint["scheme"], endpoint["tlsConfig"]) == ("https", {"insecureSkipVerify": True})
+    assert (endpoint["scheme"], endpoint["tlsConfig"]) == ("https", {
+        "ca": {"configMap": {"name": "escaler-ca", "key": "ca.crt"}},
+        "serverName": "escaler-manager-metrics.escaler-system.svc"})
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
     binding = one(objs, "ClusterRoleBinding", "escaler-metrics-reader")
     assert binding["subjects"] == [
@@ -575,7 +661,7 @@ def test_the_production_overlay_has_the_webhook_a_pdb_and_spread() -> None:
     assert dep["spec"]["replicas"] == 2
     args = flags_of(dep["spec"]["template"]["spec"]["containers"][0])
     assert args.webhook_port == 9443 and args.log_format == "json"
-    _assert_mounted_secret(dep, args.webhook_cert_dir, "escaler-webhook-tls")
+    assert (args.webhook_cert_dir, args.webhook_configuration) == ("", "escaler-validating-webhook")
     pdb = one(objs, "PodDisruptionBudget", "escaler-manager")
     labels = dep["spec"]["template"]["metadata"]["labels"]
     assert pdb["spec"]["minAvailable"] == 1

@@ -16,7 +16,7 @@ from fakeapi import make_obj, wait_until
 from runtime_fakes import FakeCluster, FakeMapper, FlakyLeaseClient, http_get, step_until
 
 from escaler.clock import FakeClock
-from escaler.errors import ConnectionFailure, StatusError
+from escaler.errors import ConnectionFailure, FencedWrite, StatusError
 from escaler.informers.factory import ResourceKey
 from escaler.runtime import (
     ControllerBuilder,
@@ -587,3 +587,28 @@ def test_stop_during_a_slow_cache_sync_is_honoured_promptly() -> None:
         wait_until(lambda: bool(code), timeout=5.0, what="exit long before the sync timeout")
     assert code == [0]
     assert not mgr.caches_synced.is_set()
+
+
+def test_an_unleased_write_passes_the_fence_and_nothing_else_does() -> None:
+    mgr = Manager.for_testing(FakeCluster().lw_factory, FakeMapper())
+    secrets = "/api/v1/namespaces/escaler-system/secrets"
+    mgr.allow_unleased_write("post", secrets)
+    mgr.write_guard("POST", secrets)  # not elected, not started: still allowed
+    for method, path in (("PUT", f"{secrets}/other"), ("POST", "/api/v1/namespaces/team/secrets"),
+                         ("PATCH", secrets)):
+        with pytest.raises(FencedWrite, match="may not write"):
+            mgr.write_guard(method, path)
+
+
+def test_a_failing_before_start_step_fails_the_start_before_anything_binds() -> None:
+    mgr = Manager.for_testing(FakeCluster().lw_factory, FakeMapper(), health_probe_bind_address="127.0.0.1:0")
+    ran: list[str] = []
+
+    def provision() -> None:
+        ran.append("provision")
+        raise RuntimeError("the Secret cannot be read")
+
+    mgr.add_before_start("the serving certificate", provision)
+    assert mgr.start(threading.Event()) == 1
+    assert ran == ["provision"]
+    assert mgr.health_probe_port is None

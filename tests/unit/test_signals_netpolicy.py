@@ -280,6 +280,14 @@ def test_manifest_rbac_grants_secrets_only_per_namespace() -> None:
             core = "" in rule.get("apiGroups", []) or "*" in rule.get("apiGroups", [])
             if "secrets" in rule.get("resources", []) or (core and "*" in rule.get("resources", [])):
                 assert doc["kind"] == "Role", f"{doc['kind']} {doc['metadata']['name']} grants Secrets"
+                if doc["metadata"]["name"] == "escaler-serving-cert":
+                    # the serving certificate, in the manager's own namespace: create it, then
+                    # read and renew that one Secret only (escaler.runtime.servingcerts)
+                    assert doc["metadata"]["namespace"] == "escaler-system"
+                    assert rule in ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+                                    {"apiGroups": [""], "resources": ["secrets"],
+                                     "resourceNames": ["escaler-serving-cert"], "verbs": ["get", "update"]})
+                    continue
                 # list/watch for the label-selected token cache (escaler.signals.bearer), never more
                 assert rule["verbs"] == ["get", "list", "watch"]
     assert json.dumps(docs)  # parsed

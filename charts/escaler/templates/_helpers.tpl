@@ -57,3 +57,29 @@ fsGroup: 65532
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{/* The serving-certificate Secret (servingCert) and the names its certificate covers: every Service
+of the release that serves HTTPS, as <svc>.<namespace>.svc and its cluster.local form. */}}
+{{- define "escaler.servingCertSecret" -}}
+{{- printf "%s-serving-cert" (include "escaler.fullname" .) -}}
+{{- end -}}
+
+{{- define "escaler.servingCertNames" -}}
+{{- $names := list -}}
+{{- range $svc := list "manager" "manager-metrics" "webhook" "slo-api" -}}
+{{- $host := printf "%s-%s.%s.svc" (include "escaler.fullname" $) $svc $.Release.Namespace -}}
+{{- $names = append $names $host -}}
+{{- $names = append $names (printf "%s.cluster.local" $host) -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}
+
+{{/* The webhook is served with the serving certificate (no certSecretName of its own). */}}
+{{- define "escaler.webhookFromServingCert" -}}
+{{- if and .Values.webhook.enabled (not .Values.webhook.certSecretName) -}}
+{{- if not .Values.servingCert.enabled -}}
+{{- fail "webhook.enabled: needs webhook.certSecretName, or servingCert.enabled" -}}
+{{- end -}}
+true
+{{- end -}}
+{{- end -}}
