@@ -97,7 +97,8 @@ def test_the_burst_rates_set_the_floor_as_in_the_simulator() -> None:
     burst = {**BUSY, "burstPromptTokensRate": 45600.0, "burstGenerationTokensRate": 0.0}
     rr, _rows, _memo = flow_result(PROM, queries, samples(queries, burst), flow_config(s, 30.0), None,
                                    now=1000.0, current=2)
-    assert rr.replicas == 6 and "burst floor: the lookback's short-range work 5.700 / 0.95 = 6 > 5" in rr.detail
+    assert rr.replicas == 6
+    assert "burst floor: the lookback's short-range work 5.700 / 0.95 = 6 > 5" in rr.detail
     r = flow_reading(0.0, 2, burst, 8000.0)
     assert (r.burst_prompt_tokens_per_s, r.burst_generation_tokens_per_s) == (45600.0, 0.0)
 
