@@ -1,7 +1,9 @@
 """Memory per ElasticScaler by the structure that holds it (a companion of ``bench_memory.py``).
 
 ``python bench/mem_by_owner.py`` (``MEM_N`` scalers, default 500): the same fake-API scenario as
-``bench_memory`` (N Deployments, then N MetricsTrigger scalers created, cached and reconciled once),
+``bench_memory`` (N Deployments, then N MetricsTrigger scalers created, cached and reconciled
+``MEM_POLLS`` times, default 2: a scale-up, then the next poll on caches that show its write, as
+every scaler of a steady fleet is between two writes; ``MEM_POLLS=1`` is the scenario before 2026-12-07),
 but instead of asking tracemalloc *which file allocated* the memory it walks the object graph from
 each structure the manager keeps per scaler, in a fixed order, and counts every object reachable
 from it that no earlier structure reached (``sys.getsizeof``; a shared string or model counts once,
@@ -84,7 +86,7 @@ def _walk(h: Harness) -> dict[str, int]:
     return {name: _size(obj, seen) for name, obj in _owners(h)}
 
 
-def measure(n: int) -> list[tuple[str, float]]:
+def measure(n: int, polls: int = 2) -> list[tuple[str, float]]:
     with harness(poll_interval=30.0) as h:
         for i in range(n):
             h.api("deployments").create(deployment(f"w{i}", 2))
@@ -97,9 +99,10 @@ def measure(n: int) -> list[tuple[str, float]]:
             obj["spec"]["targetRef"]["name"] = f"w{i}"
             h.api("elasticscalers").create(obj)
         h.wait_synced()
-        for i in range(n):
-            h.reconcile_once(f"es{i}")
-        h.wait_synced()
+        for _ in range(polls):
+            for i in range(n):
+                h.reconcile_once(f"es{i}")
+            h.wait_synced()
         after = _walk(h)
     rows = [(name, (after[name] - before.get(name, 0)) / n / 1024) for name in after]
     manager = sum(kib for name, kib in rows if name not in FAKE)
@@ -108,5 +111,5 @@ def measure(n: int) -> list[tuple[str, float]]:
 
 if __name__ == "__main__":
     n = int(os.environ.get("MEM_N", "500"))
-    for name, kib in measure(n):
+    for name, kib in measure(n, int(os.environ.get("MEM_POLLS", "2"))):
         print(f"{kib:7.2f} KiB/scaler  {name}")

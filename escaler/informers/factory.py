@@ -3,7 +3,8 @@
 Contract:
 
 * ``informer_for(key)`` returns the same ``SharedInformer`` for equal keys, creating it (with
-  ``lw_factory(key)``) on first use. Keys differ by group/version/resource, namespace and
+  ``lw_factory(key)``, and the kind's transform: ``escaler.informers.transform.transform_for``) on
+  first use. Keys differ by group/version/resource, namespace and
   selectors: two controllers watching the same thing share one watch and one cache.
 * ``start(stop)`` starts every informer not started yet; informers requested afterwards are
   started by the next ``start`` call. ``wait_for_cache_sync(timeout)`` waits (one deadline on
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from escaler.clock import Clock, RealClock
 from escaler.informers.interfaces import ListerWatcher
 from escaler.informers.shared import SharedInformer
+from escaler.informers.transform import transform_for
 
 __all__ = ["SHUTDOWN_JOIN_TIMEOUT", "InformerFactory", "ResourceKey"]
 
@@ -98,7 +100,8 @@ class InformerFactory:
             informer = self._informers.get(key)  # another thread may have won the race
             if informer is None:
                 informer = SharedInformer(lw, name=str(key), clock=self._clock,
-                                          resync_period=self._default_resync)
+                                          resync_period=self._default_resync,
+                                          transform=transform_for(key.group, key.resource))
                 self._informers[key] = informer
             return informer
 

@@ -222,6 +222,9 @@ def filter_outliers(values: list[float], threshold: float) -> list[float]:
 class SampleWindow:
     """The samples of one metric; see the module docstring."""
 
+    # no per-instance __dict__: one per metric of every scaler (issue 30, memory per scaler)
+    __slots__ = ("_samples",)
+
     def __init__(self) -> None:
         # (time, value) pairs ordered by time (ties in insertion order); every value is finite;
         # at most MAX_SAMPLES long
@@ -374,6 +377,9 @@ class WindowPolicy:
 
 class MetricWindows:
     """One scaler's sample windows, keyed by metric identity; see the module docstring."""
+
+    # no per-instance __dict__: one per scaler (issue 30, memory per scaler)
+    __slots__ = ("_windows", "policy")
 
     def __init__(self, policy: WindowPolicy | None = None) -> None:
         # applied by aggregate(), panic() and gc(); replaced when the scaler's annotations change

@@ -55,3 +55,61 @@ def test_a_shared_parse_dumps_as_a_fresh_parse() -> None:
     for kwargs in ({}, {"exclude_unset": True}, {"mode": "json", "by_alias": True, "exclude_none": True}):
         assert cached.model_dump(**kwargs) == fresh.model_dump(**kwargs)  # type: ignore[arg-type]
     assert cached == fresh and cached.to_object() == fresh.to_object()
+
+
+def _named(name: str, rv: str, trigger: dict[str, object]) -> dict[str, object]:
+    obj = scaler(name, trigger, namespace="default")
+    obj["metadata"]["resourceVersion"] = rv  # type: ignore[index]
+    obj["metadata"]["uid"] = f"uid-{name}"  # type: ignore[index]
+    obj["spec"]["targetRef"]["name"] = f"w-{name}"  # type: ignore[index]
+    return obj
+
+
+def test_scalers_with_equal_triggers_share_one_parsed_trigger() -> None:
+    cache = ParseCache()
+    a = cache.load(Request("default", "a"), _named("a", "1", metrics_trigger(external_metric("queue", "10"))))
+    b = cache.load(Request("default", "b"), _named("b", "7", metrics_trigger(external_metric("queue", "10"))))
+    assert a.scaler.spec.trigger is b.scaler.spec.trigger, "one parsed trigger for the fleet"
+    assert a.scaler.spec.target_ref is not b.scaler.spec.target_ref  # each scaler's own target
+    assert a.scaler.spec.target_ref.name == "w-a" and b.scaler.spec.target_ref.name == "w-b"
+    assert cache.shared.hits == 1 and len(cache.shared) == 1
+
+
+def test_different_triggers_are_not_shared_and_each_reads_its_own() -> None:
+    cache = ParseCache()
+    a = cache.load(Request("default", "a"), _named("a", "1", metrics_trigger(external_metric("queue", "10"))))
+    b = cache.load(Request("default", "b"), _named("b", "1", metrics_trigger(external_metric("queue", "20"))))
+    # "10" and 10 are different inputs (the key is the raw JSON): never shared either
+    c_obj = _named("c", "1", metrics_trigger(external_metric("queue", "10")))
+    c_obj["spec"]["trigger"]["metricsTrigger"]["metrics"][0]["external"]["target"]["value"] = 10  # type: ignore[index]
+    c = cache.load(Request("default", "c"), c_obj)
+    assert a.scaler.spec.trigger is not b.scaler.spec.trigger
+    assert a.scaler.spec.trigger is not c.scaler.spec.trigger
+    targets = [p.scaler.spec.trigger.metrics_trigger.metrics[0].external.target.value  # type: ignore[union-attr]
+               for p in (a, b, c)]
+    assert [str(t) for t in targets] == ["10", "20", "10"]
+    assert cache.shared.hits == 0
+
+
+def test_a_shared_trigger_parse_equals_and_dumps_as_a_fresh_parse() -> None:
+    from escaler.api.elasticscaler import ElasticScaler
+
+    cache = ParseCache()
+    cache.load(Request("default", "a"), _named("a", "1", metrics_trigger(external_metric("queue", "10"))))
+    obj = _named("b", "1", metrics_trigger(external_metric("queue", "10")))
+    shared = cache.load(Request("default", "b"), obj).scaler
+    fresh = ElasticScaler.parse(obj)
+    assert cache.shared.hits == 1
+    for kwargs in ({}, {"exclude_unset": True}, {"mode": "json", "by_alias": True, "exclude_none": True}):
+        assert shared.model_dump(**kwargs) == fresh.model_dump(**kwargs)  # type: ignore[arg-type]
+    assert shared == fresh and shared.to_object() == fresh.to_object()
+
+
+def test_sharing_never_changes_what_is_reparsed() -> None:
+    cache = ParseCache()
+    req = Request("default", "a")
+    first = cache.load(req, _named("a", "1", metrics_trigger(external_metric("queue", "10"))))
+    edited = cache.load(req, _named("a", "2", metrics_trigger(external_metric("queue", "30"))))
+    assert edited is not first
+    assert str(edited.scaler.spec.trigger.metrics_trigger.metrics[0].external.target.value) == "30"  # type: ignore[union-attr]
+    assert cache.peek(req, _named("a", "1", metrics_trigger(external_metric("queue", "10")))) is None

@@ -62,3 +62,35 @@ def test_the_memo_is_text_smaller_than_the_status_tree() -> None:
 def _tree_size(value: Any) -> int:
     children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
     return sys.getsizeof(value) + sum(_tree_size(v) for v in children)
+
+
+def test_the_text_is_dropped_once_the_cache_shows_a_newer_version_and_the_refresh_time_stays() -> None:
+    writer = StatusWriter(_Server(), refresh_seconds=60.0)
+    assert writer.write(None, _cached({}, rv=10), copy.deepcopy(STATUS), now=100.0,
+                        significance=0.1) is WriteOutcome.WRITTEN
+    assert writer.base_status(_cached({}, rv=10)) == STATUS, "still lagging: the text is read"
+    memo = writer._memo(_cached({}, rv=10))
+    assert memo is not None and memo.written is not None
+    caught_up = _cached(copy.deepcopy(STATUS), rv=11)  # the version our write produced
+    assert writer.base_status(caught_up) == STATUS
+    memo = writer._memo(caught_up)
+    assert memo is not None and memo.written is None and memo.at == 100.0, "only the refresh time is kept"
+    # what the writer decides from here is what it decided with the text: the cache is believed
+    assert not writer.changed(caught_up, STATUS)
+    assert writer.write(None, caught_up, copy.deepcopy(STATUS)) is WriteOutcome.UNCHANGED
+    assert not writer.refresh_due(caught_up, 159.0) and writer.refresh_due(caught_up, 160.0)
+
+
+def test_the_text_is_kept_while_the_cache_shows_any_version_older_than_the_last_write() -> None:
+    writer = StatusWriter(_Server())
+    first = copy.deepcopy(STATUS)
+    writer.write(None, _cached({}, rv=10), first)  # produces 11
+    second = {**copy.deepcopy(STATUS), "desiredReplicas": 6}
+    writer.write(None, _cached({}, rv=10), second)  # the cache lags both: produces 12
+    # the cache delivers the first write: still behind the second, the text is handed out
+    assert writer.base_status(_cached(copy.deepcopy(first), rv=11)) == second
+    memo = writer._memo(_cached({}, rv=11))
+    assert memo is not None and memo.written is not None
+    assert writer.base_status(_cached(copy.deepcopy(second), rv=12)) == second
+    memo = writer._memo(_cached({}, rv=12))
+    assert memo is not None and memo.written is None

@@ -81,6 +81,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -150,7 +151,8 @@ def collection_key(namespace: str, name: str) -> tuple[str, str, str]:
 def window_key(index: int, spec: MetricSpec) -> str:
     """A metric's window key: ``<index>/<hash of its canonical spec>`` (see the module docstring)."""
     canonical = json.dumps(spec.to_object(), sort_keys=True, separators=(",", ":"))
-    return f"{index}/{hashlib.sha256(canonical.encode()).hexdigest()[:_KEY_HASH_DIGITS]}"
+    # interned: every scaler with this metric keys its window with one shared string (issue 30)
+    return sys.intern(f"{index}/{hashlib.sha256(canonical.encode()).hexdigest()[:_KEY_HASH_DIGITS]}")
 
 
 # the pod groups of a scaler without Resource metrics: one shared empty mapping, not one per scaler

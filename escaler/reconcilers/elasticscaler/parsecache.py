@@ -21,6 +21,14 @@ Kept small (issue 10's memory per scaler): the model goes through
 fleet, empty extras dropped: the model reads and dumps the same and refuses assignment), and
 annotations left at their defaults (most scalers) are the one shared instance of their trigger's
 defaults (``DEFAULTS``, or ``STATE_TRIGGER_DEFAULTS`` for a StateTrigger: no scale-down window).
+
+Equal spec parts are shared across scalers (issue 30): ``spec.trigger``, ``spec.fallback``,
+``spec.floorFrom`` and ``spec.scaleDown`` go through one ``escaler.api.share.SubModelTable`` per cache,
+so a fleet made from one template holds one parsed trigger (its metrics, targets and selectors), not
+one per scaler. The key is the raw subtree's canonical JSON and a swap needs ``==`` too, so each
+``Parsed`` reads, dumps and compares exactly as an unshared parse; the table is an LRU of
+``DEFAULT_MAX_ENTRIES`` distinct parts (an evicted part only costs a scaler its own copy). The cache's
+entries stay keyed by ``(uid, resourceVersion)`` as above: sharing never decides what is reparsed.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 from escaler.api.compact import share_bookkeeping
 from escaler.api.elasticscaler import ElasticScaler, TriggerType
 from escaler.api.rules import validate
+from escaler.api.share import SubModelTable
 from escaler.runtime.types import Request
 from escaler.scaling.annotations import DEFAULTS as ANNOTATION_DEFAULTS
 from escaler.scaling.annotations import (
@@ -42,7 +51,10 @@ from escaler.scaling.annotations import (
     parse_annotations,
 )
 
-__all__ = ["ParseCache", "Parsed", "defaults_for"]
+__all__ = ["SHARED_SPEC_FIELDS", "ParseCache", "Parsed", "defaults_for"]
+
+# the spec's parts a fleet made from one template has in common (not targetRef: one per scaler)
+SHARED_SPEC_FIELDS = ("trigger", "fallback", "floor_from", "scale_down")
 
 
 def defaults_for(scaler: ElasticScaler) -> ScalerAnnotations:
@@ -69,6 +81,8 @@ class ParseCache:
         self._mu = threading.Lock()
         # scaler key → ((uid, resourceVersion) parsed, what it parsed to)
         self._entries: dict[Request, tuple[tuple[str, str], Parsed]] = {}
+        # equal spec parts shared across the scalers parsed here (thread-safe on its own)
+        self.shared = SubModelTable()
 
     def load(self, req: Request, obj: Mapping[str, Any]) -> Parsed:
         """``obj`` parsed (``pydantic.ValidationError`` when it does not parse)."""
@@ -80,6 +94,9 @@ class ParseCache:
         if hit is not None and hit[0] == version and version[1]:
             return hit[1]
         scaler = share_bookkeeping(ElasticScaler.parse({k: v for k, v in obj.items() if k != "status"}))
+        spec = obj.get("spec")
+        if isinstance(spec, Mapping):
+            self.shared.share(scaler.spec, spec, SHARED_SPEC_FIELDS)
         # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics.
         # A StateTrigger has no scale-down window unless one is set: its source has decided already
         defaults = defaults_for(scaler)

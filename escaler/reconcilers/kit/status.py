@@ -21,6 +21,11 @@ the versions behind the write before it plus the version that write produced (re
 patch's answer; a client that returns none leaves it out). So a cache that delivers the first of
 two quick writes is still known to be behind the second (seen on the real control plane: a
 ``recentDecisions`` entry and ``lastScaleTime`` lost). At most ``MAX_STALE_VERSIONS`` are kept.
+Once a reconcile starts from a version that is none of them (the cache has caught up with the
+write, or moved past it), the status text and the versions are dropped: only the refresh time is
+kept (issue 30, memory per scaler: in a steady fleet every idle poll finds its cache caught up, so
+~1 KB of status text per scaler is held only between a write and the next poll). A reflector never
+shows a version older than one it has shown, so nothing that could still read the text is lost.
 
 **Drift** (``escaler.reconcilers.kit.drift``): given the sync's ``now`` (the injected
 clock's wall time) and the scaler's ``significance``, a status that differs from the one the
@@ -143,10 +148,21 @@ class StatusWriter:
         if memo is None or memo.written is None:
             return None
         stale, status = memo.written
-        if str(_meta(obj).get("resourceVersion") or "") not in stale:
+        version = str(_meta(obj).get("resourceVersion") or "")
+        if version not in stale:
+            if version:
+                self._caught_up(obj, memo)
             return None
         ours: dict[str, Any] = json.loads(status)
         return ours
+
+    def _caught_up(self, obj: Mapping[str, Any], memo: _Memo) -> None:
+        """The cache shows a version newer than our last write: the text is never read again (a cache
+        does not go back past a version it has shown), so keep only the refresh time."""
+        with self._mu:
+            key = _uid(obj)
+            if self._last.get(key) is memo:
+                self._last[key] = _Memo(None, memo.at)
 
     def _stale_after_write(self, obj: Mapping[str, Any]) -> tuple[str, ...]:
         """The resourceVersions older than a write based on ``obj`` (see the module docstring)."""

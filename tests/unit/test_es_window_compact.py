@@ -1,0 +1,37 @@
+"""Sample windows kept compact (issue 30, memory per scaler): no per-instance ``__dict__`` on the
+window objects every scaler holds, and one shared window-key string per distinct metric."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from es_fakes import external_metric, metrics_trigger, scaler
+
+from escaler.api.elasticscaler import ElasticScaler
+from escaler.reconcilers.elasticscaler.metricsync import window_key
+from escaler.scaling.window import MetricWindows, SampleWindow
+
+
+def _metric(name: str, value: str) -> Any:
+    es = ElasticScaler.parse(scaler("es", metrics_trigger(external_metric(name, value))))
+    mt = es.spec.trigger.metrics_trigger
+    assert mt is not None
+    return mt.metrics[0]
+
+
+def test_window_objects_carry_no_instance_dict() -> None:
+    windows = MetricWindows()
+    windows.add("k", 1.0, 2.0)
+    for obj in (windows, windows.window("k")):
+        assert not hasattr(obj, "__dict__")
+        with pytest.raises(AttributeError):
+            obj.extra = 1  # type: ignore[union-attr]
+    assert windows.copy().aggregate("k", 1.0) == 2.0 and isinstance(windows.window("k"), SampleWindow)
+
+
+def test_equal_metrics_of_two_scalers_key_their_windows_with_one_string() -> None:
+    a, b = window_key(0, _metric("queue", "10")), window_key(0, _metric("queue", "10"))
+    assert a == b and a is b
+    other = window_key(0, _metric("queue", "20"))
+    assert other != a, "a spec edit still starts a fresh window"
