@@ -163,8 +163,11 @@ def _consume(h: Harness, mx: ManualExecutor) -> float | None:
     return result.requeue_after
 
 
-def replay(sc: Scenario) -> list[Step]:
-    """Run ``sc`` and return its steps (see the module docstring)."""
+def replay(sc: Scenario, *, shortcut: bool = True, taken: list[int] | None = None) -> list[Step]:
+    """Run ``sc`` and return its steps (see the module docstring). ``shortcut=False`` runs every poll
+    as the plain reconcile the poller enqueues when its shortcut declines (the reconcile submits the
+    collection, its completion wakes the one that consumes it): the same decisions are expected.
+    ``taken`` (when given) receives the index of every poll the shortcut started."""
     if not 0 < sc.polls <= MAX_POLLS:
         raise ValueError(f"Scenario.polls must be in 1..{MAX_POLLS}, got {sc.polls}")
     rng = random.Random(sc.seed)
@@ -192,8 +195,10 @@ def replay(sc: Scenario) -> list[Step]:
             h.collector.values.clear()
             h.collector.values.update(sc.values(i, rng))
             _synced(h)
-            if h.reconciler.poll(REQ):
+            if shortcut and h.reconciler.poll(REQ):
                 mx.complete(KEY)
+                if taken is not None:
+                    taken.append(i)
             steps.append(rec.step(i, "poll", _consume(h, mx)))
             steps += _echo(h, mx, rec, i)
     return steps

@@ -55,6 +55,21 @@ def test_the_scenarios_exercise_what_they_are_named_for() -> None:
     assert "tokens" in lines["several metrics"]
 
 
+@pytest.mark.parametrize("sc", SCENARIOS, ids=[sc.name for sc in SCENARIOS])
+def test_the_pollers_shortcut_decides_as_a_plain_reconcile(sc: Scenario) -> None:
+    """The same replay with every poll run as a plain reconcile (submit, complete, consume) gives
+    byte-identical outcomes: the shortcut and its one target read change no decision. This is the
+    on/off comparison any further poll cut must pass as well."""
+    taken: list[int] = []
+    with_shortcut = replay(sc, taken=taken)
+    assert len(taken) >= sc.polls // 2, f"the shortcut started only {len(taken)} of {sc.polls} polls"
+    plain: list[int] = []
+    without = replay(sc, shortcut=False, taken=plain)
+    assert plain == []
+    assert summary(without) == summary(with_shortcut)
+    assert digest(without) == digest(with_shortcut)
+
+
 def test_a_replay_is_deterministic() -> None:
     sc = SCENARIOS[3]
     assert digest(replay(sc)) == digest(replay(sc))
