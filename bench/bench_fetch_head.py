@@ -43,7 +43,9 @@ NOTES = """
 `Content-Type`, `Content-Length`, 69-byte body). `fetch`: one `escaler.signals.fetch.fetch` over a
 keep-alive loopback connection (the client thread's CPU only). Before = `http.client.HTTPResponse`,
 after = `escaler.signals.httphead.BoundedResponse`, alternated in one process; µs of CPU per
-operation, the median of the rounds. Numbers vary with the machine and its load.
+operation, the median of the rounds. `calls before`/`calls after` (parse row): function calls,
+Python and builtin, of one `begin()` + `read()` (`sys.setprofile`), what a profiler that counts every
+call charges for. Numbers vary with the machine and its load.
 """
 
 ROUNDS = 3
@@ -71,6 +73,27 @@ def _parse(cls: type[http.client.HTTPResponse]) -> float:
         r.begin()
         r.read()
     return (time.thread_time() - start) / PARSE_N * 1e6
+
+
+def _calls(cls: type[http.client.HTTPResponse]) -> int:
+    """Function calls (Python and builtin) of one ``begin()`` + ``read()``: what a profiler that
+    counts every call charges for."""
+    sock: Any = _Mem()
+    n = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal n
+        if event in ("call", "c_call"):
+            n += 1
+
+    r = cls(sock, method="GET")
+    sys.setprofile(count)
+    try:
+        r.begin()
+        r.read()
+    finally:
+        sys.setprofile(None)
+    return n
 
 
 def _server() -> tuple[socket.socket, int]:
@@ -136,6 +159,8 @@ def run() -> list[dict[str, Any]]:
                      "after µs (rounds)": " / ".join(f"{v:.1f}" for v in got[(what, "after")]),
                      "before µs median": round(before, 1), "after µs median": round(after, 1),
                      "saved": f"{(before - after) / before:.0%}"})
+    rows[0]["calls before"] = _calls(http.client.HTTPResponse)
+    rows[0]["calls after"] = _calls(BoundedResponse)
     return rows
 
 
