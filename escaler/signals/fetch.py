@@ -23,7 +23,8 @@ Contract of ``fetch(client, url, timeout=...)``:
   (``FetchError`` naming the namespace), so one namespace's slow names never hold the threads
   another namespace's lookups need.
 * Bodies larger than ``max_bytes`` are refused rather than buffered; the status line and the
-  headers are bounded by ``http.client`` (64 KiB a line, 100 headers).
+  headers are read by ``escaler.signals.httphead`` (64 KiB a line, 100 header lines, malformed
+  heads refused with the rule named), the body by ``http.client`` (length, chunked, keep-alive).
 * Redirects are not followed (a 3xx is returned like any other status): following one would let
   an endpoint send escaler, and its bearer token, to a host the policy never saw.
 * A bearer token is sent only over ``https://`` (refused over plain ``http://``) and only when it
@@ -70,6 +71,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from escaler.clock import Clock, RealClock
 from escaler.scaling.endpoints import check_endpoint_url
 from escaler.signals.connpool import ConnectionPool, ConnKey
+from escaler.signals.httphead import BoundedResponse, MalformedResponse
 from escaler.signals.netpolicy import AddressPolicy, IPAddress
 from escaler.tenant import current as current_tenant
 
@@ -451,6 +453,9 @@ def fetch(
         raise FetchError(f"{where}: TLS certificate not trusted: {err.verify_message}") from None
     except ssl.SSLError as err:
         raise FetchError(f"{where}: TLS failure: {err.reason or type(err).__name__}") from None
+    except MalformedResponse as err:
+        # its message names the rule, never bytes of the response
+        raise FetchError(f"{where}: malformed HTTP response: {err}") from None
     except http.client.HTTPException as err:
         # the exception text may quote the response: name the failure, not its bytes
         raise FetchError(f"{where}: malformed HTTP response ({type(err).__name__})") from None
@@ -512,7 +517,7 @@ def _exchange_on(client: HttpClient, exchange: _Exchange, key: ConnKey, sock: so
     try:
         exchange.send(sock, request)
         reader = exchange.reader(sock)
-        resp = http.client.HTTPResponse(_Sock(reader), method="GET")  # type: ignore[arg-type]
+        resp = BoundedResponse(_Sock(reader), method="GET")  # type: ignore[arg-type]
         resp.begin()
         body = _read_body(resp, exchange, max_bytes, where)
         location = resp.getheader("Location", "") or "" if 300 <= resp.status < 400 else ""
