@@ -10,12 +10,17 @@ per scaler against the fake Prometheus in its own process, 30 +-4 % noise):
   client-certificate user, all on this machine; the row starts once every shard Lease is held by
   its preferred replica.
 
-Measured as ``bench_capacity`` measures it: ``first poll s`` (creation done -> every scaler shows a
-collection), ``idle CPU ms/poll`` (all replicas together, one 30 s interval), then at a random
-phase of the poll interval every series doubles at once (clock read before the change) and ONE
-watch on the targets records each target's first rise (``write p50/p99/max s``) and first reach of
-the needed 6 (``need p99 s``); ``surge CPU s`` sums the replicas' CPU from the step to the last
-write; ``VmHWM MB`` is per replica.
+Measured as ``bench_capacity`` measures it, with its helpers: ``first poll s`` (creation done ->
+every scaler shows a collection); over the idle window (``BENCH_CAPACITY_IDLE_CYCLES`` x 30 s, all
+replicas together) ``idle CPU ms/poll`` (CPU per interval), ``idle cores``, ``idle ms/query`` (CPU
+per completed poll) and ``queries/scaler/poll`` (the fake Prometheus's query count / (N x
+intervals): 1.0 = every scaler polled once per interval); then at a random phase of the poll
+interval every series doubles at once (clock read before the change) and ONE watch on the targets
+records each target's first rise (``write p50/p99/max s``) and first reach of the needed 6 (``need
+p99 s``); ``surge API writes`` is the API server's audit count of the replicas' writes over the
+surge, ``surge CPU s`` sums the replicas' CPU and ``surge apiserver+etcd CPU s`` the control plane's
+from the step to the last write (the same two cores); ``VmHWM MB`` is per replica; ``machine load``
+the 1-minute load average when the surge ended.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import random
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +48,15 @@ for the same 2 cores: the row shows the cost and the latency of sharding on one 
 capacity of K machines); other engineers' tests may run at the same time. The fleet and the surge
 are `bench_capacity`'s (apa at defaults: 60 s Average window, scale-up stabilization 0, 30 s poll).
 K > 1: `--leader-elect --total-shards=K --shard-index=i`, lease timings at their defaults (15 s /
-10 s / 2 s), one client-certificate user per replica. `surge CPU s` sums the replicas.
+10 s / 2 s), one client-certificate user per replica. `surge CPU s` sums the replicas;
+`surge apiserver+etcd CPU s` is what the API server and etcd used over the same span, on the same
+two cores; `idle ms/query` and `queries/scaler/poll` are `bench_capacity`'s (all replicas together).
 """
 
 N = int(os.environ.get("BENCH_SHARDING_N", "1000"))
 KS = [int(x) for x in os.environ.get("BENCH_SHARDING_K", "1,2").split(",") if x.strip()]
+NOTES += (f"\nThis run: `BENCH_SHARDING_N={N} BENCH_SHARDING_K={','.join(map(str, KS))} "
+          f"BENCH_CAPACITY_IDLE_CYCLES={cap.IDLE_CYCLES:g} python bench/run.py bench_sharding`.\n")
 LEASE_ID = "escaler-bench"
 LEASE_NS = "default"
 
@@ -59,10 +69,13 @@ class ShardedRun(cap.Run):
         self.k = k
         self.mgrs: list[subprocess.Popen[bytes]] = []
 
+    def user(self, i: int) -> str:
+        """Replica ``i``'s client-certificate user (K = 1: bench_capacity's, so its audit filter fits)."""
+        return cap.USER if self.k == 1 else f"{cap.USER}-{i}"
+
     def start_replicas(self) -> list[int]:
         for i in range(self.k):
-            user = f"{cap.USER}-{i}"
-            kc = self.cluster.user_kubeconfig(user)
+            kc = self.cluster.user_kubeconfig(self.user(i))
             args = [sys.executable, "-m", "escaler", "manager", f"--kubeconfig={kc}", "--webhook-port=0",
                     "--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0",
                     "--api-bind-address=0", "--allow-endpoint-networks=127.0.0.0/8"]
@@ -119,31 +132,50 @@ class ShardedRun(cap.Run):
         first_poll_s = cap.wait_until(lambda: len(collected.done) >= n, 60 + 4 * cap.POLL + n / 50,
                                       f"all {n} scalers collected", self.alive)
         time.sleep(cap.POLL)  # first status writes land
-        c0 = sum(cap.cpu_seconds(p) for p in pids)
-        time.sleep(cap.POLL)
-        idle_ms = (sum(cap.cpu_seconds(p) for p in pids) - c0) * 1000
+        # -- idle, noisy metric: bench_capacity's window (BENCH_CAPACITY_IDLE_CYCLES x 30 s)
+        idle_s = cap.IDLE_CYCLES * cap.POLL
+        q0, c0, w0 = load.count.value, sum(cap.cpu_seconds(p) for p in pids), time.time()
+        time.sleep(idle_s)
+        q1, c1, w1 = load.count.value, sum(cap.cpu_seconds(p) for p in pids), time.time()
+        if not self.alive():
+            raise RuntimeError(f"a replica died during the idle window; see {self.work}")
+        queries = q1 - q0
+        if queries == 0:
+            raise RuntimeError(f"the replicas made no query in the idle window; see {self.work}")
         time.sleep(random.uniform(0, cap.POLL))
+        surge_audit_off = self.cluster.audit_log.stat().st_size
         surge_timeout = 4 * cap.POLL + n / 100
         with obs.lock:
             obs.armed = True
-        c_step = sum(cap.cpu_seconds(p) for p in pids)
-        ts = time.monotonic()
+        c_step, s_step = sum(cap.cpu_seconds(p) for p in pids), self.server_cpu()
+        w_step, ts = time.time(), time.monotonic()
         load.scale.value = 2.0
         with contextlib.suppress(TimeoutError):
             cap.wait_until(lambda: len(obs.first_write) >= n and len(obs.first_need) >= n, surge_timeout,
                            "every target written", self.alive, interval=0.2)
         last = max([*obs.first_write.values(), *obs.first_need.values()], default=ts)
-        c_end = sum(cap.cpu_seconds(p) for p in pids)
+        c_end, s_end = sum(cap.cpu_seconds(p) for p in pids), self.server_cpu()
+        w_end = time.time()
         hwm = [round(cap.proc_status(p)["VmHWM"] / 1024) for p in pids]
+        time.sleep(3)  # audit lines of requests received before w_end
+        writes = Counter[str]()
+        for i in range(self.k):  # one client-certificate user per replica (K = 1: bench_capacity's)
+            writes += cap.audit_writes(self.cluster.audit_log, surge_audit_off, self.user(i), w_step, w_end)
         row: dict[str, Any] = {
             "replicas x shards": f"{self.k} x {self.k}" if self.k > 1 else "1 (no sharding)",
             "N": n,
             "first poll s": round(first_poll_s, 1),
-            "idle CPU ms/poll": round(idle_ms),
+            "idle CPU ms/poll": round((c1 - c0) / (idle_s / cap.POLL) * 1000),
+            "idle cores": round((c1 - c0) / (w1 - w0), 3),
+            "idle ms/query": round((c1 - c0) * 1000 / queries, 2),
+            "queries/scaler/poll": round(queries / n / (idle_s / cap.POLL), 2),
             **cap.surge_stats(obs, ts, n, surge_timeout),
+            "surge API writes": ", ".join(f"{k} {v}" for k, v in sorted(writes.items())) or "0",
             "surge CPU s": round(c_end - c_step, 1),
+            "surge apiserver+etcd CPU s": round(s_end - s_step, 1),
             "surge wall s": round(last - ts, 1),
             "VmHWM MB": "/".join(str(h) for h in hwm),
+            "machine load": round(os.getloadavg()[0], 1),  # 1-min load average after the surge
         }
         self.stop_manager()
         return row

@@ -418,7 +418,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "manager's host (default: '')")
     p.add_argument("--outbound-workers", metavar="N", type=positive_int, default=DEFAULT_OUTBOUND_WORKERS,
                    help="threads that run metric collections and signal pulls, off the reconcile workers "
-                        "(and, per SLO kind, the SLO engine's signal reads) "
+                        "(and, per SLO kind, the SLO engine's signal reads); the pool grows to 4 x N while "
+                        "jobs wait with every thread busy "
                         f"(default: {DEFAULT_OUTBOUND_WORKERS})")
     p.add_argument("--outbound-per-namespace", metavar="N", type=positive_int,
                    default=DEFAULT_OUTBOUND_PER_GROUP,

@@ -117,6 +117,7 @@ EXAMPLES: dict[str, str] = {
     "escaler_metric_errors_total": "sum by (namespace, name) (rate(escaler_metric_errors_total[5m])) > 0",
     "escaler_decision_latency_seconds": _P99.format(by="", name="escaler_decision_latency_seconds"),
     "escaler_outbound_jobs_queued": "max by (executor) (escaler_outbound_jobs_queued)",
+    "escaler_outbound_threads": "max by (executor) (escaler_outbound_threads)",
     "escaler_outbound_jobs_in_flight": "sum by (executor) (escaler_outbound_jobs_in_flight)",
     "escaler_outbound_jobs_total": "sum by (executor, result) (rate(escaler_outbound_jobs_total[5m]))",
     "escaler_outbound_jobs_borrowed_total":

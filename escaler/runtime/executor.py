@@ -28,6 +28,17 @@ Contract of ``KeyedExecutor``:
   a namespace whose endpoint turns slow stops borrowing as soon as one of its jobs passes
   ``QUICK_JOB_SECONDS``, so it holds at most ``workers - reserve`` threads for one deadline and
   then its bound. Borrowing never delays a job that fits its group's bound.
+* **Growing when the threads are too few.** The pool starts with ``workers`` threads and adds
+  one, up to ``max_workers`` (default ``GROW_FACTOR`` x ``workers``), when a job that fits its
+  group's bound has waited ``GROW_AFTER_SECONDS`` for a thread while none is idle — at most one
+  new thread per ``GROW_AFTER_SECONDS``, checked at each submit and each job start (O(1)). A
+  thread is busy for as long as the server takes to answer, whatever CPU is free: 16 threads
+  against answers of ~50 ms run at most ~320 collections/s, fewer than the 333/s that 10,000
+  scalers polled every 30 s need, so the queue of waiting collections grew through every
+  interval (issue 30, docs/performance.md). The per-group bound, borrowing and the reserve are
+  unchanged (a slow namespace at its bound makes nothing grow: its waiting jobs do not fit
+  their bound); a grown thread stays until ``stop`` (the pool never shrinks below what a backlog
+  needed, and never grows past ``max_workers``).
 * **Queue bound.** With the default ``queue_per_group=None`` a group's FIFO is bounded only by one
   job per key (a scaler in the informer cache queues at most one collection). A fleet beyond what
   the threads can poll each interval then degrades evenly: every scaler is collected in FIFO
@@ -46,10 +57,11 @@ Contract of ``KeyedExecutor``:
   on (the host-name lookups of ``escaler.signals.fetch``) bound each namespace's share.
 * **No deadlines here.** A thread cannot be killed: a job bounds its own I/O (the fetchers have a
   total deadline). The bounds above make a slow job cost a thread of its own group, not a worker.
-* Metrics (``ExecutorMetrics``, on the manager's registry): ``escaler_outbound_jobs_queued``
-  and ``escaler_outbound_jobs_in_flight`` (gauges), ``escaler_outbound_jobs_total{result}``
-  (``ok`` | ``error`` | ``full``), ``escaler_outbound_jobs_borrowed_total`` (jobs started on a
-  spare thread beyond their group's bound) and ``escaler_outbound_job_duration_seconds``, all
+* Metrics (``ExecutorMetrics``, on the manager's registry): ``escaler_outbound_jobs_queued``,
+  ``escaler_outbound_jobs_in_flight`` and ``escaler_outbound_threads`` (gauges),
+  ``escaler_outbound_jobs_total{result}`` (``ok`` | ``error`` | ``full``),
+  ``escaler_outbound_jobs_borrowed_total`` (jobs started on a spare thread beyond their group's
+  bound) and ``escaler_outbound_job_duration_seconds``, all
   labelled by ``executor``. Every bookkeeping step is O(1) in the number of queued jobs (the gauges
   come from counters: at 10,000 scalers a count over the jobs per submit and per completion cost
   more CPU than the jobs' own locking).
@@ -99,6 +111,11 @@ DEFAULT_OUTBOUND_WORKERS = 16
 DEFAULT_OUTBOUND_PER_GROUP = 4
 # jobs of one namespace waiting beyond that: None = bounded by one job per key (see the docstring)
 DEFAULT_OUTBOUND_QUEUE_PER_GROUP: int | None = None
+# the pool may grow to this many times its initial threads (KeyedExecutor.max_workers' default)
+GROW_FACTOR = 4
+# a job that fits its group's bound and has waited this long for a thread, none idle, adds one;
+# and at most one thread is added per this many seconds
+GROW_AFTER_SECONDS = 1.0
 # a group whose jobs take at most this long on average (and none running longer) may borrow spare
 # threads beyond its bound: a Prometheus query answers in milliseconds; a trickling server does not
 QUICK_JOB_SECONDS = 0.25
@@ -175,6 +192,9 @@ class ExecutorMetrics:
                             ["executor"], registry=registry)
         self.in_flight = Gauge("escaler_outbound_jobs_in_flight", "Outbound I/O jobs running",
                                ["executor"], registry=registry)
+        self.threads = Gauge("escaler_outbound_threads",
+                             "Worker threads of the outbound executor (grows from --outbound-workers when "
+                             "jobs wait with none idle)", ["executor"], registry=registry)
         self.total = Counter("escaler_outbound_jobs_total",
                              "Outbound I/O jobs by result (ok, error; full: refused, its group's queue full)",
                              ["executor", "result"], registry=registry)
@@ -248,18 +268,23 @@ class KeyedExecutor:
     def __init__(self, name: str, *, workers: int = DEFAULT_OUTBOUND_WORKERS,
                  per_group: int = DEFAULT_OUTBOUND_PER_GROUP,
                  queue_per_group: int | None = DEFAULT_OUTBOUND_QUEUE_PER_GROUP,
-                 clock: Clock | None = None, metrics: ExecutorMetrics | None = None) -> None:
+                 clock: Clock | None = None, metrics: ExecutorMetrics | None = None,
+                 max_workers: int | None = None) -> None:
         for field_name, value in (("workers", workers), ("per_group", per_group),
-                                  ("queue_per_group", queue_per_group)):
-            if field_name == "queue_per_group" and value is None:
+                                  ("queue_per_group", queue_per_group), ("max_workers", max_workers)):
+            if field_name in ("queue_per_group", "max_workers") and value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"KeyedExecutor.{field_name}: must be an integer >= 1, got {value!r}")
+        if max_workers is not None and max_workers < workers:
+            raise ValueError(f"KeyedExecutor.max_workers: must be >= workers ({workers}), got {max_workers}")
         if not name:
             raise ValueError("KeyedExecutor.name: must not be empty")
         # fixed configuration
         self.name = name
         self.workers = workers
+        # the most threads the pool grows to (see "Growing" in the module docstring)
+        self.max_workers = max_workers if max_workers is not None else GROW_FACTOR * workers
         self.per_group = per_group
         self.queue_per_group = queue_per_group
         # threads a borrowing group must leave idle for the other groups
@@ -284,8 +309,10 @@ class KeyedExecutor:
         self._idle = 0
         # where completions are announced; None before start() and after stop()
         self._queue: Enqueuer | None = None
-        # the worker threads while started
+        # the worker threads while started (workers, plus those grown since, <= max_workers)
         self._threads: list[threading.Thread] = []
+        # clock.monotonic() of the last thread added beyond ``workers``; -inf = none yet
+        self._grown_at = -math.inf
         # set by stop(): workers exit after their current job
         self._stopping = False
         # bumped by every start(): a worker of an earlier start exits instead of serving this one
@@ -300,11 +327,19 @@ class KeyedExecutor:
                 return
             self._stopping = False
             self._generation += 1
-            self._threads = [threading.Thread(target=self._worker, args=(self._generation,),
-                                              name=f"{self.name}-{i}", daemon=True)
-                             for i in range(self.workers)]
-        for t in self._threads:
+            self._threads = [self._thread(i) for i in range(self.workers)]
+            started = list(self._threads)
+        for t in started:
             t.start()
+
+    def _thread(self, i: int) -> threading.Thread:
+        return threading.Thread(target=self._worker, args=(self._generation,), name=f"{self.name}-{i}",
+                                daemon=True)
+
+    def threads(self) -> int:
+        """Worker threads of the pool now (0 when stopped)."""
+        with self._cond:
+            return len(self._threads)
 
     def wait_for_sync(self, timeout: float) -> bool:
         return True  # nothing to list
@@ -315,6 +350,7 @@ class KeyedExecutor:
             self._stopping = True
             self._queue = None
             self._threads = []
+            self._grown_at = -math.inf
             self._jobs = {k: j for k, j in self._jobs.items() if j.running}
             self._done.clear()
             self._ready.clear()
@@ -342,6 +378,9 @@ class KeyedExecutor:
                 self._make_ready(group, g)
                 if not g.ready and self._idle > self.reserve:
                     self._cond.notify()  # a spare thread may take it (``_borrow``)
+            grown = None if full else self._grow()
+        if grown is not None:
+            grown.start()
         if full:
             if self._metrics is not None:
                 self._metrics.total.labels(self.name, "full").inc()
@@ -405,6 +444,9 @@ class KeyedExecutor:
                 picked = self._pick(generation)
                 if picked is None:
                     return
+                grown = self._grow()
+            if grown is not None:
+                grown.start()
             self._gauges()
             self._run(*picked)
 
@@ -433,10 +475,30 @@ class KeyedExecutor:
         self._make_ready(name, g)  # the group's next job takes its turn after the other groups'
         return key, job
 
+    def _grow(self) -> threading.Thread | None:
+        """One more worker (not started: the caller starts it outside the lock), when a job that fits
+        its group's bound has waited ``GROW_AFTER_SECONDS`` with no thread idle, the pool is below
+        ``max_workers`` and none was added in the last ``GROW_AFTER_SECONDS`` (lock held)."""
+        if (not self._ready or self._idle > 0 or self._stopping or not self._threads
+                or len(self._threads) >= self.max_workers):
+            return None
+        now = self._clock.monotonic()
+        if now - self._grown_at < GROW_AFTER_SECONDS:
+            return None
+        head = self._groups[self._ready[0]].queue[0]  # the next job in turn
+        if now - self._jobs[head].submitted_at < GROW_AFTER_SECONDS:
+            return None
+        self._grown_at = now
+        t = self._thread(len(self._threads))
+        self._threads.append(t)
+        _log.info("outbound executor %s: a job waited %.1fs for a thread; %d threads now (at most %d)",
+                  self.name, now - self._jobs[head].submitted_at, len(self._threads), self.max_workers)
+        return t
+
     def _borrow(self) -> tuple[Hashable, _Job] | None:
         """A job of a quick group at its bound, on a spare thread (lock held, ``_ready`` empty):
         the quick group with the fewest running jobs, while ``reserve`` other threads stay idle."""
-        if self.workers - self._running - 1 < self.reserve:
+        if len(self._threads) - self._running - 1 < self.reserve:
             return None
         now = self._clock.monotonic()
         best: tuple[int, str] | None = None
@@ -522,8 +584,10 @@ class KeyedExecutor:
         with self._cond:
             running = self._running
             waiting = len(self._jobs) - running
+            threads = len(self._threads)
         self._metrics.queued.labels(self.name).set(waiting)
         self._metrics.in_flight.labels(self.name).set(running)
+        self._metrics.threads.labels(self.name).set(threads)
 
 
 class InlineExecutor:

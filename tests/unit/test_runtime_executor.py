@@ -1,5 +1,6 @@
-"""KeyedExecutor: a fixed pool, one job per key, a per-group (namespace) bound with a bounded FIFO,
-round-robin between groups, results kept until taken, completions enqueued, discard, metrics.
+"""KeyedExecutor: a pool that grows when jobs wait with no thread idle, one job per key, a per-group
+(namespace) bound with a bounded FIFO, round-robin between groups, results kept until taken,
+completions enqueued, discard, metrics.
 
 Jobs block on ``threading.Event``s the test sets; the test waits for *states* (``wait_until``
 with a deadline), never for time to pass.
@@ -19,6 +20,8 @@ from escaler.clock import FakeClock
 from escaler.runtime.executor import (
     DEFAULT_OUTBOUND_PER_GROUP,
     DEFAULT_OUTBOUND_WORKERS,
+    GROW_AFTER_SECONDS,
+    GROW_FACTOR,
     QUICK_JOB_SECONDS,
     InlineExecutor,
     KeyedExecutor,
@@ -101,11 +104,85 @@ def test_defaults() -> None:
 @pytest.mark.parametrize(("kw", "field"), [
     ({"workers": 0}, "workers"), ({"per_group": 0}, "per_group"),
     ({"queue_per_group": -1}, "queue_per_group"), ({"workers": True}, "workers"),
-    ({"per_group": 1.5}, "per_group"),
-], ids=["workers-0", "per-group-0", "queue-negative", "workers-bool", "per-group-float"])
+    ({"per_group": 1.5}, "per_group"), ({"max_workers": 0}, "max_workers"),
+], ids=["workers-0", "per-group-0", "queue-negative", "workers-bool", "per-group-float", "max-workers-0"])
 def test_bad_configuration_is_refused_naming_the_field(kw: dict[str, Any], field: str) -> None:
     with pytest.raises(ValueError, match=f"KeyedExecutor.{field}: must be an integer >= 1"):
         KeyedExecutor("x", **kw)
+
+
+def test_max_workers_below_workers_is_refused_naming_both() -> None:
+    with pytest.raises(ValueError, match=r"KeyedExecutor.max_workers: must be >= workers \(4\), got 3"):
+        KeyedExecutor("x", workers=4, max_workers=3)
+    assert KeyedExecutor("x", workers=4).max_workers == GROW_FACTOR * 4
+
+
+def test_a_job_that_waited_with_every_thread_busy_grows_the_pool_one_thread_per_interval(
+        gate: Gate, registry: CollectorRegistry) -> None:
+    # issue 30: 16 threads, each busy ~50 ms per Prometheus answer, ran 320 collections/s where
+    # 10,000 scalers polled every 30 s need 333/s, so some polls of every interval found the last
+    # one still queued and were skipped. A job that fits its namespace's bound and waits with no
+    # thread idle now adds a thread (one per GROW_AFTER_SECONDS, up to max_workers).
+    clock = FakeClock()
+    ex, _q = _executor(registry, workers=2, per_group=1, clock=clock)
+    try:
+        for ns in ("a", "b"):
+            ex.submit(("m", ns, "s"), ns, "t", gate.job(ns), f"{ns}/s")
+        wait_until(lambda: len(gate.running()) == 2, what="both threads busy")
+        ex.submit(("m", "c", "s"), "c", "t", gate.job("c"), "c/s")
+        clock.step(GROW_AFTER_SECONDS)
+        ex.submit(("m", "d", "s"), "d", "t", gate.job("d"), "d/s")
+        wait_until(lambda: "c" in gate.running(),
+                   what="c's job runs on a new thread after waiting with every thread busy")
+        assert ex.threads() == 3 and "d" not in gate.running(), "one new thread per GROW_AFTER_SECONDS"
+        assert 'escaler_outbound_threads{executor="test"} 3.0' in _exposition(registry)
+        clock.step(GROW_AFTER_SECONDS)
+        ex.submit(("m", "e", "s"), "e", "t", gate.job("e"), "e/s")
+        wait_until(lambda: "d" in gate.running(), what="d's job runs on a fourth thread a second later")
+        assert ex.threads() == 4
+    finally:
+        gate.release_all()
+        ex.stop()
+    assert ex.threads() == 0
+
+
+def test_the_pool_grows_no_further_than_max_workers(gate: Gate, registry: CollectorRegistry) -> None:
+    clock = FakeClock()
+    ex, _q = _executor(registry, workers=1, per_group=1, max_workers=2, clock=clock)
+    try:
+        for ns in "abcd":
+            ex.submit(("m", ns, "s"), ns, "t", gate.job(ns), f"{ns}/s")
+            clock.step(GROW_AFTER_SECONDS)
+        wait_until(lambda: len(gate.running()) == 2, what="two threads busy")
+        for ns in "efg":
+            ex.submit(("m", ns, "s"), ns, "t", gate.job(ns), f"{ns}/s")
+            clock.step(GROW_AFTER_SECONDS)
+        assert ex.threads() == 2 and sorted(gate.running()) == ["a", "b"]
+        gate.release("a")
+        wait_until(lambda: "c" in gate.running(), what="c runs once a thread is free")
+    finally:
+        gate.release_all()
+        ex.stop()
+
+
+def test_a_job_waiting_only_for_its_namespace_bound_or_not_long_enough_grows_nothing(
+        gate: Gate, registry: CollectorRegistry) -> None:
+    clock = FakeClock()
+    ex, _q = _executor(registry, workers=2, per_group=1, clock=clock)
+    try:
+        for ns in ("a", "b"):
+            ex.submit(("m", ns, "s0"), ns, "t", gate.job(f"{ns}0"), f"{ns}/s0")
+        wait_until(lambda: len(gate.running()) == 2, what="both threads busy")
+        ex.submit(("m", "a", "s1"), "a", "t", gate.job("a1"), "a/s1")  # a is at its bound
+        clock.step(5 * GROW_AFTER_SECONDS)
+        ex.submit(("m", "b", "s1"), "b", "t", gate.job("b1"), "b/s1")
+        assert ex.threads() == 2, "jobs held by their namespace's bound need no thread"
+        ex.submit(("m", "c", "s"), "c", "t", gate.job("c"), "c/s")  # fits its bound, just queued
+        ex.submit(("m", "d", "s"), "d", "t", gate.job("d"), "d/s")
+        assert ex.threads() == 2, "a job that has not waited GROW_AFTER_SECONDS adds no thread"
+    finally:
+        gate.release_all()
+        ex.stop()
 
 
 def test_per_namespace_bound_the_fifth_waits_and_another_namespace_still_runs(
