@@ -44,7 +44,10 @@ control plane (``hack/cluster.py``, kube-controller-manager with its *default* H
 comparison; the CRDs and this bench stay current). ``BENCH_PROFILE=1`` also records the manager
 with py-spy (idle window and surge, GIL-holding samples only; raw collapsed stacks and a top-frames
 summary in the work directory, printed at the end) and its threads by name -- docs/performance.md;
-``BENCH_PROFILE=cpu`` records the same windows with a deterministic CPU-clock profile instead
+``BENCH_CAPACITY_MEMPROBE=1`` runs the manager under ``bench/memprobe.py`` and prints where its RSS is
+before any scaler (no collection, no trim) and after the surge (pymalloc, glibc, garbage, threads,
+Python objects by type; the row's figures are read first). ``BENCH_PROFILE=cpu`` records the same
+windows with a deterministic CPU-clock profile instead
 (``bench/cpuprofile.py``, yappi: every call on every thread; ``cpu-<N>-{idle,surge}.txt``).
 Rows are also appended as JSON lines to ``<workdir>/capacity.jsonl`` as each N finishes.
 """
@@ -119,6 +122,8 @@ PROFILE = os.environ.get("BENCH_PROFILE", "0") not in ("", "0")
 CPU_PROFILE = os.environ.get("BENCH_PROFILE", "0") == "cpu"
 # extra flags for the manager (e.g. "--max-concurrent-reconciles=16"), split on spaces
 MANAGER_ARGS = os.environ.get("BENCH_CAPACITY_MANAGER_ARGS", "").split()
+# BENCH_CAPACITY_MEMPROBE=1: after the surge, where the manager's RSS is (bench/memprobe.py)
+MEMPROBE = os.environ.get("BENCH_CAPACITY_MEMPROBE", "0") not in ("", "0")
 NOTES += (
     f"\nThis run: `BENCH_CAPACITY_N={','.join(map(str, NS_LIST))} BENCH_CAPACITY_NAMESPACES={NAMESPACES} "
     f"BENCH_CAPACITY_IDLE_CYCLES={IDLE_CYCLES:g} BENCH_CAPACITY_HPA={int(RUN_HPA)} "
@@ -462,6 +467,8 @@ class Run:
         kc = self.cluster.user_kubeconfig(USER)
         self.log = open(self.work / "manager.log", "wb")  # noqa: SIM115
         wrap = [str(ROOT / "bench" / "cpuprofile.py"), str(self.work)] if CPU_PROFILE else []
+        if MEMPROBE and not CPU_PROFILE:
+            wrap = [str(ROOT / "bench" / "memprobe.py"), str(self.work)]
         self.mgr = subprocess.Popen(
             [
                 sys.executable,
@@ -505,6 +512,19 @@ class Run:
                 (self.work / name).write_bytes(r.read())
         except OSError as err:
             (self.work / name).write_text(f"metrics unavailable: {err}\n")
+
+    def memprobe(self, label: str, observe: bool = False) -> None:
+        """bench/memprobe.py's RSS decomposition of the manager, printed and kept in the work dir
+        (``observe``: without the collection and the trim, which would move the baseline)."""
+        if self.mgr is None:
+            return
+        (self.work / "memprobe.label").write_text(label + (" observe" if observe else ""))
+        out = self.work / f"memprobe-{label}.txt"
+        os.kill(self.mgr.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 120
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        print(out.read_text() if out.exists() else f"  memprobe: no report in {out}", flush=True)
 
     def alive(self) -> bool:
         return self.mgr is not None and self.mgr.poll() is None
@@ -562,6 +582,8 @@ class Run:
         time.sleep(8)
         rss0 = proc_status(pid)["VmRSS"]
         threads0 = proc_status(pid)["Threads"]
+        if MEMPROBE and not CPU_PROFILE:
+            self.memprobe(f"{n}-before", observe=True)
         obs, collected = TargetObserver(), CollectedObserver()
         Watch(self.api, f"/apis/{GROUP}/v1/{PLURAL}", obs.on_event).start()
         Watch(self.api, "/apis/elasticscaler.io/v1alpha1/elasticscalers", collected.on_event).start()
@@ -624,6 +646,8 @@ class Run:
         c_end, s_end = cpu_seconds(pid), self.server_cpu()
         st = proc_status(pid)
         self.dump_metrics(f"metrics-{n}-after-surge.txt")
+        if MEMPROBE and not CPU_PROFILE:  # after the row's RSS is read: the probe collects and trims
+            self.memprobe(f"{n}-after-surge")
         # the API server's own count of the manager's writes in the surge (independent of the watch)
         w_end = time.time()
         time.sleep(3)  # audit lines of requests received before w_end

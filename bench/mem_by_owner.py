@@ -9,7 +9,9 @@ each structure the manager keeps per scaler, in a fixed order, and counts every 
 from it that no earlier structure reached (``sys.getsizeof``; a shared string or model counts once,
 for the first owner). The difference between the walk after the scalers and before them, divided by
 N, is that structure's KiB per scaler. The fake API server's own state (its objects, watch history
-and views) is walked too and printed apart: a real manager does not hold it.
+and views) is walked too and printed apart: a real manager does not hold it. ``MEM_DISTINCT=1``
+gives every scaler its own ExternalServer query (bench/bench_capacity.py's fleet: no two triggers
+equal, so the shared spec parts share nothing).
 
 Why both: tracemalloc's by-file rows are approximate (a dict reused from CPython's free list keeps
 the file of its first allocation, so ``frozen.py``'s row included the fake API server's copies),
@@ -31,7 +33,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
-from es_fakes import Harness, deployment, external_metric, harness, metrics_trigger, scaler  # noqa: E402
+from es_fakes import (  # noqa: E402
+    Harness,
+    deployment,
+    external_metric,
+    external_server_metric,
+    harness,
+    metrics_trigger,
+    scaler,
+)
 
 _SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
          types.CodeType, types.FrameType, threading.Thread)
@@ -86,16 +96,26 @@ def _walk(h: Harness) -> dict[str, int]:
     return {name: _size(obj, seen) for name, obj in _owners(h)}
 
 
-def measure(n: int, polls: int = 2) -> list[tuple[str, float]]:
+def _metric(i: int, distinct: bool) -> dict[str, Any]:
+    """One template's External metric, or (``distinct``) an ExternalServer query of its own per
+    scaler, as bench/bench_capacity.py's fleet has: no two triggers are equal."""
+    if distinct:
+        return external_server_metric(f'sum(load{{scaler="es{i}"}})', "10")
+    return external_metric("queue", "10")
+
+
+def measure(n: int, polls: int = 2, distinct: bool = False) -> list[tuple[str, float]]:
     with harness(poll_interval=30.0) as h:
         for i in range(n):
             h.api("deployments").create(deployment(f"w{i}", 2))
         h.start()
         h.collector.values["queue"] = 20.0
+        for i in range(n) if distinct else ():
+            h.collector.values[f'sum(load{{scaler="es{i}"}})'] = 20.0
         h.wait_synced()
         before = _walk(h)
         for i in range(n):
-            obj = scaler(f"es{i}", metrics_trigger(external_metric("queue", "10")))
+            obj = scaler(f"es{i}", metrics_trigger(_metric(i, distinct)))
             obj["spec"]["targetRef"]["name"] = f"w{i}"
             h.api("elasticscalers").create(obj)
         h.wait_synced()
@@ -111,5 +131,6 @@ def measure(n: int, polls: int = 2) -> list[tuple[str, float]]:
 
 if __name__ == "__main__":
     n = int(os.environ.get("MEM_N", "500"))
-    for name, kib in measure(n, int(os.environ.get("MEM_POLLS", "2"))):
+    distinct = os.environ.get("MEM_DISTINCT", "0") not in ("", "0")
+    for name, kib in measure(n, int(os.environ.get("MEM_POLLS", "2")), distinct):
         print(f"{kib:7.2f} KiB/scaler  {name}")

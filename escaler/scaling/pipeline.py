@@ -210,7 +210,7 @@ def _is_time(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RecommendResult:
     """The recommend step's result: a raw count, or why there is none. Exactly one of
     ``replicas``, ``unavailable``, ``invalid_spec`` is set; use the constructors."""
@@ -396,7 +396,7 @@ class Behavior:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PipelineState:
     """What a scaler carries from one sync to the next (the reconciler keeps it)."""
 

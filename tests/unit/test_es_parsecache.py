@@ -113,3 +113,34 @@ def test_sharing_never_changes_what_is_reparsed() -> None:
     assert edited is not first
     assert str(edited.scaler.spec.trigger.metrics_trigger.metrics[0].external.target.value) == "30"  # type: ignore[union-attr]
     assert cache.peek(req, _named("a", "1", metrics_trigger(external_metric("queue", "10")))) is None
+
+
+def test_triggers_differing_only_in_their_query_share_the_metric_target() -> None:
+    from es_fakes import external_server_metric
+
+    cache = ParseCache()
+    parsed = [cache.load(Request("default", n),
+                         _named(n, "1", metrics_trigger(external_server_metric(q, "10"))))
+              for n, q in (("a", "sum(a)"), ("b", "sum(b)"), ("c", "sum(c)"))]
+    sources = [p.scaler.spec.trigger.metrics_trigger.metrics[0].external_server for p in parsed]  # type: ignore[union-attr]
+    assert all(s is not None for s in sources)
+    assert [s.query for s in sources] == ["sum(a)", "sum(b)", "sum(c)"]  # type: ignore[union-attr]
+    assert sources[0].target is sources[1].target is sources[2].target, "one parsed target for the fleet"  # type: ignore[union-attr]
+    assert cache.shared.hits == 0  # the triggers themselves differ
+
+
+def test_a_different_metric_target_keeps_its_own_and_reads_it() -> None:
+    from es_fakes import external_server_metric
+
+    from escaler.api.elasticscaler import ElasticScaler
+
+    cache = ParseCache()
+    a_obj = _named("a", "1", metrics_trigger(external_server_metric("q1", "10")))
+    a = cache.load(Request("default", "a"), a_obj)
+    b_obj = _named("b", "1", metrics_trigger(external_server_metric("q2", "20")))
+    b = cache.load(Request("default", "b"), b_obj)
+    ta = a.scaler.spec.trigger.metrics_trigger.metrics[0].external_server.target  # type: ignore[union-attr]
+    tb = b.scaler.spec.trigger.metrics_trigger.metrics[0].external_server.target  # type: ignore[union-attr]
+    assert ta is not tb and (str(ta.value), str(tb.value)) == ("10", "20")
+    fresh = ElasticScaler.parse(b_obj)
+    assert b.scaler == fresh and b.scaler.to_object() == fresh.to_object()

@@ -35,3 +35,20 @@ def test_equal_metrics_of_two_scalers_key_their_windows_with_one_string() -> Non
     assert a == b and a is b
     other = window_key(0, _metric("queue", "20"))
     assert other != a, "a spec edit still starts a fresh window"
+
+
+def test_the_per_scaler_memory_records_carry_no_instance_dict() -> None:
+    """What the reconciler keeps per scaler between polls (issue 30): the memory, the metrics memory,
+    its last collection and recommendation, and the pipeline state are slotted records."""
+    from escaler.reconcilers.elasticscaler.context import ScalerMemory
+    from escaler.reconcilers.elasticscaler.metricsync import Collection, MetricsMemory
+    from escaler.scaling.pipeline import PipelineState, RecommendResult
+
+    rec = RecommendResult.from_metrics(3, evaluated=1, total=1)
+    memory = ScalerMemory(uid="u", metrics=MetricsMemory(last=Collection(1.0, 1, (), rec, ())),
+                          state=PipelineState())
+    assert memory.metrics.last is not None
+    for obj in (memory, memory.metrics, memory.metrics.last, rec, memory.state):
+        assert not hasattr(obj, "__dict__"), type(obj).__name__
+    memory.wrote_from = "7"  # the reconciler still updates its own record in place
+    assert memory.wrote_from == "7"

@@ -31,7 +31,7 @@ __all__ = ["Resolved", "ScalerMemory"]
 _NO_PULL = PullMemory()
 
 
-@dataclass
+@dataclass(slots=True)
 class ScalerMemory:
     """What this process keeps about one scaler between syncs (see the module docstring)."""
 

@@ -159,7 +159,7 @@ def window_key(index: int, spec: MetricSpec) -> str:
 _NO_PODS: Mapping[str, PodCounts] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Collection:
     """One metrics collection and what it recommended (reused until the next poll)."""
 
@@ -172,7 +172,7 @@ class Collection:
     statuses: tuple[MetricStatus, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MetricsMemory:
     """What metricsync keeps about one scaler between syncs (in this process only)."""
 

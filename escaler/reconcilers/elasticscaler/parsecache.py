@@ -29,6 +29,10 @@ one per scaler. The key is the raw subtree's canonical JSON and a swap needs ``=
 ``Parsed`` reads, dumps and compares exactly as an unshared parse; the table is an LRU of
 ``DEFAULT_MAX_ENTRIES`` distinct parts (an evicted part only costs a scaler its own copy). The cache's
 entries stay keyed by ``(uid, resourceVersion)`` as above: sharing never decides what is reparsed.
+A fleet whose triggers differ only in their queries (one PromQL per scaler) shares nothing at
+that level, so each metric's source also goes through the table for its ``target`` and ``metric``
+parts (``SHARED_SOURCE_FIELDS``, a second table of the same kind and bound, ``sources``): one
+parsed ``AverageValue 10`` for the fleet, not one per scaler.
 """
 
 from __future__ import annotations
@@ -51,10 +55,15 @@ from escaler.scaling.annotations import (
     parse_annotations,
 )
 
-__all__ = ["SHARED_SPEC_FIELDS", "ParseCache", "Parsed", "defaults_for"]
+__all__ = ["SHARED_SOURCE_FIELDS", "SHARED_SPEC_FIELDS", "ParseCache", "Parsed", "defaults_for"]
 
 # the spec's parts a fleet made from one template has in common (not targetRef: one per scaler)
 SHARED_SPEC_FIELDS = ("trigger", "fallback", "floor_from", "scale_down")
+# a metric source's parts shared when its trigger is not (the query or the selector differs)
+SHARED_SOURCE_FIELDS = ("target", "metric")
+# MetricSpec's source fields and their names in the raw metric
+_SOURCES = (("resource", "resource"), ("custom", "custom"), ("external", "external"),
+            ("external_server", "externalServer"))
 
 
 def defaults_for(scaler: ElasticScaler) -> ScalerAnnotations:
@@ -83,6 +92,8 @@ class ParseCache:
         self._entries: dict[Request, tuple[tuple[str, str], Parsed]] = {}
         # equal spec parts shared across the scalers parsed here (thread-safe on its own)
         self.shared = SubModelTable()
+        # equal metric-source parts (SHARED_SOURCE_FIELDS) shared likewise, in a table of their own
+        self.sources = SubModelTable()
 
     def load(self, req: Request, obj: Mapping[str, Any]) -> Parsed:
         """``obj`` parsed (``pydantic.ValidationError`` when it does not parse)."""
@@ -97,6 +108,7 @@ class ParseCache:
         spec = obj.get("spec")
         if isinstance(spec, Mapping):
             self.shared.share(scaler.spec, spec, SHARED_SPEC_FIELDS)
+            self._share_sources(scaler, spec)
         # behavior.* (stabilization, step limits) applies to every trigger; metrics.* only to metrics.
         # A StateTrigger has no scale-down window unless one is set: its source has decided already
         defaults = defaults_for(scaler)
@@ -107,6 +119,24 @@ class ParseCache:
             with self._mu:
                 self._entries[req] = (version, parsed)
         return parsed
+
+    def _share_sources(self, scaler: ElasticScaler, spec: Mapping[str, Any]) -> None:
+        """Each metric source's ``SHARED_SOURCE_FIELDS`` through the table (a no-op on a trigger
+        already shared: its sources are the shared tree's, swapped with it)."""
+        mt = scaler.spec.trigger.metrics_trigger if scaler.spec.trigger is not None else None
+        trigger = spec.get("trigger")
+        raw_mt = trigger.get("metricsTrigger") if isinstance(trigger, Mapping) else None
+        raw_metrics = raw_mt.get("metrics") if isinstance(raw_mt, Mapping) else None
+        if mt is None or not isinstance(raw_metrics, list | tuple) or len(raw_metrics) != len(mt.metrics):
+            return
+        for metric, raw in zip(mt.metrics, raw_metrics, strict=True):
+            if not isinstance(raw, Mapping):
+                continue
+            for name, alias in _SOURCES:
+                source = metric.__dict__.get(name)
+                raw_source = raw.get(alias)
+                if source is not None and isinstance(raw_source, Mapping):
+                    self.sources.share(source, raw_source, SHARED_SOURCE_FIELDS)
 
     def peek(self, req: Request, obj: Mapping[str, Any]) -> Parsed | None:
         """The parse of ``obj`` if it was loaded already (same uid and resourceVersion), else None:

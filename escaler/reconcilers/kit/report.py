@@ -41,6 +41,13 @@ rebuilt or serialised, nothing is sent (``StatusWriter.skip``), the plan's event
 scaler) are recorded as a full sync would, and nothing is logged. With the opt-in refresh, pending
 drift is still written when due. Any other path's status write (a hold, a claim, the HPA mirror) drops the
 key, so the next sync builds afresh; the key map is bounded like the writer's (``MAX_REMEMBERED``).
+
+**The key is kept compact** (issue 30, memory per scaler): a fleet's keys hold one copy of each
+equal condition row (type, status, reason, message) and of each equal set of rows, taken from a
+table of at most ``SHARED_ROWS_MAX`` entries that starts over when full, and one ``Validation`` for
+every valid spec. Sharing only replaces a value by an equal one (tuples and frozen dataclasses of
+strings): what compares equal, and so every decision, is unchanged; a row missing from the table
+only costs its own copy.
 """
 
 from __future__ import annotations
@@ -93,8 +100,8 @@ from escaler.scaling.conditions import (
 from escaler.scaling.pipeline import Decision
 from escaler.scaling.text import cap_text
 
-__all__ = ["CLAIM_RECHECK_SECONDS", "EVENT_INVALID_ANNOTATION", "ReportedKind", "Reporter",
-           "Synced"]
+__all__ = ["CLAIM_RECHECK_SECONDS", "EVENT_INVALID_ANNOTATION", "SHARED_ROWS_MAX", "ReportedKind",
+           "Reporter", "Synced"]
 
 # the reason of the Warning event reporting an unusable annotation (docs/reference/annotations.md)
 EVENT_INVALID_ANNOTATION = "InvalidAnnotation"
@@ -141,7 +148,7 @@ class Synced:
     validation: Validation = field(default_factory=Validation)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Seen:
     """The last status ``synced`` built for a scaler (see the module docstring)."""
 
@@ -355,6 +362,24 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str(meta.get("uid") or meta.get("name"))
 
 
+# equal condition rows and sets of rows shared by the keys of a fleet (see the module docstring)
+SHARED_ROWS_MAX = 4096
+_shared_rows: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+# the Validation of every valid spec, in the keys
+_VALID = Validation()
+
+
+def _shared(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The table's tuple equal to ``row`` (``row`` itself, remembered, when there is none). No lock:
+    each dict operation is atomic, and two threads racing on one row can only keep equal tuples."""
+    held = _shared_rows.get(row)
+    if held is not None:
+        return held
+    if len(_shared_rows) >= SHARED_ROWS_MAX:
+        _shared_rows.clear()  # start over: bounded whatever the messages
+    return _shared_rows.setdefault(row, row)
+
+
 def _key(sync: Sync, s: Synced, p: Plan) -> tuple[Any, ...]:
     """Everything ``synced`` builds the status from except the metric values (see the module docstring)."""
     meta = sync.obj.get("metadata")
@@ -363,8 +388,10 @@ def _key(sync: Sync, s: Synced, p: Plan) -> tuple[Any, ...]:
     state = d.state if s.error is None else d.state_after_failed_write
     rows = tuple((m.name, m.type, m.target, m.target_type, m.recommended_replicas, m.error)
                  for m in s.current_metrics)
-    return (rv, sync.generation, s.target, p.writes, p.removes, rows, d.current, d.desired,
-            state.deferred_since, s.advisory, d.would_write, s.validation, d.fallback)
+    writes = _shared(tuple(_shared(w) for w in p.writes))
+    validation = _VALID if s.validation == _VALID else s.validation
+    return (rv, sync.generation, s.target, writes, p.removes, rows, d.current, d.desired,
+            state.deferred_since, s.advisory, d.would_write, validation, d.fallback)
 
 
 def _counts(status: ScalerStatus, d: Decision, written: bool) -> None:

@@ -1,0 +1,251 @@
+"""Run a Python module and, on a signal, write where its resident memory is (RSS decomposition).
+
+``python bench/memprobe.py OUTDIR -m MODULE [ARGS...]`` runs ``MODULE`` as ``python -m`` would
+(``sys.argv`` = ``[MODULE, *ARGS]``). On ``SIGUSR1`` it writes ``OUTDIR/memprobe-<label>.txt``
+(``<label>``: the content of ``OUTDIR/memprobe.label``, ``window`` when absent) with, in order:
+
+1. ``VmRSS`` as found, the garbage collector's generation counts, and the live object count;
+2. pymalloc's own view (``sys._debugmallocstats``): the bytes of its arenas, of the blocks in use,
+   of free blocks in partly used pools (fragmentation inside pymalloc);
+3. glibc's view (``mallinfo2``): bytes in use, free bytes kept in the heaps (fragmentation outside
+   pymalloc: every object > 512 bytes, every thread's arena), mmapped bytes, the arena count
+   (``malloc_info``);
+4. ``VmRSS`` after ``gc.collect()`` (what uncollected garbage held), then after
+   ``malloc_trim(0)`` (what glibc kept free but resident);
+5. last (its own bookkeeping allocates), the Python objects reachable from the collector's, by
+   type (``sys.getsizeof``, each counted once), and before all that the resident KB by kind of
+   mapping (``/proc/self/smaps``) and the threads by name.
+
+A label ending in `` observe`` (``memprobe.label``: ``<label> observe``) skips step 4.
+
+Steps 4 change the process (a full collection, a trim): the caller reads its own RSS figure
+*before* sending the signal. ``OUTDIR/memprobe.ready`` appears once the handler is installed.
+This is a measuring tool for bench/bench_capacity.py (``BENCH_CAPACITY_MEMPROBE=1``), not part
+of the product.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import gc
+import os
+import re
+import runpy
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                     "fordblks", "keepcost")
+    ]
+
+
+def _rss_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _pymalloc_stats() -> str:
+    """``sys._debugmallocstats()`` writes to the C stderr: capture fd 2 into a temporary file."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        return tmp.read().decode(errors="replace")
+
+
+def _summarize_pymalloc(text: str) -> list[str]:
+    keep = (
+        "# arenas allocated current",
+        "# arenas highwater mark",
+        "# bytes in allocated blocks",
+        "# bytes in available blocks",
+        "unused pools * ",
+        "# bytes lost to pool headers",
+        "# bytes lost to quantization",
+    )
+    out = []
+    for line in text.splitlines():
+        if any(k in line for k in keep):
+            out.append("  pymalloc " + re.sub(r"\s*=\s*", " = ", line.strip()))
+    return out
+
+
+def _glibc() -> list[str]:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    mi = _Mallinfo2()
+    libc.mallinfo2.restype = _Mallinfo2
+    mi = libc.mallinfo2()
+    lines = [
+        f"  glibc arena (sbrk+heaps) bytes = {mi.arena:,}",
+        f"  glibc in use (uordblks) = {mi.uordblks:,}",
+        f"  glibc free kept (fordblks) = {mi.fordblks:,}",
+        f"  glibc mmapped (hblkhd) = {mi.hblkhd:,} in {mi.hblks} blocks",
+    ]
+    # malloc_info(0, FILE*): one <heap nr=...> per arena
+    size = ctypes.c_size_t()
+    buf = ctypes.c_char_p()
+    libc.open_memstream.restype = ctypes.c_void_p
+    fp = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+    if fp:
+        libc.malloc_info(0, ctypes.c_void_p(fp))
+        libc.fclose(ctypes.c_void_p(fp))
+        xml = ctypes.string_at(buf, size.value).decode(errors="replace")
+        libc.free(buf)
+        lines.append(f"  glibc arenas (malloc_info heaps) = {xml.count('<heap nr=')}")
+    return lines
+
+
+_HEAP_ALIGN = 64 << 20  # glibc's per-thread heaps (HEAP_MAX_SIZE on 64-bit) start 64 MiB-aligned
+
+
+def _smaps() -> list[str]:
+    """Resident KB by kind of mapping: files (code, libraries), the brk heap (glibc's main arena),
+    glibc's per-thread heaps, thread stacks (8 MiB anonymous mappings), the rest of the anonymous
+    memory (pymalloc's 1 MiB arenas, glibc's mmapped large blocks). A heuristic by shape."""
+    kinds: dict[str, int] = {}
+    kind = "other"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            path = head[5] if len(head) > 5 else ""
+            if path == "[heap]":
+                kind = "brk heap (glibc main arena)"
+            elif path.startswith("[stack"):
+                kind = "main thread stack"
+            elif path.startswith("/"):
+                kind = "files (code, libraries)"
+            elif path:
+                kind = path
+            elif start % _HEAP_ALIGN == 0 and end - start <= _HEAP_ALIGN:
+                kind = "glibc thread heaps"
+            elif end - start == 8 << 20:
+                kind = "thread stacks (8 MiB mappings)"
+            else:
+                kind = "other anonymous (pymalloc arenas, mmapped blocks)"
+        elif head[0] == "Rss:":
+            kinds[kind] = kinds.get(kind, 0) + int(head[1])
+    return [f"  smaps Rss KB {k} = {v:,}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])]
+
+
+def _thread_names() -> str:
+    names: dict[str, int] = {}
+    for t in threading.enumerate():
+        n = re.sub(r"\d+", "#", t.name)
+        names[n] = names.get(n, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(names.items(), key=lambda kv: -kv[1]))
+
+
+def _by_type(top: int = 30) -> list[str]:
+    """Bytes (``sys.getsizeof``) of every object reachable from the objects the collector tracks
+    (strings, numbers and untracked containers included), each counted once, by type: the live
+    heap as Python sees it. The walk's own bookkeeping is left out."""
+    sizes: dict[str, list[int]] = {}
+    objs = gc.get_objects()
+    seen: set[int] = set()
+    stack: list[object] = []
+    skip = {id(objs), id(seen), id(stack), id(sizes)}
+    stack.extend(objs)
+    while stack:
+        o = stack.pop()
+        i = id(o)
+        if i in seen or i in skip:
+            continue
+        seen.add(i)
+        t = type(o)
+        try:
+            b = sys.getsizeof(o)
+        except TypeError:
+            continue
+        name = f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+        row = sizes.get(name)
+        if row is None:
+            row = sizes[name] = [0, 0]
+        row[0] += b
+        row[1] += 1
+        stack.extend(gc.get_referents(o))
+        if t is not type:  # a managed instance __dict__ is not a referent of its object
+            try:
+                d = object.__getattribute__(o, "__dict__")
+            except Exception:
+                d = None
+            if type(d) is dict:
+                stack.append(d)
+    del objs, stack
+    total = sum(b for b, _ in sizes.values())
+    out = [f"  python heap (getsizeof) total = {total:,} in {sum(c for _, c in sizes.values()):,} objects"]
+    for name, (b, c) in sorted(sizes.items(), key=lambda kv: -kv[1][0])[:top]:
+        out.append(f"  type {name} = {b:,} in {c:,}")
+    return out
+
+
+def probe(outdir: Path) -> None:
+    label_file = outdir / "memprobe.label"
+    text = label_file.read_text().split() if label_file.exists() else []
+    label = text[0] if text else "window"
+    observe_only = "observe" in text[1:]  # no collection, no trim: the caller measures from here
+    lines = [f"memprobe {label}", f"VmRSS KB as found = {_rss_kb()}"]
+    lines.append(f"threads = {threading.active_count()}: {_thread_names()}")
+    lines += _smaps()
+    lines.append(f"gc counts (gen0, gen1, gen2 pending) = {gc.get_count()}")
+    lines.append(f"gc objects tracked = {len(gc.get_objects()):,}")
+    lines += _summarize_pymalloc(_pymalloc_stats())
+    lines += _glibc()
+    if observe_only:
+        _write(outdir, label, [*lines, *_by_type()])
+        return
+    found = gc.collect()
+    lines.append(f"gc.collect() found {found:,} unreachable; VmRSS KB after = {_rss_kb()}")
+    lines += _summarize_pymalloc(_pymalloc_stats())
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.malloc_trim(0)
+    lines.append(f"VmRSS KB after malloc_trim(0) = {_rss_kb()}")
+    lines += _glibc()
+    lines += _by_type()  # last: the walk's own bookkeeping allocates (tens of MB at 10,000 scalers)
+    _write(outdir, label, lines)
+
+
+def _write(outdir: Path, label: str, lines: list[str]) -> None:
+    out = outdir / f"memprobe-{label}.txt"
+    partial = out.with_suffix(".partial")
+    partial.write_text("\n".join(lines) + "\n")
+    partial.replace(out)
+
+
+def main() -> int:
+    if len(sys.argv) < 4 or sys.argv[2] != "-m":
+        print("usage: memprobe.py OUTDIR -m MODULE [ARGS...]", file=sys.stderr)
+        return 2
+    outdir, module, args = Path(sys.argv[1]), sys.argv[3], sys.argv[4:]
+    def handler(*_: object) -> None:
+        try:
+            probe(outdir)
+        except Exception as exc:
+            label = (outdir / "memprobe.label").read_text().split()[0]
+            _write(outdir, label, [f"memprobe failed: {exc!r}"])
+
+    signal.signal(signal.SIGUSR1, handler)
+    (outdir / "memprobe.ready").write_text("")
+    sys.argv = [module, *args]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
