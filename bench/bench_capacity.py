@@ -17,7 +17,11 @@ control plane (``hack/cluster.py``, kube-controller-manager with its *default* H
 3. Measured: ``create s`` (POSTing 2N objects, 8 client threads), ``first poll s`` (creation done
    -> every scaler's status shows a collection: ScalingActive=True or currentMetrics),
    ``idle CPU ms/poll`` (manager utime+stime from /proc over ``BENCH_CAPACITY_IDLE_CYCLES`` x 30 s,
-   default 2, after one more settling interval), ``idle writes`` (every completed
+   default 2, after one more settling interval), ``empty cores`` (the same manager's CPU per second
+   over ``BENCH_CAPACITY_EMPTY_S``, default 60, before any scaler exists: its fixed part -- leases,
+   informer watches, its own periodic passes) and ``idle marginal ms/query`` (the idle window's CPU
+   less ``empty cores`` over the same span, per query: what a poll costs beyond the fixed part, the
+   figure that does not move with how few polls share the fixed part), ``idle writes`` (every completed
    create/update/patch/delete of the manager's user in the audit log in that window -- not a
    name prefix) with the fake's query count (``queries/scaler/poll``: 1.0 means every scaler was
    polled once per interval; the row fails if the manager died or never queried), then the
@@ -105,12 +109,17 @@ its audit log, of the manager's writes during the surge; `surge apiserver+etcd C
 control plane spent over the same span on the same two cores. `idle ms/query` (newer runs) is the
 manager's idle CPU per query it made (per completed poll; `idle CPU ms/poll` divides by N instead),
 `idle others cores` what the fake Prometheus, the API server and etcd used over the idle window on
-the same two cores.
+the same two cores. `empty cores` (newer runs) is the manager's CPU with no scaler, measured before
+the fleet is created; `idle marginal ms/query` the idle window's CPU less that fixed part, per query;
+`idle system share` the part of the idle window's CPU spent in the kernel (system time).
 """
 
 NS_LIST = [int(x) for x in os.environ.get("BENCH_CAPACITY_N", "1000,3000,10000").split(",") if x.strip()]
 NAMESPACES = int(os.environ.get("BENCH_CAPACITY_NAMESPACES", "10"))
 IDLE_CYCLES = float(os.environ.get("BENCH_CAPACITY_IDLE_CYCLES", "2"))
+# seconds of the empty manager's CPU measured before any scaler exists (its fixed part: leases,
+# informer watches, the poller's passes; 0 skips it and the marginal column)
+EMPTY_S = float(os.environ.get("BENCH_CAPACITY_EMPTY_S", "60"))
 RUN_HPA = os.environ.get("BENCH_CAPACITY_HPA", "1") != "0"
 # BENCH_CAPACITY_ESCALER=0 runs only the HPA row (e.g. the HPA at 10,000 in a run of its own)
 RUN_ESCALER = os.environ.get("BENCH_CAPACITY_ESCALER", "1") != "0"
@@ -226,8 +235,14 @@ def proc_status(pid: int) -> dict[str, int]:
 
 
 def cpu_seconds(pid: int) -> float:
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 # --- objects -------------------------------------------------------------------------------------
@@ -526,6 +541,14 @@ class Run:
             time.sleep(0.5)
         print(out.read_text() if out.exists() else f"  memprobe: no report in {out}", flush=True)
 
+    def empty_cores(self, pid: int) -> float | None:
+        """The manager's CPU per second over ``EMPTY_S`` with no scaler: its fixed part."""
+        if EMPTY_S <= 0:
+            return None
+        c0, w0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(EMPTY_S)
+        return (cpu_seconds(pid) - c0) / (time.monotonic() - w0)
+
     def alive(self) -> bool:
         return self.mgr is not None and self.mgr.poll() is None
 
@@ -582,6 +605,7 @@ class Run:
         time.sleep(8)
         rss0 = proc_status(pid)["VmRSS"]
         threads0 = proc_status(pid)["Threads"]
+        empty_cores = self.empty_cores(pid)
         if MEMPROBE and not CPU_PROFILE:
             self.memprobe(f"{n}-before", observe=True)
         obs, collected = TargetObserver(), CollectedObserver()
@@ -612,9 +636,11 @@ class Run:
         def others() -> float:  # the rest of the machine: the fake Prometheus, the API server, etcd
             return cpu_seconds(proc.pid) + self.server_cpu()
 
+        sys0 = cpu_split(pid)[1]
         q0, c0, o0, w0 = load.count.value, cpu_seconds(pid), others(), time.time()
         time.sleep(idle_s)
         q1, c1, o1, w1 = load.count.value, cpu_seconds(pid), others(), time.time()
+        sys1 = cpu_split(pid)[1]
         if spy:
             spy.wait(60)
         if not self.alive():
@@ -666,7 +692,13 @@ class Run:
             "idle CPU ms/poll": round((c1 - c0) / (idle_s / POLL) * 1000),
             "idle cores": round((c1 - c0) / (w1 - w0), 3),
             "idle ms/query": round((c1 - c0) * 1000 / queries, 2),
+            "idle system share": round((sys1 - sys0) / max(c1 - c0, 1e-9), 2),
             "idle others cores": round((o1 - o0) / (w1 - w0), 3),
+            **({} if empty_cores is None else {
+                "empty cores": round(empty_cores, 4),
+                # the idle window's CPU less what the same manager used with no scaler, per query
+                "idle marginal ms/query": round(((c1 - c0) - empty_cores * (w1 - w0)) * 1000 / queries, 2),
+            }),
             "idle writes": sum(idle_writes.values()),
             "queries/scaler/poll": round(queries / n / (idle_s / POLL), 2),
             **surge_stats(obs, ts, n, surge_timeout),

@@ -32,6 +32,11 @@ Contract of ``fetch(client, url, timeout=...)``:
 * The request is built here, from the URL alone: no cookies (nothing is ever stored), no proxy
   (``HTTP(S)_PROXY``/``NO_PROXY`` and ``.netrc`` are not read; a proxy would also defeat the
   address policy).
+* **No delayed-ACK stall**: every receive first asks the kernel to acknowledge at once
+  (``TCP_QUICKACK`` on Linux). A server that writes its head and its body separately with Nagle's
+  algorithm on would otherwise wait for the kernel's delayed ACK (~40 ms) before sending the body:
+  each answer took ~44 ms of wall clock, the outbound thread was held all that time, and the poll
+  finished on a cold core (measured in ``bench/bench_fetch_head.py``'s ``split answer`` rows).
 * **Keep-alive** (``HttpClient(keep_alive=True)``, the default): after a complete exchange — the
   body read to its end, no ``Connection: close``, no error or timeout, no byte left over — the
   connection is kept idle in the client's ``escaler.signals.connpool.ConnectionPool`` and the next
@@ -55,6 +60,8 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import http.client
 import io
 import ipaddress
@@ -66,7 +73,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlsplit
 
 from escaler.clock import Clock, RealClock
 from escaler.scaling.endpoints import check_endpoint_url
@@ -108,6 +115,14 @@ Resolver = Callable[[str, int], Sequence[str]]
 _USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/?#]*@")
 # a header value: visible ASCII and spaces, no CR/LF
 _TOKEN_RE = re.compile(r"[\x21-\x7e][\x20-\x7e]*")
+# socket option acknowledging received data at once (Linux); None where the platform lacks it
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+# URLs whose checks and quoting are kept (``_url_facts``): one entry per distinct endpoint URL
+_URL_FACTS_MAX = 1024
+# what application/x-www-form-urlencoded makes of each byte (``urllib.parse.quote_plus``'s rule)
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+_FORM_BYTE: tuple[str, ...] = tuple(
+    chr(b) if b in _UNRESERVED else "+" if b == 0x20 else f"%{b:02X}" for b in range(256))
 
 
 def redact_url(url: str) -> str:
@@ -328,7 +343,20 @@ class _DeadlineRaw(io.RawIOBase):
             except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 return None  # nothing there: the raw-stream answer for "would block"
         self._sock.settimeout(self._exchange.left())
+        _quick_ack(self._sock)
         return self._sock.recv_into(buffer)
+
+
+def _quick_ack(sock: socket.socket) -> None:
+    """Acknowledge what arrives at once instead of after the kernel's delayed-ACK timer (Linux
+    ``TCP_QUICKACK``, which the kernel clears by itself, hence once per receive): a server that
+    sends its head and its body in two writes with Nagle's algorithm on (Python's ``http.server``,
+    many exporters and pull endpoints) holds the body until the head is acknowledged, ~40 ms per
+    answer otherwise. Nothing changes for a server that answers in one write. Best effort: a
+    platform or socket without it reads as before."""
+    if _TCP_QUICKACK is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _TCP_QUICKACK, 1)
 
 
 class _Reader(io.BufferedReader):
@@ -375,13 +403,19 @@ def _request(host_header: str, target: str, bearer_token: str | None, keep_alive
     return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
 
 
-def _target(url: str, params: Mapping[str, str] | None) -> str:
-    parts = urlsplit(url)
-    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-    query = quote(parts.query, safe="/%:@!$&'()*+,;=-._~?")
-    extra = urlencode(dict(params or {}))
-    query = "&".join(q for q in (query, extra) if q)
-    return f"{path}?{query}" if query else path
+def _form_encode(params: Mapping[str, str]) -> str:
+    """``urlencode(params)`` for string keys and values (what ``quote_plus`` makes of each: UTF-8,
+    unreserved characters kept, space as ``+``, every other byte ``%XX``), one table lookup per byte
+    instead of a Python call per byte: a PromQL query is encoded on every poll."""
+    return "&".join(f"{''.join(map(_FORM_BYTE.__getitem__, str(k).encode()))}="
+                    f"{''.join(map(_FORM_BYTE.__getitem__, str(v).encode()))}" for k, v in params.items())
+
+
+def _target(url_target: str, params: Mapping[str, str] | None) -> str:
+    extra = _form_encode(params) if params else ""
+    if not extra:
+        return url_target
+    return f"{url_target}&{extra}" if "?" in url_target else f"{url_target}?{extra}"
 
 
 def _read_body(resp: http.client.HTTPResponse, exchange: _Exchange, max_bytes: int, where: str) -> bytes:
@@ -394,22 +428,41 @@ def _read_body(resp: http.client.HTTPResponse, exchange: _Exchange, max_bytes: i
         body += chunk
         if len(body) > max_bytes:
             raise FetchError(f"{where}: response larger than {max_bytes} bytes")
+        if resp.isclosed():  # the body's declared length is read: no read to learn it ended
+            return bytes(body)
 
 
-def _check(url: str, bearer_token: str | None, allowed: HostAllowed | None,
-           client: HttpClient) -> tuple[str, str, int]:
-    """(scheme, host, port) of a URL every rule allows; ``FetchError`` naming the rule otherwise."""
+@functools.lru_cache(maxsize=_URL_FACTS_MAX)
+def _url_facts(url: str) -> tuple[str, str, int, str] | str:
+    """(scheme, host, port, request target without the params) of a URL every URL rule allows, or
+    the refusal's text. Pure in ``url``, so kept for the last ``_URL_FACTS_MAX`` URLs: a fleet's
+    scalers query a handful of endpoints, and each poll would otherwise parse, check and quote the
+    same string again (the policy, the ``allowed`` hook and the token are still judged per call)."""
     try:
         host = check_endpoint_url(url)
     except ValueError as err:
-        raise FetchError(f"endpoint {redact_url(url)!r}: {err}") from None
+        return f"endpoint {redact_url(url)!r}: {err}"
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    path = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
+    query = quote(parts.query, safe="/%:@!$&'()*+,;=-._~?")
+    port = parts.port or (443 if scheme == "https" else 80)
+    return scheme, host, port, f"{path}?{query}" if query else path
+
+
+def _check(url: str, bearer_token: str | None, allowed: HostAllowed | None,
+           client: HttpClient) -> tuple[str, str, int, str]:
+    """(scheme, host, port, target without params) of a URL every rule allows; ``FetchError``
+    naming the rule otherwise."""
+    facts = _url_facts(url)
+    if isinstance(facts, str):
+        raise FetchError(facts)
+    scheme, host, _, _ = facts
     if allowed is not None and not allowed(host):
         raise FetchError(f"endpoint host {host!r} is not allowed by --allowed-endpoint-hosts")
     refused = client.policy.host_refusal(host)
     if refused is not None:
         raise FetchError(f"endpoint {url}: {refused}")
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
     if bearer_token is not None:
         if scheme != "https":
             raise FetchError(f"endpoint {url}: a bearer token is only sent over https://, never over "
@@ -417,7 +470,7 @@ def _check(url: str, bearer_token: str | None, allowed: HostAllowed | None,
         if not _TOKEN_RE.fullmatch(bearer_token):
             raise FetchError(f"endpoint {url}: the bearer token is not a valid HTTP header value "
                              "(visible ASCII, no line breaks)")
-    return scheme, host, parts.port or (443 if scheme == "https" else 80)
+    return facts
 
 
 def fetch(
@@ -438,13 +491,13 @@ def fetch(
         raise ValueError(f"fetch: max_bytes must be >= 1, got {max_bytes}")
     timeout = min(float(timeout), MAX_TIMEOUT_SECONDS)
     bearer_token = bearer_token or None
-    scheme, host, port = _check(url, bearer_token, allowed, client)
+    scheme, host, port, url_target = _check(url, bearer_token, allowed, client)
     clock = clock or RealClock()
     exchange = _Exchange(clock, clock.monotonic() + timeout)
     where = f"GET {url}"
     default_port = 443 if scheme == "https" else 80
     host_header = (f"[{host}]" if ":" in host else host) + ("" if port == default_port else f":{port}")
-    request = _request(host_header, _target(url, params), bearer_token, client.keep_alive)
+    request = _request(host_header, _target(url_target, params), bearer_token, client.keep_alive)
     try:
         return _fetch(client, exchange, ConnKey(scheme, host, port, ""), request, max_bytes, where)
     except (_Timeout, TimeoutError):
