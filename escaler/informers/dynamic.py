@@ -11,10 +11,12 @@ informers by ``ResourceKey`` (which includes the label selector):
   when it was the last one for the key, the informer is stopped (its watch is closed) and
   forgotten, so a later ``register`` for the key starts a fresh informer with a fresh list.
 * ``stop_all()`` stops every informer; outstanding registrations become released.
-* **Transform.** Every informer applies one transform (``escaler.informers.transform``; default
-  ``strip_managed_fields``), the same whoever registers a key first, so two consumers of a key
-  never see differently shaped objects. ``add_transform(t)`` chains ``t`` after it; it is refused
-  once any informer was started (a cache must not hold objects of two shapes).
+* **Transform.** Every informer of a kind applies one transform, the same whoever registers a key
+  first, so two consumers of a key never see differently shaped objects: by default its kind's
+  (``escaler.informers.transform.transform_for``: what every consumer of that kind reads, the
+  table there), else the ``transform`` given for every kind. ``add_transform(t)`` chains ``t``
+  after it; it is refused once any informer was started (a cache must not hold objects of two
+  shapes).
 * **List pages** of at most ``page_size`` objects (default the reflector's 500), and of about the
   reflector's ``DEFAULT_PAGE_BYTES`` once the objects' size is known; with ``escaler.kube``'s
   lister each object is transformed as it is decoded, so a list of large objects the transform
@@ -37,7 +39,7 @@ from escaler.informers.handlers import ResourceEventHandler
 from escaler.informers.interfaces import ListerWatcher
 from escaler.informers.reflector import DEFAULT_PAGE_SIZE
 from escaler.informers.shared import HandlerRegistration, SharedInformer
-from escaler.informers.transform import Transform, chain, strip_managed_fields
+from escaler.informers.transform import Transform, chain, identity, transform_for
 
 __all__ = ["STOP_JOIN_TIMEOUT", "DynamicInformers", "Registration"]
 
@@ -106,14 +108,17 @@ class DynamicInformers:
     """Reference-counted informers by ``ResourceKey``; see the module docstring."""
 
     def __init__(self, lw_factory: Callable[[ResourceKey], ListerWatcher], *,
-                 clock: Clock | None = None, transform: Transform = strip_managed_fields,
+                 clock: Clock | None = None, transform: Transform | None = None,
                  page_size: int = DEFAULT_PAGE_SIZE) -> None:
         if page_size < 1:
             raise ValueError(f"DynamicInformers.page_size: must be >= 1, got {page_size!r}")
         # builds the ListerWatcher of a new informer; fixed
         self._lw_factory = lw_factory
-        # every informer's transform; changes only before the first informer starts (guarded by _lock)
-        self._transform = transform
+        # every informer's transform (None: its kind's, transform_for); fixed
+        self._base = transform
+        # chained after the base one (add_transform); changes only before the first informer starts
+        # (guarded by _lock)
+        self._added: Transform = identity
         # objects per list page of every informer; fixed
         self._page_size = page_size
         # True once an informer was started: add_transform then refuses (guarded by _lock)
@@ -135,7 +140,7 @@ class DynamicInformers:
             entry = self._entries.get(key)
             if entry is None:
                 informer = SharedInformer(lw if lw is not None else self._lw_factory(key), name=str(key),
-                                          clock=self._clock, transform=self._transform,
+                                          clock=self._clock, transform=self._transform_of(key),
                                           page_size=self._page_size)
                 self._started_any = True
                 handle = informer.add_event_handler(handler)
@@ -155,7 +160,11 @@ class DynamicInformers:
             if self._started_any:
                 raise RuntimeError("DynamicInformers.add_transform: informers already started; add "
                                    "transforms while setting up the controllers")
-            self._transform = chain(self._transform, transform)
+            self._added = transform if self._added is identity else chain(self._added, transform)
+
+    def _transform_of(self, key: ResourceKey) -> Transform:
+        base = self._base if self._base is not None else transform_for(key.group, key.resource)
+        return base if self._added is identity else chain(base, self._added)
 
     def active_keys(self) -> list[ResourceKey]:
         with self._lock:

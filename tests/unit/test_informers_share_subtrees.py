@@ -81,7 +81,7 @@ def test_transform_for_elasticscalers_shares_and_strips_the_rest_strips_only() -
     a, b = es(_scaler("a")), es(_scaler("b"))
     assert a["spec"]["trigger"] is b["spec"]["trigger"]
     assert "managedFields" not in a["metadata"]
-    assert transform_for("apps", "deployments") is strip_managed_fields
+    assert transform_for("example.com", "widgets") is strip_managed_fields
 
 
 def test_the_factorys_elasticscaler_informer_caches_one_trigger_for_the_fleet() -> None:
