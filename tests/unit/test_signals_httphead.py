@@ -293,6 +293,9 @@ class _TrickleSock:
     def settimeout(self, t: float) -> None:
         self.timeouts.append(t)
 
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        """Socket options (the quick ACK asked before each receive) change nothing here."""
+
     def recv_into(self, buffer: Any) -> int:
         self.clock.step(self.per_byte)
         if not self.data:
