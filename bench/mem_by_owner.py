@@ -129,7 +129,8 @@ def _owners(h: Harness) -> Iterator[tuple[str, Any]]:
     yield "Reporter (last status key)", rec.reporter._seen
     m = rec._d.metrics
     yield "Prometheus per-scaler series", [getattr(m, a, None) for a in (
-        "desired_replicas", "current_replicas", "metric_value", "_series", "_live")]
+        "desired_replicas", "current_replicas", "metric_value", "_series", "_live",
+        "scale_writes", "metric_errors")]
     yield "watch index", [getattr(watches, a, None) for a in ("_index", "_wants", "_roles")]
     yield FAKE[0], h.cluster
     yield FAKE[1], [entry.informer._lw for entry in watches._informers._entries.values()]
