@@ -14,7 +14,12 @@
    ``malloc_trim(0)`` (what glibc kept free but resident);
 5. last (its own bookkeeping allocates), the Python objects reachable from the collector's, by
    type (``sys.getsizeof``, each counted once), and before all that the resident KB by kind of
-   mapping (``/proc/self/smaps``) and the threads by name.
+   mapping (``/proc/self/smaps``) and the threads by name. The walk never reads an object's
+   ``__dict__``: on CPython 3.11 that creates a dict for an instance that kept its attributes
+   inline (before 2026-12-07 it did, and counted ~33 dicts per scaler it had made itself); such
+   instances' values arrays are the ``(inline attribute values)`` row (8 bytes an attribute, an
+   estimate). Then the plain dicts by the type of the object first found holding each
+   (``dicts held by <type>``: a pydantic model's instance dict, a dict inside a dict, ...).
 
 A label ending in `` observe`` (``memprobe.label``: ``<label> observe``) skips step 4.
 
@@ -152,6 +157,10 @@ def _thread_names() -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(names.items(), key=lambda kv: -kv[1]))
 
 
+# Py_TPFLAGS_MANAGED_DICT (3.11: an instance keeps its attributes inline until its dict is read)
+_MANAGED_DICT = 1 << 4
+
+
 def _by_type(top: int = 30) -> list[str]:
     """Bytes (``sys.getsizeof``) of every object reachable from the objects the collector tracks
     (strings, numbers and untracked containers included), each counted once, by type: the live
@@ -160,7 +169,9 @@ def _by_type(top: int = 30) -> list[str]:
     objs = gc.get_objects()
     seen: set[int] = set()
     stack: list[object] = []
-    skip = {id(objs), id(seen), id(stack), id(sizes)}
+    # id of each dict → the type of the object first found holding it
+    dict_holder: dict[int, str] = {}
+    skip = {id(objs), id(seen), id(stack), id(sizes), id(dict_holder)}
     stack.extend(objs)
     while stack:
         o = stack.pop()
@@ -179,19 +190,31 @@ def _by_type(top: int = 30) -> list[str]:
             row = sizes[name] = [0, 0]
         row[0] += b
         row[1] += 1
-        stack.extend(gc.get_referents(o))
-        if t is not type:  # a managed instance __dict__ is not a referent of its object
-            try:
-                d = object.__getattribute__(o, "__dict__")
-            except Exception:
-                d = None
-            if type(d) is dict:
-                stack.append(d)
+        refs = gc.get_referents(o)
+        stack.extend(refs)
+        # An instance's dict, once it exists, is a referent. Until something reads ``o.__dict__``,
+        # 3.11 keeps a plain class's attributes inline (a values array, one pointer each; the
+        # values are the referents): reading ``__dict__`` here, as this walk did before 2026-12-07,
+        # created a ~300-byte dict per such object and counted it (the "47 dicts per scaler").
+        if t.__flags__ & _MANAGED_DICT and not isinstance(o, type) and not any(type(r) is dict for r in refs):
+            inline = sizes.get("(inline attribute values)")
+            if inline is None:
+                inline = sizes["(inline attribute values)"] = [0, 0]
+            inline[0] += 8 * max(len(refs) - 1, 0) + 16
+            inline[1] += 1
+        for r in refs:  # each dict under the type of the first object found holding it
+            if type(r) is dict and id(r) not in dict_holder:
+                dict_holder[id(r)] = name if t is not dict else "a dict (in a dict)"
     del objs, stack
     total = sum(b for b, _ in sizes.values())
     out = [f"  python heap (getsizeof) total = {total:,} in {sum(c for _, c in sizes.values()):,} objects"]
     for name, (b, c) in sorted(sizes.items(), key=lambda kv: -kv[1][0])[:top]:
         out.append(f"  type {name} = {b:,} in {c:,}")
+    holders: dict[str, int] = {}
+    for holder in dict_holder.values():
+        holders[holder] = holders.get(holder, 0) + 1
+    for holder, count in sorted(holders.items(), key=lambda kv: -kv[1])[:top]:
+        out.append(f"  dicts held by {holder} = {count:,}")
     return out
 
 

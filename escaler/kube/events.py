@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import json
 import logging
 import threading
 import time
@@ -222,13 +223,32 @@ class FakeRecorder:
 _Key = tuple[object, ...]
 
 
-@dataclass(eq=False)
+def _pack(body: dict[str, Any]) -> bytes | dict[str, Any]:
+    """An Event body kept as compact JSON (one bytes object of ~400 bytes instead of a tree of four
+    dicts and their strings, ~1.2 KB: a surge keeps up to ``MAX_TRACKED`` live series, one per
+    scaler that scaled; issue 30, memory per scaler); a body JSON cannot encode stays a dict."""
+    try:
+        return json.dumps(body, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return body
+
+
+def _unpack(body: bytes | dict[str, Any]) -> dict[str, Any]:
+    """A fresh dict of the packed body (the caller may change it)."""
+    if isinstance(body, bytes):
+        out: dict[str, Any] = json.loads(body)
+        return out
+    return copy.deepcopy(body)
+
+
+@dataclass(eq=False, slots=True)
 class _Series:
     # namespace and name of the Event object in the API; fixed
     namespace: str
     name: str
-    # the body the Event was created with (no series); used to recreate it after a 404
-    body: dict[str, Any]
+    # the body the Event was created with (no series), packed (``_pack``); used to create it, and to
+    # recreate it after a 404
+    body: bytes | dict[str, Any]
     # occurrences observed so far (>= 1)
     count: int
     # clock.now() of the latest occurrence (series.lastObservedTime)
@@ -254,7 +274,7 @@ class _Job:
     last_observed: datetime
 
 
-@dataclass
+@dataclass(slots=True)
 class _Bucket:
     # tokens available (<= burst); one is spent per created Event
     tokens: float
@@ -452,7 +472,7 @@ class EventRecorder:
         }
         if ev.related is not None:
             body["related"] = dict(ev.related)
-        return _Series(ns, name, body, 1, now, now_mono, now_mono)
+        return _Series(ns, name, _pack(body), 1, now, now_mono, now_mono)
 
     # -- writer ---------------------------------------------------------------------------------
 
@@ -532,7 +552,7 @@ class EventRecorder:
         path = resource_path(EVENTS_MAPPING, s.namespace)
         if job.kind == "create":
             try:
-                self._rest.request("POST", path, body=s.body)
+                self._rest.request("POST", path, body=_unpack(s.body))
             except Exception as exc:
                 if isinstance(exc, StatusError) and exc.code == 409:
                     pass  # it exists (an earlier attempt got through): the series can proceed
@@ -557,7 +577,7 @@ class EventRecorder:
                 if not is_not_found(exc):
                     raise
                 # the Event expired (default TTL 1 h) or was deleted: recreate it with its series
-                body = copy.deepcopy(s.body)
+                body = _unpack(s.body)
                 body["series"] = series
                 self._rest.request("POST", path, body=body)
         except Exception as exc:

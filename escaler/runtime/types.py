@@ -29,7 +29,7 @@ from typing import Protocol
 __all__ = ["ReconcileError", "Reconciler", "Request", "Result", "TerminalError"]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Request:
     """The key of one object to reconcile (``types.NamespacedName``)."""
 

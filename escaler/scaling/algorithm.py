@@ -42,16 +42,18 @@ The count such a metric asks for is then **not** ``ceil(current * ratio)`` — 2
 groups (``escaler.scaling.apa.pod_replicas``, which ``apa`` applies and a plug-in may call).
 ``pods`` is ``None`` for every other source.
 
-The context is read-only: frozen dataclasses, tuples, and a ``MappingProxyType`` for the config.
+The context is read-only: frozen dataclasses, tuples (the history may be a ``RecommendationHistory``,
+an immutable sequence that reads like the tuple), and a ``MappingProxyType`` for the config.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, overload
 
 __all__ = [
     "METRIC_TYPES",
@@ -66,6 +68,7 @@ __all__ = [
     "NoDecision",
     "PodCounts",
     "Recommendation",
+    "RecommendationHistory",
     "as_result",
     "is_usable",
 ]
@@ -143,7 +146,7 @@ class MetricValue:
     pods: PodCounts | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Recommendation:
     """A past recommendation of this scaler (newest last in ``AlgorithmContext.history``)."""
 
@@ -151,6 +154,104 @@ class Recommendation:
     time: float
     # the recommended count, >= 0
     replicas: int
+
+
+# the largest count RecommendationHistory stores compactly (a signed 64-bit array item)
+_MAX_COMPACT_REPLICAS = 2**63 - 1
+
+
+class RecommendationHistory(Sequence[Recommendation]):
+    """Past recommendations, oldest first, as two arrays of numbers (issue 30, memory per scaler).
+
+    What the reconciler keeps per scaler between polls for ``AlgorithmContext.history``: up to
+    ``escaler.scaling.metricdecision.ALGORITHM_HISTORY`` (64) entries, one more every poll. As a
+    tuple of ``Recommendation`` objects that was ~7.7 KiB per scaler once 64 polls had passed (an
+    object, its float and a tuple slot per entry; ``MEM_POLLS=70 MEM_STEP=30 python
+    bench/mem_by_owner.py``); here it is 16 bytes an entry (a ``double`` time and an ``int64``
+    count) and two array headers.
+
+    It reads like the tuple it replaces: ``len``, iteration, ``history[i]`` (a ``Recommendation``
+    built on demand, equal to the one appended), ``history[a:b]`` and ``+`` (tuples), ``in``,
+    ``==`` with another history or with a tuple/list of equal ``Recommendation``s, ``hash`` (the
+    tuple's). Immutable: ``appended`` returns a new one. A time is stored as a ``float`` (an ``int``
+    time reads back as the equal float); a count that an int64 cannot hold, or a non-integer
+    count, makes ``appended`` return a plain tuple instead (nothing is ever rounded or clamped).
+    """
+
+    __slots__ = ("_replicas", "_times")
+
+    def __init__(self, items: Iterable[Recommendation] = ()) -> None:
+        times, replicas = array("d"), array("q")
+        for rec in items:
+            if not self.fits(rec):
+                raise ValueError(f"RecommendationHistory: {rec!r} does not fit (the time must be a "
+                                 "float or an int equal to one, the count an int within int64)")
+            times.append(float(rec.time))
+            replicas.append(rec.replicas)
+        self._times = times
+        self._replicas = replicas
+
+    @staticmethod
+    def fits(rec: Recommendation) -> bool:
+        """Whether ``rec`` reads back equal from the arrays (a float time, or an int time equal to
+        its float; an ``int`` count, not a ``bool``, within int64)."""
+        t, n = rec.time, rec.replicas
+        return (type(t) is float or (type(t) is int and float(t) == t)) and type(n) is int \
+            and -_MAX_COMPACT_REPLICAS - 1 <= n <= _MAX_COMPACT_REPLICAS
+
+    @classmethod
+    def appended(cls, history: Sequence[Recommendation], rec: Recommendation,
+                 keep: int) -> RecommendationHistory | tuple[Recommendation, ...]:
+        """``history`` with ``rec`` appended, the newest ``keep`` (>= 1) kept; a tuple when some
+        entry does not fit (``fits``)."""
+        if isinstance(history, RecommendationHistory):
+            if not cls.fits(rec):
+                return (*history, rec)[-keep:]
+            new = object.__new__(cls)
+            start = max(len(history._times) + 1 - keep, 0)
+            # concatenation allocates exactly the items (append would over-allocate every poll)
+            new._times = history._times[start:] + array("d", (float(rec.time),))
+            new._replicas = history._replicas[start:] + array("q", (rec.replicas,))
+            return new
+        kept = (*history, rec)[-keep:]
+        return cls(kept) if all(cls.fits(r) for r in kept) else kept
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    @overload
+    def __getitem__(self, index: int) -> Recommendation: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Recommendation, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Recommendation | tuple[Recommendation, ...]:
+        if isinstance(index, slice):
+            return tuple(Recommendation(t, n) for t, n in zip(self._times[index], self._replicas[index],
+                                                              strict=True))
+        return Recommendation(self._times[index], self._replicas[index])
+
+    def __iter__(self) -> Iterator[Recommendation]:
+        return (Recommendation(t, n) for t, n in zip(self._times, self._replicas, strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecommendationHistory):
+            return self._times == other._times and self._replicas == other._replicas
+        if isinstance(other, tuple | list):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __add__(self, other: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
+        return (*self, *other)
+
+    def __radd__(self, other: Sequence[Recommendation]) -> tuple[Recommendation, ...]:
+        return (*other, *self)
+
+    def __repr__(self) -> str:
+        return f"RecommendationHistory({list(self)!r})"
 
 
 def _readonly(config: Mapping[str, str]) -> Mapping[str, str]:
@@ -172,8 +273,9 @@ class AlgorithmContext:
     metrics: tuple[MetricValue, ...] = ()
     # spec.trigger.metricsTrigger.algorithmConfig, read-only
     config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # past recommendations, oldest first
-    history: tuple[Recommendation, ...] = ()
+    # past recommendations, oldest first: a tuple, or the reconciler's compact
+    # ``RecommendationHistory`` (reads, slices, adds and compares like the tuple)
+    history: tuple[Recommendation, ...] | RecommendationHistory = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.current_replicas, bool) or not isinstance(self.current_replicas, int) \
@@ -182,7 +284,8 @@ class AlgorithmContext:
                              f"got {self.current_replicas!r}")
         # normalise to immutable containers even when the caller passed lists or a dict
         object.__setattr__(self, "metrics", tuple(self.metrics))
-        object.__setattr__(self, "history", tuple(self.history))
+        if not isinstance(self.history, RecommendationHistory):  # that one is immutable already
+            object.__setattr__(self, "history", tuple(self.history))
         object.__setattr__(self, "config", _readonly(self.config))
 
     def with_metrics(self, metrics: tuple[MetricValue, ...]) -> AlgorithmContext:

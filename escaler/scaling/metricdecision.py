@@ -22,7 +22,8 @@ Contract of ``decide_metrics(algorithm, config, current, now, metrics, errors, h
 * some metrics unusable and the rest asking for fewer replicas → the current count (a partial
   picture never scales down), said in the detail;
 * the result's count is appended to ``history`` (``Recommendation(now, n)``, the newest
-  ``ALGORITHM_HISTORY`` kept); ``used`` is the value each metric's chosen window used and ``alone``
+  ``ALGORITHM_HISTORY`` kept, as a compact ``RecommendationHistory``: two arrays of numbers, not an
+  object per entry); ``used`` is the value each metric's chosen window used and ``alone``
   what each metric alone recommends (None when it cannot say), for ``status.currentMetrics``.
 """
 
@@ -38,6 +39,7 @@ from escaler.scaling.algorithm import (
     MetricValue,
     NoDecision,
     Recommendation,
+    RecommendationHistory,
     as_result,
     is_usable,
 )
@@ -65,8 +67,9 @@ class MetricsDecision:
     """What ``decide_metrics`` returns."""
 
     recommend: RecommendResult
-    # the history to keep (this sync's recommendation appended when there was one)
-    history: tuple[Recommendation, ...]
+    # the history to keep (this sync's recommendation appended when there was one): compact
+    # (``RecommendationHistory``) once a recommendation was appended, else as given
+    history: Sequence[Recommendation]
     # per metric: the value the chosen window used; None when no decision was made
     used: tuple[MetricValue, ...] | None = None
     # per metric: what it alone recommends; None where it cannot say (or no decision was made)
@@ -75,7 +78,7 @@ class MetricsDecision:
 
 def decide_metrics(algorithm: str, config: Mapping[str, str], current: int, now: float,
                    metrics: Sequence[WindowedValue], errors: tuple[str, ...],
-                   history: tuple[Recommendation, ...]) -> MetricsDecision:
+                   history: Sequence[Recommendation]) -> MetricsDecision:
     """See the module docstring."""
     total = len(metrics)
     usable = [m for m in metrics if is_usable(m.stable.value)]
@@ -85,7 +88,9 @@ def decide_metrics(algorithm: str, config: Mapping[str, str], current: int, now:
             metric_errors=errors, can_scale_from_zero=False), history)
     try:
         run = _Runner(get_algorithm(algorithm), algorithm,
-                      AlgorithmContext(current_replicas=current, config=config, history=history))
+                      AlgorithmContext(current_replicas=current, config=config,
+                                       history=history if isinstance(history, RecommendationHistory)
+                                       else tuple(history)))
         choice = choose(current, run.on(m.stable for m in usable),
                         run.optional(usable, lambda m: m.panic), run.optional(usable, lambda m: m.peak))
     except AlgorithmNotRegistered as err:
@@ -103,7 +108,8 @@ def decide_metrics(algorithm: str, config: Mapping[str, str], current: int, now:
     if len(usable) < total and result.replicas < current:
         notes.append(f"partial metrics: scale-down to {result.replicas} suppressed")
         result = AlgorithmResult(replicas=current, uncapped=current)
-    kept = (*history, Recommendation(time=now, replicas=result.replicas))[-ALGORITHM_HISTORY:]
+    kept = RecommendationHistory.appended(history, Recommendation(time=now, replicas=result.replicas),
+                                          ALGORITHM_HISTORY)
     rr = RecommendResult.from_metrics(result.replicas, evaluated=len(usable), total=total,
                                       detail=", ".join(notes), metric_errors=errors,
                                       can_scale_from_zero=False, uncapped=result.uncapped,

@@ -50,7 +50,7 @@ simulated fleet, never a re-implementation:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from escaler.api.llmscaler import DEFAULT_SCALE_DOWN_STABILIZATION_SECONDS
@@ -99,7 +99,7 @@ class ApaPolicy:
     _windows: MetricWindows = field(init=False)
     _behavior: Behavior = field(init=False)
     _state: PipelineState = field(default_factory=PipelineState)
-    _history: tuple[Recommendation, ...] = ()
+    _history: Sequence[Recommendation] = ()
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:

@@ -3,7 +3,13 @@ the same families, labels and values as prometheus_client ``Gauge`` children gav
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
+import gc
+import sys
+import time
+import types
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from escaler.api.scaler import MetricStatus
 from escaler.cli import metricsdoc
@@ -54,3 +60,74 @@ def test_metricsdoc_reads_the_label_names() -> None:
         (lambda r: (ScalerMetrics(r), r)[1])(CollectorRegistry()))}
     assert families["escaler_scaler_metric_value"].labels == ("namespace", "name", "index", "metric")
     assert families["escaler_current_replicas"].type == "gauge"
+
+
+# ---- the per-scaler counters (issue 30, third memory pass) ---------------------------------------
+
+
+def _deep_bytes(obj: object) -> int:
+    """``sys.getsizeof`` of what ``obj`` reaches (classes, modules and functions left out)."""
+    seen: set[int] = set()
+    stack, total = [obj], 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen or isinstance(o, type | types.ModuleType | types.FunctionType | types.MethodType):
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        stack.extend(gc.get_referents(o))
+    return total
+
+
+def test_the_counters_expose_what_counter_children_gave(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.25)
+    live_registry, counter_registry = CollectorRegistry(), CollectorRegistry()
+    metrics = ScalerMetrics(live_registry)
+    writes = Counter("escaler_scale_writes_total", "Replica writes to scale targets, by result",
+                     ["namespace", "name", "result"], registry=counter_registry)
+    errors = Counter("escaler_metric_errors_total", "Metric reads that produced no usable sample",
+                     ["namespace", "name"], registry=counter_registry)
+    for counters in ((metrics.scale_writes, metrics.metric_errors), (writes, errors)):
+        w, e = counters
+        w.labels("ns", "a", "success").inc()
+        w.labels("ns", "a", "success").inc()
+        w.labels("ns", "a", "conflict").inc()
+        w.labels("ns", "b", "error").inc(3)
+        w.labels("ns", "c", "success").inc()
+        w.remove("ns", "c", "success")
+        w.remove("ns", "never", "error")  # nothing to remove: no error
+        e.labels("ns", "a").inc(0)
+    for prefix in ("escaler_scale_writes", "escaler_metric_errors",
+                   "# HELP escaler_scale_writes", "# TYPE escaler_scale_writes",
+                   "# HELP escaler_metric_errors", "# TYPE escaler_metric_errors"):
+        assert _lines(live_registry, prefix) == _lines(counter_registry, prefix), prefix
+    assert live_registry.get_sample_value(
+        "escaler_scale_writes_total", {"namespace": "ns", "name": "a", "result": "success"}) == 2.0
+    metrics.forget("ns", "a")
+    assert _lines(live_registry, "escaler_scale_writes_total{") == [
+        'escaler_scale_writes_total{name="b",namespace="ns",result="error"} 3.0']
+    assert _lines(live_registry, "escaler_metric_errors_total{") == []
+
+
+def test_a_counter_refuses_what_counter_refused() -> None:
+    metrics = ScalerMetrics(CollectorRegistry())
+    needed = r"escaler_scale_writes: 3 label values needed \(namespace, name, result\), got 2"
+    with pytest.raises(ValueError, match=needed):
+        metrics.scale_writes.labels("ns", "a")
+    with pytest.raises(ValueError, match="counters can only be incremented by non-negative amounts, got -1"):
+        metrics.metric_errors.labels("ns", "a").inc(-1)
+    families = {f.name: f for f in metricsdoc.metric_families(
+        (lambda r: (ScalerMetrics(r), r)[1])(CollectorRegistry()))}
+    assert families["escaler_scale_writes_total"].type == "counter"
+    assert families["escaler_scale_writes_total"].labels == ("namespace", "name", "result")
+
+
+def test_a_scaler_that_wrote_costs_its_counter_no_object() -> None:
+    metrics = ScalerMetrics(CollectorRegistry())
+    empty = _deep_bytes(metrics.scale_writes)
+    names = [f"scaler-{i}" for i in range(200)]
+    for name in names:
+        metrics.scale_writes.labels("ns", name, "success").inc()
+    per_scaler = (_deep_bytes(metrics.scale_writes) - empty - sum(map(sys.getsizeof, names))) / len(names)
+    # a prometheus_client child (object, dict, lock, value): ~650 bytes; a pair in one dict: ~250
+    assert per_scaler <= 320, f"{per_scaler:.0f} bytes per label set"

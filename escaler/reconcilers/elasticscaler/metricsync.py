@@ -182,8 +182,9 @@ class MetricsMemory:
     # window key → the pod groups of the last read that had them (Resource metrics): the denominator
     # of the windowed total when this sync's read failed
     pods: Mapping[str, PodCounts] = field(default_factory=lambda: _NO_PODS)
-    # past raw recommendations, oldest first, at most ALGORITHM_HISTORY (AlgorithmContext.history)
-    history: tuple[Recommendation, ...] = ()
+    # past raw recommendations, oldest first, at most ALGORITHM_HISTORY (AlgorithmContext.history);
+    # a compact RecommendationHistory once decide_metrics appended one (16 bytes an entry)
+    history: Sequence[Recommendation] = ()
     # the last collection; None before the first
     last: Collection | None = None
 

@@ -71,7 +71,7 @@ def defaults_for(scaler: ElasticScaler) -> ScalerAnnotations:
     return STATE_TRIGGER_DEFAULTS if scaler.spec.trigger.type == TriggerType.STATE else ANNOTATION_DEFAULTS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Parsed:
     """One object version, parsed: the model, the spec rules it breaks, its annotations."""
 

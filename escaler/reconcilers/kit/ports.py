@@ -80,7 +80,7 @@ class HandlerLookup(Protocol):
     def target_problem(self, mapping: ResourceMapping) -> str | None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ObjectRef:
     """An object in the scaler's namespace, by apiVersion, kind and name."""
 

@@ -26,22 +26,25 @@ bounded by the live scalers and their metrics.
 The three per-sync gauges are not prometheus_client ``Gauge`` children (an object, a lock and a
 label tuple per series: ~2.4 KiB per scaler, issue 10's memory per scaler): ``record_sync`` keeps
 one tuple per scaler and three ``LiveGauge`` collectors expose it at scrape time, with the same
-names, help, labels and values.
+names, help, labels and values. Likewise the two per-scaler counters are ``LiveCounter``s (one
+``(count, created)`` pair per label set in one dict; the same exposition as ``Counter`` children).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import metrics as prometheus_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from escaler.api.scaler import MetricStatus
 
-__all__ = ["DECISION_LATENCY_BUCKETS", "MAX_METRIC_LABEL", "LiveGauge", "ScalerMetrics"]
+__all__ = ["DECISION_LATENCY_BUCKETS", "MAX_METRIC_LABEL", "LiveCounter", "LiveGauge", "ScalerMetrics"]
 
 DECISION_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # the longest ``metric`` label value (an ExternalServer query can be 1 KiB long)
@@ -78,6 +81,80 @@ class LiveGauge(Collector):
         yield family
 
 
+class _CounterChild:
+    """What ``LiveCounter.labels`` returns: ``inc`` on one label set (made per call, not kept)."""
+
+    __slots__ = ("_counter", "_values")
+
+    def __init__(self, counter: LiveCounter, values: tuple[str, ...]) -> None:
+        self._counter = counter
+        self._values = values
+
+    def inc(self, amount: float = 1) -> None:
+        """Add ``amount`` (>= 0) to this label set's count (created at 0 on first use)."""
+        self._counter.inc(self._values, amount)
+
+
+class LiveCounter(Collector):
+    """A labelled counter family kept as one ``(count, created)`` pair per label set in one dict,
+    with prometheus_client ``Counter``'s API for what escaler uses (``labels(...).inc(n)``,
+    ``remove(...)``) and its exposition (``<name>_total`` and ``<name>_created`` per label set; the
+    created sample follows prometheus_client's ``PROMETHEUS_DISABLE_CREATED_SERIES`` setting). A
+    ``Counter`` child is an object with its own dict, lock and value per label set; escaler has one
+    per scaler that wrote or failed a read (issue 30, memory per scaler)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str],
+                 registry: CollectorRegistry, clock: Callable[[], float] | None = None) -> None:
+        # fixed; as prometheus_client names a counter's family: without the _total suffix
+        self._name = name.removesuffix("_total")
+        self._documentation = documentation
+        # fixed; named as prometheus_client's collectors name them (escaler.cli.metricsdoc reads it)
+        self._labelnames = tuple(labelnames)
+        # the created timestamp of a new label set (None: time.time, as prometheus_client's)
+        self._clock = clock
+        # guards _counts
+        self._mu = threading.Lock()
+        # label values → (count, created)
+        self._counts: dict[tuple[str, ...], tuple[float, float]] = {}
+        registry.register(self)
+
+    def _key(self, values: Sequence[object]) -> tuple[str, ...]:
+        if len(values) != len(self._labelnames):
+            raise ValueError(f"{self._name}: {len(self._labelnames)} label values needed "
+                             f"({', '.join(self._labelnames)}), got {len(values)}")
+        return tuple(str(v) for v in values)
+
+    def labels(self, *values: object) -> _CounterChild:
+        return _CounterChild(self, self._key(values))
+
+    def inc(self, values: tuple[str, ...], amount: float = 1) -> None:
+        if amount < 0:
+            raise ValueError(f"{self._name}: counters can only be incremented by non-negative amounts, "
+                             f"got {amount}")
+        with self._mu:
+            had = self._counts.get(values)
+            self._counts[values] = (had[0] + amount, had[1]) if had is not None \
+                else (float(amount), self._clock() if self._clock is not None else time.time())
+
+    def remove(self, *values: object) -> None:
+        """Drop one label set's series (nothing when it has none)."""
+        key = self._key(values)
+        with self._mu:
+            self._counts.pop(key, None)
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return [CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)]
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
+        created = prometheus_metrics._use_created
+        with self._mu:
+            items = list(self._counts.items())
+        for values, (count, since) in items:
+            family.add_metric(values, count, created=since if created else None)
+        yield family
+
+
 class ScalerMetrics:
     """The collectors; see the module docstring. Thread-safe."""
 
@@ -93,12 +170,12 @@ class ScalerMetrics:
             "Each metric's value at the scaler's last sync, as the algorithm used it (live; the status "
             "is only rewritten on a significant move)",
             ["namespace", "name", "index", "metric"], self._metric_values, registry)
-        self.scale_writes = Counter(
+        self.scale_writes = LiveCounter(
             "escaler_scale_writes_total", "Replica writes to scale targets, by result",
-            ["namespace", "name", "result"], registry=registry)
-        self.metric_errors = Counter(
+            ["namespace", "name", "result"], registry)
+        self.metric_errors = LiveCounter(
             "escaler_metric_errors_total", "Metric reads that produced no usable sample",
-            ["namespace", "name"], registry=registry)
+            ["namespace", "name"], registry)
         self.decision_latency = Histogram(
             "escaler_decision_latency_seconds", "Time from the start of metric collection to the decision",
             buckets=DECISION_LATENCY_BUCKETS, registry=registry)

@@ -88,7 +88,7 @@ class WriteOutcome(StrEnum):
     DEFERRED = "deferred"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Memo:
     """What the writer remembers about one object."""
 

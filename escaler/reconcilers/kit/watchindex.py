@@ -79,7 +79,7 @@ class Registrar(Protocol):
     def register(self, key: ResourceKey, handler: Any) -> Any: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Want:
     key: ResourceKey
     # "namespace/name" (or "name" for cluster-scoped kinds); None = the cache only, no events

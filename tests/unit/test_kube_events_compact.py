@@ -1,0 +1,53 @@
+"""The Event recorder's live series kept compact (issue 30, third memory pass).
+
+After a surge the recorder holds one live series per scaler that scaled (up to ``MAX_TRACKED``,
+for the 6-minute series window): each kept the body it created the Event with, as a tree of dicts
+(~1.2 KB), only to send it once and to recreate the Event after a 404. The body is now kept as
+compact JSON bytes and decoded for those two writes; the series and the spam buckets are slotted.
+What is sent is unchanged (``test_kube_events.py``: the created body, the recreate after a 404).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from escaler.clock import FakeClock
+from escaler.kube.events import EventRecorder
+
+
+class _Rest:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        self.sent.append((method, path, kw.get("body")))
+        return {}
+
+
+def _regarding(i: int) -> dict[str, str]:
+    return {"apiVersion": "escaler.io/v1alpha1", "kind": "ElasticScaler", "namespace": "team",
+            "name": f"scaler-{i}", "uid": f"uid-{i}"}
+
+
+def test_a_live_series_keeps_its_body_as_json_bytes() -> None:
+    rest = _Rest()
+    rec = EventRecorder(rest, component="escaler", instance="pod-0", clock=FakeClock())  # type: ignore[arg-type]
+    rec.event(_regarding(1), "Normal", "SuccessfulRescale", "Scale", "New size: 4")
+    (series,) = rec._series.values()
+    assert isinstance(series.body, bytes), type(series.body)
+    body = json.loads(series.body)
+    assert body["regarding"] == _regarding(1) and body["note"] == "New size: 4"
+    assert body["reason"] == "SuccessfulRescale" and body["metadata"]["namespace"] == "team"
+    assert not hasattr(series, "__dict__") and "series" not in body
+
+
+def test_a_body_json_cannot_encode_is_kept_as_given() -> None:
+    from escaler.kube import events
+
+    odd: dict[str, Any] = {"note": {"a set"}}  # JSON has no sets
+    assert events._pack(odd) is odd
+    copy = events._unpack(odd)
+    assert copy == odd and copy is not odd
+    packed = events._pack({"a": {"b": "c"}})
+    assert isinstance(packed, bytes) and events._unpack(packed) == {"a": {"b": "c"}}
