@@ -96,7 +96,9 @@ def _calls(cls: type[http.client.HTTPResponse]) -> int:
     return n
 
 
-def _server() -> tuple[socket.socket, int]:
+def _server(parts: tuple[bytes, ...] = (ANSWER,)) -> tuple[socket.socket, int]:
+    """A keep-alive loopback server answering every request with ``parts``, one ``sendall`` each
+    (Nagle on: ``bench_fetch_split`` sends head and body apart)."""
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve(conn: socket.socket) -> None:
@@ -109,7 +111,8 @@ def _server() -> tuple[socket.socket, int]:
                 buf += chunk
                 while b"\r\n\r\n" in buf:
                     _, buf = buf.split(b"\r\n\r\n", 1)
-                    conn.sendall(ANSWER)
+                    for part in parts:
+                        conn.sendall(part)
 
     def accept() -> None:
         while True:

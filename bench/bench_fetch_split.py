@@ -22,10 +22,8 @@ of the calling thread per fetch (the server thread is not counted), over ``ROUND
 from __future__ import annotations
 
 import importlib
-import socket
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from escaler.signals.netpolicy import AddressPolicy, parse_networks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fetch_head import _server
 
 fetch_module = importlib.import_module("escaler.signals.fetch")
 
@@ -52,37 +53,6 @@ HEAD = (b"HTTP/1.1 200 OK\r\nServer: BaseHTTP/0.6 Python/3.11.7\r\nContent-Type:
         b"Content-Length: %d\r\n\r\n" % len(BODY))
 
 
-def _server(split: bool) -> tuple[socket.socket, int]:
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve(conn: socket.socket) -> None:
-        with conn:
-            buf = b""
-            while True:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                buf += chunk
-                while b"\r\n\r\n" in buf:
-                    _, buf = buf.split(b"\r\n\r\n", 1)
-                    if split:
-                        conn.sendall(HEAD)
-                        conn.sendall(BODY)
-                    else:
-                        conn.sendall(HEAD + BODY)
-
-    def accept() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    return listener, listener.getsockname()[1]
-
-
 def _round(client: Any, url: str, gap: float) -> tuple[float, float]:
     walls: list[float] = []
     cpus: list[float] = []
@@ -97,7 +67,7 @@ def _round(client: Any, url: str, gap: float) -> tuple[float, float]:
 
 
 def _case(split: bool, quick: bool, gap: float) -> dict[str, Any]:
-    listener, port = _server(split)
+    listener, port = _server((HEAD, BODY) if split else (HEAD + BODY,))
     client = fetch_module.HttpClient(AddressPolicy(parse_networks("127.0.0.0/8")))
     url = f"http://127.0.0.1:{port}/api/v1/query"
     saved = fetch_module._TCP_QUICKACK

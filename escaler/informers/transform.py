@@ -122,14 +122,19 @@ def chain(first: Transform, then: Transform) -> Transform:
 DEFAULT_SHARED_ENTRIES = 1024
 
 
+def _check_sharer(owner: str, paths: tuple[tuple[str, ...], ...], max_entries: int) -> None:
+    """``ValueError`` naming ``owner``'s field and the rule for a sharer's bad arguments."""
+    if max_entries < 1:
+        raise ValueError(f"{owner}.max_entries: must be >= 1, got {max_entries}")
+    if not paths or any(not path for path in paths):
+        raise ValueError(f"{owner}.paths: every path needs at least one key, got {paths!r}")
+
+
 class SubtreeSharer:
     """A transform sharing equal subtrees across objects; see the module docstring."""
 
     def __init__(self, paths: tuple[tuple[str, ...], ...], max_entries: int = DEFAULT_SHARED_ENTRIES) -> None:
-        if max_entries < 1:
-            raise ValueError(f"SubtreeSharer.max_entries: must be >= 1, got {max_entries}")
-        if not paths or any(not path for path in paths):
-            raise ValueError(f"SubtreeSharer.paths: every path needs at least one key, got {paths!r}")
+        _check_sharer("SubtreeSharer", paths, max_entries)
         # the subtrees to share, each a path of keys from the object's root; fixed
         self._paths = paths
         # guards _values (LRUCache is not thread-safe, and get() reorders it)
@@ -199,10 +204,7 @@ class RowSharer:
     """A transform sharing equal rows of lists across objects; see the module docstring."""
 
     def __init__(self, paths: tuple[tuple[str, ...], ...], max_entries: int = DEFAULT_SHARED_ROWS) -> None:
-        if max_entries < 1:
-            raise ValueError(f"RowSharer.max_entries: must be >= 1, got {max_entries}")
-        if not paths or any(not path for path in paths):
-            raise ValueError(f"RowSharer.paths: every path needs at least one key, got {paths!r}")
+        _check_sharer("RowSharer", paths, max_entries)
         # the lists whose rows to share, each a path of keys from the object's root; fixed
         self._paths = paths
         # guards _rows and _lists (LRUCache is not thread-safe, and get() reorders it)
