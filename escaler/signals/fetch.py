@@ -36,7 +36,7 @@ Contract of ``fetch(client, url, timeout=...)``:
   (``TCP_QUICKACK`` on Linux). A server that writes its head and its body separately with Nagle's
   algorithm on would otherwise wait for the kernel's delayed ACK (~40 ms) before sending the body:
   each answer took ~44 ms of wall clock, the outbound thread was held all that time, and the poll
-  finished on a cold core (measured in ``bench/bench_fetch_head.py``'s ``split answer`` rows).
+  finished on a cold core (``bench/bench_fetch_split.py`` measures it).
 * **Keep-alive** (``HttpClient(keep_alive=True)``, the default): after a complete exchange — the
   body read to its end, no ``Connection: close``, no error or timeout, no byte left over — the
   connection is kept idle in the client's ``escaler.signals.connpool.ConnectionPool`` and the next
