@@ -161,23 +161,9 @@ class SubtreeSharer:
         return out
 
     def _share(self, obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any]:
-        parents = [obj]
-        for key in path[:-1]:
-            child = parents[-1].get(key)
-            if not isinstance(child, Mapping):
-                return obj
-            parents.append(child)
-        sub = parents[-1].get(path[-1])
-        if not isinstance(sub, Mapping):
-            return obj
-        shared = self._shared(path, sub)
-        if shared is None or shared is sub:
-            return obj
-        # shallow copies along the path, sharing everything else (never mutates the argument)
-        value: Mapping[str, Any] = shared
-        for parent, key in zip(reversed(parents), reversed(path), strict=True):
-            value = {**parent, key: value}
-        return value
+        """``obj`` with the mapping at ``path`` replaced by its shared instance (``_replace_at``)."""
+        return _replace_at(obj, path,
+                           lambda sub: self._shared(path, sub) if isinstance(sub, Mapping) else None)
 
     def __len__(self) -> int:
         with self._mu:
