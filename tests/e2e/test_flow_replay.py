@@ -14,7 +14,14 @@ the manager writes to the Deployment equal the simulator's decisions for the sam
   miss shares and the burst rates.
 * The manager runs on a test clock (``--unsafe-test-clock-file``) stepped to the start plus 30 s
   per poll, so its flow state sees the simulator's times; each step waits for the manager to read
-  every query once.
+  every query once, then for the manager to have *decided* on that reading: its
+  ``escaler_scaler_metric_value`` gauges (``/metrics``, set by the sync that decided, after its
+  write) show the poll's values. Only then is the Deployment read and the clock stepped again, so a
+  slow write on a loaded machine delays the test instead of being missed. Before each step the
+  Deployment has rolled out the last write (as 30 s between real polls allow), and before the first
+  the initial fleet: a Deployment its controller has not acted on yet is a rollout in progress, and
+  the manager defers its write (CI, stop 39: the first write, 1 to 3, deferred behind a loaded
+  controller-manager for more than the 10 s the test then waited; the count read 1, then 4).
 
 Asserted: the sequence of counts the manager wrote equals the simulator's, and at every poll the
 Deployment is at the simulator's decision of that poll or of a neighbouring one (one poll of
@@ -25,8 +32,10 @@ the test cannot pass on a flat trace.
 from __future__ import annotations
 
 import itertools
+import math
 import random
-import time
+import re
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -41,17 +50,20 @@ from escaler.sim.runner import Experiment, build, initial_fleet
 from escaler.sim.trace import Arrival
 
 from .conftest import Cluster, PrometheusServer, eventually
-from .es_helpers import apply, deployment, replicas, start_manager
+from .es_helpers import apply, deployment, replicas, start_manager, workload
 from .testclock import ManagerClock
+from .webhook import free_port
 
 pytestmark = pytest.mark.e2e
 
 GROUP = "llm.escaler.io/v1alpha1"
 POLL_S = 30.0
-# how long a poll waits for the manager's write of the simulator's count (a poll whose count is a
-# neighbour's waits it out: a few polls of a run)
-WRITE_WAIT_S = 10.0
+# how long a poll waits for the manager to decide on its reading (and write): far beyond the ~0.1 s
+# it takes on an idle machine and the ~2 s of a loaded CI (run43), so that only a manager that never
+# decides fails here
+DECIDE_WAIT_S = 120.0
 MINUTES = 25
+_GAUGE = re.compile(r'^escaler_scaler_metric_value\{([^}]*)\} (\S+)$', re.M)
 
 
 def bursty_trace(seed: int = 7) -> list[Arrival]:
@@ -98,6 +110,34 @@ def answers(reading: dict[str, Any], prefill: float) -> dict[str, float]:
             "burstGenerationTokensRate": reading["burst_generation_tokens_per_s"]}
 
 
+def decided_values(metrics_port: int, namespace: str) -> dict[str, float]:
+    """The flow signals' values the manager's last sync of the scaler decided on (``/metrics``)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:  # a manager too busy to answer within 10 s has not decided yet
+        return {}
+    out = {}
+    for labels, value in _GAUGE.findall(text):
+        tags = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+        if tags.get("namespace") == namespace and tags.get("name") == "llama":
+            out[tags.get("metric", "")] = float(value)
+    return out
+
+
+def rolled_out(cluster: Cluster, namespace: str) -> bool:
+    """The Deployment's controller has acted on its latest spec (no rollout in progress for the
+    scaler's guard: observedGeneration current, every replica of the latest template created)."""
+    d = workload(cluster, namespace, "llama")
+    status = d.get("status") or {}
+    return bool(status.get("observedGeneration", 0) >= d["metadata"]["generation"]
+                and status.get("updatedReplicas", 0) >= d["spec"]["replicas"])
+
+
+def same_values(got: dict[str, float], want: dict[str, float]) -> bool:
+    return all(k in got and math.isclose(got[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in want.items())
+
+
 def test_the_manager_writes_the_simulators_flow_decisions(
         cluster: Cluster, namespace: str, prometheus: PrometheusServer, managers: list[Any],
         tmp_path: Path) -> None:
@@ -119,10 +159,16 @@ def test_the_manager_writes_the_simulators_flow_decisions(
             prometheus.set(query, values[signal])
 
     clock = ManagerClock(tmp_path / "clock")
+    metrics_port = free_port()
     manager = start_manager(cluster, tmp_path, user="escaler-replay", namespace=namespace,
-                            poll=f"{POLL_S:g}s", test_clock_file=clock.path)
+                            poll=f"{POLL_S:g}s", test_clock_file=clock.path,
+                            extra_args=[f"--metrics-bind-address=127.0.0.1:{metrics_port}"])
     managers.append(manager)
     apply(cluster, namespace, deployment("llama", int(trail[0]["from"])))
+    # the simulator starts from a warm fleet: so does the manager (a Deployment its controller has
+    # not acted on yet is a rollout in progress, and the scaler rightly defers its writes)
+    eventually(lambda: rolled_out(cluster, namespace), timeout=DECIDE_WAIT_S,
+               what="the Deployment rolled out at its initial count")
     serve(0)
     before = prometheus.query_count
     apply(cluster, namespace, {
@@ -135,6 +181,10 @@ def test_the_manager_writes_the_simulators_flow_decisions(
     start = clock.manager_now()
     for k in range(len(trail)):
         if k:
+            # a real poll comes 30 s after the last: time for the Deployment's controller to act on
+            # the last write, which a loaded control plane may take seconds to do
+            eventually(lambda: rolled_out(cluster, namespace), timeout=DECIDE_WAIT_S,
+                       what=f"poll {k}: the Deployment rolled out at the last write")
             serve(k)
             before = prometheus.query_count
             clock.step_to(start + timedelta(seconds=POLL_S * k), manager)
@@ -143,13 +193,12 @@ def test_the_manager_writes_the_simulators_flow_decisions(
                    what=f"poll {k}: the manager reads every query")
         if not k:  # the manager's time of its first reading: poll k is read POLL_S x k after it
             start = clock.manager_now()
-        want = sim_counts[k]
-        # the write follows the read by the executor's completion, a reconcile and a PUT: ~2 s on a
-        # loaded CI (run43: 1.8-2.2 s). Moving on before it lands lets the next step's reading meet a
-        # consume of this one at the next poll's time, and the decisions part from the simulator's
-        deadline = time.monotonic() + WRITE_WAIT_S
-        while replicas(cluster, namespace, "llama") != want and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # the sync that consumes the reading decides, writes, then sets the gauges: once they show
+        # this poll's values, the count of this poll is on the Deployment
+        served = answers(trail[k]["reading"], prefill)
+        eventually(lambda: same_values(decided_values(metrics_port, namespace), served),  # noqa: B023
+                   timeout=DECIDE_WAIT_S, interval=0.05,
+                   what=f"poll {k}: the manager decides on the poll's reading {served}")
         seen.append(replicas(cluster, namespace, "llama"))
 
     for k, got in enumerate(seen):
@@ -161,4 +210,10 @@ def test_the_manager_writes_the_simulators_flow_decisions(
     def changes(counts: list[int]) -> list[int]:
         return [c for i, c in enumerate(counts) if i == 0 or c != counts[i - 1]]
 
-    assert changes(seen) == changes(sim_counts), f"manager: {seen}\nsim:     {sim_counts}"
+    assert changes(seen) == changes(sim_counts), \
+        f"manager: {seen}\nsim:     {sim_counts}\n{scale_log(manager.output(100_000))}"
+
+
+def scale_log(log: str) -> str:
+    """The manager's replica writes and holds, for a failure message."""
+    return "\n".join(line[:600] for line in log.splitlines() if '"scaled ' in line or "hold" in line)
