@@ -100,9 +100,11 @@ class Indexer:
         self._items: dict[str, FrozenDict] = {}
         # index name -> index function; names are unique and never removed
         self._index_funcs: dict[str, IndexFunc] = {}
-        # index name -> value -> keys of the objects indexed under it; no empty key sets, and
+        # index name -> value -> keys of the objects indexed under it: the one key itself while
+        # a value has one object (most per-object indexes: a target's scaler), a set from the
+        # second (a set costs 216 bytes; issue 30, memory per scaler); no empty entries, and
         # exactly consistent with _items and _index_funcs after every public method
-        self._indices: dict[str, dict[str, set[str]]] = {}
+        self._indices: dict[str, dict[str, _Keys]] = {}
         if indexers:
             self.add_indexers(indexers)
 
@@ -190,20 +192,20 @@ class Indexer:
             values = fn(freeze(obj))
             keys: set[str] = set()
             for value in values:
-                keys |= index.get(value, set())
+                keys.update(_members(index.get(value)))
             return [self._items[k] for k in keys]
 
     def by_index(self, name: str, value: str) -> builtins.list[FrozenDict]:
         """Objects indexed under ``value`` by index ``name``."""
         with self._lock:
             _, index = self._index(name)
-            return [self._items[k] for k in index.get(value, ())]
+            return [self._items[k] for k in _members(index.get(value))]
 
     def index_keys(self, name: str, value: str) -> builtins.list[str]:
         """Keys of the objects indexed under ``value`` by index ``name``."""
         with self._lock:
             _, index = self._index(name)
-            return list(index.get(value, ()))
+            return list(_members(index.get(value)))
 
     def indexers(self) -> dict[str, IndexFunc]:
         with self._lock:
@@ -211,7 +213,7 @@ class Indexer:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _index(self, name: str) -> tuple[IndexFunc, dict[str, set[str]]]:
+    def _index(self, name: str) -> tuple[IndexFunc, dict[str, _Keys]]:
         fn = self._index_funcs.get(name)
         if fn is None:
             raise KeyError(f"index {name!r} does not exist (known: {sorted(self._index_funcs)})")
@@ -231,20 +233,52 @@ class Indexer:
             for value in old_vals:
                 keys = index.get(value)
                 if keys is not None:
-                    keys.discard(key)
-                    if not keys:
+                    left = _without(keys, key)
+                    if left is None:
                         del index[value]
+                    elif left is not keys:
+                        index[value] = left
             for value in new_vals:
-                index.setdefault(value, set()).add(key)
+                index[value] = _with(index.get(value), key)
 
     @staticmethod
     def _build_indices(items: Mapping[str, FrozenDict],
-                       funcs: Mapping[str, IndexFunc]) -> dict[str, dict[str, set[str]]]:
-        indices: dict[str, dict[str, set[str]]] = {}
+                       funcs: Mapping[str, IndexFunc]) -> dict[str, dict[str, _Keys]]:
+        indices: dict[str, dict[str, _Keys]] = {}
         for name, fn in funcs.items():
-            index: dict[str, set[str]] = {}
+            index: dict[str, _Keys] = {}
             for key, obj in items.items():
                 for value in fn(obj):
-                    index.setdefault(value, set()).add(key)
+                    index[value] = _with(index.get(value), key)
             indices[name] = index
         return indices
+
+
+# the keys indexed under one value: the key itself while there is one, a set from the second
+_Keys = str | set[str]
+
+
+def _members(keys: _Keys | None) -> tuple[str, ...] | set[str]:
+    if keys is None:
+        return ()
+    return (keys,) if isinstance(keys, str) else keys
+
+
+def _with(keys: _Keys | None, key: str) -> _Keys:
+    """``keys`` with ``key`` added (a set only from the second distinct key)."""
+    if keys is None or keys == key:
+        return key
+    if isinstance(keys, str):
+        return {keys, key}
+    keys.add(key)
+    return keys
+
+
+def _without(keys: _Keys, key: str) -> _Keys | None:
+    """``keys`` without ``key``: None when empty, the last key itself when one is left."""
+    if isinstance(keys, str):
+        return None if keys == key else keys
+    keys.discard(key)
+    if len(keys) > 1:
+        return keys
+    return next(iter(keys)) if keys else None

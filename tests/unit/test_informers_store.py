@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -186,3 +187,45 @@ def test_raising_index_func_leaves_store_unchanged() -> None:
         store.add(make_obj("bad"))
     assert store.list_keys() == ["default/good"]
     assert store.index_keys("picky", "good") == ["default/good"]
+
+
+def test_a_value_with_one_object_holds_its_key_not_a_set() -> None:
+    """Memory per scaler (issue 30): most index values name one object (a target's scaler), and a
+    one-key set costs 216 bytes; the index keeps the key itself until a second object shares the
+    value, and goes back to it when one is left."""
+    store = Indexer(indexers={"app": by_app})
+    store.add(make_obj("a", labels={"app": "web"}))
+    assert store._indices["app"] == {"web": "default/a"}
+    store.add(make_obj("b", labels={"app": "web"}))
+    assert store._indices["app"] == {"web": {"default/a", "default/b"}}
+    store.delete(make_obj("a"))
+    assert store._indices["app"] == {"web": "default/b"}
+    store.replace([make_obj("c", labels={"app": "db"})])
+    assert store._indices["app"] == {"db": "default/c"}
+
+
+def test_the_index_matches_a_plain_model_through_random_changes() -> None:
+    """Every add, update, delete and replace, checked against a recomputation from the objects."""
+    rng = random.Random(30)
+    store = Indexer(indexers={"each": by_each_label_value})
+    objs: dict[str, dict[str, Any]] = {}
+    values = ["v0", "v1", "v2"]
+    for step in range(600):
+        op = rng.random()
+        name = f"o{rng.randrange(8)}"
+        if op < 0.6:
+            labels = {f"k{i}": rng.choice(values) for i in range(rng.randrange(3))}
+            objs[name] = make_obj(name, labels=labels)
+            store.add(objs[name])
+        elif op < 0.95:
+            objs.pop(name, None)
+            store.delete(make_obj(name))
+        else:
+            keep = rng.sample(sorted(objs), k=len(objs) // 2)
+            objs = {n: objs[n] for n in keep}
+            store.replace(list(objs.values()))
+        for v in values:
+            want = sorted(n for n, o in objs.items() if v in (o["metadata"].get("labels") or {}).values())
+            assert names(store.by_index("each", v)) == want, (step, v)
+            assert sorted(store.index_keys("each", v)) == [f"default/{n}" for n in want], (step, v)
+        assert all(isinstance(k, str) or len(k) > 1 for k in store._indices["each"].values()), step

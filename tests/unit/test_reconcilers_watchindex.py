@@ -123,3 +123,31 @@ def test_reads_never_wait_for_a_cache_that_has_not_listed() -> None:
     assert (idx.synced(DEPLOY), idx.cached(DEPLOY, "team", "a"), idx.listed(DEPLOY)) == (False, None, None)
     informer.synced = True
     assert idx.cached(DEPLOY, "team", "a") == _deploy("a")
+
+
+def test_an_object_read_by_one_scaler_holds_the_scaler_not_a_set() -> None:
+    """Memory per scaler (issue 30): most objects are read by one scaler, and a one-member set
+    costs 216 bytes; the index keeps the scaler itself until a second asks for the same object,
+    goes back to it when one is left, and an event wakes exactly the scalers that asked."""
+    reg, queue = _Registrar(), _Queue()
+    idx = WatchIndex(reg)
+    idx.start(queue)
+    a, b = Request("team", "a"), Request("team", "b")
+    idx.want(a, ROLE_TARGET, DEPLOY, "team", "web")
+    idx.want(a, ROLE_PODS, PODS)
+    assert idx._index[DEPLOY] == {"team/web": a}
+    assert idx._roles[a] == (ROLE_PODS, ROLE_TARGET)
+    reg.registrations[0].handler.on_add(_deploy("web"), False)
+    assert queue.added == [a]
+    idx.want(b, ROLE_TARGET, DEPLOY, "team", "web")
+    assert idx._index[DEPLOY] == {"team/web": {a, b}}
+    queue.added.clear()
+    reg.registrations[0].handler.on_update(_deploy("web"), _deploy("web"))
+    assert sorted(queue.added, key=str) == [a, b]
+    idx.drop(a, ROLE_TARGET)
+    assert idx._index[DEPLOY] == {"team/web": b}
+    assert idx._roles[a] == (ROLE_PODS,)
+    idx.want(b, ROLE_TARGET, DEPLOY, "team", "web")  # unchanged: idempotent
+    assert idx._index[DEPLOY] == {"team/web": b}
+    idx.release(b)
+    assert b not in idx._roles and DEPLOY not in idx._index

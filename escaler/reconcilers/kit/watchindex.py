@@ -122,14 +122,17 @@ class WatchIndex:
         self._queue: Enqueuer | None = None
         # one registration per key with at least one interested scaler
         self._regs: dict[ResourceKey, _Registration] = {}
-        # key → object key → scalers that asked for that object (no empty sets are kept)
-        self._index: dict[ResourceKey, dict[str, set[Request]]] = {}
+        # key → object key → scalers that asked for that object: the one scaler itself while it is
+        # alone (a target read by one scaler: a one-member set costs 216 bytes, issue 30), a set
+        # from the second; no empty entries are kept
+        self._index: dict[ResourceKey, dict[str, Request | set[Request]]] = {}
         # key → number of (scaler, role) interests in it (the registration lives while > 0)
         self._refs: dict[ResourceKey, int] = {}
         # (scaler, role) → what it asked for
         self._wants: dict[tuple[Request, str], _Want] = {}
-        # scaler → the roles it holds in _wants (so releasing one scaler is O(its roles), not O(fleet))
-        self._roles: dict[Request, set[str]] = {}
+        # scaler → the roles it holds in _wants, sorted (so releasing one scaler is O(its roles), not
+        # O(fleet)); a tuple of at most four, not a set
+        self._roles: dict[Request, tuple[str, ...]] = {}
 
     # ------------------------------------------------------------------ Source protocol
 
@@ -167,7 +170,9 @@ class WatchIndex:
                 self._regs[key] = self._informers.register(key, _Handler(self, key))
                 _log.info("watching %s", key)
             self._wants[(scaler, role)] = want
-            self._roles.setdefault(scaler, set()).add(role)
+            roles = self._roles.get(scaler, ())
+            if role not in roles:
+                self._roles[scaler] = tuple(sorted((*roles, role)))
             self._add(scaler, want)
             released = self._remove(scaler, old) if old is not None else None
         self._release_later(released)
@@ -176,9 +181,11 @@ class WatchIndex:
         with self._mu:
             old = self._wants.pop((scaler, role), None)
             roles = self._roles.get(scaler)
-            if roles is not None:
-                roles.discard(role)
-                if not roles:
+            if roles is not None and role in roles:
+                left = tuple(r for r in roles if r != role)
+                if left:
+                    self._roles[scaler] = left
+                else:
                     del self._roles[scaler]
             released = self._remove(scaler, old) if old is not None else None
         self._release_later(released)
@@ -193,15 +200,28 @@ class WatchIndex:
     def _add(self, scaler: Request, want: _Want) -> None:
         self._refs[want.key] = self._refs.get(want.key, 0) + 1
         if want.obj is not None:
-            self._index.setdefault(want.key, {}).setdefault(want.obj, set()).add(scaler)
+            objs = self._index.setdefault(want.key, {})
+            have = objs.get(want.obj)
+            if have is None or have == scaler:
+                objs[want.obj] = scaler
+            elif isinstance(have, Request):
+                objs[want.obj] = {have, scaler}
+            else:
+                have.add(scaler)
 
     def _remove(self, scaler: Request, want: _Want) -> tuple[ResourceKey, _Registration] | None:
         if want.obj is not None:
             objs = self._index.get(want.key, {})
-            scalers = objs.get(want.obj, set())
-            scalers.discard(scaler)
-            if not scalers:
-                objs.pop(want.obj, None)
+            have = objs.get(want.obj)
+            if isinstance(have, Request):
+                if have == scaler:
+                    del objs[want.obj]
+            elif have is not None:
+                have.discard(scaler)
+                if len(have) == 1:
+                    objs[want.obj] = next(iter(have))
+                elif not have:
+                    del objs[want.obj]
             if not objs:
                 self._index.pop(want.key, None)
         left = self._refs.get(want.key, 0) - 1
@@ -264,7 +284,8 @@ class WatchIndex:
         name = _obj_key(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         with self._mu:
             queue = self._queue
-            scalers = list(self._index.get(key, {}).get(name, ()))
+            have = self._index.get(key, {}).get(name)
+            scalers = [have] if isinstance(have, Request) else list(have or ())
         if queue is None:
             return
         for scaler in scalers:
