@@ -101,6 +101,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from statistics import median
@@ -222,34 +223,51 @@ def filter_outliers(values: list[float], threshold: float) -> list[float]:
 class SampleWindow:
     """The samples of one metric; see the module docstring."""
 
-    # no per-instance __dict__: one per metric of every scaler (issue 30, memory per scaler)
-    __slots__ = ("_samples",)
+    # no per-instance __dict__: one per metric of every scaler; the samples in two arrays of
+    # doubles, 16 bytes a sample, not a list of (time, value) tuples at ~110 bytes a sample (issue
+    # 30, memory per scaler). A double holds a Python float exactly: nothing read back changes.
+    __slots__ = ("_t", "_v")
 
     def __init__(self) -> None:
-        # (time, value) pairs ordered by time (ties in insertion order); every value is finite;
-        # at most MAX_SAMPLES long
-        self._samples: list[tuple[float, float]] = []
+        # sample times, ascending (ties in insertion order), and their values (every one finite),
+        # index for index; at most MAX_SAMPLES long
+        self._t = array("d")
+        self._v = array("d")
 
     def __len__(self) -> int:
-        return len(self._samples)
+        return len(self._t)
 
     def __iter__(self) -> Iterator[tuple[float, float]]:
-        return iter(tuple(self._samples))
+        return iter(self.samples())
 
     def samples(self) -> tuple[tuple[float, float], ...]:
         """Every kept ``(time, value)``, oldest first."""
-        return tuple(self._samples)
+        return tuple(zip(self._t, self._v, strict=True))
 
     def add(self, now: float, value: float) -> None:
         """Record ``value`` observed at ``now``; ``ValueError`` for NaN, Inf or a non-number."""
         t = _check_time(now)
         v = _check_value(value)
-        if not self._samples or self._samples[-1][0] <= t:
-            self._samples.append((t, v))
+        if not self._t or self._t[-1] <= t:
+            self._t.append(t)
+            self._v.append(v)
         else:
-            bisect.insort_right(self._samples, (t, v), key=lambda s: s[0])
-        if len(self._samples) > MAX_SAMPLES:
-            del self._samples[: len(self._samples) - MAX_SAMPLES]
+            i = bisect.bisect_right(self._t, t)
+            self._t.insert(i, t)
+            self._v.insert(i, v)
+        if len(self._t) > MAX_SAMPLES:
+            self._drop(len(self._t) - MAX_SAMPLES)
+
+    def _drop(self, oldest: int) -> None:
+        del self._t[:oldest]
+        del self._v[:oldest]
+
+    def copy(self) -> SampleWindow:
+        """An independent copy (O(samples))."""
+        clone = SampleWindow()
+        clone._t = array("d", self._t)
+        clone._v = array("d", self._v)
+        return clone
 
     def gc(self, now: float, window_seconds: float, gc_factor: float) -> int:
         """Drop samples older than ``window_seconds * gc_factor``; returns how many were dropped."""
@@ -257,22 +275,29 @@ class SampleWindow:
         _check_gc(window_seconds, gc_factor)
         cutoff = t - window_seconds * gc_factor
         # first index with time > cutoff
-        keep_from = bisect.bisect_right(self._samples, cutoff, key=lambda s: s[0])
-        del self._samples[:keep_from]
+        keep_from = bisect.bisect_right(self._t, cutoff)
+        self._drop(keep_from)
         return keep_from
+
+    def _span(self, now: float, window_seconds: float) -> tuple[int, int]:
+        t = _check_time(now)
+        return bisect.bisect_right(self._t, t - window_seconds), bisect.bisect_right(self._t, t)
 
     def in_window(self, now: float, window_seconds: float) -> list[tuple[float, float]]:
         """The ``(time, value)`` pairs with ``now - window_seconds < time <= now``, oldest first."""
-        t = _check_time(now)
-        lo = bisect.bisect_right(self._samples, t - window_seconds, key=lambda s: s[0])
-        hi = bisect.bisect_right(self._samples, t, key=lambda s: s[0])
-        return self._samples[lo:hi]
+        lo, hi = self._span(now, window_seconds)
+        return list(zip(self._t[lo:hi], self._v[lo:hi], strict=True))
+
+    def values_in(self, now: float, window_seconds: float) -> list[float]:
+        """The values of ``in_window``, oldest first."""
+        lo, hi = self._span(now, window_seconds)
+        return self._v[lo:hi].tolist()
 
     def _filtered(self, now: float, seconds: float, outlier_filter: bool, outlier_threshold: float,
                   ) -> list[float]:
         if not _positive(seconds):
             raise ValueError(f"seconds must be a finite number > 0, got {seconds!r}")
-        values = [v for _, v in self.in_window(now, seconds)]
+        values = self.values_in(now, seconds)
         return filter_outliers(values, outlier_threshold) if outlier_filter and values else values
 
     def newest(self, now: float, seconds: float, outlier_filter: bool = DEFAULTS.enable_outlier_filter,
@@ -302,7 +327,7 @@ class SampleWindow:
     ) -> float | None:
         """The window's aggregate; see the module docstring. ``metric`` names it in ``NoDecision``."""
         _check_policy(window_seconds, aggregation, missing_policy, outlier_threshold)
-        values = [v for _, v in self.in_window(now, window_seconds)]
+        values = self.values_in(now, window_seconds)
         if not values:
             if missing_policy == TREAT_AS_ZERO:
                 return 0.0
@@ -401,9 +426,7 @@ class MetricWindows:
         """An independent copy (the samples are copied; O(samples)), under ``policy`` if given."""
         other = MetricWindows(policy or self.policy)
         for key, window in self._windows.items():
-            clone = SampleWindow()
-            clone._samples = list(window._samples)
-            other._windows[key] = clone
+            other._windows[key] = window.copy()
         return other
 
     def window(self, key: str) -> SampleWindow:
