@@ -21,6 +21,17 @@
    estimate). Then the plain dicts by the type of the object first found holding each
    (``dicts held by <type>``: a pydantic model's instance dict, a dict inside a dict, ...).
 
+With ``MEMPROBE_TRACE=N`` in its environment, the module runs under ``tracemalloc`` (``N`` frames a
+trace; it slows the process 2-3x and adds its own memory) and each probe also writes the heap's
+growth since the previous probe by allocation site: the 40 tracebacks that grew most (``N`` frames
+each, innermost last), each with its bytes and blocks -- who allocated what the fleet holds,
+grouped by where, which the by-type walk cannot say (``MEMPROBE_TRACE_GROUP=lineno`` groups by
+the innermost line instead).
+
+With ``MEMPROBE_OWNERS=1``, each probe ends with ``bench/memowners.py``'s walk of the live
+manager by attribute path, and a probe after the first prints the rows that grew most, per scaler
+(the label's leading number is the scaler count: ``3000-after-surge``).
+
 A label ending in `` observe`` (``memprobe.label``: ``<label> observe``) skips step 4.
 
 Steps 4 change the process (a full collection, a trim): the caller reads its own RSS figure
@@ -41,6 +52,7 @@ import signal
 import sys
 import tempfile
 import threading
+import tracemalloc
 from pathlib import Path
 
 
@@ -218,6 +230,48 @@ def _by_type(top: int = 30) -> list[str]:
     return out
 
 
+# the owner rows of the first probe (MEMPROBE_OWNERS), the base of the later ones' growth
+_first_owners: list[dict[str, int]] = []
+
+
+def _owner_growth(label: str) -> list[str]:
+    if os.environ.get("MEMPROBE_OWNERS", "0") in ("", "0"):
+        return []
+    import memowners
+
+    now = memowners.rows()
+    if not _first_owners:
+        _first_owners.append(now)
+        return [f"owners: {sum(now.values()):,} bytes over {len(now)} rows (the base of the later probes)"]
+    n = int(m.group(0)) if (m := re.match(r"\d+", label)) else 1
+    return memowners.growth(_first_owners[0], now, n)
+
+
+# the tracemalloc snapshot of the previous probe (MEMPROBE_TRACE), the base of the next one's growth
+_last_snapshot: list[tracemalloc.Snapshot] = []
+
+
+def _traced_growth(top: int = 40) -> list[str]:
+    """The heap's growth since the previous probe by allocation site (see the module docstring)."""
+    if not tracemalloc.is_tracing():
+        return []
+    snap = tracemalloc.take_snapshot().filter_traces((
+        tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)))
+    group = os.environ.get("MEMPROBE_TRACE_GROUP", "traceback")
+    if not _last_snapshot:
+        _last_snapshot.append(snap)
+        total = sum(s.size for s in snap.statistics("filename"))
+        return [f"tracemalloc: {total:,} bytes traced (the base of the next probe's growth)"]
+    stats = snap.compare_to(_last_snapshot[0], group)
+    _last_snapshot[0] = snap
+    grew = sum(s.size_diff for s in stats)
+    out = [f"tracemalloc: growth since the previous probe {grew:,} bytes; the top {top} sites:"]
+    for s in stats[:top]:
+        out.append(f"  +{s.size_diff:,} B in {s.count_diff:+,} blocks")
+        out += [f"      {f.filename.split('/escaler/')[-1]}:{f.lineno}" for f in s.traceback]
+    return out
+
+
 def probe(outdir: Path) -> None:
     label_file = outdir / "memprobe.label"
     text = label_file.read_text().split() if label_file.exists() else []
@@ -230,8 +284,9 @@ def probe(outdir: Path) -> None:
     lines.append(f"gc objects tracked = {len(gc.get_objects()):,}")
     lines += _summarize_pymalloc(_pymalloc_stats())
     lines += _glibc()
+    lines += _traced_growth()
     if observe_only:
-        _write(outdir, label, [*lines, *_by_type()])
+        _write(outdir, label, [*lines, *_by_type(), *_owner_growth(label)])
         return
     found = gc.collect()
     lines.append(f"gc.collect() found {found:,} unreachable; VmRSS KB after = {_rss_kb()}")
@@ -241,6 +296,7 @@ def probe(outdir: Path) -> None:
     lines.append(f"VmRSS KB after malloc_trim(0) = {_rss_kb()}")
     lines += _glibc()
     lines += _by_type()  # last: the walk's own bookkeeping allocates (tens of MB at 10,000 scalers)
+    lines += _owner_growth(label)
     _write(outdir, label, lines)
 
 
@@ -263,6 +319,9 @@ def main() -> int:
             label = (outdir / "memprobe.label").read_text().split()[0]
             _write(outdir, label, [f"memprobe failed: {exc!r}"])
 
+    frames = int(os.environ.get("MEMPROBE_TRACE", "0") or 0)
+    if frames > 0:
+        tracemalloc.start(frames)
     signal.signal(signal.SIGUSR1, handler)
     (outdir / "memprobe.ready").write_text("")
     sys.argv = [module, *args]
