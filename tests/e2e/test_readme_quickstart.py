@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ..readme_quickstart import quickstart_script
+from ..readme_quickstart import wrapped as wrap
 from .conftest import ROOT, Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]
@@ -35,8 +36,7 @@ def test_the_readme_quick_start_runs_as_written(cluster: Cluster, tmp_path: Path
     script = quickstart_script(README.read_text(encoding="utf-8"))
     assert "python -m escaler manager" in script and "kill %1" in script
     wrapped = tmp_path / "quickstart.sh"
-    wrapped.write_text("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\nset -x\n" + script,
-                       encoding="utf-8")
+    wrapped.write_text(wrap(script), encoding="utf-8")
     path = os.pathsep.join([str(Path(sys.executable).parent), str(Path(cluster.kubectl_bin).parent),
                             "/usr/local/bin", "/usr/bin", "/bin"])
     env = {"PATH": path, "KUBECONFIG": str(cluster.kubeconfig), "HOME": os.environ.get("HOME", "/root"),

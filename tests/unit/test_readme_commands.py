@@ -433,3 +433,25 @@ def test_webhook_patch_cabundle_against_a_stub_kubectl(tmp_path: Path) -> None:
     assert patch.count('"op":"add"') == 2 and "/webhooks/1/clientConfig/caBundle" in patch
     usage = subprocess.run(["bash", script], env=env, capture_output=True, text=True, timeout=30, check=False)
     assert usage.returncode == 2 and "usage:" in usage.stderr
+
+
+@pytest.mark.parametrize("body", [
+    "sleep 0.05 &\nsleep 0.3\n",  # the background job (the quick start's manager) ends first
+    "sleep 30 &\ntrue\n",  # it is still running: the trap stops it
+])
+def test_the_quick_start_wrapper_passes_a_script_whose_lines_all_pass(body: str, tmp_path: Path) -> None:
+    """The e2e test runs the quick start inside ``wrapped``; a run whose every line passed must exit
+    0 whether or not its background job is still there when the exit trap runs (CI of 2026-12-07
+    failed with exit 1 after every line had passed: the manager had stopped first and the trap's
+    ``kill`` failed under ``set -e``)."""
+    script = tmp_path / "s.sh"
+    script.write_text(reader.wrapped(body), encoding="utf-8")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_quick_start_wrapper_fails_a_failing_line(tmp_path: Path) -> None:
+    script = tmp_path / "s.sh"
+    script.write_text(reader.wrapped("sleep 30 &\nfalse\necho never\n"), encoding="utf-8")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=20, check=False)
+    assert done.returncode == 1 and "never" not in done.stdout
