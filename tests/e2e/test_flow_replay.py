@@ -25,8 +25,9 @@ the manager writes to the Deployment equal the simulator's decisions for the sam
 
 Asserted: the sequence of counts the manager wrote equals the simulator's, and at every poll the
 Deployment is at the simulator's decision of that poll or of a neighbouring one (one poll of
-timing: the manager's write lands a moment after its read); and the segment moves both ways, so
-the test cannot pass on a flat trace.
+timing: a real manager's reads land a little after the period the simulator keeps exactly; the
+flow gives every interval and window edge 1 s of slack, and a loaded machine can be later); and the
+segment moves both ways, so the test cannot pass on a flat trace.
 """
 
 from __future__ import annotations
