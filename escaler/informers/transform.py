@@ -143,9 +143,8 @@ class SubtreeSharer:
         self._values: LRUCache[tuple[tuple[str, ...], str], FrozenDict] = LRUCache(maxsize=max_entries)
 
     def _shared(self, path: tuple[str, ...], sub: Mapping[str, Any]) -> FrozenDict | None:
-        try:
-            text = json.dumps(sub, sort_keys=True, separators=(",", ":"))
-        except (TypeError, ValueError):
+        text = _canonical(sub)
+        if text is None:
             return None  # not JSON (a test's object): left as it is
         key = (path, text)
         with self._mu:
@@ -205,10 +204,12 @@ class RowSharer:
     def _shared_list(self, path: tuple[str, ...], rows: Any) -> FrozenList | None:
         if not isinstance(rows, list | tuple) or not all(isinstance(row, Mapping) for row in rows):
             return None
-        try:
-            keys = [(path, json.dumps(row, sort_keys=True, separators=(",", ":"))) for row in rows]
-        except (TypeError, ValueError):
-            return None  # not JSON (a test's object): left as it is
+        keys = []
+        for row in rows:
+            text = _canonical(row)
+            if text is None:
+                return None  # not JSON (a test's object): left as it is
+            keys.append((path, text))
         shared_rows: list[FrozenDict] = []
         with self._mu:
             for key in keys:
@@ -232,6 +233,15 @@ class RowSharer:
         """Rows and lists remembered."""
         with self._mu:
             return len(self._rows) + len(self._lists)
+
+
+def _canonical(value: Any) -> str | None:
+    """The key under which equal values are shared: canonical JSON (keys sorted, so ``1`` and
+    ``1.0``, ``true`` and ``1`` stay apart); None for a value JSON cannot encode."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
 
 
 def _replace_at(obj: Mapping[str, Any], path: tuple[str, ...],
