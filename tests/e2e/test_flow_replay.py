@@ -13,7 +13,9 @@ the manager writes to the Deployment equal the simulator's decisions for the sam
   p90 (the queueing delay plus the mean prompt's prefill, which the manager subtracts again), the
   miss shares and the burst rates.
 * The manager runs on a test clock (``--unsafe-test-clock-file``) stepped to the start plus 30 s
-  per poll, so its flow state sees the simulator's times; each step waits for the manager to read
+  per poll, so its flow state sees the simulator's times. The scaler is created just after a point
+  of its poll phase (``align_to_poll_phase``), so each later point falls just before the step that
+  asks for it and the manager reads at the step, whatever the phase; each step waits for the manager to read
   every query once, then for the manager to have *decided* on that reading: its
   ``escaler_scaler_metric_value`` gauges (``/metrics``, set by the sync that decided, after its
   write) show the poll's values. Only then is the Deployment read and the clock stepped again, so a
@@ -36,6 +38,7 @@ import itertools
 import math
 import random
 import re
+import time
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
@@ -45,6 +48,8 @@ import pytest
 
 from escaler.api.llmflow import FlowProvider
 from escaler.reconcilers.kit.flowpresets import flow_queries
+from escaler.reconcilers.kit.poller import DEFAULT_POLL_TICK_SECONDS, DEFAULT_RELIST_SECONDS, phase
+from escaler.runtime.types import Request
 from escaler.sim.engine import simulate
 from escaler.sim.policies import FlowPolicy, flow_capacity
 from escaler.sim.runner import Experiment, build, initial_fleet
@@ -64,6 +69,8 @@ POLL_S = 30.0
 # decides fails here
 DECIDE_WAIT_S = 120.0
 MINUTES = 25
+# how far after a point of the scaler's poll phase its first reading is taken (align_to_poll_phase)
+ALIGN_S = 0.5
 _GAUGE = re.compile(r'^escaler_scaler_metric_value\{([^}]*)\} (\S+)$', re.M)
 
 
@@ -126,6 +133,16 @@ def decided_values(metrics_port: int, namespace: str) -> dict[str, float]:
     return out
 
 
+def ready(probe_port: int) -> bool:
+    """The manager's caches have synced (``/readyz``): its clock file watcher runs, and a scaler
+    created now is reconciled at once."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{probe_port}/readyz", timeout=5) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 def rolled_out(cluster: Cluster, namespace: str) -> bool:
     """The Deployment's controller has acted on its latest spec (no rollout in progress for the
     scaler's guard: observedGeneration current, every replica of the latest template created)."""
@@ -160,10 +177,11 @@ def test_the_manager_writes_the_simulators_flow_decisions(
             prometheus.set(query, values[signal])
 
     clock = ManagerClock(tmp_path / "clock")
-    metrics_port = free_port()
+    metrics_port, probe_port = free_port(), free_port()
     manager = start_manager(cluster, tmp_path, user="escaler-replay", namespace=namespace,
                             poll=f"{POLL_S:g}s", test_clock_file=clock.path,
-                            extra_args=[f"--metrics-bind-address=127.0.0.1:{metrics_port}"])
+                            extra_args=[f"--metrics-bind-address=127.0.0.1:{metrics_port}",
+                                        f"--health-probe-bind-address=127.0.0.1:{probe_port}"])
     managers.append(manager)
     apply(cluster, namespace, deployment("llama", int(trail[0]["from"])))
     # the simulator starts from a warm fleet: so does the manager (a Deployment its controller has
@@ -171,6 +189,10 @@ def test_the_manager_writes_the_simulators_flow_decisions(
     eventually(lambda: rolled_out(cluster, namespace), timeout=DECIDE_WAIT_S,
                what="the Deployment rolled out at its initial count")
     serve(0)
+    # the scaler's first reading (its creation) lands just after one of its poll phase's points, so
+    # that every later due point falls just before the step that asks for it, whatever the phase
+    eventually(lambda: ready(probe_port), timeout=DECIDE_WAIT_S, what="the manager's /readyz 200")
+    align_to_poll_phase(clock, manager, namespace)
     before = prometheus.query_count
     apply(cluster, namespace, {
         "apiVersion": GROUP, "kind": "LLMScaler", "metadata": {"name": "llama"}, "spec": {
@@ -198,6 +220,9 @@ def test_the_manager_writes_the_simulators_flow_decisions(
                    what=f"poll {k}: the manager reads every query")
         if not k:  # the manager's time of its first reading: poll k is read POLL_S x k after it
             start = clock.manager_now()
+            # the poller schedules a scaler at its relist, at the first phase point after it: one
+            # that comes after the first step would schedule the point after the asked-for one
+            time.sleep(DEFAULT_RELIST_SECONDS + 2 * DEFAULT_POLL_TICK_SECONDS)
         # the sync that consumes the reading decides, writes, then sets the gauges: once they show
         # this poll's values, the count of this poll is on the Deployment
         served = answers(trail[k]["reading"], prefill)
@@ -217,6 +242,23 @@ def test_the_manager_writes_the_simulators_flow_decisions(
 
     assert changes(seen) == changes(sim_counts), \
         f"manager: {seen}\nsim:     {sim_counts}\n{scale_log(manager.output(100_000))}"
+
+
+def align_to_poll_phase(clock: ManagerClock, manager: Any, namespace: str) -> None:
+    """Step the manager's clock to ``ALIGN_S`` after the next point of the scaler's poll phase
+    (``k x POLL_S + phase``, on the manager's monotonic clock: the system's plus the test offset).
+
+    The test steps the manager's clock to its first reading's time plus ``POLL_S x k``; the manager
+    reads at its phase's points. With the first reading just after a point, each later point comes
+    just before the step that asks for it, and the next one ``POLL_S`` minus that margin after it,
+    so a reading lands between two steps only if one step takes ~28 s of real time. Without this,
+    the phase (a hash of the namespace, random per run) could fall anywhere after the step: a read
+    then lands between steps and every later poll waits for its phase (CI run of b1ad681: the 600 s
+    timeout)."""
+    offset = phase(Request(namespace, "llama"), POLL_S)
+    mono = time.monotonic() + clock.offset
+    point = (math.floor((mono + ALIGN_S - offset) / POLL_S) + 1) * POLL_S + offset
+    clock.step_to(clock.manager_now() + timedelta(seconds=point + ALIGN_S - mono), manager)
 
 
 def scale_log(log: str) -> str:
