@@ -26,6 +26,12 @@ write, or moved past it), the status text and the versions are dropped: only the
 kept (issue 30, memory per scaler: in a steady fleet every idle poll finds its cache caught up, so
 ~1 KB of status text per scaler is held only between a write and the next poll). A reflector never
 shows a version older than one it has shown, so nothing that could still read the text is lost.
+The text is kept deflated (zlib) against a preset dictionary (``STATUS_ZDICT``: the text of a
+typical scaler status — its keys, condition rows and reasons), so a fleet's statuses, which repeat
+those and differ in names, counts and times, take ~10x less than their text (~2 KB per scaler
+right after a surge at 10,000 scalers, when every scaler has just written; issue 30). Any text
+packs and unpacks exactly, whatever it holds; a status unlike the dictionary only compresses
+less. Packing costs ~10 microseconds a write, unpacking is done only while a cache lags.
 
 **Drift** (``escaler.reconcilers.kit.drift``): given the sync's ``now`` (the injected
 clock's wall time) and the scaler's ``significance``, a status that differs from the one the
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -60,7 +67,8 @@ from escaler.informers.frozen import thaw
 from escaler.reconcilers.kit.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
 
 __all__ = [
-    "MAX_REMEMBERED", "MAX_STALE_VERSIONS", "StatusClient", "StatusWriter", "WriteOutcome", "status_patch",
+    "MAX_REMEMBERED", "MAX_STALE_VERSIONS", "STATUS_ZDICT", "StatusClient", "StatusWriter", "WriteOutcome",
+    "pack_status", "status_patch", "unpack_status",
 ]
 
 # objects whose last written status one StatusWriter remembers (one per live scaler is plenty)
@@ -93,10 +101,10 @@ class _Memo:
     """What the writer remembers about one object."""
 
     # resourceVersions a cache may show that predate our last write (oldest first, at most
-    # MAX_STALE_VERSIONS), and the status written as compact JSON text (read back only while a cache
-    # shows one of those versions: a few hundred bytes instead of a tree of dicts kept per scaler,
-    # issue 10's memory per scaler); None until we write
-    written: tuple[tuple[str, ...], str] | None
+    # MAX_STALE_VERSIONS), and the status written as compact JSON text, deflated (``pack_status``;
+    # read back only while a cache shows one of those versions: tens of bytes instead of a tree of
+    # dicts kept per scaler, issues 10 and 30: memory per scaler); None until we write
+    written: tuple[tuple[str, ...], bytes] | None
     # wall time (epoch seconds, the caller's clock) of our last write — or of the first drift seen
     # when we never wrote: the refresh interval counts from it; None when no caller passed a time
     at: float | None
@@ -153,8 +161,7 @@ class StatusWriter:
             if version:
                 self._caught_up(obj, memo)
             return None
-        ours: dict[str, Any] = json.loads(status)
-        return ours
+        return unpack_status(status)
 
     def _caught_up(self, obj: Mapping[str, Any], memo: _Memo) -> None:
         """The cache shows a version newer than our last write: the text is never read again (a cache
@@ -230,7 +237,7 @@ class StatusWriter:
                                            str(meta.get("namespace") or "") or None, patch_type="merge")
         with self._mu:
             self.writes += 1
-            self._last[_uid(obj)] = _Memo((stale, _compact_json(new_status)), now, _resource_version(answer))
+            self._last[_uid(obj)] = _Memo((stale, pack_status(new_status)), now, _resource_version(answer))
         return WriteOutcome.WRITTEN
 
     def skip(self) -> None:
@@ -250,6 +257,53 @@ class StatusWriter:
 
 def _compact_json(status: Mapping[str, Any]) -> str:
     return json.dumps(status, separators=(",", ":"), allow_nan=True)
+
+
+# zlib's preset dictionary for the memo (see the module docstring): a typical scaler status, its most
+# repeated parts last (deflate reaches the end of its window most cheaply). Changing it only changes
+# what a memo packed from now on costs: the memo lives in this process only.
+STATUS_ZDICT = _compact_json({
+    "hpaName": None, "fallback": {"failures": 1, "since": "2026-01-01T00:00:00Z"},
+    "deferredSince": "2026-01-01T00:00:00Z",
+    "observedGeneration": 1, "currentReplicas": 2, "desiredReplicas": 2,
+    "currentMetrics": [{"name": "cpu", "type": "Resource", "value": 20.0, "target": 10.0,
+                        "targetType": "Utilization", "recommendedReplicas": 2, "error": "timed out"},
+                       {"name": "sum(rate(vllm:num_requests_waiting[1m]))", "type": "ExternalServer",
+                        "value": 20.0, "target": 10.0, "targetType": "AverageValue",
+                        "recommendedReplicas": 2}],
+    "recentDecisions": [{"time": "2026-01-01T00:00:00Z", "from": 2, "to": 4, "boundBy": "maxReplicas",
+                         "reason": "evaluated 1 of 1 metrics; recommends 4 replicas (cpu 20/10 (Value))"}],
+    "conditions": [
+        {"type": "ScalingActive", "status": "True", "observedGeneration": 1,
+         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "MetricsAvailable",
+         "message": "evaluated 1 of 1 metrics; recommends 2 replicas"},
+        {"type": "AbleToScale", "status": "True", "observedGeneration": 1,
+         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Synced",
+         "message": "the target is at the desired count (2)"},
+        {"type": "ScalingLimited", "status": "False", "observedGeneration": 1,
+         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "DesiredWithinRange",
+         "message": "the desired count is within the acceptable range [1, 10]"},
+        {"type": "Validated", "status": "True", "observedGeneration": 1,
+         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Valid", "message": "the spec is valid"},
+        {"type": "MetricsPipeline", "status": "True", "observedGeneration": 1,
+         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "AllMetricsAvailable",
+         "message": "all 1 metrics available"}],
+    "resolvedTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+    "lastScaleTime": "2026-01-01T00:00:00Z",
+}).encode()
+
+
+def pack_status(status: Mapping[str, Any]) -> bytes:
+    """``status`` as compact JSON, deflated against ``STATUS_ZDICT`` (``unpack_status`` reverses it)."""
+    deflate = zlib.compressobj(1, zdict=STATUS_ZDICT)
+    return deflate.compress(_compact_json(status).encode()) + deflate.flush()
+
+
+def unpack_status(packed: bytes) -> dict[str, Any]:
+    """A fresh dict of the status ``pack_status`` packed (the caller may change it)."""
+    inflate = zlib.decompressobj(zdict=STATUS_ZDICT)
+    status: dict[str, Any] = json.loads(inflate.decompress(packed) + inflate.flush())
+    return status
 
 
 def _resource_version(answer: Any) -> str:
