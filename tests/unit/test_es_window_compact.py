@@ -52,3 +52,20 @@ def test_the_per_scaler_memory_records_carry_no_instance_dict() -> None:
         assert not hasattr(obj, "__dict__"), type(obj).__name__
     memory.wrote_from = "7"  # the reconciler still updates its own record in place
     assert memory.wrote_from == "7"
+
+
+def test_the_rows_kept_with_a_collection_share_their_type_names() -> None:
+    """``str()`` of an enum member is a new string each time: the metric rows every scaler keeps with
+    its last collection hold the interned type names instead (issue 30: ~120 bytes a scaler)."""
+    from escaler.reconcilers.elasticscaler.metricsync import _Metric, _row
+    from escaler.scaling.algorithm import MetricValue
+
+    def row(name: str) -> Any:
+        spec = _metric(name, "10")
+        target_type = "".join(["Val", "ue"])  # a fresh string, as the collector's str(enum) gives
+        used = MetricValue(name=name, type="External", value=1.0, target_type=target_type, target_value=10.0)
+        return _row(_Metric(spec, name, used, None, None, None), used, 2)
+
+    a, b = row("queue-a"), row("queue-b")
+    assert (a.type, a.target_type) == (b.type, b.target_type) == ("External", "Value")
+    assert a.type is b.type and a.target_type is b.target_type
