@@ -151,3 +151,21 @@ def test_an_object_read_by_one_scaler_holds_the_scaler_not_a_set() -> None:
     assert idx._index[DEPLOY] == {"team/web": b}
     idx.release(b)
     assert b not in idx._roles and DEPLOY not in idx._index
+
+
+def test_every_want_of_a_resource_holds_one_key_object_and_it_goes_with_the_last() -> None:
+    """Memory per scaler (issue 30): each reconcile builds its keys afresh (56 bytes each, two wants
+    a scaler); the index keeps one key object per watched resource, forgotten with its registration."""
+    reg, queue = _Registrar(), _Queue()
+    idx = WatchIndex(reg)
+    idx.start(queue)
+    fleet = [Request("team", f"es-{i}") for i in range(3)]
+    for i, scaler in enumerate(fleet):
+        idx.want(scaler, ROLE_TARGET, ResourceKey("apps", "v1", "deployments", namespace="team"), "team", f"w{i}")
+    keys = {id(idx._wants[(scaler, ROLE_TARGET)].key) for scaler in fleet}
+    assert len(keys) == 1 and idx._keys == {DEPLOY: DEPLOY}
+    for scaler in fleet:
+        idx.release(scaler)
+    assert idx._keys == {} and idx.keys() == []
+    idx.want(fleet[0], ROLE_TARGET, DEPLOY, "team", "w0")  # watched again: registered again
+    assert idx._keys == {DEPLOY: DEPLOY} and len(reg.registrations) == 2

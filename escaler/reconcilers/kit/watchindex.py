@@ -133,6 +133,9 @@ class WatchIndex:
         # scaler → the roles it holds in _wants, sorted (so releasing one scaler is O(its roles), not
         # O(fleet)); a tuple of at most four, not a set
         self._roles: dict[Request, tuple[str, ...]] = {}
+        # key → the one equal key every want of it holds (while it has a registration): a scaler's
+        # reconcile builds its keys afresh, and a 56-byte key per want is two per scaler (issue 30)
+        self._keys: dict[ResourceKey, ResourceKey] = {}
 
     # ------------------------------------------------------------------ Source protocol
 
@@ -151,6 +154,7 @@ class WatchIndex:
             self._refs.clear()
             self._wants.clear()
             self._roles.clear()
+            self._keys.clear()
             self._queue = None
         for reg in regs:
             reg.release()
@@ -160,11 +164,13 @@ class WatchIndex:
     def want(self, scaler: Request, role: str, key: ResourceKey, namespace: str = "",
              name: str | None = None) -> None:
         """``scaler`` reads ``namespace/name`` of ``key`` in ``role`` (see the module docstring)."""
-        want = _Want(key, None if name is None else _obj_key(namespace, name))
+        obj = None if name is None else _obj_key(namespace, name)
         with self._mu:
+            key = self._keys.setdefault(key, key)
+            want = _Want(key, obj)
             old = self._wants.get((scaler, role))
             if old == want:
-                return
+                return  # its key is registered (old holds a reference): _keys keeps it rightly
             if key not in self._regs:
                 # registering starts the informer thread; it never waits for the list
                 self._regs[key] = self._informers.register(key, _Handler(self, key))
@@ -229,6 +235,7 @@ class WatchIndex:
             self._refs[want.key] = left
             return None
         self._refs.pop(want.key, None)
+        self._keys.pop(want.key, None)
         reg = self._regs.pop(want.key, None)
         return (want.key, reg) if reg is not None else None
 
