@@ -161,7 +161,8 @@ def test_every_want_of_a_resource_holds_one_key_object_and_it_goes_with_the_last
     idx.start(queue)
     fleet = [Request("team", f"es-{i}") for i in range(3)]
     for i, scaler in enumerate(fleet):
-        idx.want(scaler, ROLE_TARGET, ResourceKey("apps", "v1", "deployments", namespace="team"), "team", f"w{i}")
+        fresh = ResourceKey("apps", "v1", "deployments", namespace="team")
+        idx.want(scaler, ROLE_TARGET, fresh, "team", f"w{i}")
     keys = {id(idx._wants[(scaler, ROLE_TARGET)].key) for scaler in fleet}
     assert len(keys) == 1 and idx._keys == {DEPLOY: DEPLOY}
     for scaler in fleet:
