@@ -74,6 +74,7 @@ from escaler.errors import FencedWrite, StatusError, is_not_found, is_retryable
 from escaler.kube.discovery import ResourceMapping
 from escaler.kube.dynamic import DynamicClient, resource_path
 from escaler.kube.rest import RestClient
+from escaler.packed import JsonPacker
 
 __all__ = [
     "DEFAULT_BURST",
@@ -223,12 +224,28 @@ class FakeRecorder:
 _Key = tuple[object, ...]
 
 
+# zlib's preset dictionary for the bodies (escaler.packed): a typical scaler Event, its most repeated
+# parts last; a body unlike it only packs less. The packed bodies live in this process only.
+EVENT_ZDICT = json.dumps({
+    "related": {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "default", "name": "web"},
+    "apiVersion": "events.k8s.io/v1", "kind": "Event",
+    "metadata": {"name": "web.1880f2a9c4e1b7d4", "namespace": "default"},
+    "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "escaler",
+    "reportingInstance": "escaler-7d9f8b6c4-x2k9p", "action": "Scale", "reason": "SuccessfulRescale",
+    "note": "New size: 4; reason: evaluated 1 of 1 metrics; recommends 4 replicas", "type": "Normal",
+    "regarding": {"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler", "namespace": "default",
+                  "name": "web", "uid": "00000000-0000-0000-0000-000000000000", "resourceVersion": "1"},
+}, separators=(",", ":")).encode()
+_PACKER = JsonPacker(EVENT_ZDICT)
+
+
 def _pack(body: dict[str, Any]) -> bytes | dict[str, Any]:
-    """An Event body kept as compact JSON (one bytes object of ~400 bytes instead of a tree of four
-    dicts and their strings, ~1.2 KB: a surge keeps up to ``MAX_TRACKED`` live series, one per
-    scaler that scaled; issue 30, memory per scaler); a body JSON cannot encode stays a dict."""
+    """An Event body kept as compact JSON deflated against ``EVENT_ZDICT`` (~150 bytes instead of a
+    tree of four dicts and their strings, ~1.2 KB, or its ~600 bytes of text: a surge keeps up to
+    ``MAX_TRACKED`` live series, one per scaler that scaled; issue 30, memory per scaler); a body
+    JSON cannot encode stays a dict."""
     try:
-        return json.dumps(body, separators=(",", ":")).encode()
+        return _PACKER.pack(body)
     except (TypeError, ValueError):
         return body
 
@@ -236,7 +253,7 @@ def _pack(body: dict[str, Any]) -> bytes | dict[str, Any]:
 def _unpack(body: bytes | dict[str, Any]) -> dict[str, Any]:
     """A fresh dict of the packed body (the caller may change it)."""
     if isinstance(body, bytes):
-        out: dict[str, Any] = json.loads(body)
+        out: dict[str, Any] = _PACKER.unpack(body)
         return out
     return copy.deepcopy(body)
 
