@@ -200,7 +200,11 @@ class AuditLog:
 
     ``offset()`` marks the current end; pass it as ``since`` to look only at later writes. The API
     server writes in blocking mode, so a write is in the log before its response reaches the
-    client."""
+    client — but not before its *effect* can be read: the write's ResponseComplete event is
+    appended after its handler returns, after the change is in etcd, so a test that saw the change
+    through its own GET can read the log a moment too early (CI-like run of 317ecf6:
+    ``test_es_activation`` saw the Deployment at 1 and found no write in the log). Such a test
+    waits for the write with ``seen_scale_writes``."""
 
     path: Path
 
@@ -270,6 +274,18 @@ class AuditLog:
         return [ev for ev in self.writes(users=user, namespace=namespace, resource=resource, name=name,
                                          verbs=SCALE_VERBS, since=since)
                 if (ev["objectRef"].get("subresource") or "scale") == "scale"]
+
+
+def seen_scale_writes(audit: AuditLog, user: str, namespace: str, name: str | None = None, *,
+                      resource: str = "deployments", since: int = 0,
+                      timeout: float = 10.0) -> list[dict[str, Any]]:
+    """``audit.scale_writes(...)`` once it holds at least one write: for a test that saw a write's
+    effect through a GET, before its audit event may be in the log (``AuditLog``'s docstring)."""
+    found: list[dict[str, Any]] = eventually(
+        lambda: audit.scale_writes(user, namespace, name, resource=resource, since=since),
+        timeout=timeout, interval=0.05,
+        what=f"a replica write by {user} to {namespace}/{name} in the audit log")
+    return found
 
 
 def count_scale_writes(cluster: Cluster, user: str, namespace: str, name: str | None = None, *,

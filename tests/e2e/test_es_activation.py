@@ -38,6 +38,7 @@ from .es_helpers import (
     generation,
     replicas,
     scaler,
+    seen_scale_writes,
     start_manager,
 )
 
@@ -113,7 +114,7 @@ def test_metrics_trigger_goes_0_1_n_0(cluster: Cluster, namespace: str, promethe
     prometheus.set(query, 5.0)
     eventually(lambda: replicas(cluster, namespace, "act") == 1, timeout=30, interval=0.2,
                what=f"the wake; log:\n{manager.output()}")
-    [wake] = audit.scale_writes(USER, namespace, "act", since=since)
+    [wake] = seen_scale_writes(audit, USER, namespace, "act", since=since)
     took = _received(wake) - raised
     sys.stderr.write(f"\n[e2e] wake written {took:.3f}s after the load rose\n")
     assert took <= WAKE_BUDGET_SECONDS, (

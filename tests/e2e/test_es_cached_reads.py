@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from .conftest import Cluster, eventually
-from .es_helpers import POLL, QUICK, AuditLog, apply, es, scaler, start_manager, wait_cond
+from .es_helpers import POLL, QUICK, AuditLog, apply, es, scaler, seen_scale_writes, start_manager, wait_cond
 
 GROUP = "e2e-reads.example.com"
 PLURAL = "sizers"
@@ -156,7 +156,7 @@ def test_a_scale_only_crd_target_is_read_from_the_cache_and_written_through_scal
 
     prom.value = 40.0  # 40 / 10 → 4
     eventually(lambda: size(cluster, namespace) == 4, timeout=30, what="Sizer scaled to 4")
-    writes = audit.scale_writes(mgr.user, namespace, "pool", resource=PLURAL)
+    writes = seen_scale_writes(audit, mgr.user, namespace, "pool", resource=PLURAL)
     assert writes and all(ev["objectRef"].get("subresource") == "scale" for ev in writes), writes
 
     # steady state: several polls, no GET of /scale by anyone

@@ -38,7 +38,19 @@ import pytest
 from kubernetes import client as k8s
 
 from .conftest import Cluster, PrometheusServer, eventually
-from .es_helpers import QUICK, AuditLog, apply, cond, deployment, es, hold, replicas, scaler, start_manager
+from .es_helpers import (
+    QUICK,
+    AuditLog,
+    apply,
+    cond,
+    deployment,
+    es,
+    hold,
+    replicas,
+    scaler,
+    seen_scale_writes,
+    start_manager,
+)
 from .testclock import ManagerClock
 
 pytestmark = pytest.mark.e2e
@@ -144,7 +156,7 @@ def test_floor_lifts_at_the_rule_start_and_releases_at_its_end(
     lifted = datetime.now(UTC)
     assert (lifted - start_real).total_seconds() < 5, f"lifted at {lifted}, rule start {start_real} (real)"
     # not before the start: the write itself (the API server's receipt), not when the test saw it
-    writes = audit.scale_writes("escaler-floor", namespace, "fl", since=since)
+    writes = seen_scale_writes(audit, "escaler-floor", namespace, "fl", since=since)
     assert len(writes) == 1, [e["requestReceivedTimestamp"] for e in writes]
     assert _received(writes[0]) >= start_real, (
         f"the lift was written at {writes[0]['requestReceivedTimestamp']}, before the rule's start "
@@ -226,7 +238,7 @@ def test_an_excluded_date_does_not_lift(cluster: Cluster, namespace: str, promet
     # the test's own patch (the manager writes only the Tidal's status)
     [spec_write] = [e for e in audit.writes(namespace=namespace, resource="tidals", subresource=None,
                                             name="fx-floor", since=since) if e["user"]["username"] != user]
-    [lift] = audit.scale_writes(user, namespace, "fx", since=since)
+    [lift] = seen_scale_writes(audit, user, namespace, "fx", since=since)
     took = (_received(lift) - _received(spec_write)).total_seconds()
     sys.stderr.write(f"\n[e2e] floor lift {took:.3f}s after the Tidal's spec change\n")
     assert 0 <= took <= WAKE_BUDGET_SECONDS, (
