@@ -71,6 +71,8 @@ DECIDE_WAIT_S = 120.0
 MINUTES = 25
 # how far after a point of the scaler's poll phase its first reading is taken (align_to_poll_phase)
 ALIGN_S = 0.5
+# beyond one relist interval, the wait before the first step for the poller to have listed the scaler
+RELIST_MARGIN_S = 5 * DEFAULT_POLL_TICK_SECONDS
 _GAUGE = re.compile(r'^escaler_scaler_metric_value\{([^}]*)\} (\S+)$', re.M)
 
 
@@ -221,8 +223,11 @@ def test_the_manager_writes_the_simulators_flow_decisions(
         if not k:  # the manager's time of its first reading: poll k is read POLL_S x k after it
             start = clock.manager_now()
             # the poller schedules a scaler at its relist, at the first phase point after it: one
-            # that comes after the first step would schedule the point after the asked-for one
-            time.sleep(DEFAULT_RELIST_SECONDS + 2 * DEFAULT_POLL_TICK_SECONDS)
+            # that comes after the first step would schedule the point after the asked-for one. A
+            # relist comes every DEFAULT_RELIST_SECONDS of the poller's passes (one a tick); the
+            # margin covers a poller thread held up on a loaded machine, and the wait stays well
+            # short of the next point (~29 s after the reading)
+            time.sleep(DEFAULT_RELIST_SECONDS + RELIST_MARGIN_S)
         # the sync that consumes the reading decides, writes, then sets the gauges: once they show
         # this poll's values, the count of this poll is on the Deployment
         served = answers(trail[k]["reading"], prefill)
