@@ -258,8 +258,8 @@ def align_to_poll_phase(clock: ManagerClock, manager: Any, namespace: str) -> No
     just before the step that asks for it, and the next one ``POLL_S`` minus that margin after it,
     so a reading lands between two steps only if one step takes ~28 s of real time. Without this,
     the phase (a hash of the namespace, random per run) could fall anywhere after the step: a read
-    then lands between steps and every later poll waits for its phase (CI run of b1ad681: the 600 s
-    timeout)."""
+    then lands between steps and every later poll waits for its phase (a full make test of b1ad681:
+    the 600 s timeout)."""
     offset = phase(Request(namespace, "llama"), POLL_S)
     mono = time.monotonic() + clock.offset
     point = (math.floor((mono + ALIGN_S - offset) / POLL_S) + 1) * POLL_S + offset

@@ -102,8 +102,8 @@ class _Memo:
 
     # resourceVersions a cache may show that predate our last write (oldest first, at most
     # MAX_STALE_VERSIONS), and the status written as compact JSON text, deflated (``pack_status``;
-    # read back only while a cache shows one of those versions: tens of bytes instead of a tree of
-    # dicts kept per scaler, issues 10 and 30: memory per scaler); None until we write
+    # read back only while a cache shows one of those versions: ~200 bytes for a fleet's typical
+    # status instead of a tree of dicts, issues 10 and 30: memory per scaler); None until we write
     written: tuple[tuple[str, ...], bytes] | None
     # wall time (epoch seconds, the caller's clock) of our last write — or of the first drift seen
     # when we never wrote: the refresh interval counts from it; None when no caller passed a time
