@@ -255,14 +255,10 @@ class StatusWriter:
             self._last.pop(obj_uid, None)
 
 
-def _compact_json(status: Mapping[str, Any]) -> str:
-    return json.dumps(status, separators=(",", ":"), allow_nan=True)
-
-
 # zlib's preset dictionary for the memo (see the module docstring): a typical scaler status, its most
 # repeated parts last (deflate reaches the end of its window most cheaply). Changing it only changes
 # what a memo packed from now on costs: the memo lives in this process only.
-STATUS_ZDICT = _compact_json({
+STATUS_ZDICT = json.dumps({
     "hpaName": None, "fallback": {"failures": 1, "since": "2026-01-01T00:00:00Z"},
     "deferredSince": "2026-01-01T00:00:00Z",
     "observedGeneration": 1, "currentReplicas": 2, "desiredReplicas": 2,
@@ -290,7 +286,7 @@ STATUS_ZDICT = _compact_json({
          "message": "all 1 metrics available"}],
     "resolvedTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
     "lastScaleTime": "2026-01-01T00:00:00Z",
-}).encode()
+}, separators=(",", ":")).encode()
 _PACKER = JsonPacker(STATUS_ZDICT)
 
 
