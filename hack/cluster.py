@@ -76,10 +76,40 @@ DEFAULT_NODES = 2
 # be in use by the time it is bound (seen with parallel e2e workers: EADDRINUSE). Ports here are
 # only ever taken by an explicit bind.
 FREE_PORT_RANGE = (20000, 32768)
+# A port free_port() returned is reserved for this long, across every process of this user (a file
+# per port in PORT_RESERVATIONS): between the pick and its user's bind (a process start, seconds on
+# a loaded machine) another process must not be handed the same port. Without it two parallel e2e
+# workers (or the serial tier beside them) could both pick a port nothing had bound yet, and a test
+# then talk to another test's server (CI of f78e1b0: an SLO API's /readyz answered 200 and its
+# /config a body of another kind).
+PORT_RESERVATION_SECONDS = 600.0
+PORT_RESERVATIONS = Path(tempfile.gettempdir()) / f"escaler-ports-{os.getuid()}"
+
+
+def _reserve(port: int) -> bool:
+    """Reserve ``port`` for PORT_RESERVATION_SECONDS; False if another reservation holds it."""
+    PORT_RESERVATIONS.mkdir(mode=0o700, exist_ok=True)
+    path = PORT_RESERVATIONS / str(port)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return True
+    except FileExistsError:
+        pass
+    try:
+        if time.time() - path.stat().st_mtime < PORT_RESERVATION_SECONDS:
+            return False
+        # a stale reservation: exactly one claimant's rename succeeds
+        path.rename(path.with_name(f"{port}.stale.{os.getpid()}.{random.getrandbits(32)}"))
+    except FileNotFoundError:
+        return False
+    for stale in PORT_RESERVATIONS.glob(f"{port}.stale.*"):
+        stale.unlink(missing_ok=True)
+    return _reserve(port)
 
 
 def free_port() -> int:
-    """A loopback TCP port nothing listens on now, outside the ephemeral range (see above)."""
+    """A loopback TCP port nothing listens on now, outside the ephemeral range, that no other call
+    of this user's processes returned in the last PORT_RESERVATION_SECONDS (see above)."""
     rng = random.SystemRandom()
     for _ in range(200):
         port = rng.randrange(*FREE_PORT_RANGE)
@@ -88,6 +118,7 @@ def free_port() -> int:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _reserve(port):
             return port
     raise RuntimeError(f"no free port in {FREE_PORT_RANGE} after 200 tries")
 

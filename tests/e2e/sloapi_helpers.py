@@ -207,7 +207,9 @@ def wait_route(api: SLOApi, ns: str, route: str, present: bool = True, token: st
 
 def wait_routes(api: SLOApi, n: int) -> list[dict[str, Any]]:
     def listed() -> list[dict[str, Any]] | None:
-        routes: list[dict[str, Any]] = api.call("GET", "/config").json()["routes"]
+        resp = api.call("GET", "/config")
+        assert resp.status_code == 200, f"GET /config: {resp.status_code} {resp.text}\n{api.output()}"
+        routes: list[dict[str, Any]] = resp.json()["routes"]
         return routes if len(routes) == n else None
 
     return eventually(listed, timeout=30, what=f"{n} routes listed")  # type: ignore[no-any-return]
