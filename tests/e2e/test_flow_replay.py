@@ -15,7 +15,11 @@ the manager writes to the Deployment equal the simulator's decisions for the sam
 * The manager runs on a test clock (``--unsafe-test-clock-file``) stepped to the start plus 30 s
   per poll, so its flow state sees the simulator's times. The scaler is created just after a point
   of its poll phase (``align_to_poll_phase``), so each later point falls just before the step that
-  asks for it and the manager reads at the step, whatever the phase; each step waits for the manager to read
+  asks for it and the manager reads at the step, whatever the phase; the manager decides each
+  reading at its poll's due time (``poller.poll_time``), so however long after the step a loaded
+  machine lets it read, its readings are 30 s apart as the simulator's are (CI of f78e1b0, before:
+  a read 1.3 s later than the one ten polls before held a scale-down at the down delay's edge, and
+  the keep it recorded held the fleet at 8 for four more polls); each step waits for the manager to read
   every query once, then for the manager to have *decided* on that reading: its
   ``escaler_scaler_metric_value`` gauges (``/metrics``, set by the sync that decided, after its
   write) show the poll's values. Only then is the Deployment read and the clock stepped again, so a

@@ -11,6 +11,7 @@ changes it, dropped with the scaler."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from test_llmscaler_reconciler import LLM
 
 from escaler.api.llmflow import FlowProvider
 from escaler.api.llmscaler import LLMScalerSpec
+from escaler.reconcilers.kit import poller
 from escaler.reconcilers.kit.flowpresets import flow_queries
 from escaler.reconcilers.kit.flowsizing import FlowMemo, flow_reading
 from escaler.reconcilers.llmscaler.flow import (
@@ -312,3 +314,33 @@ def test_a_recreated_scaler_starts_afresh(t: LLM) -> None:
     t.reconcile()
     again = memo(t)
     assert again is not None and len(again.state.work) == 1
+
+
+def test_the_flow_decides_at_each_polls_due_time_however_late_the_read() -> None:
+    """Flow sizing's intervals (its down delay, the headroom's) compare the times of its readings
+    with one second of slack. A read a busy worker starts late used to decide at the moment it
+    started, so the same readings decided differently on a loaded manager than in the simulator
+    (CI of f78e1b0: a scale-down held one poll at the down delay's edge, and the extra keep it
+    recorded held the fleet four polls more). Every reading now decides at its poll's due time."""
+    t = LLM(poll_interval=30.0)
+    try:
+        t.h.api("deployments").create(deployment("web", 2))
+        obj = flow_scaler()
+        obj["spec"]["pollIntervalSeconds"] = 30
+        t.h.api("llmscalers").create(obj)
+        t.start()
+        script(t, BUSY)
+        every = 30.0
+        due0 = poller.phase(Request(NS, "chat"), every) + every * math.ceil(t.h.clock.monotonic() / every + 1)
+        lateness = [0.4, 2.5, 0.0, 1.7, 6.0, 0.2]  # seconds after each due time the read starts
+        for k, late in enumerate(lateness):
+            t.h.clock.step(due0 + every * k + late - t.h.clock.monotonic())
+            t.reconcile()
+        kept = memo(t)
+        assert kept is not None
+        assert [round(at - due0, 6) for at, _ in kept.state.work] == [every * k for k in range(len(lateness))]
+        # a reading off the grid (more than half an interval after a due time) decides at its own time
+        assert poller.poll_time(Request(NS, "chat"), due0 + 16.0, every) == due0 + 16.0
+        assert poller.poll_time(Request(NS, "chat"), due0 - 0.5, every) == due0  # the shortcut's early start
+    finally:
+        t.stop()

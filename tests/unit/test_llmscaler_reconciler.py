@@ -54,9 +54,9 @@ class Reader:
 class LLM:
     """The ES harness plus the LLMScaler controller (see the module docstring)."""
 
-    def __init__(self, promql_scope: PromQLScope | None = None) -> None:
+    def __init__(self, promql_scope: PromQLScope | None = None, poll_interval: float = 0.0) -> None:
         """``promql_scope`` None: queries unconfined (their fakes read bare names; confinement has its
-        own tests in test_promql_scope.py)."""
+        own tests in test_promql_scope.py). ``poll_interval`` 0: every sync reads afresh."""
         self.h = Harness()
         self.reader = Reader()
         self.ctl: LLMScalerController = setup_llmscaler(
@@ -67,7 +67,7 @@ class LLM:
             bindings=self.h.es.bindings,
             outbound=InlineExecutor(self.h.clock),
             scaler_metrics=self.h.reconciler._d.metrics,
-            poll_interval=0.0,
+            poll_interval=poll_interval,
             promql_scope=promql_scope,
         )
 

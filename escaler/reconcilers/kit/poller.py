@@ -38,6 +38,11 @@ Contract:
   scalers sharing an interval are spread over it as before, and it is re-pushed one of its own
   intervals after each due time, on the same single heap and thread (no timer per scaler). A
   relist that sees a scaler's interval change reschedules it at its next phase of the new one.
+* ``poll_time(request, at, interval)`` is the time a reading taken at ``at`` decides as: the due
+  time of the poll it belongs to (``same_poll``'s rule: started up to a tick early, or at most half
+  an interval late), else ``at`` (a first reading off the grid). A policy with intervals of its own
+  (flow sizing's down delay, its headroom intervals) then sees polls exactly one interval apart,
+  as the simulator does, however long a busy worker or outbound executor delayed the read.
 * ``interval == 0`` → ``start`` returns once ``stop`` is set without doing anything (a per-scaler
   interval does not turn polling on).
 """
@@ -58,7 +63,7 @@ from escaler.scaling.conditions import EventValue
 
 __all__ = ["DEFAULT_MIN_POLL_INTERVAL_SECONDS", "DEFAULT_POLL_TICK_SECONDS", "DEFAULT_RELIST_SECONDS",
            "EVENT_POLL_INTERVAL_CLAMPED", "MIN_GAP_FRACTION", "MetricsPoller", "clamp_note",
-           "effective_interval", "phase", "same_poll"]
+           "effective_interval", "phase", "poll_time", "same_poll"]
 
 # how often the poller wakes to schedule the next slice of the interval (upper bound)
 DEFAULT_POLL_TICK_SECONDS = 1.0
@@ -102,6 +107,21 @@ def same_poll(request: Request, at: float, now: float, interval: float,
     e = min(early, interval / 4)
     p = phase(request, interval)
     return math.floor((now + e - p) / interval) == math.floor((at + e - p) / interval)
+
+
+def poll_time(request: Request, at: float, interval: float,
+              early: float = DEFAULT_POLL_TICK_SECONDS) -> float:
+    """The due time (``k x interval + phase``) of the poll a reading taken at ``at`` belongs to: the
+    last one up to ``e = min(early, interval / 4)`` after ``at`` (the poller's shortcut starts a poll
+    up to a tick early), when ``at`` is at most ``interval x MIN_GAP_FRACTION`` after it (a poll that
+    ran late); else ``at`` itself (a first reading off the grid: a new object, a spec change).
+    ``interval <= 0`` (polling off) → ``at``."""
+    if interval <= 0:
+        return at
+    e = min(early, interval / 4)
+    p = phase(request, interval)
+    due = math.floor((at + e - p) / interval) * interval + p
+    return due if at - due <= interval * MIN_GAP_FRACTION else at
 
 
 def clamp_note(spec_seconds: float | None, default: float, floor: float, path: str) -> str | None:

@@ -19,7 +19,8 @@ passes it; the default 0 serves the other providers' callers).
   (one instant query each, same deadline and body cap); a fresh reading is decided once by
   ``flow.flow_result`` from the ``FlowMemo`` carried in the ``Reading`` (every path that replaces
   the reading carries it on: a failed or refused read leaves the flow state as it was), and a sync
-  that reuses the reading reuses its decision.
+  that reuses the reading reuses its decision. The decision's time is the due time of the poll the
+  read belongs to (``kit.poller.poll_time``), not the moment a worker got to it.
 * **Cadence** (as an ElasticScaler MetricsTrigger): a provider is read at most once per
   ``--metrics-trigger-poll-interval`` (``kit.poller.same_poll``: once per due time of the scaler's
   phase, so a read that ran late never makes the next poll skip); a sync in between (a target event,
@@ -52,6 +53,7 @@ from escaler.reconcilers.kit.flowsizing import FlowMemo
 from escaler.reconcilers.kit.poller import (
     DEFAULT_MIN_POLL_INTERVAL_SECONDS,
     effective_interval,
+    poll_time,
     same_poll,
 )
 from escaler.reconcilers.kit.ports import DecisionLookup
@@ -297,7 +299,9 @@ class LLMRecommender:
 
     def _consume_flow(self, scaler: LLMScaler, fin: Finished, tag: _Tag, carried: FlowMemo | None,
                       current: int, every: float) -> Outcome:
-        """A fresh flow reading, decided once (``flow.flow_result``; the time is the read's start)."""
+        """A fresh flow reading, decided once (``flow.flow_result``), at the due time of the poll the
+        read belongs to (``poller.poll_time`` of the read's start): a read a busy executor started late
+        is not a poll off its period to the flow's intervals."""
         flow = scaler.spec.flow
         assert flow is not None
         queries = flow_queries(flow)
@@ -307,7 +311,8 @@ class LLMRecommender:
             if s.error is not None:
                 self._count_error(scaler)
         config = flow_config(scaler.spec, every)
-        rr, rows, memo = flow_result(flow.endpoint, queries, samples, config, carried, now=fin.submitted_at,
+        now = poll_time(Request(scaler.namespace, scaler.name), fin.submitted_at, every)
+        rr, rows, memo = flow_result(flow.endpoint, queries, samples, config, carried, now=now,
                                      current=current, targets=signal_targets(flow, config))
         return Outcome(rr, rows, Reading(fin.submitted_at, tag, rr, rows, memo))
 
