@@ -21,8 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from escaler.informers import frozen
-from escaler.informers.frozen import freeze, loads_frozen
-from escaler.informers.packing import packer_for
+from escaler.informers.frozen import freeze
 from escaler.informers.transform import identity, strip_managed_fields, transform_for
 
 TITLE = "One cached ElasticScaler: heap per object by cache option (tracemalloc)"
@@ -33,15 +32,9 @@ identity (the code before issue 10's memory work); `keys interned`: only keys sh
 `keys + short values interned`: what `freeze` does (strings up to `INTERN_MAX_LENGTH`);
 `spec parts shared`: the ElasticScaler informer's transform since issue 30 (`transform_for`:
 `spec.trigger` and the other template parts cached once for equal values; the N decodes are of one
-object, so this is a fleet made from one template); `packed`: that object then kept deflated against
-`escaler.informers.packing.ELASTICSCALER_ZDICT` (the production cache path since issue 30's fourth
-pass: the Indexer's packed store). `decode+freeze µs`: json.loads + transform + freeze of one object
-(+ pack for the packed row), the best of 7 rounds of 300 (the round least disturbed by the machine's
-load); `read µs`: what a read of a cached object costs (a packed one is decoded into a fresh frozen
-object; the recent reads, which the store keeps decoded, cost nothing). The N decodes are of one
-object, so every string but none of the packed bytes is shared across the N: the frozen rows are the
-cheapest a frozen cache can be (a real fleet's names, uids and queries differ: ~3.3 KiB per
-ElasticScaler, bench_capacity's probe), the packed one about what a fleet's object costs.
+object, so this is a fleet made from one template). The last row is the production cache path.
+`decode+freeze µs`: json.loads + transform + freeze of one object, the best of 7 rounds of 300
+(the round least disturbed by the machine's load).
 """
 
 N = 2000
@@ -136,48 +129,15 @@ def run() -> list[dict[str, Any]]:
         ("stripped", "no interning", strip_managed_fields, str),
         ("stripped", "keys interned", strip_managed_fields, _KeysOnly()),
         ("stripped", "keys + short values interned", strip_managed_fields, sys.intern),
-        ("stripped", "keys + short values interned, spec parts shared",
+        ("stripped", "keys + short values interned, spec parts shared (production)",
          transform_for("elasticscaler.io", "elasticscalers"), sys.intern),
     ]
     for managed, interning, transform, intern in cases:
         kib, us = _measure(transform, intern)
         rows.append({"managedFields": managed, "strings": interning, "objects": N,
-                     "KiB/object": round(kib, 2), "decode+freeze µs": round(us, 1), "read µs": 0.0})
+                     "KiB/object": round(kib, 2), "decode+freeze µs": round(us, 1)})
         print(rows[-1], flush=True)
-    kib, us, read = _measure_packed()
-    rows.append({"managedFields": "stripped", "strings": "packed (production)", "objects": N,
-                 "KiB/object": round(kib, 2), "decode+freeze µs": round(us, 1), "read µs": round(read, 1)})
-    print(rows[-1], flush=True)
     return rows
-
-
-def _measure_packed() -> tuple[float, float, float]:
-    """The production path: KiB kept per packed object, µs to decode + transform + freeze + pack
-    one, µs to read one back (best of 7 rounds of 300 each)."""
-    import time
-
-    packer = packer_for("elasticscaler.io", "elasticscalers")
-    assert packer is not None
-    transform = transform_for("elasticscaler.io", "elasticscalers")
-    text = json.dumps(OBJECT)
-    tracemalloc.start()
-    before = tracemalloc.take_snapshot()
-    kept = [packer.pack(freeze(transform(json.loads(text)))) for _ in range(N)]
-    after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
-    size = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    assert packer.unpack(kept[0], loads_frozen) == freeze(transform(json.loads(text)))
-    store, read = float("inf"), float("inf")
-    for _ in range(7):
-        t0 = time.perf_counter()
-        for _ in range(300):
-            packer.pack(freeze(transform(json.loads(text))))
-        t1 = time.perf_counter()
-        for i in range(300):
-            packer.unpack(kept[i], loads_frozen)
-        t2 = time.perf_counter()
-        store, read = min(store, (t1 - t0) / 300 * 1e6), min(read, (t2 - t1) / 300 * 1e6)
-    return size / N / 1024, store, read
 
 
 class _KeysOnly:

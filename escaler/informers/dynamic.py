@@ -17,8 +17,6 @@ informers by ``ResourceKey`` (which includes the label selector):
   table there), else the ``transform`` given for every kind. ``add_transform(t)`` chains ``t``
   after it; it is refused once any informer was started (a cache must not hold objects of two
   shapes).
-* **Packing.** A kind's cache is packed as ``escaler.informers.packing.packer_for`` says (as the
-  informers' factory does).
 * **List pages** of at most ``page_size`` objects (default the reflector's 500), and of about the
   reflector's ``DEFAULT_PAGE_BYTES`` once the objects' size is known; with ``escaler.kube``'s
   lister each object is transformed as it is decoded, so a list of large objects the transform
@@ -39,7 +37,6 @@ from escaler.clock import Clock, RealClock
 from escaler.informers.factory import ResourceKey
 from escaler.informers.handlers import ResourceEventHandler
 from escaler.informers.interfaces import ListerWatcher
-from escaler.informers.packing import packer_for
 from escaler.informers.reflector import DEFAULT_PAGE_SIZE
 from escaler.informers.shared import HandlerRegistration, SharedInformer
 from escaler.informers.transform import Transform, chain, identity, transform_for
@@ -144,8 +141,7 @@ class DynamicInformers:
             if entry is None:
                 informer = SharedInformer(lw if lw is not None else self._lw_factory(key), name=str(key),
                                           clock=self._clock, transform=self._transform_of(key),
-                                          page_size=self._page_size,
-                                          packer=packer_for(key.group, key.resource))
+                                          page_size=self._page_size)
                 self._started_any = True
                 handle = informer.add_event_handler(handler)
                 stop = threading.Event()

@@ -3,8 +3,7 @@
 Contract:
 
 * ``informer_for(key)`` returns the same ``SharedInformer`` for equal keys, creating it (with
-  ``lw_factory(key)``, the kind's transform: ``escaler.informers.transform.transform_for``, and
-  its packer: ``escaler.informers.packing.packer_for``) on
+  ``lw_factory(key)``, and the kind's transform: ``escaler.informers.transform.transform_for``) on
   first use. Keys differ by group/version/resource, namespace and
   selectors: two controllers watching the same thing share one watch and one cache.
 * ``start(stop)`` starts every informer not started yet; informers requested afterwards are
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 
 from escaler.clock import Clock, RealClock
 from escaler.informers.interfaces import ListerWatcher
-from escaler.informers.packing import packer_for
 from escaler.informers.shared import SharedInformer
 from escaler.informers.transform import transform_for
 
@@ -103,8 +101,7 @@ class InformerFactory:
             if informer is None:
                 informer = SharedInformer(lw, name=str(key), clock=self._clock,
                                           resync_period=self._default_resync,
-                                          transform=transform_for(key.group, key.resource),
-                                          packer=packer_for(key.group, key.resource))
+                                          transform=transform_for(key.group, key.resource))
                 self._informers[key] = informer
             return informer
 

@@ -17,8 +17,6 @@ Contract (client-go's sharedIndexInformer and processorListener):
   ``strip_managed_fields``: ``metadata.managedFields`` is not cached) before it is frozen, so
   listers and handlers (deletes included) all see the transformed object. The reflector applies it
   to each list page as it arrives too (a relist peaks at one page of untransformed objects).
-* **Packed.** With ``packer`` the cache keeps each object packed (``Indexer``'s packed store,
-  ``escaler.informers.packing``); handlers still get the frozen objects of the events.
 * **Per-handler delivery.** Every handler has its own unbounded buffer and delivery thread: a
   slow handler delays only itself (its buffer grows) and never reorders its own events. A
   handler that raises is logged with its traceback; delivery goes on with the next event.
@@ -60,7 +58,6 @@ from escaler.informers.store import (
     namespace_index_func,
 )
 from escaler.informers.transform import Transform, strip_managed_fields
-from escaler.packed import JsonPacker
 
 __all__ = ["HANDLER_JOIN_TIMEOUT", "MIN_RESYNC_PERIOD", "HandlerRegistration", "SharedInformer"]
 
@@ -282,7 +279,6 @@ class SharedInformer:
         indexers: Mapping[str, IndexFunc] | None = None,
         transform: Transform = strip_managed_fields,
         page_size: int = DEFAULT_PAGE_SIZE,
-        packer: JsonPacker | None = None,
     ) -> None:
         _validate_resync("SharedInformer.resync_period", resync_period)
         # objects per list page (the reflector's; a relist holds one page of untransformed objects)
@@ -300,9 +296,7 @@ class SharedInformer:
         # start; fixed once running (guarded by _lock)
         self._resync_check = resync_period
         # the cache; always has NAMESPACE_INDEX
-        # packed when ``packer`` is given (escaler.informers.packing: the kinds cached one per scaler)
-        self._indexer = Indexer(indexers={NAMESPACE_INDEX: namespace_index_func, **(indexers or {})},
-                                packer=packer)
+        self._indexer = Indexer(indexers={NAMESPACE_INDEX: namespace_index_func, **(indexers or {})})
         # serialises store changes with notification fan-out and handler (de)registration,
         # which is what gives every handler one consistent, ordered history
         self._lock = threading.Lock()

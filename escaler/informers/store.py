@@ -12,32 +12,20 @@ Contract:
 * Index functions map an object to the list of values it is indexed under. They may be added at
   any time (``add_indexers``): existing objects are indexed at once. ``NAMESPACE_INDEX`` with
   ``namespace_index_func`` is the one every ``SharedInformer`` installs.
-* ``by_index``/``index_keys``/``index`` return matches in no particular order;
-  ``list_index_values(name)`` the values an index holds (client-go's ``ListIndexFuncValues``).
-* **Packed** (``packer``, ``escaler.informers.packing``: the kinds cached one per scaler): each
-  object is kept as its JSON deflated by the packer, not frozen (issue 30, memory per scaler), and
-  every read decodes it into a fresh frozen object (``loads_frozen``) equal to the one stored — so
-  everything above holds but ``is`` between two reads. The ``recent`` objects read or stored last
-  (an LRU, ``DEFAULT_RECENT``) are kept decoded, so the few reads of one object within a sync (the
-  poller, the reconcile, the claims index) decode it once; ``list``, ``replace`` and
-  ``add_indexers`` decode outside that cache (a relist does not flush it). Index values are computed
-  from the frozen object as before.
+* ``by_index``/``index_keys``/``index`` return matches in no particular order.
 """
 
 from __future__ import annotations
 
 import builtins
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from escaler.informers.frozen import FrozenDict, freeze, loads_frozen
-from escaler.packed import JsonPacker
+from escaler.informers.frozen import FrozenDict, freeze
 
 __all__ = [
-    "DEFAULT_RECENT",
     "NAMESPACE_INDEX",
     "DeletedFinalStateUnknown",
     "IndexFunc",
@@ -49,8 +37,6 @@ __all__ = [
 ]
 
 NAMESPACE_INDEX = "namespace"
-# decoded objects a packed store keeps of its latest reads and writes (a constant, not per object)
-DEFAULT_RECENT = 512
 
 
 @dataclass(frozen=True)
@@ -105,22 +91,13 @@ class Indexer:
     """Thread-safe indexed store of frozen objects; see the module docstring."""
 
     def __init__(self, key_func: KeyFunc = meta_namespace_key,
-                 indexers: Mapping[str, IndexFunc] | None = None, *,
-                 packer: JsonPacker | None = None, recent: int = DEFAULT_RECENT) -> None:
-        if recent < 1:
-            raise ValueError(f"Indexer.recent: must be >= 1, got {recent!r}")
+                 indexers: Mapping[str, IndexFunc] | None = None) -> None:
         # computes the store key of an object (and of a tombstone); never changes
         self._key_func = key_func
-        # None: objects are kept frozen; else each is kept as its packed JSON (see the docstring)
-        self._packer = packer
-        # how many decoded objects a packed store keeps (_recent); fixed
-        self._recent_max = recent
         # guards every field below; re-entrant so index functions may read the store
         self._lock = threading.RLock()
-        # key -> frozen object (or its packed JSON); exactly the objects currently cached
-        self._items: dict[str, FrozenDict | bytes] = {}
-        # a packed store's latest reads and writes, decoded: key -> the object _items holds packed
-        self._recent: OrderedDict[str, FrozenDict] = OrderedDict()
+        # key -> frozen object; exactly the objects currently cached
+        self._items: dict[str, FrozenDict] = {}
         # index name -> index function; names are unique and never removed
         self._index_funcs: dict[str, IndexFunc] = {}
         # index name -> value -> keys of the objects indexed under it: the one key itself while
@@ -138,9 +115,9 @@ class Indexer:
         frozen: FrozenDict = freeze(obj)
         key = self._key_func(frozen)
         with self._lock:
-            old = self._load(key)
+            old = self._items.get(key)
             new_values = self._index_values(frozen)
-            self._items[key] = self._keep(key, frozen)
+            self._items[key] = frozen
             self._reindex(key, old, new_values)
         return frozen
 
@@ -152,10 +129,8 @@ class Indexer:
         """Remove the object with ``obj``'s key; returns what was stored, or None."""
         key = self._key_func(obj)
         with self._lock:
-            old = self._load(key)
+            old = self._items.pop(key, None)
             if old is not None:
-                del self._items[key]
-                self._recent.pop(key, None)
                 self._reindex(key, old, None)
             return old
 
@@ -170,13 +145,10 @@ class Indexer:
         for obj in objs:
             frozen: FrozenDict = freeze(obj)
             items[self._key_func(frozen)] = frozen
-        kept: dict[str, FrozenDict | bytes] = (
-            dict(items) if self._packer is None else {k: self._packer.pack(v) for k, v in items.items()})
         with self._lock:
             indices = self._build_indices(items, self._index_funcs)
-            old, self._items, self._indices = self._items, kept, indices
-            self._recent.clear()
-        return {k: self._decode(v) for k, v in old.items()}
+            old, self._items, self._indices = self._items, items, indices
+            return old
 
     def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
         """Add index functions; existing objects are indexed at once. Names must be new."""
@@ -184,7 +156,7 @@ class Indexer:
             clash = sorted(set(indexers) & set(self._index_funcs))
             if clash:
                 raise ValueError(f"indexer(s) {clash} already exist: index names must be unique")
-            built = self._build_indices({k: self._decode(v) for k, v in self._items.items()}, indexers)
+            built = self._build_indices(self._items, indexers)
             self._index_funcs.update(indexers)
             self._indices.update(built)
 
@@ -195,7 +167,7 @@ class Indexer:
 
     def get_by_key(self, key: str) -> FrozenDict | None:
         with self._lock:
-            return self._load(key)
+            return self._items.get(key)
 
     def key_of(self, obj: Mapping[str, Any] | DeletedFinalStateUnknown) -> str:
         """The store key of ``obj`` under this indexer's key function."""
@@ -203,8 +175,7 @@ class Indexer:
 
     def list(self) -> builtins.list[FrozenDict]:
         with self._lock:
-            held = list(self._items.values())
-        return [self._decode(v) for v in held]
+            return list(self._items.values())
 
     def list_keys(self) -> builtins.list[str]:
         with self._lock:
@@ -222,13 +193,13 @@ class Indexer:
             keys: set[str] = set()
             for value in values:
                 keys.update(_members(index.get(value)))
-            return [self._present(k) for k in keys]
+            return [self._items[k] for k in keys]
 
     def by_index(self, name: str, value: str) -> builtins.list[FrozenDict]:
         """Objects indexed under ``value`` by index ``name``."""
         with self._lock:
             _, index = self._index(name)
-            return [self._present(k) for k in _members(index.get(value))]
+            return [self._items[k] for k in _members(index.get(value))]
 
     def index_keys(self, name: str, value: str) -> builtins.list[str]:
         """Keys of the objects indexed under ``value`` by index ``name``."""
@@ -236,57 +207,9 @@ class Indexer:
             _, index = self._index(name)
             return list(_members(index.get(value)))
 
-    def list_index_values(self, name: str) -> builtins.list[str]:
-        """The values index ``name`` holds objects under (client-go's ``ListIndexFuncValues``)."""
-        with self._lock:
-            _, index = self._index(name)
-            return list(index)
-
     def indexers(self) -> dict[str, IndexFunc]:
         with self._lock:
             return dict(self._index_funcs)
-
-    # ---- packing ------------------------------------------------------------------------
-
-    def _decode(self, held: FrozenDict | bytes) -> FrozenDict:
-        """The frozen object of what ``_items`` holds (a fresh one when packed)."""
-        if isinstance(held, bytes):
-            assert self._packer is not None
-            obj: FrozenDict = self._packer.unpack(held, loads_frozen)
-            return obj
-        return held
-
-    def _keep(self, key: str, frozen: FrozenDict) -> FrozenDict | bytes:
-        """What ``_items`` holds of ``frozen``; a packed store also keeps it decoded, as recent."""
-        if self._packer is None:
-            return frozen
-        self._remember(key, frozen)
-        return self._packer.pack(frozen)
-
-    def _remember(self, key: str, frozen: FrozenDict) -> None:
-        self._recent[key] = frozen
-        self._recent.move_to_end(key)
-        while len(self._recent) > self._recent_max:
-            self._recent.popitem(last=False)
-
-    def _load(self, key: str) -> FrozenDict | None:
-        """The object stored under ``key`` or None; under the lock."""
-        held = self._items.get(key)
-        return None if held is None else self._present(key)
-
-    def _present(self, key: str) -> FrozenDict:
-        """The object stored under ``key`` (present); under the lock. A packed one comes from the
-        recent objects, or is decoded and becomes one."""
-        held = self._items[key]
-        if not isinstance(held, bytes):
-            return held
-        obj = self._recent.get(key)
-        if obj is None:
-            obj = self._decode(held)
-            self._remember(key, obj)
-        else:
-            self._recent.move_to_end(key)
-        return obj
 
     # ---- internals ----------------------------------------------------------------------
 

@@ -47,10 +47,8 @@ of them reads — the cache keeps the union of the reads. The audit (issue 30, t
 * **Every other kind** — nothing: a generic ``/scale`` target, a hop or a source is read at paths
   its CRD or the user's spec names; pods are read for labels, phase, conditions and times.
 
-What is *shared* instead of dropped, in the ElasticScaler objects the informer freezes (every field
-every reader sees is what the API server sent; only ``is`` between two scalers' values changes) —
-the objects its events carry and the store's recent reads; the store itself keeps each ElasticScaler
-packed (``escaler.informers.packing``), where sharing has nothing left to share:
+What is *shared* instead of dropped, in the ElasticScaler cache (every field every reader sees is
+what the API server sent; only ``is`` between two scalers' values changes):
 
 * ``spec.trigger``, ``spec.fallback``, ``spec.floorFrom`` and ``spec.scaleDown`` (``SubtreeSharer``):
   the parts a fleet made from one template has in common are cached once, not once per scaler;

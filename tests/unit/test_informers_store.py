@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fakeapi import make_obj
 
-from escaler.informers.frozen import FrozenDict, FrozenList
+from escaler.informers.frozen import FrozenDict
 from escaler.informers.store import (
     NAMESPACE_INDEX,
     DeletedFinalStateUnknown,
@@ -17,7 +17,6 @@ from escaler.informers.store import (
     namespace_index_func,
     split_key,
 )
-from escaler.packed import JsonPacker
 
 
 def by_app(obj: FrozenDict) -> list[str]:
@@ -205,13 +204,10 @@ def test_a_value_with_one_object_holds_its_key_not_a_set() -> None:
     assert store._indices["app"] == {"db": "default/c"}
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["frozen", "packed"])
-def test_the_index_matches_a_plain_model_through_random_changes(packed: bool) -> None:
-    """Every add, update, delete and replace, checked against a recomputation from the objects
-    (and, packed with a small recent cache, every object read back equal to the one stored)."""
+def test_the_index_matches_a_plain_model_through_random_changes() -> None:
+    """Every add, update, delete and replace, checked against a recomputation from the objects."""
     rng = random.Random(30)
-    store = Indexer(indexers={"each": by_each_label_value},
-                    packer=JsonPacker(b'{"metadata":{"name":"o1"}}') if packed else None, recent=3)
+    store = Indexer(indexers={"each": by_each_label_value})
     objs: dict[str, dict[str, Any]] = {}
     values = ["v0", "v1", "v2"]
     for step in range(600):
@@ -233,60 +229,3 @@ def test_the_index_matches_a_plain_model_through_random_changes(packed: bool) ->
             assert names(store.by_index("each", v)) == want, (step, v)
             assert sorted(store.index_keys("each", v)) == [f"default/{n}" for n in want], (step, v)
         assert all(isinstance(k, str) or len(k) > 1 for k in store._indices["each"].values()), step
-        assert {o["metadata"]["name"]: o for o in store.list()} == objs, step
-        assert all(store.get_by_key(f"default/{n}") == o for n, o in objs.items()), step
-
-
-# ---- packed stores (escaler.informers.packing) ----------------------------------------------------
-
-
-class CountingPacker(JsonPacker):
-    """A packer that counts its decodes."""
-
-    def __init__(self) -> None:
-        super().__init__(b'{"metadata":{"name":"a","namespace":"default","labels":{"app":"web"}}}')
-        self.unpacks = 0
-
-    def unpack(self, packed: bytes, loads: Any = None) -> Any:
-        self.unpacks += 1
-        return super().unpack(packed, loads) if loads is not None else super().unpack(packed)
-
-
-def test_a_packed_store_keeps_bytes_and_reads_frozen_equal_objects() -> None:
-    packer = CountingPacker()
-    store = Indexer(indexers={"app": by_app}, packer=packer, recent=2)
-    a = make_obj("a", labels={"app": "web"}, spec={"items": [1, 2.5, None, True, "x"]})
-    returned = store.add(a)
-    assert returned == a and isinstance(returned, FrozenDict)
-    assert isinstance(store._items["default/a"], bytes)
-    got = store.get_by_key("default/a")
-    assert got == a and isinstance(got, FrozenDict) and isinstance(got["spec"]["items"], FrozenList)
-    with pytest.raises(TypeError, match="read-only"):
-        got["spec"]["x"] = 1  # type: ignore[index]
-    # the object just stored is among the recent ones: the reads above decoded nothing
-    assert packer.unpacks == 0
-    for name in ("b", "c"):  # recent=2: a leaves the recent objects
-        store.add(make_obj(name, labels={"app": "web"}))
-    assert store.get_by_key("default/a") == a and packer.unpacks == 1
-    assert store.get_by_key("default/a") == a and packer.unpacks == 1, "decoded once, then recent"
-    assert names(store.by_index("app", "web")) == ["a", "b", "c"]
-    assert sorted(store.list_index_values("app")) == ["web"]
-    before = packer.unpacks
-    assert names(store.list()) == ["a", "b", "c"] and packer.unpacks == before + 3, "list decodes all"
-    assert len(store._recent) == 2
-    # delete and replace return the decoded objects they removed
-    assert store.delete(make_obj("a")) == a and "default/a" not in store._recent
-    old = store.replace([make_obj("d", labels={"app": "api"})])
-    assert names(list(old.values())) == ["b", "c"] and not store._recent
-    assert store.list_index_values("app") == ["api"] and names(store.list()) == ["d"]
-    with pytest.raises(ValueError, match=r"Indexer\.recent: must be >= 1"):
-        Indexer(packer=packer, recent=0)
-
-
-def test_add_indexers_indexes_packed_objects_already_stored() -> None:
-    store = Indexer(packer=CountingPacker())
-    store.add(make_obj("a", labels={"app": "web"}))
-    store.add(make_obj("b", labels={"app": "api"}))
-    store.add_indexers({"app": by_app})
-    assert names(store.by_index("app", "api")) == ["b"]
-    assert sorted(store.list_index_values("app")) == ["api", "web"]

@@ -7,9 +7,7 @@
   its own ``spec.pollIntervalSeconds`` (``spec_poll_interval``) raised to ``--min-poll-interval``, or
   at the setup's interval (``DEFAULT_POLL_INTERVAL_SECONDS`` unless given; the manager passes
   ``--metrics-trigger-poll-interval``); on a sharded manager only the scalers of the shards this
-  replica leads. The poller's relist reads the store's ``POLL_INDEX`` (each polled object's
-  interval, computed as the object is cached), not the objects: a packed cache
-  (``escaler.informers.packing``) would decode every scaler at every relist.
+  replica leads.
 * ``cache_reader(mapper, watches)`` — the ResourceHandlers' ``CacheGet``: a target from the
   ``watchindex.WatchIndex`` cache of its kind, so a read costs no GET once the kind is listed.
 * ``TargetChanged`` — the predicate of a claimant watch: an update passes only when the target the
@@ -21,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from escaler.informers import split_key
 from escaler.reconcilers.kit.poller import DEFAULT_MIN_POLL_INTERVAL_SECONDS, MetricsPoller
 from escaler.reconcilers.kit.ports import Mapper, ObjectRef
 from escaler.reconcilers.kit.watchindex import WatchIndex
@@ -38,7 +35,6 @@ from escaler.runtime.types import Request
 
 __all__ = [
     "DEFAULT_POLL_INTERVAL_SECONDS",
-    "POLL_INDEX",
     "TargetChanged",
     "add_poller",
     "cache_reader",
@@ -49,8 +45,6 @@ __all__ = [
 # a setup's poll interval when none is given, seconds (the manager passes
 # --metrics-trigger-poll-interval): a polled scaler without spec.pollIntervalSeconds is polled this often
 DEFAULT_POLL_INTERVAL_SECONDS = 30.0
-# the scaler store's index of polled objects by interval ("" for the manager's; add_poller)
-POLL_INDEX = "escaler-poll-interval"
 
 
 def cache_reader(mapper: Mapper,
@@ -100,23 +94,9 @@ def add_poller(mgr: Manager, controller: Controller, store: Any, poll_interval: 
     # the spec intervals seen by the last list (the poller reads them in the same relist pass)
     intervals: dict[Request, float | None] = {}
 
-    def poll_values(obj: Mapping[str, Any]) -> list[str]:
-        """A polled object's interval (``""``: the manager's) as a value of ``POLL_INDEX``."""
-        if not is_polled(obj):
-            return []
-        every = interval_of(obj)
-        return [""] if every is None else [repr(every)]
-
-    # the relist reads the index, not the objects: a packed cache (escaler.informers.packing) would
-    # decode every scaler every relist
-    store.add_indexers({POLL_INDEX: poll_values})
-
     def polled() -> list[Request]:
-        seen: dict[Request, float | None] = {}
-        for value in store.list_index_values(POLL_INDEX):
-            every = None if value == "" else float(value)
-            for key in store.index_keys(POLL_INDEX, value):
-                seen[Request(*split_key(key))] = every
+        seen = {Request(str(o["metadata"].get("namespace") or ""), str(o["metadata"]["name"])): interval_of(o)
+                for o in store.list() if is_polled(o)}
         intervals.clear()
         intervals.update(seen)
         reqs = list(seen)
