@@ -18,8 +18,9 @@ the manager writes to the Deployment equal the simulator's decisions for the sam
   asks for it and the manager reads at the step, whatever the phase; the manager decides each
   reading at its poll's due time (``poller.poll_time``), so however long after the step a loaded
   machine lets it read, its readings are 30 s apart as the simulator's are (CI of f78e1b0, before:
-  a read 1.3 s later than the one ten polls before held a scale-down at the down delay's edge, and
-  the keep it recorded held the fleet at 8 for four more polls); each step waits for the manager to read
+  the manager held 8 for the last five polls where the simulator went to 6, a down delay after the
+  last change — a read started over a second later than the one ten polls before holds a
+  scale-down at the delay's edge); each step waits for the manager to read
   every query once, then for the manager to have *decided* on that reading: its
   ``escaler_scaler_metric_value`` gauges (``/metrics``, set by the sync that decided, after its
   write) show the poll's values. Only then is the Deployment read and the clock stepped again, so a

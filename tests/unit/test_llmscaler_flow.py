@@ -320,8 +320,9 @@ def test_the_flow_decides_at_each_polls_due_time_however_late_the_read() -> None
     """Flow sizing's intervals (its down delay, the headroom's) compare the times of its readings
     with one second of slack. A read a busy worker starts late used to decide at the moment it
     started, so the same readings decided differently on a loaded manager than in the simulator
-    (CI of f78e1b0: a scale-down held one poll at the down delay's edge, and the extra keep it
-    recorded held the fleet four polls more). Every reading now decides at its poll's due time."""
+    (CI of f78e1b0: the manager held 8 for five polls where the simulator went to 6, a down delay
+    after the last change — a read started over a second late holds a scale-down at the delay's
+    edge). Every reading now decides at its poll's due time."""
     t = LLM(poll_interval=30.0)
     try:
         t.h.api("deployments").create(deployment("web", 2))
