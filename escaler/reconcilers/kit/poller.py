@@ -104,9 +104,13 @@ def same_poll(request: Request, at: float, now: float, interval: float,
         return False
     if now - at < interval * MIN_GAP_FRACTION:
         return True
-    e = min(early, interval / 4)
-    p = phase(request, interval)
-    return math.floor((now + e - p) / interval) == math.floor((at + e - p) / interval)
+    return _poll_index(request, now, interval, early) == _poll_index(request, at, interval, early)
+
+
+def _poll_index(request: Request, t: float, interval: float, early: float) -> int:
+    """``k`` of the last due time ``k x interval + phase`` at or before ``t + e``, ``e = min(early,
+    interval / 4)``: the poll a reading started at ``t`` belongs to (``interval`` > 0)."""
+    return math.floor((t + min(early, interval / 4) - phase(request, interval)) / interval)
 
 
 def poll_time(request: Request, at: float, interval: float,
@@ -118,9 +122,7 @@ def poll_time(request: Request, at: float, interval: float,
     ``interval <= 0`` (polling off) → ``at``."""
     if interval <= 0:
         return at
-    e = min(early, interval / 4)
-    p = phase(request, interval)
-    due = math.floor((at + e - p) / interval) * interval + p
+    due = _poll_index(request, at, interval, early) * interval + phase(request, interval)
     return due if at - due <= interval * MIN_GAP_FRACTION else at
 
 
