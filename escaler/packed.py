@@ -15,8 +15,10 @@ Contract:
 * ``pack(value)`` → the compact JSON text of ``value`` (``separators=(",", ":")``, NaN and the
   infinities as Python's ``json`` writes them) deflated at level 1 (~10 microseconds for a status).
   Whatever JSON cannot encode raises ``TypeError`` or ``ValueError``, as ``json.dumps`` does.
-* ``unpack(packed)`` → a fresh value equal to the one packed (the caller may change it); every value
-  ``pack`` accepted round-trips exactly. Bytes not made by this packer raise ``zlib.error`` or
+* ``unpack(packed, loads=json.loads)`` → a fresh value equal to the one packed, decoded from its
+  text by ``loads`` (the caller may change what ``json.loads`` returns; another decoder, such as
+  ``escaler.informers.frozen.loads_frozen``, decides its own types); every value ``pack`` accepted
+  round-trips exactly. Bytes not made by this packer raise ``zlib.error`` or
   ``ValueError``.
 * Stateless and thread-safe (each call has its own compressor).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MAX_ZDICT_BYTES", "JsonPacker"]
@@ -50,9 +53,9 @@ class JsonPacker:
         deflate = zlib.compressobj(1, zdict=self._zdict)
         return deflate.compress(text) + deflate.flush()
 
-    def unpack(self, packed: bytes) -> Any:
+    def unpack(self, packed: bytes, loads: Callable[[bytes], Any] = json.loads) -> Any:
         inflate = zlib.decompressobj(zdict=self._zdict)
         text = inflate.decompress(packed) + inflate.flush()
         if not inflate.eof:
             raise ValueError("JsonPacker.unpack: truncated input (the deflate stream does not end)")
-        return json.loads(text)
+        return loads(text)

@@ -29,6 +29,18 @@ Contract:
   about 40% cheaper than ``json.loads`` followed by ``freeze`` for a large list, and what a
   ``ListerWatcher`` should use so the cache's ``freeze`` becomes the identity.
 
+* **Packed mappings.** ``PackedMapping(packer, value)`` is a read-only ``Mapping`` kept as the
+  deflated JSON text of ``value`` (``escaler.packed.JsonPacker``): for a part of a cached object
+  that is large, differs per object and is read rarely (an ElasticScaler's status, issue 30: ~1.5 KB
+  as frozen objects, ~250 bytes packed). Every read decodes it into a ``FrozenDict``
+  (``unpack()``; tens of microseconds) — ``m["k"]``, ``.get``, ``in``, iteration, ``len``,
+  ``items()`` — and the last value decoded in the process is kept (one, whichever mapping it came
+  from), so several reads of one mapping in a row decode it once. It compares equal to any
+  mapping with equal items (two packed the same: without decoding), ``thaw`` gives the plain
+  ``dict``, and ``freeze`` leaves it as it is (a frozen object may hold one). It is *not* a
+  ``dict``: ``json.dumps`` of an object holding one raises ``TypeError`` (``thaw`` it first), and
+  a reader that tests ``isinstance(x, dict)`` rather than ``Mapping`` does not see it.
+
 Limitations: ``FrozenDict`` is not hashable (it is still a ``dict``), and Python cannot stop
 ``dict.__setitem__(frozen, k, v)`` called on purpose; this guards against accidents, not malice.
 A ``FrozenDict`` built directly (``FrozenDict({...})``) deep-freezes its argument too.
@@ -38,11 +50,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any, NoReturn, TypeVar, overload
 
-__all__ = ["INTERN_MAX_LENGTH", "READ_ONLY_MESSAGE", "FrozenDict", "FrozenList", "freeze", "loads_frozen",
-           "thaw"]
+from escaler.packed import JsonPacker
+
+__all__ = ["INTERN_MAX_LENGTH", "READ_ONLY_MESSAGE", "FrozenDict", "FrozenList", "PackedMapping", "freeze",
+           "loads_frozen", "thaw"]
 
 READ_ONLY_MESSAGE = "informer cache objects are read-only; use thaw() for a mutable copy"
 
@@ -124,6 +138,79 @@ class FrozenList(tuple[Any, ...]):
         return f"FrozenList({tuple.__repr__(self)})"
 
 
+class PackedMapping(Mapping[str, Any]):
+    """A read-only mapping kept as deflated JSON text; see the module docstring."""
+
+    __slots__ = ("_packed", "_packer")
+
+    def __init__(self, packer: JsonPacker, value: Mapping[str, Any]) -> None:
+        self._packer = packer
+        self._packed = packer.pack(value)
+
+    def unpack(self) -> FrozenDict:
+        """The mapping's value, decoded (the process's last decoded value when it is this one's)."""
+        global _last_unpacked
+        last = _last_unpacked
+        if last is not None and last[0] is self._packed:
+            return last[1]
+        value: FrozenDict = self._packer.unpack(self._packed, loads_frozen)
+        _last_unpacked = (self._packed, value)  # one assignment: atomic for concurrent readers
+        return value
+
+    def packed_size(self) -> int:
+        """Bytes of the packed text (for measurements)."""
+        return len(self._packed)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.unpack()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.unpack())
+
+    def __len__(self) -> int:
+        return len(self.unpack())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.unpack()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.unpack().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self.unpack().keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self.unpack().items()
+
+    def values(self) -> ValuesView[Any]:
+        return self.unpack().values()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedMapping) and other._packer is self._packer \
+                and other._packed == self._packed:
+            return True
+        if isinstance(other, Mapping):
+            return self.unpack() == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self.unpack())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return thaw(self.unpack())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PackedMapping, (self._packer, thaw(self.unpack())))
+
+    def __repr__(self) -> str:
+        return f"PackedMapping({dict.__repr__(self.unpack())})"
+
+
+# the last value a PackedMapping decoded (its packed text, the value): see PackedMapping.unpack
+_last_unpacked: tuple[bytes, FrozenDict] | None = None
+
 _dict_new = dict.__new__
 # string values up to this length are interned (see the module docstring)
 INTERN_MAX_LENGTH = 64
@@ -145,7 +232,7 @@ def _freeze_dict(obj: Mapping[str, Any]) -> FrozenDict:
 
 def _freeze_value(value: Any) -> Any:
     kind = type(value)
-    if kind in _SCALARS or kind is FrozenDict:
+    if kind in _SCALARS or kind is FrozenDict or kind is PackedMapping:
         return value
     if kind is dict:
         return _freeze_dict(value)
@@ -153,7 +240,7 @@ def _freeze_value(value: Any) -> Any:
         return value
     if kind is list or kind is tuple:
         return FrozenList([v if type(v) in _SCALARS else _freeze_value(v) for v in value])
-    if isinstance(value, FrozenDict | FrozenList):
+    if isinstance(value, FrozenDict | FrozenList | PackedMapping):
         return value
     if isinstance(value, Mapping):
         return _freeze_dict(value)

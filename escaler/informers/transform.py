@@ -34,7 +34,7 @@ of them reads — the cache keeps the union of the reads. The audit (issue 30, t
   annotations; the StatusWriter, the Reporter and drift read all of status (it is compared whole,
   rebuilt from, and patched against: a dropped status field would be a write every poll, or a
   field never nulled); bindings and claims read creationTimestamp, targetRef, resolvedTargetRef.
-  Equal parts are *shared* instead (below).
+  Equal spec parts are *shared* instead, and the status is kept *packed* (below).
 * **Deployment, StatefulSet** (apps/v1) — drop the last-applied annotation and ``status.conditions``
   (rollout messages and times, read by no handler). Kept: what the target handlers read
   (spec.replicas, selector, paused / updateStrategy, generation, uid, resourceVersion, the status
@@ -47,47 +47,54 @@ of them reads — the cache keeps the union of the reads. The audit (issue 30, t
 * **Every other kind** — nothing: a generic ``/scale`` target, a hop or a source is read at paths
   its CRD or the user's spec names; pods are read for labels, phase, conditions and times.
 
-What is *shared* instead of dropped, in the ElasticScaler cache (every field every reader sees is
-what the API server sent; only ``is`` between two scalers' values changes):
+What is *packed* instead of dropped, in the ElasticScaler cache (every field every reader sees is
+what the API server sent): ``spec`` and ``status`` are each a ``PackedMapping``
+(``escaler.informers.frozen``), their JSON text deflated against a typical ElasticScaler's
+(``ELASTICSCALER_PACKER``, ``escaler.api.typical.ELASTICSCALER_ZDICT``): ~100 and ~250 bytes where
+the frozen values took ~1.6 and ~1.5 KB a scaler at 10,000 (issue 30; ``python
+bench/cache_cuts.py``). Each read decodes one (tens of microseconds; the last value decoded in the
+process is kept), and their readers read them rarely: the parse when the object's resourceVersion
+changes (``ParseCache``: the reconcilers read the parsed model, never the cached spec), the claims
+index on each event, the status writer when it builds or compares a status to write (a change, not
+an idle poll), a restarted scaler's first sync, the SLO engine. An idle poll reads neither
+(``tests/unit/test_es_packed_status.py``). Readers test ``Mapping``, never ``dict``: a packed
+mapping is not a ``dict``, and ``json.dumps`` of a cached ElasticScaler needs ``thaw`` first.
+Metadata stays a plain frozen mapping (every sync reads its uid and resourceVersion). Packing
+replaced sharing equal parts across the fleet (until 2026-12-07: the spec's trigger and the
+status's condition and decision rows, ``SubtreeSharer`` and ``RowSharer``), which left ~3 KB a
+scaler whose queries, times, counts and messages differ; a packed spec (~100 bytes) costs less than
+the unshared parts of a template fleet's (targetRef and the spec's own mapping, ~450).
 
-* ``spec.trigger``, ``spec.fallback``, ``spec.floorFrom`` and ``spec.scaleDown`` (``SubtreeSharer``):
-  the parts a fleet made from one template has in common are cached once, not once per scaler;
-* the rows of ``status.conditions`` and ``status.recentDecisions``, and each whole list when equal
-  (``RowSharer``): a fleet's conditions come from a handful of reasons and messages, their times
-  are whole seconds, so most scalers hold the very rows of others;
-* ``status.resolvedTargetRef`` is the ``spec.targetRef`` object itself when equal
-  (``alias_resolved_target``).
-
-``SubtreeSharer(paths)`` replaces the mapping at each path by the one frozen instance kept for an
-equal value (the key is its canonical JSON, keys sorted: ``1`` and ``1.0``, ``true`` and ``1`` stay
-apart), in a bounded LRU (``max_entries`` values; an evicted value only costs its object its own
-copy). It costs one ``json.dumps`` of each subtree present per event of the kind (tens of
-microseconds for a trigger), and is thread-safe. ``RowSharer(paths)`` does the same for each row
-of the lists at ``paths`` (lists of mappings only), and for the list (a ``FrozenList``) as a whole,
-keyed by its shared rows' identities (no second copy of their text); two LRUs of
-``DEFAULT_SHARED_ROWS`` entries each. What stays in these tables after the objects moved on is
-bounded by their sizes (a constant, not per object). The shared values are frozen (``freeze``):
-readers already may not mutate cached objects. ``drop_paths(*paths)`` removes the key at the end
-of each path.
+``pack_paths(packer, *paths)`` keeps the mapping at the end of each path packed (~10 microseconds
+a status, once per event of the kind); ``drop_paths(*paths)`` removes the key at the end of each
+path.
 """
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-from cachetools import LRUCache
+from escaler.api.typical import ELASTICSCALER_ZDICT
+from escaler.informers.frozen import PackedMapping
+from escaler.packed import JsonPacker
 
-from escaler.informers.frozen import FrozenDict, FrozenList, freeze
-
-__all__ = ["DEFAULT_SHARED_ENTRIES", "DEFAULT_SHARED_ROWS", "ELASTICSCALER_SHARED_PATHS",
-           "ELASTICSCALER_SHARED_ROWS", "KIND_CUTS", "LAST_APPLIED", "LAST_APPLIED_PATH", "Cut", "RowSharer",
-           "SubtreeSharer", "Transform", "alias_resolved_target", "chain", "check_cut", "drop_paths",
-           "elasticscaler_transform", "identity", "strip_managed_fields", "transform_for"]
+__all__ = [
+    "ELASTICSCALER_PACKER",
+    "KIND_CUTS",
+    "LAST_APPLIED",
+    "LAST_APPLIED_PATH",
+    "Cut",
+    "Transform",
+    "chain",
+    "check_cut",
+    "drop_paths",
+    "identity",
+    "pack_paths",
+    "strip_managed_fields",
+    "transform_for",
+]
 
 Transform = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
@@ -117,131 +124,9 @@ def chain(first: Transform, then: Transform) -> Transform:
     return both
 
 
-# distinct subtree values one SubtreeSharer remembers (a few hundred bytes of key text and one
-# frozen value each)
-DEFAULT_SHARED_ENTRIES = 1024
-
-
-def _check_sharer(owner: str, paths: tuple[tuple[str, ...], ...], max_entries: int) -> None:
-    """``ValueError`` naming ``owner``'s field and the rule for a sharer's bad arguments."""
-    if max_entries < 1:
-        raise ValueError(f"{owner}.max_entries: must be >= 1, got {max_entries}")
-    if not paths or any(not path for path in paths):
-        raise ValueError(f"{owner}.paths: every path needs at least one key, got {paths!r}")
-
-
-class SubtreeSharer:
-    """A transform sharing equal subtrees across objects; see the module docstring."""
-
-    def __init__(self, paths: tuple[tuple[str, ...], ...], max_entries: int = DEFAULT_SHARED_ENTRIES) -> None:
-        _check_sharer("SubtreeSharer", paths, max_entries)
-        # the subtrees to share, each a path of keys from the object's root; fixed
-        self._paths = paths
-        # guards _values (LRUCache is not thread-safe, and get() reorders it)
-        self._mu = threading.Lock()
-        # (path, canonical JSON) → the one frozen value shared by every object holding it
-        self._values: LRUCache[tuple[tuple[str, ...], str], FrozenDict] = LRUCache(maxsize=max_entries)
-
-    def _shared(self, path: tuple[str, ...], sub: Mapping[str, Any]) -> FrozenDict | None:
-        text = _canonical(sub)
-        if text is None:
-            return None  # not JSON (a test's object): left as it is
-        key = (path, text)
-        with self._mu:
-            shared = self._values.get(key)
-            if shared is None:
-                shared = self._values[key] = freeze(sub)
-            return shared
-
-    def __call__(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        out = obj
-        for path in self._paths:
-            out = self._share(out, path)
-        return out
-
-    def _share(self, obj: Mapping[str, Any], path: tuple[str, ...]) -> Mapping[str, Any]:
-        """``obj`` with the mapping at ``path`` replaced by its shared instance (``_replace_at``)."""
-        return _replace_at(obj, path,
-                           lambda sub: self._shared(path, sub) if isinstance(sub, Mapping) else None)
-
-    def __len__(self) -> int:
-        with self._mu:
-            return len(self._values)
-
-
-# the parts of an ElasticScaler's spec a fleet made from one template has in common
-ELASTICSCALER_SHARED_PATHS: tuple[tuple[str, ...], ...] = (
-    ("spec", "trigger"), ("spec", "fallback"), ("spec", "floorFrom"), ("spec", "scaleDown"))
-# the lists of an ElasticScaler's status whose rows are shared across the fleet (each row, and the
-# whole list when equal): the rows the reconciler writes from a handful of reasons and messages
-ELASTICSCALER_SHARED_ROWS: tuple[tuple[str, ...], ...] = (
-    ("status", "conditions"), ("status", "recentDecisions"))
-# distinct rows, and distinct lists, one RowSharer remembers (a fleet has a few per reason, message
-# and second; each entry is a few hundred bytes: its key text and the frozen row, or the list)
-DEFAULT_SHARED_ROWS = 1024
-
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # kubectl's copy of the object as last applied: read by nothing in the manager (see the table)
 LAST_APPLIED_PATH: tuple[str, ...] = ("metadata", "annotations", LAST_APPLIED)
-
-
-class RowSharer:
-    """A transform sharing equal rows of lists across objects; see the module docstring."""
-
-    def __init__(self, paths: tuple[tuple[str, ...], ...], max_entries: int = DEFAULT_SHARED_ROWS) -> None:
-        _check_sharer("RowSharer", paths, max_entries)
-        # the lists whose rows to share, each a path of keys from the object's root; fixed
-        self._paths = paths
-        # guards _rows and _lists (LRUCache is not thread-safe, and get() reorders it)
-        self._mu = threading.Lock()
-        # (path, the row's canonical JSON) → the one frozen row shared by every object holding it
-        self._rows: LRUCache[tuple[tuple[str, ...], str], FrozenDict] = LRUCache(maxsize=max_entries)
-        # (path, the ids of its shared rows) → the one list of them. Sound: the list holds its rows,
-        # so no other object can have one of those ids while the entry lives.
-        self._lists: LRUCache[tuple[tuple[str, ...], tuple[int, ...]], FrozenList] = LRUCache(
-            maxsize=max_entries)
-
-    def _shared_list(self, path: tuple[str, ...], rows: Any) -> FrozenList | None:
-        if not isinstance(rows, list | tuple) or not all(isinstance(row, Mapping) for row in rows):
-            return None
-        keys = []
-        for row in rows:
-            text = _canonical(row)
-            if text is None:
-                return None  # not JSON (a test's object): left as it is
-            keys.append((path, text))
-        shared_rows: list[FrozenDict] = []
-        with self._mu:
-            for key in keys:
-                row = self._rows.get(key)
-                if row is None:
-                    row = self._rows[key] = freeze(rows[len(shared_rows)])
-                shared_rows.append(row)
-            list_key = (path, tuple(id(row) for row in shared_rows))
-            shared = self._lists.get(list_key)
-            if shared is None:
-                shared = self._lists[list_key] = FrozenList(shared_rows)
-            return shared
-
-    def __call__(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
-        out = obj
-        for path in self._paths:
-            out = _replace_at(out, path, partial(self._shared_list, path))
-        return out
-
-    def __len__(self) -> int:
-        """Rows and lists remembered."""
-        with self._mu:
-            return len(self._rows) + len(self._lists)
-
-
-def _canonical(value: Any) -> str | None:
-    """The key under which equal values are shared: canonical JSON (keys sorted, so ``1`` and
-    ``1.0``, ``true`` and ``1`` stay apart); None for a value JSON cannot encode."""
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return None
 
 
 def _replace_at(obj: Mapping[str, Any], path: tuple[str, ...],
@@ -294,21 +179,6 @@ def drop_paths(*paths: tuple[str, ...]) -> Transform:
         return out
 
     return drop
-
-
-def alias_resolved_target(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``status.resolvedTargetRef`` as the very (frozen) object ``spec.targetRef`` is when the two are
-    equal (a MetricsTrigger scaler records the target it names): one mapping cached, not two."""
-    spec, status = obj.get("spec"), obj.get("status")
-    ref = spec.get("targetRef") if isinstance(spec, Mapping) else None
-    resolved = status.get("resolvedTargetRef") if isinstance(status, Mapping) else None
-    if not isinstance(ref, Mapping) or not isinstance(resolved, Mapping) or resolved is ref:
-        return obj
-    if resolved != ref:
-        return obj
-    frozen = freeze(ref)
-    out = _replace_at(obj, ("spec", "targetRef"), lambda _: frozen)
-    return _replace_at(out, ("status", "resolvedTargetRef"), lambda _: frozen)
 
 
 Path = tuple[str, ...]
@@ -403,16 +273,36 @@ for _kind, _cut in KIND_CUTS.items():
 
 
 
-def elasticscaler_transform(subtrees: SubtreeSharer, rows: RowSharer) -> Transform:
-    """The ElasticScaler caches' transform with these tables (``transform_for`` builds it with the
-    manager's one pair; a benchmark with its own, to measure them)."""
-    dropped = drop_paths(*KIND_CUTS[("elasticscaler.io", "elasticscalers")].drops)
-    return chain(chain(strip_managed_fields, dropped), chain(chain(subtrees, rows), alias_resolved_target))
+def pack_paths(packer: JsonPacker, *paths: Path) -> Transform:
+    """A transform keeping the mapping at the end of each path as a ``PackedMapping`` deflated by
+    ``packer`` (shallow copies along the path; an absent path, a value that is not a mapping or is
+    packed already leave the object as it is)."""
+    for path in paths:
+        if not path:
+            raise ValueError("pack_paths: every path needs at least one key")
+
+    def packed(value: Any) -> PackedMapping | None:
+        if isinstance(value, PackedMapping) or not isinstance(value, Mapping):
+            return None
+        return PackedMapping(packer, value)
+
+    def pack(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        out = obj
+        for path in paths:
+            out = _replace_at(out, path, packed)
+        return out
+
+    return pack
+
+
+# what an ElasticScaler's cached spec and status are deflated against (a typical spec and status)
+ELASTICSCALER_PACKER = JsonPacker(ELASTICSCALER_ZDICT)
 
 
 _TRANSFORMS: dict[tuple[str, str], Transform] = {
-    ("elasticscaler.io", "elasticscalers"): elasticscaler_transform(
-        SubtreeSharer(ELASTICSCALER_SHARED_PATHS), RowSharer(ELASTICSCALER_SHARED_ROWS)),
+    ("elasticscaler.io", "elasticscalers"): chain(
+        chain(strip_managed_fields, drop_paths(*KIND_CUTS[("elasticscaler.io", "elasticscalers")].drops)),
+        pack_paths(ELASTICSCALER_PACKER, ("spec",), ("status",))),
     **{kind: chain(strip_managed_fields, drop_paths(*cut.drops))
        for kind, cut in KIND_CUTS.items() if kind != ("elasticscaler.io", "elasticscalers")},
 }

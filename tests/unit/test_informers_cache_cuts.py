@@ -7,6 +7,7 @@ on the object the API server sent; equal status rows are shared across an Elasti
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from typing import Any
 
@@ -20,20 +21,19 @@ from escaler.api.rsg import ResourceScalingGroup
 from escaler.clock import FakeClock
 from escaler.informers.dynamic import DynamicInformers
 from escaler.informers.factory import InformerFactory, ResourceKey
-from escaler.informers.frozen import FrozenDict, FrozenList, freeze, thaw
+from escaler.informers.frozen import FrozenDict, PackedMapping, freeze, thaw
 from escaler.informers.transform import (
-    ELASTICSCALER_SHARED_ROWS,
     KIND_CUTS,
     LAST_APPLIED,
     Cut,
-    RowSharer,
-    alias_resolved_target,
     check_cut,
     drop_paths,
     identity,
+    pack_paths,
     strip_managed_fields,
     transform_for,
 )
+from escaler.packed import JsonPacker
 from escaler.reconcilers.kit.claims import scaler_target
 from escaler.reconcilers.kit.status import StatusWriter
 from escaler.reconcilers.rsg.clones import clone_of
@@ -224,79 +224,50 @@ def test_elasticscaler_cache_drops_only_last_applied_and_the_readers_see_the_sam
     assert scaler_target(cached) == scaler_target(sent) is not None
 
 
-def test_equal_status_rows_are_one_object_across_the_fleet() -> None:
+def test_the_cached_spec_and_status_are_kept_packed_and_read_as_sent() -> None:
     es = transform_for("elasticscaler.io", "elasticscalers")
-    a, b = freeze(es(_scaler("a"))), freeze(es(_scaler("b")))
-    c = freeze(es(_scaler("c", replicas=3)))
-    d = freeze(es(_scaler("d", when="2026-01-01T00:00:09Z")))
-    # a and b: the same conditions and decisions (times, reasons, messages): one list each
-    assert a["status"]["conditions"] is b["status"]["conditions"]
-    assert a["status"]["recentDecisions"] is b["status"]["recentDecisions"]
-    assert isinstance(a["status"]["conditions"], FrozenList)
-    # c differs in two messages: its Validated row is still a's
-    assert c["status"]["conditions"] is not a["status"]["conditions"]
-    assert c["status"]["conditions"][2] is a["status"]["conditions"][2]
-    assert c["status"]["conditions"][0]["message"] == "evaluated 1 of 1 metrics; recommends 3 replicas"
-    # d differs in its times only: nothing of it is shared, and its values are its own
-    assert all(x is not y for x, y in zip(d["status"]["conditions"], a["status"]["conditions"], strict=True))
-    assert d["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:09Z"
-    # the per-scaler rows are not shared; resolvedTargetRef is spec.targetRef itself
-    assert a["status"]["currentMetrics"] is not b["status"]["currentMetrics"]
-    assert a["status"]["resolvedTargetRef"] is a["spec"]["targetRef"]
-    assert a["status"]["resolvedTargetRef"] is not b["status"]["resolvedTargetRef"]
+    sent = _scaler("a")
+    before = copy.deepcopy(sent)
+    cached = freeze(es(sent))
+    assert sent == before, "the argument is not mutated"
+    spec, status = cached["spec"], cached["status"]
+    assert isinstance(spec, PackedMapping) and isinstance(status, PackedMapping)
+    assert spec == before["spec"] and status == before["status"]
+    assert status["conditions"][0]["message"] == "evaluated 1 of 1 metrics; recommends 2 replicas"
+    assert spec["targetRef"]["name"] == "w-a"
+    # each a fraction of its text
+    for packed, sent_part in ((spec, before["spec"]), (status, before["status"])):
+        text = json.dumps(sent_part, separators=(",", ":"))
+        assert packed.packed_size() < len(text) / 2, (packed.packed_size(), len(text))
+    # idempotent: a cached object passes unchanged (the reflector and the store both transform)
+    again = es(cached)
+    assert again["spec"] is spec and again["status"] is status
+    # metadata is not packed: every sync reads its uid and resourceVersion
+    assert type(cached["metadata"]) is FrozenDict
 
 
-def test_row_sharer_keeps_the_transform_contract() -> None:
-    share = RowSharer(ELASTICSCALER_SHARED_ROWS)
-    obj = _scaler("a")
+def test_pack_paths_keeps_the_transform_contract() -> None:
+    packer = JsonPacker(b'{"status":{}}')
+    pack = pack_paths(packer, ("status",), ("spec", "inner"))
+    obj = {"spec": {"inner": {"a": 1}, "other": 2}, "status": {"b": [1, 2]}}
     before = copy.deepcopy(obj)
-    out = share(obj)
+    out = pack(obj)
     assert obj == before, "the argument is not mutated"
-    assert out == obj and out["spec"] is obj["spec"]
-    again = share(out)
-    assert again is out, "idempotent: the shared list passes unchanged"
-    # 1 and 1.0, True and 1 stay apart
-    one = share({"status": {"conditions": [{"n": 1}]}})
-    assert share({"status": {"conditions": [{"n": 1.0}]}})["status"]["conditions"][0]["n"].__class__ is float
-    true = share({"status": {"conditions": [{"n": True}]}})
-    assert true["status"]["conditions"] is not one["status"]["conditions"]
-    # absent, not a list, not JSON: left as they are
+    assert isinstance(out["status"], PackedMapping) and isinstance(out["spec"]["inner"], PackedMapping)
+    assert out == before and out["spec"]["other"] == 2
+    assert pack(out) is out, "idempotent"
     bare = make_obj("x")
-    assert share(bare) is bare
-    odd = {"status": {"conditions": "text"}}
-    assert share(odd) is odd
-    unjson = {"status": {"conditions": [{"n": object()}]}}
-    assert share(unjson) is unjson
-    scalars = {"status": {"conditions": [{"n": 1}, "text"]}}
-    assert share(scalars) is scalars, "only lists of mappings"
-
-
-def test_row_sharer_is_bounded_and_validates_its_arguments() -> None:
-    share = RowSharer((("status", "conditions"),), max_entries=4)
-    for i in range(20):
-        share({"status": {"conditions": [{"n": i}]}})
-    assert len(share) == 8, "4 rows and 4 lists"
-    with pytest.raises(ValueError, match="max_entries: must be >= 1"):
-        RowSharer((("status",),), max_entries=0)
-    with pytest.raises(ValueError, match="paths: every path needs at least one key"):
-        RowSharer(((),))
-
-
-def test_alias_resolved_target_only_when_equal() -> None:
-    obj = freeze(_scaler("a"))
-    out = alias_resolved_target(obj)
-    assert out["status"]["resolvedTargetRef"] is out["spec"]["targetRef"] and out == obj
-    assert alias_resolved_target(out) is out
-    other = {**_scaler("b"), "status": {"resolvedTargetRef": {"kind": "Deployment", "name": "elsewhere"}}}
-    assert alias_resolved_target(other) is other
-    no_status = make_obj("x", spec={"targetRef": {"name": "w"}})
-    assert alias_resolved_target(no_status) is no_status
+    assert pack(bare) is bare, "absent paths: as it was"
+    odd = {"status": "text", "spec": {"inner": [1]}}
+    assert pack(odd) is odd, "not a mapping: as it was"
+    with pytest.raises(ValueError, match="every path needs at least one key"):
+        pack_paths(packer, ())
 
 
 # ---- both factories apply the kind's transform ---------------------------------------------------
 
 
-def test_the_factory_shares_rows_between_cached_elasticscalers() -> None:
+def test_the_factory_caches_elasticscalers_with_their_status_packed() -> None:
     fake = FakeAPI([_scaler("a"), _scaler("b")])
     factory = InformerFactory(lambda key: fake, clock=FakeClock())
     informer = factory.informer_for(ResourceKey("elasticscaler.io", "v1alpha1", "elasticscalers"))
@@ -305,7 +276,8 @@ def test_the_factory_shares_rows_between_cached_elasticscalers() -> None:
     try:
         assert factory.wait_for_cache_sync(5.0)
         cached = {o["metadata"]["name"]: o for o in informer.indexer.list()}
-        assert cached["a"]["status"]["conditions"] is cached["b"]["status"]["conditions"]
+        assert isinstance(cached["a"]["status"], PackedMapping)
+        assert cached["a"]["status"] == _scaler("a")["status"]
         assert LAST_APPLIED not in cached["a"]["metadata"]["annotations"]
     finally:
         stop.set()

@@ -26,12 +26,13 @@ write, or moved past it), the status text and the versions are dropped: only the
 kept (issue 30, memory per scaler: in a steady fleet every idle poll finds its cache caught up, so
 ~1 KB of status text per scaler is held only between a write and the next poll). A reflector never
 shows a version older than one it has shown, so nothing that could still read the text is lost.
-The text is kept deflated (``escaler.packed``) against a preset dictionary (``STATUS_ZDICT``: the
-text of a typical scaler status — its keys, condition rows and reasons), so a fleet's statuses,
-which repeat those and differ in names, counts and times, take ~7x less than their text (~2 KB per
-scaler right after a surge at 10,000 scalers, when every scaler has just written; issue 30). Any text
-packs and unpacks exactly, whatever it holds; a status unlike the dictionary only compresses
-less. Packing costs ~10 microseconds a write, unpacking is done only while a cache lags.
+The text is kept deflated (``escaler.packed``) against a preset dictionary (``STATUS_ZDICT`` of
+``escaler.api.typical``: the text of a typical scaler status — its keys, condition rows and
+reasons), so a fleet's statuses, which repeat those and differ in names, counts and times, take ~7x
+less than their text (~2 KB per scaler right after a surge at 10,000 scalers, when every scaler has
+just written; issue 30). Any text packs and unpacks exactly, whatever it holds; a status unlike the
+dictionary only compresses less. Packing costs ~10 microseconds a write, unpacking is done only
+while a cache lags.
 
 **Drift** (``escaler.reconcilers.kit.drift``): given the sync's ``now`` (the injected
 clock's wall time) and the scaler's ``significance``, a status that differs from the one the
@@ -53,7 +54,6 @@ without bound. An evicted entry only costs one status write that might have been
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -62,6 +62,7 @@ from typing import Any, Protocol
 
 from cachetools import LRUCache
 
+from escaler.api.typical import STATUS_ZDICT
 from escaler.informers.frozen import thaw
 from escaler.packed import JsonPacker
 from escaler.reconcilers.kit.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
@@ -255,38 +256,7 @@ class StatusWriter:
             self._last.pop(obj_uid, None)
 
 
-# zlib's preset dictionary for the memo (see the module docstring): a typical scaler status, its most
-# repeated parts last (deflate reaches the end of its window most cheaply). Changing it only changes
-# what a memo packed from now on costs: the memo lives in this process only.
-STATUS_ZDICT = json.dumps({
-    "hpaName": None, "fallback": {"failures": 1, "since": "2026-01-01T00:00:00Z"},
-    "deferredSince": "2026-01-01T00:00:00Z",
-    "observedGeneration": 1, "currentReplicas": 2, "desiredReplicas": 2,
-    "currentMetrics": [{"name": "cpu", "type": "Resource", "value": 20.0, "target": 10.0,
-                        "targetType": "Utilization", "recommendedReplicas": 2, "error": "timed out"},
-                       {"name": "sum(rate(vllm:num_requests_waiting[1m]))", "type": "ExternalServer",
-                        "value": 20.0, "target": 10.0, "targetType": "AverageValue",
-                        "recommendedReplicas": 2}],
-    "recentDecisions": [{"time": "2026-01-01T00:00:00Z", "from": 2, "to": 4, "boundBy": "maxReplicas",
-                         "reason": "evaluated 1 of 1 metrics; recommends 4 replicas (cpu 20/10 (Value))"}],
-    "conditions": [
-        {"type": "ScalingActive", "status": "True", "observedGeneration": 1,
-         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "MetricsAvailable",
-         "message": "evaluated 1 of 1 metrics; recommends 2 replicas"},
-        {"type": "AbleToScale", "status": "True", "observedGeneration": 1,
-         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Synced",
-         "message": "the target is at the desired count (2)"},
-        {"type": "ScalingLimited", "status": "False", "observedGeneration": 1,
-         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "DesiredWithinRange",
-         "message": "the desired count is within the acceptable range [1, 10]"},
-        {"type": "Validated", "status": "True", "observedGeneration": 1,
-         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "Valid", "message": "the spec is valid"},
-        {"type": "MetricsPipeline", "status": "True", "observedGeneration": 1,
-         "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "AllMetricsAvailable",
-         "message": "all 1 metrics available"}],
-    "resolvedTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-    "lastScaleTime": "2026-01-01T00:00:00Z",
-}, separators=(",", ":")).encode()
+# the memo's packer (STATUS_ZDICT: escaler.api.typical; the ElasticScaler cache's ends with it)
 _PACKER = JsonPacker(STATUS_ZDICT)
 
 
