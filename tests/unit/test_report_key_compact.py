@@ -1,20 +1,16 @@
-"""The Reporter's last-status key is compact (issue 30, memory per scaler): a fleet's keys share
-each equal condition row and set of rows and the valid spec's Validation, the shared table is
-bounded, and the idle poll still skips the status rebuild exactly as before."""
+"""The Reporter remembers only the hash of its last-status key (issue 30, memory per scaler): an int
+per scaler instead of the key's rows and texts, and the idle poll still skips the status rebuild
+exactly as before, while any change to what the status is built from still rebuilds it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
 from es_fakes import Harness, deployment, external_server_metric, harness, metrics_trigger, scaler
 
-from escaler.reconcilers.kit import report
-from escaler.scaling.conditions import Validation
-
 POLL = 30.0
-# the position of the condition rows and of the Validation in the key (report._key)
-WRITES, VALIDATION = 3, 11
 
 
 @pytest.fixture
@@ -36,37 +32,13 @@ def _fleet(h: Harness, n: int) -> None:
         h.reconcile(f"es{i}")
 
 
-def _keys(h: Harness) -> list[tuple[object, ...]]:
-    seen = h.reconciler.reporter._seen
-    return [v.key for v in seen.values()]
-
-
-def test_equal_condition_rows_are_one_object_across_the_fleet(h: Harness) -> None:
+def test_the_remembered_status_is_a_hash_and_three_small_values(h: Harness) -> None:
     _fleet(h, 3)
-    keys = _keys(h)
-    assert len(keys) == 3
-    first = keys[0][WRITES]
-    assert all(k[WRITES] == first for k in keys)  # the plans are equal ...
-    assert all(k[WRITES] is first for k in keys), "equal condition rows are kept once per fleet"
-    assert all(k[VALIDATION] is keys[0][VALIDATION] for k in keys), "one Validation for valid specs"
-    assert keys[0][VALIDATION] == Validation()
-
-
-def test_the_remembered_status_has_no_instance_dict(h: Harness) -> None:
-    _fleet(h, 1)
-    (seen,) = h.reconciler.reporter._seen.values()
-    assert not hasattr(seen, "__dict__")
-
-
-def test_the_shared_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(report, "_shared_rows", {})
-    for i in range(report.SHARED_ROWS_MAX * 2 + 5):
-        row = ("Validated", "True", "Valid", f"message {i}")
-        assert report._shared(row) == row
-        assert len(report._shared_rows) <= report.SHARED_ROWS_MAX
-    # an equal row hands back the held instance, never a different value
-    held = report._shared(("a", "b"))
-    assert report._shared(("a", "".join(["b"]))) is held
+    seen = list(h.reconciler.reporter._seen.values())
+    assert len(seen) == 3 and all(type(s.key) is int for s in seen)
+    assert len({s.key for s in seen}) == 3, "each scaler's key is its own (resourceVersion, rows)"
+    assert not hasattr(seen[0], "__dict__")
+    assert sys.getsizeof(seen[0].key) <= 36
 
 
 def test_idle_polls_still_skip_the_rebuild(h: Harness) -> None:
@@ -77,3 +49,17 @@ def test_idle_polls_still_skip_the_rebuild(h: Harness) -> None:
         for i in range(2):
             h.reconcile(f"es{i}")
     assert h.client.count("patch", "elasticscalers/status") == writes
+
+
+def test_a_change_of_one_part_of_the_key_rebuilds(h: Harness) -> None:
+    _fleet(h, 1)
+    writes = h.client.count("patch", "elasticscalers/status")
+    h.clock.step(POLL)
+    h.reconcile("es0")
+    assert h.client.count("patch", "elasticscalers/status") == writes
+    # the metric errors: the row's error text changes (and the conditions with it)
+    h.collector.values['sum(load{s="0"})'] = "connection refused"
+    h.clock.step(POLL)
+    h.reconcile("es0")
+    assert h.client.count("patch", "elasticscalers/status") == writes + 1
+    assert "connection refused" in h.status("es0")["currentMetrics"][0]["error"]
