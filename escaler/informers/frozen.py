@@ -31,10 +31,10 @@ Contract:
 
 * **Packed mappings.** ``PackedMapping(packer, value)`` is a read-only ``Mapping`` kept as the
   deflated JSON text of ``value`` (``escaler.packed.JsonPacker``): for a part of a cached object
-  that is large, differs per object and is read rarely (an ElasticScaler's status, issue 30: ~1.5 KB
-  as frozen objects, ~250 bytes packed). Every read decodes it into a ``FrozenDict``
-  (``unpack()``; tens of microseconds) — ``m["k"]``, ``.get``, ``in``, iteration, ``len``,
-  ``items()`` — and the last value decoded in the process is kept (one, whichever mapping it came
+  that is large, differs per object and is read rarely (an ElasticScaler's spec and status, issue
+  30: ~1.6 and ~1.5 KB as frozen objects, ~100 and ~250 bytes packed). Every read decodes it into a
+  ``FrozenDict`` (``unpack()``; tens of microseconds) — ``m["k"]``, ``.get``, ``in``, iteration,
+  ``len``, ``items()`` — and the last value decoded in the process is kept (one, whichever mapping it came
   from), so several reads of one mapping in a row decode it once. It compares equal to any
   mapping with equal items (two packed the same: without decoding), ``thaw`` gives the plain
   ``dict``, and ``freeze`` leaves it as it is (a frozen object may hold one). It is *not* a

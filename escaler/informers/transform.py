@@ -34,7 +34,7 @@ of them reads — the cache keeps the union of the reads. The audit (issue 30, t
   annotations; the StatusWriter, the Reporter and drift read all of status (it is compared whole,
   rebuilt from, and patched against: a dropped status field would be a write every poll, or a
   field never nulled); bindings and claims read creationTimestamp, targetRef, resolvedTargetRef.
-  Equal spec parts are *shared* instead, and the status is kept *packed* (below).
+  The spec and the status are kept *packed* instead (below).
 * **Deployment, StatefulSet** (apps/v1) — drop the last-applied annotation and ``status.conditions``
   (rollout messages and times, read by no handler). Kept: what the target handlers read
   (spec.replicas, selector, paused / updateStrategy, generation, uid, resourceVersion, the status
