@@ -306,26 +306,13 @@ def deployment(i: int, n: int) -> dict[str, Any]:
     }
 
 
-def per_object(
-    make: Callable[[int, int], dict[str, Any]],
-    transform: Transform,
-    n: int,
-    tables: tuple[object, ...] = (),
-    before: Callable[[int, int], dict[str, Any]] | None = None,
-) -> float:
-    """Bytes per object of a fleet of ``n`` cached through ``transform`` (module docstring), and of
-    what ``tables`` (the transform's sharing tables) hold beyond them; ``before``: each object's
-    earlier version, passed through the transform first and dropped, as a watch event would be
-    (what it leaves in the tables is counted)."""
-    cached = []
-    for i in range(n):
-        if before is not None:
-            transform(json.loads(json.dumps(before(i, n))))
-        # decoded from JSON text, as the reflector does: no string object shared between two fields
-        cached.append(freeze(transform(json.loads(json.dumps(make(i, n))))))
+def per_object(make: Callable[[int, int], dict[str, Any]], transform: Transform, n: int) -> float:
+    """Bytes per object of a fleet of ``n`` cached through ``transform`` (module docstring)."""
+    # decoded from JSON text, as the reflector does: no string object shared between two fields
+    cached = [freeze(transform(json.loads(json.dumps(make(i, n))))) for i in range(n)]
     gc.collect()
     seen: set[int] = set()
-    return (sum(_size(obj, seen) for obj in cached) + sum(_size(t, seen) for t in tables)) / n
+    return sum(_size(obj, seen) for obj in cached) / n
 
 
 def _applied(make: Callable[[int, int], dict[str, Any]]) -> Callable[[int, int], dict[str, Any]]:
@@ -342,44 +329,29 @@ def _applied(make: Callable[[int, int], dict[str, Any]]) -> Callable[[int, int],
     return made
 
 
-def _first_poll(i: int, n: int) -> dict[str, Any]:
-    return _with_scale_time(elasticscaler(i, n, scaled=False))
-
-
 def _scaled(i: int, n: int) -> dict[str, Any]:
     return _with_scale_time(elasticscaler(i, n))
-
-
-def _plain(transform: Transform) -> Callable[[], tuple[Transform, tuple[object, ...]]]:
-    return lambda: (transform, ())
 
 
 def main() -> None:
     n = int(os.environ.get("CUTS_N", "1000"))
     es, applied = "ElasticScaler", "ElasticScaler, kubectl-applied"
     dep = "Deployment, kubectl-applied"
-    variants: list[tuple[str, str, Callable[[int, int], dict[str, Any]], Any]] = [
-        (es, "managedFields stripped", _scaled, _plain(strip_managed_fields)),
-        (es, "after: last-applied dropped, spec and status packed", _scaled,
-         _plain(transform_for("elasticscaler.io", "elasticscalers"))),
-        (applied, "before: managedFields stripped", _applied(_scaled), _plain(strip_managed_fields)),
-        (applied, "after", _applied(_scaled), _plain(transform_for("elasticscaler.io", "elasticscalers"))),
-        (dep, "before: managedFields stripped", deployment, _plain(strip_managed_fields)),
-        (
-            dep,
-            "+ last-applied dropped",
-            deployment,
-            _plain(chain(strip_managed_fields, drop_paths(LAST_APPLIED_PATH))),
-        ),
-        (dep, "after: + status.conditions dropped", deployment, _plain(transform_for("apps", "deployments"))),
+    es_cache = transform_for("elasticscaler.io", "elasticscalers")
+    no_last_applied = chain(strip_managed_fields, drop_paths(LAST_APPLIED_PATH))
+    variants: list[tuple[str, str, Callable[[int, int], dict[str, Any]], Transform]] = [
+        (es, "managedFields stripped", _scaled, strip_managed_fields),
+        (es, "after: last-applied dropped, spec and status packed", _scaled, es_cache),
+        (applied, "before: managedFields stripped", _applied(_scaled), strip_managed_fields),
+        (applied, "after", _applied(_scaled), es_cache),
+        (dep, "before: managedFields stripped", deployment, strip_managed_fields),
+        (dep, "+ last-applied dropped", deployment, no_last_applied),
+        (dep, "after: + status.conditions dropped", deployment, transform_for("apps", "deployments")),
     ]
     print(f"| kind ({n} cached) | transform | bytes per object |")
     print("|---|---|---|")
-    for kind, what, make, build in variants:
-        transform, tables = build()
-        # every ElasticScaler's first-poll version passes through first (what it leaves in the tables)
-        earlier = _applied(_first_poll) if kind == applied else _first_poll if kind == es else None
-        size = per_object(make, transform, n, tables, earlier)
+    for kind, what, make, transform in variants:
+        size = per_object(make, transform, n)
         print(f"| {kind} | {what} | {size:,.0f} |", flush=True)
 
 
