@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
+import tracemalloc
+from collections.abc import Callable
 
 import pytest
 from es_fakes import external_metric, metrics_trigger, scaler
 
-from escaler.api.compact import READ_ONLY_MESSAGE, SharedFieldSet, share_bookkeeping
+from escaler.api.compact import READ_ONLY_MESSAGE, SharedFieldSet, _shared_keys_dict, share_bookkeeping
 from escaler.api.elasticscaler import ElasticScaler
 
 
@@ -74,3 +77,30 @@ def test_it_is_idempotent() -> None:
     model = share_bookkeeping(_parse())
     fields_set = model.spec.__pydantic_fields_set__
     assert share_bookkeeping(model) is model and model.spec.__pydantic_fields_set__ is fields_set
+
+
+def _traced_bytes_each(make: Callable[[], object], n: int = 2000) -> float:
+    """Bytes tracemalloc sees allocated per call of ``make``, the results kept."""
+    make()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [make() for _ in range(n)]
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+
+
+def test_each_models_dict_shares_its_keys_with_its_class() -> None:
+    # the instance dict pydantic made (a whole hash table each) is replaced by one holding only the
+    # values, its keys kept once per model class (issue 30: memory per scaler)
+    model, fresh = share_bookkeeping(_parse()), _parse()
+    meta = model.metadata
+    assert type(meta.__dict__) is dict and meta.__dict__ == fresh.metadata.__dict__
+    assert list(meta.__dict__) == list(fresh.metadata.__dict__)  # same order: dumps unchanged
+    fields, cls = dict(fresh.metadata.__dict__), type(fresh.metadata)
+    plain = _traced_bytes_each(lambda: dict(fields))
+    shared = _traced_bytes_each(lambda: _shared_keys_dict(cls, fields))
+    assert shared < 0.8 * plain, (shared, plain)
