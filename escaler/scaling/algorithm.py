@@ -156,6 +156,10 @@ class Recommendation:
     replicas: int
 
 
+# the most past recommendations an algorithm is given (AlgorithmContext.history; an algorithm may
+# be registered with fewer: escaler.scaling.registry)
+ALGORITHM_HISTORY = 64
+
 # the largest count RecommendationHistory stores compactly (a signed 64-bit array item)
 _MAX_COMPACT_REPLICAS = 2**63 - 1
 
@@ -164,7 +168,8 @@ class RecommendationHistory(Sequence[Recommendation]):
     """Past recommendations, oldest first, as two arrays of numbers (issue 30, memory per scaler).
 
     What the reconciler keeps per scaler between polls for ``AlgorithmContext.history``: up to
-    ``escaler.scaling.metricdecision.ALGORITHM_HISTORY`` (64) entries, one more every poll. As a
+    ``ALGORITHM_HISTORY`` (64) entries (as many as the scaler's algorithm reads:
+    ``escaler.scaling.registry``), one more every poll. As a
     tuple of ``Recommendation`` objects that was ~7.7 KiB per scaler once 64 polls had passed (an
     object, its float and a tuple slot per entry; ``MEM_POLLS=70 MEM_STEP=30 python
     bench/mem_by_owner.py``); here it is 16 bytes an entry (a ``double`` time and an ``int64``

@@ -22,9 +22,12 @@ Contract of ``decide_metrics(algorithm, config, current, now, metrics, errors, h
 * some metrics unusable and the rest asking for fewer replicas → the current count (a partial
   picture never scales down), said in the detail;
 * the result's count is appended to ``history`` (``Recommendation(now, n)``, the newest
-  ``ALGORITHM_HISTORY`` kept, as a compact ``RecommendationHistory``: two arrays of numbers, not an
-  object per entry); ``used`` is the value each metric's chosen window used and ``alone``
-  what each metric alone recommends (None when it cannot say), for ``status.currentMetrics``.
+  ``history_length(algorithm)`` kept — ``ALGORITHM_HISTORY`` (64) unless the algorithm was
+  registered reading fewer; ``apa`` and ``flow`` read none, so their history stays empty — as a
+  compact ``RecommendationHistory``: two arrays of numbers, not an object per entry); the
+  algorithm is given at most that many of the entries it is called with; ``used`` is the value
+  each metric's chosen window used and ``alone`` what each metric alone recommends (None when it
+  cannot say), for ``status.currentMetrics``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from escaler.scaling.algorithm import (
+    ALGORITHM_HISTORY,
     Algorithm,
     AlgorithmContext,
     AlgorithmResult,
@@ -44,13 +48,10 @@ from escaler.scaling.algorithm import (
     is_usable,
 )
 from escaler.scaling.pipeline import RecommendResult
-from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm
+from escaler.scaling.registry import AlgorithmNotRegistered, get_algorithm, history_length
 from escaler.scaling.window import PANIC, SETTLING, WindowChoice, choose
 
 __all__ = ["ALGORITHM_HISTORY", "MetricsDecision", "WindowedValue", "decide_metrics"]
-
-# past raw recommendations given to an algorithm (AlgorithmContext.history)
-ALGORITHM_HISTORY = 64
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def decide_metrics(algorithm: str, config: Mapping[str, str], current: int, now:
         return MetricsDecision(RecommendResult.no_decision(
             "metrics", "; ".join(errors) or "no usable sample in the window", total=total,
             metric_errors=errors, can_scale_from_zero=False), history)
+    keep = history_length(algorithm)
+    history = _newest(history, keep)
     try:
         run = _Runner(get_algorithm(algorithm), algorithm,
                       AlgorithmContext(current_replicas=current, config=config,
@@ -108,13 +111,20 @@ def decide_metrics(algorithm: str, config: Mapping[str, str], current: int, now:
     if len(usable) < total and result.replicas < current:
         notes.append(f"partial metrics: scale-down to {result.replicas} suppressed")
         result = AlgorithmResult(replicas=current, uncapped=current)
-    kept = RecommendationHistory.appended(history, Recommendation(time=now, replicas=result.replicas),
-                                          ALGORITHM_HISTORY)
+    kept: Sequence[Recommendation] = () if keep == 0 else RecommendationHistory.appended(
+        history, Recommendation(time=now, replicas=result.replicas), keep)
     rr = RecommendResult.from_metrics(result.replicas, evaluated=len(usable), total=total,
                                       detail=", ".join(notes), metric_errors=errors,
                                       can_scale_from_zero=False, uncapped=result.uncapped,
                                       rate_band=result.band)
     return MetricsDecision(rr, kept, used, alone)
+
+
+def _newest(history: Sequence[Recommendation], keep: int) -> Sequence[Recommendation]:
+    """The newest ``keep`` entries of ``history`` (itself when it has no more)."""
+    if len(history) <= keep:
+        return history
+    return tuple(history)[len(history) - keep:]
 
 
 @dataclass(frozen=True)

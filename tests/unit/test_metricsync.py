@@ -29,7 +29,7 @@ from escaler.reconcilers.kit.scalermetrics import ScalerMetrics
 from escaler.runtime.types import Request
 from escaler.scaling.algorithm import AlgorithmContext, MetricValue, NoDecision, PodCounts
 from escaler.scaling.annotations import MISSING_DATA_POLICY, PANIC_WINDOW_PERCENTAGE, parse_annotations
-from escaler.scaling.registry import register_algorithm, unregister_algorithm
+from escaler.scaling.registry import get_algorithm, register_algorithm, unregister_algorithm
 from escaler.signals import MetricsCollector, Sample, to_metric_value
 from escaler.targets import TargetSnapshot
 
@@ -336,16 +336,28 @@ def test_panic_off_keeps_the_stable_window_alone() -> None:
 
 
 def test_recommend_never_mutates_the_memory_it_is_given() -> None:
-    scaler = es(external("queue", value("10")))
-    col = ScriptedCollector([40.0])
-    run = Run(col)
-    first = run.sync(scaler, 4)
-    before = first.memory.windows.window(first.memory.windows.names()[0]).samples()
-    ann, _ = parse_annotations({})
-    again = run.rec.recommend(scaler, ann, snap(4), first.memory, now=WALL + 2)
+    register_algorithm("apa-with-history", get_algorithm("apa"))  # reads the default history (64)
+    try:
+        scaler = es(external("queue", value("10")), algorithm="apa-with-history")
+        col = ScriptedCollector([40.0])
+        run = Run(col)
+        first = run.sync(scaler, 4)
+        before = first.memory.windows.window(first.memory.windows.names()[0]).samples()
+        ann, _ = parse_annotations({})
+        again = run.rec.recommend(scaler, ann, snap(4), first.memory, now=WALL + 2)
+    finally:
+        unregister_algorithm("apa-with-history")
     assert first.memory.windows.window(first.memory.windows.names()[0]).samples() == before
     assert again.memory is not first.memory and again.memory.windows is not first.memory.windows
     assert len(again.memory.history) == 2 and len(first.memory.history) == 1
+
+
+def test_an_algorithm_that_reads_no_history_keeps_none() -> None:
+    # apa is registered with history=0 (escaler.scaling.registry): a scaler using it keeps nothing
+    run = Run(ScriptedCollector([40.0]))
+    outs = [run.sync(es(external("queue", value("10"))), 4) for _ in range(3)]
+    assert [o.recommend.replicas for o in outs] == [4, 4, 4]
+    assert all(o.memory.history == () for o in outs)
 
 
 def _step_to_due(run: Run, late: float = 0.0, interval: float = 30.0) -> float:

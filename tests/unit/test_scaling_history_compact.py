@@ -7,6 +7,10 @@ a tuple, ~10 KB per scaler. It is now a ``RecommendationHistory``: two arrays, 1
 that reads, slices, adds, hashes and compares like the tuple it replaces (an algorithm sees the same
 values). What is decided is unchanged (``test_es_poll_replay.py`` replays recorded polls against its
 golden file).
+
+``apa`` and ``flow`` read no history and are registered saying so (``history=0``): a scaler using
+them keeps none. The history tests below run ``apa`` registered again under a name that reads the
+default ``ALGORITHM_HISTORY``, as a plug-in is.
 """
 
 from __future__ import annotations
@@ -22,6 +26,16 @@ from escaler.scaling import AlgorithmContext, MetricValue
 from escaler.scaling.algorithm import Recommendation, RecommendationHistory, as_result
 from escaler.scaling.metricdecision import ALGORITHM_HISTORY, WindowedValue, decide_metrics
 from escaler.scaling.registry import get_algorithm, register_algorithm, unregister_algorithm
+
+# apa, registered as a plug-in is (the default history): the history these tests keep
+APA_WITH_HISTORY = "apa-with-history"
+
+
+@pytest.fixture(autouse=True)
+def _apa_with_history() -> Any:
+    register_algorithm(APA_WITH_HISTORY, get_algorithm("apa"))
+    yield
+    unregister_algorithm(APA_WITH_HISTORY)
 
 
 def _value(v: float) -> MetricValue:
@@ -49,7 +63,8 @@ def _polls(n: int) -> list[tuple[float, int]]:
     seen: list[tuple[float, int]] = []
     for poll in range(n):
         now = 1_000.0 + 30.0 * poll
-        d = decide_metrics("apa", {}, 4, now, [WindowedValue(_value(40.0 + poll % 7))], (), history)
+        d = decide_metrics(APA_WITH_HISTORY, {}, 4, now, [WindowedValue(_value(40.0 + poll % 7))], (),
+                           history)
         seen.append((now, d.recommend.replicas))
         history = d.history
     return seen
@@ -58,7 +73,7 @@ def _polls(n: int) -> list[tuple[float, int]]:
 def test_a_full_history_holds_no_object_per_entry() -> None:
     history: Any = ()
     for poll in range(ALGORITHM_HISTORY + 6):
-        history = decide_metrics("apa", {}, 4, 1_000.0 + 30.0 * poll,
+        history = decide_metrics(APA_WITH_HISTORY, {}, 4, 1_000.0 + 30.0 * poll,
                                  [WindowedValue(_value(40.0 + poll % 7))], (), history).history
     assert len(history) == ALGORITHM_HISTORY
     per_entry = _deep_bytes(history) / ALGORITHM_HISTORY
@@ -70,7 +85,8 @@ def test_the_history_holds_what_the_tuple_held() -> None:
     seen = _polls(ALGORITHM_HISTORY + 6)
     history: Any = ()
     for now, _ in seen:
-        history = decide_metrics("apa", {}, 4, now, [WindowedValue(_value(45.0))], (), history).history
+        history = decide_metrics(APA_WITH_HISTORY, {}, 4, now, [WindowedValue(_value(45.0))], (),
+                                 history).history
     expected = tuple(Recommendation(now, 5) for now, _ in seen)[-ALGORITHM_HISTORY:]
     assert history == expected and expected == tuple(history)
     assert hash(history) == hash(expected)

@@ -20,7 +20,9 @@ from escaler.scaling import (
     registered_algorithms,
     unregister_algorithm,
 )
-from escaler.scaling.algorithm import AlgorithmResult, as_result
+from escaler.scaling.algorithm import ALGORITHM_HISTORY, AlgorithmResult, as_result
+from escaler.scaling.metricdecision import WindowedValue, decide_metrics
+from escaler.scaling.registry import history_length
 
 
 def keep_current(ctx: AlgorithmContext) -> int:
@@ -148,3 +150,70 @@ def test_unregister(registry: list[str]) -> None:
     assert not is_known_algorithm("gone")
     with pytest.raises(AlgorithmNotRegistered):
         unregister_algorithm("gone")
+
+
+# ---- history=: how many past recommendations an algorithm reads (issue 30: memory per scaler) ----
+
+
+def test_the_built_in_algorithms_read_no_history() -> None:
+    assert history_length("apa") == 0 and history_length("flow") == 0
+    assert history_length("not-registered") == ALGORITHM_HISTORY
+
+
+def test_a_plug_in_reads_the_default_history_unless_it_says_otherwise(registry: list[str]) -> None:
+    register_algorithm("plain", keep_current)
+    register_algorithm("short", keep_current, history=3)
+    registry.extend(["plain", "short"])
+    assert history_length("plain") == ALGORITHM_HISTORY and history_length("short") == 3
+    unregister_algorithm("short")
+    assert history_length("short") == ALGORITHM_HISTORY
+
+
+@pytest.mark.parametrize("bad", [-1, ALGORITHM_HISTORY + 1, True, 2.0, "3", None])
+def test_a_history_out_of_range_is_refused_naming_the_rule(bad: object, registry: list[str]) -> None:
+    with pytest.raises(ValueError, match=rf"algorithm 'bad': history must be an integer from 0 to "
+                                         rf"{ALGORITHM_HISTORY}"):
+        register_algorithm("bad", keep_current, history=bad)  # type: ignore[arg-type]
+    assert "bad" not in registered_algorithms()
+
+
+def _seen_by(name: str, polls: int, history: object = ()) -> tuple[list[int], object]:
+    """The history length the algorithm saw on each of ``polls`` decisions, and what was kept."""
+    kept: object = history
+    for poll in range(polls):
+        kept = decide_metrics(name, {}, 2, 100.0 + poll,
+                              [WindowedValue(MetricValue("q", "External", 20.0, "Value", 10.0))],
+                              (), kept).history  # type: ignore[arg-type]
+    return SEEN, kept
+
+
+SEEN: list[int] = []
+
+
+def history_spy(ctx: AlgorithmContext) -> int:
+    SEEN.append(len(ctx.history))
+    return ctx.current_replicas
+
+
+def test_an_algorithm_sees_and_keeps_at_most_its_history(registry: list[str]) -> None:
+    SEEN.clear()
+    register_algorithm("spy-three", history_spy, history=3)
+    registry.append("spy-three")
+    seen, kept = _seen_by("spy-three", 6)
+    assert sorted(set(seen)) == [0, 1, 2, 3] and seen[-1] == 3  # one to three runs a poll
+    assert kept == tuple(Recommendation(100.0 + p, 2) for p in (3, 4, 5))
+
+
+def test_an_algorithm_reading_less_is_given_the_newest_of_a_longer_history(registry: list[str]) -> None:
+    # a scaler switched from a plug-in reading 64 to one reading 3 (or none) in one process
+    SEEN.clear()
+    register_algorithm("spy-long", history_spy)
+    register_algorithm("spy-two", history_spy, history=2)
+    registry.extend(["spy-long", "spy-two"])
+    _, long = _seen_by("spy-long", 5)
+    SEEN.clear()
+    _, kept = _seen_by("spy-two", 1, long)
+    assert SEEN[0] == 2
+    assert kept == (Recommendation(104.0, 2), Recommendation(100.0, 2))
+    _, none = _seen_by("apa", 1, long)
+    assert none == ()
