@@ -99,6 +99,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+from escaler.cli.allocator import tune_allocator
 from escaler.cli.controllers import ALL as ALL_CONTROLLERS
 from escaler.cli.controllers import CONTROLLERS, DEFAULT_CONTROLLERS, enabled_controllers
 from escaler.cli.controllers import FLAG as CONTROLLERS_FLAG
@@ -1005,12 +1006,14 @@ def open_test_clock(flags: ManagerFlags) -> ClockFile | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    allocator = tune_allocator()  # before any thread makes a malloc arena of its own
     try:
         flags = flags_from_args(args)
     except UsageError as exc:
         print(f"escaler manager: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(flags.log_format, flags.log_level)
+    _log.info("malloc: %s", allocator, extra={"allocator": allocator})
     try:
         test_clock = open_test_clock(flags)
     except UsageError as exc:
