@@ -59,13 +59,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from cachetools import LRUCache
 from pydantic import ValidationError
 
 from escaler.api.common import TargetRef
 from escaler.api.elasticscaler import ElasticScalerStatus, FallbackStatus
 from escaler.api.llmscaler import LLMScalerStatus
 from escaler.api.scaler import MetricStatus, RecentDecision, ScalerStatus
+from escaler.boundeddict import BoundedDict
 from escaler.errors import StatusError, is_not_found
 from escaler.informers.frozen import thaw
 from escaler.kube.discovery import ResourceMapping
@@ -178,10 +178,10 @@ class Reporter(Generic[S]):
         # resolves the scaler resource
         self._mapper = mapper
         self._recorder = recorder
-        # guards _seen (LRUCache is not thread-safe, and get() reorders it)
+        # guards _seen
         self._mu = threading.Lock()
-        # uid → the last status synced() built for it; dropped by any other status write
-        self._seen: LRUCache[str, _Seen] = LRUCache(maxsize=MAX_REMEMBERED)
+        # uid → the last status synced() built for it; dropped by any other status write; bounded
+        self._seen: BoundedDict[str, _Seen] = BoundedDict(MAX_REMEMBERED)
 
     @property
     def writer(self) -> StatusWriter:

@@ -47,7 +47,8 @@ Counted: ``writes`` (status patches sent), ``skipped`` (unchanged, nothing sent)
 (drift not written).
 
 What is remembered is bounded: ``forget(uid)`` drops an object's entry (deleted, or recreated under
-the same name with a new uid), and the map is an LRU of ``MAX_REMEMBERED`` entries, so objects whose
+the same name with a new uid), and the map keeps at most ``MAX_REMEMBERED`` entries (an
+``escaler.boundeddict.BoundedDict``: the oldest-written go first), so objects whose
 deletion was never seen (created and deleted faster than the queue ran them) cannot grow it
 without bound. An evicted entry only costs one status write that might have been skipped.
 """
@@ -60,9 +61,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-from cachetools import LRUCache
-
 from escaler.api.typical import STATUS_ZDICT
+from escaler.boundeddict import BoundedDict
 from escaler.informers.frozen import thaw
 from escaler.packed import JsonPacker
 from escaler.reconcilers.kit.drift import DEFAULT_STATUS_REFRESH_SECONDS, significant
@@ -138,10 +138,10 @@ class StatusWriter:
         self._client = client
         # drift is written at most this often per object (seconds; 0 = never on its own); fixed
         self._refresh = refresh_seconds
-        # guards the fields below (LRUCache is not thread-safe, and get() reorders it)
+        # guards the fields below
         self._mu = threading.Lock()
-        # uid → _Memo (the last write, and when the refresh interval started); an LRU
-        self._last: LRUCache[str, _Memo] = LRUCache(maxsize=max_remembered)
+        # uid → _Memo (the last write, and when the refresh interval started); bounded
+        self._last: BoundedDict[str, _Memo] = BoundedDict(max_remembered)
         # patches sent / writes skipped as unchanged / drift held back (for tests and debugging)
         self.writes = 0
         self.skipped = 0
