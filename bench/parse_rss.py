@@ -52,7 +52,7 @@ def child(variant: str, n: int) -> None:
     from escaler.runtime.types import Request
 
     if variant == "own":
-        compact._shared_keys_dict = lambda cls, fields: fields  # type: ignore[assignment]
+        compact._shared_keys_dict = lambda cls, fields: fields
     objects = [_object(i) for i in range(n)]
     cache = ParseCache()
     cache.load(Request("tenant-a", "warm"), _object(n + 1))
