@@ -2,9 +2,10 @@
 
 A per-scaler memo that must stay bounded (a scaler's deletion may never be seen) was a
 ``cachetools.LRUCache``: every entry then also lives in the cache's ``OrderedDict`` of recency, ~92
-bytes an entry more than a plain dict (200,000 entries: 132 against 40 bytes each, RSS; issue 30:
-memory per scaler). A memo that one write per scaler per change fills and one read per poll consults
-needs a bound, not an exact recency order, so this keeps only the dict:
+bytes an entry more than a plain dict (200,000 entries: 132 against 40 bytes each, RSS, ``python
+bench/rss_cuts.py``; issue 30: memory per scaler). A memo that one write per scaler per change
+fills and one read per poll consults needs a bound, not an exact recency order, so this keeps only
+the dict:
 
 * Reads are a ``dict``'s (``get``, ``in``, ``len``, ``pop``, iteration) and change no order.
 * ``d[key] = value`` inserts, or replaces *and moves the key to the newest end* (the order is that

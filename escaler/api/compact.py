@@ -32,7 +32,7 @@ nested in its fields, lists, tuples and dict values):
   table. It is a ``dict`` equal to the original, so every read (``model_dump``, ``==``, ``copy``,
   pickling, pydantic-core's serializer) is unchanged; an insertion CPython cannot share turns it
   back into an ordinary dict on its own. What it saves is measured, not assumed: ~640 bytes a
-  parsed ElasticScaler (``python bench/parse_rss.py``: RSS of 20,000 parses kept).
+  parsed ElasticScaler (``python bench/rss_cuts.py``: RSS of 20,000 parses kept).
 * One pass over the tree, no validation: about as costly as walking ``__dict__`` once. It is
   meant to run once per parse, never per read.
 """
