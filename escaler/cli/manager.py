@@ -1013,20 +1013,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"escaler manager: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     setup_logging(flags.log_format, flags.log_level)
-    _log.info("malloc: %s", allocator, extra={"allocator": allocator})
     try:
         test_clock = open_test_clock(flags)
     except UsageError as exc:
         print(f"escaler manager: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return _run(args, flags, test_clock.clock if test_clock is not None else None)
+        return _run(args, flags, test_clock.clock if test_clock is not None else None, allocator)
     finally:
         if test_clock is not None:
             test_clock.stop()
 
 
-def _run(args: argparse.Namespace, flags: ManagerFlags, clock: Clock | None) -> int:
+def _run(args: argparse.Namespace, flags: ManagerFlags, clock: Clock | None, allocator: str) -> int:
     try:
         # without the test clock, exactly the call it has always been
         mgr = build_manager(flags) if clock is None else build_manager(flags, clock=clock)
@@ -1044,6 +1043,9 @@ def _run(args: argparse.Namespace, flags: ManagerFlags, clock: Clock | None) -> 
     except ValueError as exc:
         print(f"escaler manager: error: {_flag_message(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    # logged once the manager is built: a usage error stays the first line, the test clock's WARNING
+    # the first log line
+    _log.info("malloc: %s", allocator, extra={"allocator": allocator})
     _log.info("starting manager", extra={
         "webhookPort": flags.webhook_port, "apiBindAddress": flags.api_bind_address,
         "watchNamespace": flags.namespace or "*",
