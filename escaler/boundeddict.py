@@ -14,13 +14,16 @@ the dict:
   and ``maxsize // 8`` more, in one pass, so a full memo pays for an eviction once per ``maxsize //
   8`` writes, not on each (dropping one at a time from the front of a dict rescans the slots the
   earlier drops left: quadratic). A dropped entry only costs its owner a recomputation.
+* Every way in goes through that bound: ``update``, ``setdefault`` and ``|=`` write key by key as
+  ``d[key] = value`` does (a plain dict's would add entries past it).
 * Not thread-safe: its users hold their own lock around every access, as they did around the LRU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import islice
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["BoundedDict"]
 
@@ -48,3 +51,17 @@ class BoundedDict(dict[K, V]):
             excess = len(self) - self.maxsize + self.maxsize // 8
             for old in list(islice(iter(self), excess)):
                 super().__delitem__(old)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
+        items = other.items() if isinstance(other, Mapping) else other
+        for key, value in (*items, *kwargs.items()):
+            self[key] = value
+
+    def setdefault(self, key: K, default: V = None, /) -> V:  # type: ignore[assignment]
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def __ior__(self, other: Any) -> BoundedDict[K, V]:  # type: ignore[override, misc]
+        self.update(other)
+        return self

@@ -73,3 +73,15 @@ def test_costs_a_dict_not_an_lru() -> None:
     for i, key in enumerate(keys):
         bounded[key] = lru[key] = i
     assert _bytes(bounded) <= _bytes(dict(bounded)) + 64 < _bytes(lru) / 2
+
+
+def test_every_way_in_is_bounded() -> None:
+    d: BoundedDict[int, int] = BoundedDict(3)
+    d.update({i: i for i in range(5)})
+    assert len(d) <= 3 and d[4] == 4
+    d.update([(10, 10), (11, 11)], **{})
+    assert len(d) <= 3 and d[11] == 11
+    assert d.setdefault(20, 7) == 7 and len(d) <= 3
+    assert d.setdefault(20, 9) == 7
+    d |= {30: 1, 31: 2, 32: 3, 33: 4}
+    assert len(d) <= 3 and d[33] == 4 and isinstance(d, BoundedDict)
