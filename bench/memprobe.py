@@ -19,7 +19,8 @@
    inline (before 2026-12-07 it did, and counted ~33 dicts per scaler it had made itself); such
    instances' values arrays are the ``(inline attribute values)`` row (8 bytes an attribute, an
    estimate). Then the plain dicts by the type of the object first found holding each
-   (``dicts held by <type>``: a pydantic model's instance dict, a dict inside a dict, ...).
+   (``dicts held by <type>``: a pydantic model's instance dict, a dict inside a dict, ...), and the
+   tuples and strings likewise (``tuples held by <type>``; a dict's row names the dict's own holder).
 
 With ``MEMPROBE_TRACE=N`` in its environment, the module runs under ``tracemalloc`` (``N`` frames a
 trace; it slows the process 2-3x and adds its own memory) and each probe also writes the heap's
@@ -183,7 +184,9 @@ def _by_type(top: int = 30) -> list[str]:
     stack: list[object] = []
     # id of each dict → the type of the object first found holding it
     dict_holder: dict[int, str] = {}
-    skip = {id(objs), id(seen), id(stack), id(sizes), id(dict_holder)}
+    # (tuple or str, the holder's type) → how many (each counted when first reached)
+    held: dict[tuple[str, str], int] = {}
+    skip = {id(objs), id(seen), id(stack), id(sizes), id(dict_holder), id(held)}
     stack.extend(objs)
     while stack:
         o = stack.pop()
@@ -214,9 +217,13 @@ def _by_type(top: int = 30) -> list[str]:
                 inline = sizes["(inline attribute values)"] = [0, 0]
             inline[0] += 8 * max(len(refs) - 1, 0) + 16
             inline[1] += 1
-        for r in refs:  # each dict under the type of the first object found holding it
-            if type(r) is dict and id(r) not in dict_holder:
+        holder = name if t is not dict else f"a dict held by {dict_holder.get(i, '?')}"
+        for r in refs:  # each dict, tuple and str under the type of the first object found holding it
+            rt = type(r)
+            if rt is dict and id(r) not in dict_holder:
                 dict_holder[id(r)] = name if t is not dict else "a dict (in a dict)"
+            if (rt is tuple or rt is str) and id(r) not in seen:
+                held[(rt.__name__, holder)] = held.get((rt.__name__, holder), 0) + 1
     del objs, stack
     total = sum(b for b, _ in sizes.values())
     out = [f"  python heap (getsizeof) total = {total:,} in {sum(c for _, c in sizes.values()):,} objects"]
@@ -227,6 +234,8 @@ def _by_type(top: int = 30) -> list[str]:
         holders[holder] = holders.get(holder, 0) + 1
     for holder, count in sorted(holders.items(), key=lambda kv: -kv[1])[:top]:
         out.append(f"  dicts held by {holder} = {count:,}")
+    for (kind, holder), count in sorted(held.items(), key=lambda kv: -kv[1])[:top]:
+        out.append(f"  {kind}s held by {holder} = {count:,}")
     return out
 
 
