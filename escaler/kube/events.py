@@ -58,16 +58,15 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import hashlib
 import json
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
-
-from cachetools import LRUCache
 
 from escaler.clock import Clock, RealClock
 from escaler.errors import FencedWrite, StatusError, is_not_found, is_retryable
@@ -221,7 +220,17 @@ class FakeRecorder:
         return None
 
 
-_Key = tuple[object, ...]
+# a series' or a bucket's key: the digest of what makes occurrences isomorphic (``_digest``)
+_Key = bytes
+
+
+def _digest(*parts: object) -> _Key:
+    """16 bytes naming ``parts`` (strings and tuples of strings): BLAKE2b of their JSON. A live series
+    or bucket keeps these instead of the tuple of its strings (the regarding object's five, the
+    related object's four, the note: ~500 bytes; issue 30, memory per scaler); two different keys
+    share a digest with probability 2^-128 a pair."""
+    text = json.dumps(parts, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 # zlib's preset dictionary for the bodies (escaler.packed): a typical scaler Event, its most repeated
@@ -342,16 +351,17 @@ class EventRecorder:
         self._window = series_window
         # guards every field below; the writer waits on it (through the clock); never held during I/O
         self._cond = threading.Condition()
-        # live series by isomorphism key, least recently observed first; at most MAX_TRACKED
-        self._series: OrderedDict[_Key, _Series] = OrderedDict()
+        # live series by isomorphism key, least recently observed first (a plain dict: an
+        # occurrence re-inserts its key at the end); at most MAX_TRACKED
+        self._series: dict[_Key, _Series] = {}
         # keys whose count is newer than what was last written; subset of _series' keys
         self._dirty: set[_Key] = set()
         # creates waiting for the writer; len <= queue_size
         self._ops: deque[_Job] = deque()
         # jobs taken by the writer and not finished (0 or 1)
         self._inflight = 0
-        # spam-filter token buckets per regarding object
-        self._buckets: LRUCache[_Key, _Bucket] = LRUCache(maxsize=MAX_TRACKED)
+        # spam-filter token buckets per regarding object, least recently used first; at most MAX_TRACKED
+        self._buckets: dict[_Key, _Bucket] = {}
         # sweep the buckets for full ones once they are more than this many
         self._sweep_at = _SWEEP_FLOOR
         # last unix-nanos stamp used in an Event name; names stay unique when the clock stands still
@@ -397,10 +407,11 @@ class EventRecorder:
               related: dict[str, Any] | None = None) -> None:
         ev = _validate(regarding, type_, reason, action, note, related)
         ref = ev.regarding
-        obj_key = tuple(ref.get(k, "") for k in ("apiVersion", "kind", "namespace", "name", "uid"))
+        obj_parts = tuple(ref.get(k, "") for k in ("apiVersion", "kind", "namespace", "name", "uid"))
         rel = ev.related or {}
-        rel_key = tuple(rel.get(k, "") for k in ("kind", "namespace", "name", "uid"))
-        key: _Key = (obj_key, rel_key, ev.reason, ev.action, ev.type, ev.note)
+        rel_parts = tuple(rel.get(k, "") for k in ("kind", "namespace", "name", "uid"))
+        obj_key = _digest(obj_parts)
+        key = _digest(obj_parts, rel_parts, ev.reason, ev.action, ev.type, ev.note)
         now_mono = self._clock.monotonic()
         now = self._clock.now()
         with self._cond:
@@ -413,7 +424,7 @@ class EventRecorder:
                 s.last_observed = now
                 s.last_observed_mono = now_mono
                 s.context = contextvars.copy_context()
-                self._series.move_to_end(key)
+                self._series[key] = self._series.pop(key)  # now the most recently observed
                 self._dirty.add(key)
                 self._cond.notify_all()
                 return
@@ -433,12 +444,14 @@ class EventRecorder:
             self._cond.notify_all()
 
     def _allow(self, obj_key: _Key, now_mono: float) -> bool:
-        b = self._buckets.get(obj_key)
+        b = self._buckets.pop(obj_key, None)
         if b is None:
             if len(self._buckets) >= self._sweep_at:
                 self._sweep_buckets(now_mono)
+            if len(self._buckets) >= MAX_TRACKED:  # the least recently used goes (client-go's LRU)
+                del self._buckets[next(iter(self._buckets))]
             b = _Bucket(float(self._burst), now_mono)
-            self._buckets[obj_key] = b
+        self._buckets[obj_key] = b  # at the end: the most recently used
         b.tokens = min(float(self._burst), b.tokens + (now_mono - b.last) * self._qps)
         b.last = now_mono
         if b.tokens < 1.0:

@@ -54,3 +54,43 @@ def test_a_body_json_cannot_encode_is_kept_as_given() -> None:
     assert copy == odd and copy is not odd
     packed = events._pack({"a": {"b": "c"}})
     assert isinstance(packed, bytes) and events._unpack(packed) == {"a": {"b": "c"}}
+
+
+def test_series_and_buckets_are_keyed_by_a_digest_and_stay_apart() -> None:
+    """Issue 30: a live series and a spam bucket keep a 16-byte digest of what makes occurrences
+    isomorphic, not the tuple of the regarding object's and the related object's strings and the
+    note (~500 bytes). Occurrences that differ in any part still make their own series."""
+    rest = _Rest()
+    clock = FakeClock()
+    rec = EventRecorder(rest, component="escaler", instance="pod-0", clock=clock)  # type: ignore[arg-type]
+    related = {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "team", "name": "web"}
+    for note in ("New size: 4", "New size: 4", "New size: 5"):
+        rec.event(_regarding(1), "Normal", "SuccessfulRescale", "Scale", note)
+    rec.event(_regarding(1), "Normal", "SuccessfulRescale", "Scale", "New size: 4", related=related)
+    rec.event(_regarding(1), "Warning", "SuccessfulRescale", "Scale", "New size: 4")
+    rec.event(_regarding(2), "Normal", "SuccessfulRescale", "Scale", "New size: 4")
+    # a part that holds a separator the key could be confused by: still apart
+    rec.event({**_regarding(3), "name": "a/b"}, "Normal", "R", "Scale", "x")
+    rec.event({**_regarding(3), "name": "a", "namespace": "team/b"}, "Normal", "R", "Scale", "x")
+    assert rec.tracked() == (7, 4)
+    assert {len(k) for k in rec._series} == {16} and {len(k) for k in rec._buckets} == {16}
+    assert [s.count for s in rec._series.values()].count(2) == 1
+
+
+def test_the_bucket_map_drops_the_least_recently_used_past_its_bound(monkeypatch: Any) -> None:
+    """client-go's LRU of spam buckets: past ``MAX_TRACKED`` the bucket used longest ago goes; a
+    bucket used again moves to the newest end (it keeps its spent tokens)."""
+    monkeypatch.setattr(events, "MAX_TRACKED", 3)
+    monkeypatch.setattr(events, "_SWEEP_FLOOR", 100)  # no sweep: only the bound drops buckets
+    rest = _Rest()
+    rec = EventRecorder(rest, component="escaler", instance="pod-0", clock=FakeClock(),  # type: ignore[arg-type]
+                        burst=2)
+    for i in (1, 2, 3):
+        rec.event(_regarding(i), "Normal", "R", "Scale", "first")
+    rec.event(_regarding(1), "Normal", "R", "Scale", "second")  # scaler-1 used again: newest, 0 tokens
+    rec.event(_regarding(4), "Normal", "R", "Scale", "first")  # scaler-2's bucket, the oldest, goes
+    assert len(rec._buckets) == 3
+    rec.event(_regarding(1), "Normal", "R", "Scale", "third")  # kept bucket: no token left
+    assert rec.spam_filtered == 1
+    rec.event(_regarding(2), "Normal", "R", "Scale", "second")  # a new bucket: full again
+    assert rec.spam_filtered == 1
