@@ -136,7 +136,7 @@ def test_an_object_read_by_one_scaler_holds_the_scaler_not_a_set() -> None:
     idx.want(a, ROLE_TARGET, DEPLOY, "team", "web")
     idx.want(a, ROLE_PODS, PODS)
     assert idx._index[DEPLOY] == {"team/web": a}
-    assert idx._roles[a] == (ROLE_PODS, ROLE_TARGET)
+    assert [w.role for w in idx._wants[a]] == [ROLE_PODS, ROLE_TARGET]
     reg.registrations[0].handler.on_add(_deploy("web"), False)
     assert queue.added == [a]
     idx.want(b, ROLE_TARGET, DEPLOY, "team", "web")
@@ -146,11 +146,11 @@ def test_an_object_read_by_one_scaler_holds_the_scaler_not_a_set() -> None:
     assert sorted(queue.added, key=str) == [a, b]
     idx.drop(a, ROLE_TARGET)
     assert idx._index[DEPLOY] == {"team/web": b}
-    assert idx._roles[a] == (ROLE_PODS,)
+    assert [w.role for w in idx._wants[a]] == [ROLE_PODS]
     idx.want(b, ROLE_TARGET, DEPLOY, "team", "web")  # unchanged: idempotent
     assert idx._index[DEPLOY] == {"team/web": b}
     idx.release(b)
-    assert b not in idx._roles and DEPLOY not in idx._index
+    assert b not in idx._wants and DEPLOY not in idx._index
 
 
 def test_every_want_of_a_resource_holds_one_key_object_and_it_goes_with_the_last() -> None:
@@ -163,7 +163,7 @@ def test_every_want_of_a_resource_holds_one_key_object_and_it_goes_with_the_last
     for i, scaler in enumerate(fleet):
         fresh = ResourceKey("apps", "v1", "deployments", namespace="team")
         idx.want(scaler, ROLE_TARGET, fresh, "team", f"w{i}")
-    keys = {id(idx._wants[(scaler, ROLE_TARGET)].key) for scaler in fleet}
+    keys = {id(w.key) for scaler in fleet for w in idx._wants[scaler]}
     assert len(keys) == 1 and idx._keys == {DEPLOY: DEPLOY}
     for scaler in fleet:
         idx.release(scaler)

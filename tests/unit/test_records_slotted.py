@@ -34,7 +34,7 @@ def _records() -> list[Any]:
         Recommendation(30.0, 4),
         ObjectRef("apps/v1", "Deployment", "web"),
         _Memo(None, 12.5, "7"),
-        _Want(None, "team/web"),  # type: ignore[arg-type]
+        _Want("target", None, "team/web"),  # type: ignore[arg-type]
         Parsed(None, (), DEFAULTS, ()),  # type: ignore[arg-type]
     ]
 
