@@ -99,7 +99,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from escaler.cli.allocator import tune_allocator
+from escaler.cli.allocator import TRIM_INTERVAL_SECONDS, MallocTrim, tune_allocator
 from escaler.cli.controllers import ALL as ALL_CONTROLLERS
 from escaler.cli.controllers import CONTROLLERS, DEFAULT_CONTROLLERS, enabled_controllers
 from escaler.cli.controllers import FLAG as CONTROLLERS_FLAG
@@ -252,6 +252,9 @@ class ManagerFlags:
     # --status-refresh-seconds: status drift (values inside the significance) is written at most
     # this often per scaler; 0 = never on its own (escaler.reconcilers.kit.drift)
     status_refresh_seconds: float = 0.0
+    # --malloc-trim-interval: seconds between malloc_trim calls (escaler.cli.allocator.MallocTrim);
+    # 0 = never
+    malloc_trim_interval: float = TRIM_INTERVAL_SECONDS
     # --slo-prometheus-endpoint: base URL of the Prometheus the SLO decision engine queries; "" = none
     slo_prometheus_endpoint: str = ""
     # --unsafe-test-clock-file: tests only; the file whose offset runs the manager's clock ahead of
@@ -357,6 +360,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the algorithm's tolerance) at most this often; 0 never does: the status changes "
                         "only with a decision, a condition, a count or a significant value, and live "
                         "values are on /metrics (default: 0)")
+    p.add_argument("--malloc-trim-interval", metavar="DURATION", type=duration_seconds,
+                   default=TRIM_INTERVAL_SECONDS,
+                   help="give the heap's free pages back to the system this often (glibc's "
+                        "malloc_trim; a surge's freed memory otherwise stays resident); 0 never does "
+                        f"(default: {TRIM_INTERVAL_SECONDS:g}s)")
     p.add_argument("--max-concurrent-reconciles", metavar="N", type=positive_int,
                    default=DEFAULT_MAX_CONCURRENT_RECONCILES,
                    help=f"workers per controller (default: {DEFAULT_MAX_CONCURRENT_RECONCILES})")
@@ -600,6 +608,7 @@ def flags_from_args(args: argparse.Namespace) -> ManagerFlags:
         total_shards=args.total_shards,
         shard_index=args.shard_index,
         status_refresh_seconds=args.status_refresh_seconds,
+        malloc_trim_interval=args.malloc_trim_interval,
         slo_prometheus_endpoint=args.slo_prometheus_endpoint,
         unsafe_test_clock_file=args.unsafe_test_clock_file,
         replication_limits=ReplicationLimits(writes_per_sync=args.max_clone_writes_per_sync,
@@ -1045,6 +1054,10 @@ def _run(args: argparse.Namespace, flags: ManagerFlags, clock: Clock | None, all
         return EXIT_USAGE
     # logged once the manager is built: a usage error stays the first line, the test clock's WARNING
     # the first log line
+    trim = MallocTrim(flags.malloc_trim_interval, clock=clock)
+    if trim.enabled:
+        mgr.add(trim, needs_leader_election=False)
+    allocator += f", trim every {trim.interval:g}s" if trim.enabled else ", no trim"
     _log.info("malloc: %s", allocator, extra={"allocator": allocator})
     _log.info("starting manager", extra={
         "webhookPort": flags.webhook_port, "apiBindAddress": flags.api_bind_address,

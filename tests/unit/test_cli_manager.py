@@ -48,6 +48,7 @@ FLAGS = [
     "--metrics-trigger-poll-interval",
     "--min-poll-interval",
     "--status-refresh-seconds",
+    "--malloc-trim-interval",
     "--max-concurrent-reconciles",
     "--webhook-port",
     "--webhook-cert-dir",
