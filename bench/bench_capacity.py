@@ -35,7 +35,11 @@ control plane (``hack/cluster.py``, kube-controller-manager with its *default* H
    ``/metrics`` page after the surge is saved as ``metrics-<N>-after-surge.txt`` (workqueue depth,
    outbound jobs);
    ``VmHWM MB`` the peak RSS; ``KB/scaler`` = (VmRSS after the surge - VmRSS before any scaler
-   existed) / N; ``threads`` the manager's thread count (/proc/<pid>/status).
+   existed) / N, ``HWM KB/scaler`` = (VmHWM - that) / N; ``threads`` the manager's thread count
+   (/proc/<pid>/status). The bench scrapes the manager's ``/metrics`` every
+   ``BENCH_CAPACITY_SCRAPE_S`` seconds (default 15, as a Prometheus would; 0 never, as runs before
+   2026-12-07 did) from before the fleet is created to the end of the surge, so the peak includes
+   what a scrape of N scalers' series costs; ``scrapes`` counts the pages read.
 4. Then the same for kube-controller-manager's HPA controller: the manager is stopped, N new
    targets get N HPAs (External metric ``load-<i>``, AverageValue 10) served by the fake
    external.metrics.k8s.io (own process, behind the API server's aggregator), and the same
@@ -133,11 +137,14 @@ CPU_PROFILE = os.environ.get("BENCH_PROFILE", "0") == "cpu"
 MANAGER_ARGS = os.environ.get("BENCH_CAPACITY_MANAGER_ARGS", "").split()
 # BENCH_CAPACITY_MEMPROBE=1: after the surge, where the manager's RSS is (bench/memprobe.py)
 MEMPROBE = os.environ.get("BENCH_CAPACITY_MEMPROBE", "0") not in ("", "0")
+# seconds between the bench's scrapes of the manager's /metrics, as a Prometheus would scrape it
+# (from before the fleet exists to the end of the surge; 0: never, as before 2026-12-07)
+SCRAPE_S = float(os.environ.get("BENCH_CAPACITY_SCRAPE_S", "15"))
 NOTES += (
     f"\nThis run: `BENCH_CAPACITY_N={','.join(map(str, NS_LIST))} BENCH_CAPACITY_NAMESPACES={NAMESPACES} "
     f"BENCH_CAPACITY_IDLE_CYCLES={IDLE_CYCLES:g} BENCH_CAPACITY_HPA={int(RUN_HPA)} "
     + ("BENCH_CAPACITY_ESCALER=0 " if not RUN_ESCALER else "")
-    + f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g}"
+    + f"BENCH_CAPACITY_HPA_TIMEOUT={HPA_TIMEOUT:g} BENCH_CAPACITY_SCRAPE_S={SCRAPE_S:g}"
     + (f" BENCH_CAPACITY_MANAGER_ARGS='{' '.join(MANAGER_ARGS)}'" if MANAGER_ARGS else "") + "`"
     + (f" with the manager from `{SRC}`" if SRC != ROOT else "")
     + ".\n"
@@ -343,6 +350,31 @@ def placed(n: int, prefix: str) -> list[tuple[str, str, int]]:
 
 
 # --- observation ---------------------------------------------------------------------------------
+
+
+class Scraper:
+    """Scrapes the manager's /metrics every ``every`` seconds on a thread of its own, reading and
+    dropping each page, until ``stop()`` (nothing when ``every`` is 0). ``scrapes`` counts pages read."""
+
+    def __init__(self, log: Path, every: float) -> None:
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._log, self._every = log, every
+        if every > 0:
+            threading.Thread(target=self._run, name="scraper", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            m = re.search(rb"serving metrics on (\S+):(\d+)", self._log.read_bytes())
+            if m is None:
+                continue
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    f"http://{m[1].decode()}:{m[2].decode()}/metrics", timeout=30) as r:
+                r.read()
+                self.scrapes += 1
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 class TargetObserver:
@@ -608,6 +640,7 @@ class Run:
         empty_cores = self.empty_cores(pid)
         if MEMPROBE and not CPU_PROFILE:
             self.memprobe(f"{n}-before", observe=True)
+        scraper = Scraper(self.work / "manager.log", SCRAPE_S)
         obs, collected = TargetObserver(), CollectedObserver()
         Watch(self.api, f"/apis/{GROUP}/v1/{PLURAL}", obs.on_event).start()
         Watch(self.api, "/apis/elasticscaler.io/v1alpha1/elasticscalers", collected.on_event).start()
@@ -671,6 +704,7 @@ class Run:
         last = max([*obs.first_write.values(), *obs.first_need.values()], default=ts)
         c_end, s_end = cpu_seconds(pid), self.server_cpu()
         st = proc_status(pid)
+        scraper.stop()
         self.dump_metrics(f"metrics-{n}-after-surge.txt")
         if MEMPROBE and not CPU_PROFILE:  # after the row's RSS is read: the probe collects and trims
             self.memprobe(f"{n}-after-surge")
@@ -708,6 +742,8 @@ class Run:
             "surge wall s": round(last - ts, 1),
             "VmHWM MB": round(st["VmHWM"] / 1024),
             "KB/scaler": round((st["VmRSS"] - rss0) / n, 1),
+            "HWM KB/scaler": round((st["VmHWM"] - rss0) / n, 1),
+            "scrapes": scraper.scrapes,
             "threads": f"{threads0}→{st['Threads']}",
             "machine load": round(os.getloadavg()[0], 1),  # 1-min load average after the surge
         }
