@@ -37,9 +37,9 @@ later allocations that fit it. The probe at 10,000 scalers counted 16 MB of it a
 ``malloc_trim(0)`` gave 15 MB back (docs/performance.md). So every ``interval`` seconds
 (``--malloc-trim-interval``, default ``TRIM_INTERVAL_SECONDS``; 0 turns it off) the manager calls
 ``malloc_trim(0)``, which releases every whole free page of every arena (``madvise``); nothing in
-use moves, and a page released and needed again is only faulted back in. A call takes a few
-milliseconds on the manager's heap and holds glibc's arena locks meanwhile (only allocations
-larger than 512 bytes wait; CPython's own allocator serves the rest). Not glibc: it never runs.
+use moves, and a page released and needed again is only faulted back in. A call walks each
+arena's free chunks holding that arena's lock (only allocations larger than 512 bytes wait;
+CPython's own allocator serves the rest). Not glibc: it never runs.
 ``trims`` and ``released`` count the calls and those that released something.
 """
 

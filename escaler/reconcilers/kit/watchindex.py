@@ -139,7 +139,7 @@ class WatchIndex:
         self._refs: dict[ResourceKey, int] = {}
         # scaler → what it asked for, one want per role, sorted by role (at most four): one entry and
         # one tuple a scaler, not a (scaler, role) key tuple per want plus a roles tuple (issue 30:
-        # ~190 bytes a scaler less); releasing one scaler is O(its roles), not O(fleet)
+        # 0.29 → 0.21 KiB a scaler, bench/mem_by_owner.py); releasing one scaler is O(its roles)
         self._wants: dict[Request, tuple[_Want, ...]] = {}
         # key → the one equal key every want of it holds (while it has a registration): a scaler's
         # reconcile builds its keys afresh, and a 56-byte key per want is two per scaler (issue 30)
