@@ -352,6 +352,12 @@ def placed(n: int, prefix: str) -> list[tuple[str, str, int]]:
 # --- observation ---------------------------------------------------------------------------------
 
 
+def metrics_url(log: Path) -> str | None:
+    """The manager's /metrics URL, from the address its log says it serves metrics on."""
+    m = re.search(rb"serving metrics on (\S+):(\d+)", log.read_bytes())
+    return None if m is None else f"http://{m[1].decode()}:{m[2].decode()}/metrics"
+
+
 class Scraper:
     """Scrapes the manager's /metrics every ``every`` seconds on a thread of its own, reading and
     dropping each page, until ``stop()`` (nothing when ``every`` is 0). ``scrapes`` counts pages read."""
@@ -365,11 +371,10 @@ class Scraper:
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
-            m = re.search(rb"serving metrics on (\S+):(\d+)", self._log.read_bytes())
-            if m is None:
+            url = metrics_url(self._log)
+            if url is None:
                 continue
-            with contextlib.suppress(OSError), urllib.request.urlopen(
-                    f"http://{m[1].decode()}:{m[2].decode()}/metrics", timeout=30) as r:
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=30) as r:
                 r.read()
                 self.scrapes += 1
 
@@ -551,11 +556,11 @@ class Run:
 
     def dump_metrics(self, name: str) -> None:
         """Save the manager's /metrics page (workqueue depth, outbound jobs) into the work directory."""
-        m = re.search(rb"serving metrics on (\S+):(\d+)", (self.work / "manager.log").read_bytes())
-        if m is None:
+        url = metrics_url(self.work / "manager.log")
+        if url is None:
             return
         try:
-            with urllib.request.urlopen(f"http://{m[1].decode()}:{m[2].decode()}/metrics", timeout=10) as r:
+            with urllib.request.urlopen(url, timeout=10) as r:
                 (self.work / name).write_bytes(r.read())
         except OSError as err:
             (self.work / name).write_text(f"metrics unavailable: {err}\n")

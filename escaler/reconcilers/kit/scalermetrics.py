@@ -77,9 +77,9 @@ class LiveGauge(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(self._name, self._documentation, labels=self._labelnames)
-        names, labelnames = self._name, self._labelnames
+        name, labelnames = self._name, self._labelnames
         # streamed (see _streamed): each sample made as the exposition reads it, then dropped
-        _streamed(family, (PromSample(names, dict(zip(labelnames, labels, strict=True)), value, None)
+        _streamed(family, (PromSample(name, dict(zip(labelnames, labels, strict=True)), value, None)
                            for labels, value in self._samples()))
         yield family
 
