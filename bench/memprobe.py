@@ -55,6 +55,7 @@ import tempfile
 import threading
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -186,7 +187,11 @@ def _by_type(top: int = 30) -> list[str]:
     dict_holder: dict[int, str] = {}
     # (tuple or str, the holder's type) → how many (each counted when first reached)
     held: dict[tuple[str, str], int] = {}
-    skip = {id(objs), id(seen), id(stack), id(sizes), id(dict_holder), id(held)}
+    # id of each string → the type of the object first found holding it
+    holder_of: dict[int, str] = {}
+    # each string's value → [copies, bytes of one, the holder's type of the first two copies]
+    copies: dict[str, list[Any]] = {}
+    skip = {id(objs), id(seen), id(stack), id(sizes), id(dict_holder), id(held), id(copies), id(holder_of)}
     stack.extend(objs)
     while stack:
         o = stack.pop()
@@ -224,6 +229,11 @@ def _by_type(top: int = 30) -> list[str]:
                 dict_holder[id(r)] = name if t is not dict else "a dict (in a dict)"
             if (rt is tuple or rt is str) and id(r) not in seen:
                 held[(rt.__name__, holder)] = held.get((rt.__name__, holder), 0) + 1
+        if t is str:
+            _count_copy(copies, o, b, holder_of.get(i, "?"))
+        for r in refs:
+            if type(r) is str and id(r) not in seen:
+                holder_of[id(r)] = holder
     del objs, stack
     total = sum(b for b, _ in sizes.values())
     out = [f"  python heap (getsizeof) total = {total:,} in {sum(c for _, c in sizes.values()):,} objects"]
@@ -236,6 +246,41 @@ def _by_type(top: int = 30) -> list[str]:
         out.append(f"  dicts held by {holder} = {count:,}")
     for (kind, holder), count in sorted(held.items(), key=lambda kv: -kv[1])[:top]:
         out.append(f"  {kind}s held by {holder} = {count:,}")
+    return out + _duplicate_strings(copies, top)
+
+
+def _count_copy(copies: dict[str, list[Any]], s: str, size: int, holder: str) -> None:
+    row = copies.get(s)
+    if row is None:
+        copies[s] = [1, size, [holder]]
+        return
+    row[0] += 1
+    row[2].append(holder)
+
+
+def _duplicate_strings(copies: dict[str, list[Any]], top: int) -> list[str]:
+    """Strings held as more than one object with the same value, by shape (digit runs as ``#``, so
+    one row stands for a per-scaler string such as ``s#``): the bytes the extra copies take, how
+    many values and copies, and the types of the objects holding the copies (the most frequent six)."""
+    shapes: dict[str, list[Any]] = {}
+    for value, (n, size, holders) in copies.items():
+        if n < 2:
+            continue
+        shape = re.sub(r"[0-9]+", "#", value[:60])
+        row = shapes.get(shape)
+        if row is None:
+            row = shapes[shape] = [0, 0, 0, {}]
+        row[0] += (n - 1) * size
+        row[1] += 1
+        row[2] += n
+        for holder in holders:
+            row[3][holder] = row[3].get(holder, 0) + 1
+    wasted = sum(r[0] for r in shapes.values())
+    out = [f"  duplicate strings: {wasted:,} bytes in copies beyond the first, by shape:"]
+    for shape, (b, values, n, holders) in sorted(shapes.items(), key=lambda kv: -kv[1][0])[:top]:
+        by = sorted(holders.items(), key=lambda kv: -kv[1])[:6]
+        out.append(f"    {b:,} B  {values:,} values in {n:,} copies  {shape!r}  held by "
+                   + ", ".join(f"{h} ({c:,})" for h, c in by))
     return out
 
 

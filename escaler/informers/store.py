@@ -18,6 +18,7 @@ Contract:
 from __future__ import annotations
 
 import builtins
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class DeletedFinalStateUnknown:
 
 
 KeyFunc = Callable[[Any], str]
+_intern = sys.intern
 IndexFunc = Callable[[FrozenDict], list[str]]
 
 
@@ -68,7 +70,9 @@ def meta_namespace_key(obj: Mapping[str, Any] | DeletedFinalStateUnknown) -> str
     if not name or not isinstance(name, str):
         raise ValueError("object has no metadata.name: it cannot be keyed")
     namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else name
+    # interned: the store, its indices, the watch index and every handler computing it hold one
+    # string per object, not one per event (issue 30)
+    return _intern(f"{namespace}/{name}") if namespace else _intern(name) if type(name) is str else name
 
 
 def split_key(key: str) -> tuple[str, str]:

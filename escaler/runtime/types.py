@@ -23,10 +23,14 @@ does with the outcome (exactly controller-runtime's ``reconcileHandler``):
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Protocol
 
 __all__ = ["ReconcileError", "Reconciler", "Request", "Result", "TerminalError"]
+
+_intern = sys.intern
+_set = object.__setattr__
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -41,6 +45,13 @@ class Request:
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("Request.name: must not be empty")
+        # One copy of each name in the process: a Request is made from a store key or an event,
+        # each a new string, and several are kept per scaler (the workqueue, the poller, the
+        # per-scaler maps); the informer cache holds the interned name already (issue 30).
+        if type(self.namespace) is str:
+            _set(self, "namespace", _intern(self.namespace))
+        if type(self.name) is str:
+            _set(self, "name", _intern(self.name))
 
     def __str__(self) -> str:
         # The informer store's key format (cache.MetaNamespaceKeyFunc): "ns/name", or "name"

@@ -144,3 +144,41 @@ def test_a_different_metric_target_keeps_its_own_and_reads_it() -> None:
     assert ta is not tb and (str(ta.value), str(tb.value)) == ("10", "20")
     fresh = ElasticScaler.parse(b_obj)
     assert b.scaler == fresh and b.scaler.to_object() == fresh.to_object()
+
+
+def test_a_reparse_holds_the_same_strings_as_the_parse_before() -> None:
+    """Issue 30: every status write makes a new resourceVersion, so a new parse; what was made from
+    the previous parse (the last collection's rows, the per-scaler series, the PromQL verdict cache)
+    keeps its strings. Through the ElasticScaler cache's own transform (the spec packed, decoded by
+    ``loads_frozen``), a reparse holds the very same objects: the query interned by the parse, the
+    short strings by the decode (before 2026-12-08 each parse had its own copies)."""
+    import json
+
+    from es_fakes import external_server_metric
+
+    from escaler.api.share import SubModelTable
+    from escaler.informers import freeze
+    from escaler.informers.transform import transform_for
+
+    transform = transform_for("elasticscaler.io", "elasticscalers")
+    query = 'sum(rate(http_requests_total{namespace="default",service="a-long-enough-name"}[1m]))'
+    text = json.dumps(_named("a", "1", metrics_trigger(external_server_metric(query, "10"))))
+
+    def cached(rv: str) -> object:  # each event is its own decode, as the reflector's
+        obj = json.loads(text)
+        obj["metadata"]["resourceVersion"] = rv
+        return freeze(transform(obj))
+
+    cache = ParseCache()
+    cache.shared = SubModelTable(max_entries=1)  # a fleet of more distinct triggers than the table holds
+    req = Request("default", "a")
+    one = cache.load(req, cached("1")).scaler  # type: ignore[arg-type]
+    other = _named("b", "1", metrics_trigger(external_server_metric("sum(b)", "10")))
+    cache.load(Request("default", "b"), other)  # evicts a's trigger from the table
+    two = cache.load(req, cached("2")).scaler  # type: ignore[arg-type]
+    assert one is not two and one.spec.trigger is not two.spec.trigger  # nothing shared by the table
+    q1 = one.spec.trigger.metrics_trigger.metrics[0].external_server.query  # type: ignore[union-attr]
+    q2 = two.spec.trigger.metrics_trigger.metrics[0].external_server.query  # type: ignore[union-attr]
+    assert q1 == query and q1 is q2
+    for field in ("api_version", "kind", "name"):
+        assert getattr(one.spec.target_ref, field) is getattr(two.spec.target_ref, field), field

@@ -32,11 +32,18 @@ entries stay keyed by ``(uid, resourceVersion)`` as above: sharing never decides
 A fleet whose triggers differ only in their queries (one PromQL per scaler) shares nothing at
 that level, so each metric's source also goes through the table for its ``target`` and ``metric``
 parts (``SHARED_SOURCE_FIELDS``, a second table of the same kind and bound, ``sources``): one
-parsed ``AverageValue 10`` for the fleet, not one per scaler.
+parsed ``AverageValue 10`` for the fleet, not one per scaler. An ExternalServer query is
+interned (``sys.intern``): every status write gives the scaler a new resourceVersion and so a new
+parse, and what was made from the last one (the metric rows of the last collection, the
+per-scaler series, the PromQL verdict cache) held the previous parse's copy of the text, two
+copies a scaler beyond the parse's own after a surge (``bench/memprobe.py``'s duplicate strings,
+issue 30). The parse's other strings come interned from the cache's decode
+(``escaler.informers.frozen.loads_frozen``).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,6 +87,13 @@ class Parsed:
     problems: tuple[str, ...]
     annotations: ScalerAnnotations
     annotation_problems: tuple[AnnotationProblem, ...]
+
+
+def _intern_query(source: Any) -> None:
+    """An ExternalServer query interned in place (the parent's ``__dict__``, as the table swaps)."""
+    query = source.__dict__.get("query")
+    if type(query) is str:
+        source.__dict__["query"] = sys.intern(query)
 
 
 class ParseCache:
@@ -137,6 +151,7 @@ class ParseCache:
                 raw_source = raw.get(alias)
                 if source is not None and isinstance(raw_source, Mapping):
                     self.sources.share(source, raw_source, SHARED_SOURCE_FIELDS)
+                    _intern_query(source)
 
     def peek(self, req: Request, obj: Mapping[str, Any]) -> Parsed | None:
         """The parse of ``obj`` if it was loaded already (same uid and resourceVersion), else None:

@@ -55,6 +55,7 @@ without bound. An evicted entry only costs one status write that might have been
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -272,9 +273,11 @@ def unpack_status(packed: bytes) -> dict[str, Any]:
 
 
 def _resource_version(answer: Any) -> str:
-    """The resourceVersion of a patch's answer ("" when it has none)."""
+    """The resourceVersion of a patch's answer ("" when it has none), interned: the cache's copy of
+    the object this write made interns it too (``escaler.informers.frozen``), so the memo and the
+    cache hold one string (issue 30)."""
     meta = _meta(answer) if isinstance(answer, Mapping) else {}
-    return str(meta.get("resourceVersion") or "")
+    return sys.intern(str(meta.get("resourceVersion") or ""))
 
 
 def _uid(obj: Mapping[str, Any]) -> str:

@@ -40,6 +40,7 @@ and enqueue outside it.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -96,7 +97,8 @@ def _find(wants: tuple[_Want, ...], role: str) -> _Want | None:
 
 
 def _obj_key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}" if namespace else name
+    # interned, as the informer store's keys are: one string per watched object (issue 30)
+    return sys.intern(f"{namespace}/{name}") if namespace else name
 
 
 class _Handler:
