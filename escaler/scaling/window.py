@@ -403,37 +403,71 @@ class WindowPolicy:
 class MetricWindows:
     """One scaler's sample windows, keyed by metric identity; see the module docstring."""
 
-    # no per-instance __dict__: one per scaler (issue 30, memory per scaler)
-    __slots__ = ("_windows", "policy")
+    # no per-instance __dict__: one per scaler (issue 30, memory per scaler); the first metric's
+    # window is kept inline and a dict made only for a second (most scalers read one metric: a dict
+    # of one entry is ~180 bytes a scaler)
+    __slots__ = ("_key", "_more", "_window", "policy")
 
     def __init__(self, policy: WindowPolicy | None = None) -> None:
         # applied by aggregate(), panic() and gc(); replaced when the scaler's annotations change
         self.policy: WindowPolicy = policy or WindowPolicy()
-        # metric key → its window; a window is never empty after gc()
-        self._windows: dict[str, SampleWindow] = {}
+        # one metric key and its window inline (None: no window), further keys in _more (None until
+        # a second key); a window is never empty after gc(), and no key is in both
+        self._key: str | None = None
+        self._window: SampleWindow | None = None
+        self._more: dict[str, SampleWindow] | None = None
+
+    def _items(self) -> list[tuple[str, SampleWindow]]:
+        inline = [] if self._key is None or self._window is None else [(self._key, self._window)]
+        return inline + list(self._more.items()) if self._more else inline
+
+    def _get(self, key: str) -> SampleWindow | None:
+        if key == self._key:
+            return self._window
+        return self._more.get(key) if self._more else None
+
+    def _set(self, key: str, window: SampleWindow) -> None:
+        if self._key is None or key == self._key:
+            self._key, self._window = key, window
+        else:
+            if self._more is None:
+                self._more = {}
+            self._more[key] = window
+
+    def _remove(self, key: str) -> None:
+        if key == self._key:
+            self._key = self._window = None
+            if self._more:  # another key takes the inline place
+                self._key = next(iter(self._more))
+                self._window = self._more.pop(self._key)
+        elif self._more:
+            self._more.pop(key, None)
+        if not self._more:
+            self._more = None
 
     def __contains__(self, key: object) -> bool:
-        return key in self._windows
+        return isinstance(key, str) and self._get(key) is not None
 
     def __len__(self) -> int:
-        return len(self._windows)
+        return (self._key is not None) + (len(self._more) if self._more else 0)
 
     def names(self) -> list[str]:
         """The metric keys with samples, sorted."""
-        return sorted(self._windows)
+        return sorted(key for key, _ in self._items())
 
     def copy(self, policy: WindowPolicy | None = None) -> MetricWindows:
         """An independent copy (the samples are copied; O(samples)), under ``policy`` if given."""
         other = MetricWindows(policy or self.policy)
-        for key, window in self._windows.items():
-            other._windows[key] = window.copy()
+        for key, window in self._items():
+            other._set(key, window.copy())
         return other
 
     def window(self, key: str) -> SampleWindow:
         """The window of ``key`` (created empty on first use)."""
-        window = self._windows.get(key)
+        window = self._get(key)
         if window is None:
-            window = self._windows[key] = SampleWindow()
+            window = SampleWindow()
+            self._set(key, window)
         return window
 
     def add(self, key: str, now: float, value: float) -> None:
@@ -445,7 +479,7 @@ class MetricWindows:
         """``key``'s aggregate under ``policy``; a metric never sampled counts as missing.
         ``metric`` (default: the key) names the metric in a ``NoDecision``."""
         p = self.policy
-        window = self._windows.get(key) or SampleWindow()
+        window = self._get(key) or SampleWindow()
         return window.aggregate(now, p.window_seconds, p.aggregation, p.missing_policy,
                                 p.outlier_filter, p.outlier_threshold, metric=metric or key)
 
@@ -453,7 +487,7 @@ class MetricWindows:
         """``key``'s panic value: the newest sample of the panic window; ``None`` when the panic window
         is off or holds no sample (missing data never panics, whatever the missing-data policy)."""
         p = self.policy
-        window = self._windows.get(key)
+        window = self._get(key)
         if not p.panic_window_seconds or window is None:
             return None
         return window.newest(now, p.panic_window_seconds, p.outlier_filter, p.outlier_threshold)
@@ -462,7 +496,7 @@ class MetricWindows:
         """``key``'s peak: the largest sample of the stable window; ``None`` when the panic window is
         off (the settling rule goes with it) or the stable window holds no sample."""
         p = self.policy
-        window = self._windows.get(key)
+        window = self._get(key)
         if not p.panic_window_seconds or window is None:
             return None
         return window.peak(now, p.window_seconds, p.outlier_filter, p.outlier_threshold)
@@ -470,19 +504,18 @@ class MetricWindows:
     def gc(self, now: float) -> int:
         """Collect every window under ``policy`` and forget empty ones; returns samples dropped."""
         dropped = 0
-        for name in list(self._windows):
-            window = self._windows[name]
+        for name, window in self._items():
             dropped += window.gc(now, self.policy.window_seconds, self.policy.gc_factor)
             if not window:
-                del self._windows[name]
+                self._remove(name)
         return dropped
 
     def retain(self, keys: Iterable[str]) -> None:
         """Forget the windows of metrics no longer in the spec."""
         keep = set(keys)
-        for key in list(self._windows):
+        for key, _ in self._items():
             if key not in keep:
-                del self._windows[key]
+                self._remove(key)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import sys
 
 import pytest
 from es_fakes import external_metric, metrics_trigger, scaler
@@ -222,6 +223,11 @@ def test_a_parse_is_kept_packed_and_unpacks_equal_to_a_fresh_parse_without_parsi
     assert (again.problems, again.annotations, again.annotation_problems) == \
         (first.problems, first.annotations, first.annotation_problems)
     assert _es_query(again) is _es_query(first), "the unpacked query is the interned one"
+    # what a sync keeps beyond the parse (the memory's uid, the target's reference): interned too
+    meta, ref = again.scaler.metadata, again.scaler.spec.target_ref
+    for value in (meta.name, meta.namespace, meta.uid, meta.resource_version, ref.api_version, ref.kind,
+                  ref.name):
+        assert value is sys.intern(str(value)), value
     with pytest.raises(TypeError):  # read-only, as a fresh parse is (share_bookkeeping)
         again.scaler.spec.max_replicas = 3
     assert cache.peek(Request("default", "a"), {**a_obj, "metadata": {**a_obj["metadata"],  # type: ignore[dict-item]

@@ -74,3 +74,56 @@ def reference(pairs: list[tuple[float, float]], aggregation: str, outliers: bool
     if not values:
         return None
     return _reduce(filter_outliers(values, 3.0) if outliers else values, aggregation)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_metric_windows_answer_as_a_dict_of_windows_and_make_no_dict_for_one_metric(seed: int) -> None:
+    """Issue 30: the first metric's window is kept inline (a dict of one entry was ~180 bytes a
+    scaler); under random adds, gcs, retains and copies over up to four keys, every answer equals
+    that of a plain dict of windows."""
+    rng = random.Random(seed)
+    ws = MetricWindows()
+    ref: dict[str, SampleWindow] = {}
+    keys = ["a", "b", "c", "d"]
+    now = 0.0
+    for _ in range(400):
+        now += rng.uniform(0, 40)
+        op = rng.random()
+        if op < 0.6:
+            key = rng.choice(keys)
+            value = rng.uniform(0, 100)
+            ws.add(key, now, value)
+            ref.setdefault(key, SampleWindow()).add(now, value)
+        elif op < 0.75:
+            ws.gc(now)
+            for key in list(ref):
+                ref[key].gc(now, ws.policy.window_seconds, ws.policy.gc_factor)
+                if not ref[key]:
+                    del ref[key]
+        elif op < 0.85:
+            keep = rng.sample(keys, rng.randint(0, 4))
+            ws.retain(keep)
+            ref = {k: w for k, w in ref.items() if k in keep}
+        elif op < 0.9:
+            ws = ws.copy()
+        assert ws.names() == sorted(ref) and len(ws) == len(ref)
+        for key in keys:
+            assert (key in ws) == (key in ref)
+            if key in ref:
+                p = ws.policy
+                assert ws.window(key).samples() == ref[key].samples()
+                assert ws.aggregate(key, now) == ref[key].aggregate(
+                    now, p.window_seconds, p.aggregation, p.missing_policy, p.outlier_filter,
+                    p.outlier_threshold, metric=key)
+        if len(ref) <= 1:
+            assert ws._more is None, "no dict while one metric (or none) has a window"
+
+
+def test_one_metric_windows_hold_no_dict() -> None:
+    ws = MetricWindows()
+    ws.add("m", 1.0, 5.0)
+    assert ws._more is None and ws._key == "m"
+    ws.add("n", 1.0, 6.0)
+    assert ws._more is not None and set(ws.names()) == {"m", "n"}
+    ws.retain(["n"])
+    assert ws._more is None and ws.names() == ["n"] and ws.window("n").samples() == ((1.0, 6.0),)

@@ -44,7 +44,8 @@ issue 30). The parse's other strings come interned from the cache's decode
 KB of RSS a scaler even with the cuts above (each model's object and instance dict; ``python
 bench/rss_cuts.py``), the largest thing the manager kept per scaler. Each entry keeps the model
 pickled and deflated against the pickle of a typical parse (``escaler.packed.PicklePacker``,
-``_packer``): ~100 bytes. The ``recent`` latest loads and peeks (``DEFAULT_RECENT``; an
+``_packer``): ~300 bytes (``python bench/rss_cuts.py``: 2,212 → 714 bytes of RSS a kept parse,
+every cost of the entry included). The ``recent`` latest loads and peeks (``DEFAULT_RECENT``; an
 ``escaler.boundeddict.BoundedDict``) stay models, so the poller's ``peek`` and the reconcile that
 its collection wakes unpack a parse once; a version not among them is unpacked (``pickle.loads``,
 its fields-sets turned back into the shared ones, ``escaler.api.compact.unpickle_id``, its queries
@@ -59,6 +60,7 @@ debug log line; nothing is lost, it costs memory).
 from __future__ import annotations
 
 import functools
+import io
 import json
 import logging
 import pickle
@@ -253,11 +255,28 @@ def _version(obj: Mapping[str, Any]) -> tuple[str, str]:
 
 def _unpacked(entry: _Kept, packed: bytes) -> Parsed:
     """``entry``'s model unpacked: a fresh tree equal to the one parsed, read-only as a parse is (its
-    fields-sets unpickled as the shared ones: ``escaler.api.compact.unpickle_id``), its queries
-    interned as a parse's are."""
+    fields-sets unpickled as the shared ones: ``escaler.api.compact.unpickle_id``), and the strings
+    that outlive a sync interned, as a parse's are (the parse's came from the cache: its queries
+    interned by ``_share_sources``, its names by the cache's decode and ``freeze``)."""
     scaler: ElasticScaler = _packer().unpack(packed)  # its fields-sets the shared ones: read-only
+    _intern_fields(scaler.metadata, _META_STRINGS)
+    _intern_fields(scaler.spec.target_ref, _REF_STRINGS)
     _intern_queries(scaler)
     return Parsed(scaler, entry.problems, entry.annotations, entry.annotation_problems)
+
+
+# what a sync keeps of a parse beyond itself: the scaler's names and uid (the per-scaler memory, the
+# status writer's and the Reporter's keys), its target's reference (the watch index, the bindings)
+_META_STRINGS = ("name", "namespace", "uid", "resource_version")
+_REF_STRINGS = ("api_version", "kind", "name")
+
+
+def _intern_fields(model: Any, names: tuple[str, ...]) -> None:
+    fields = model.__dict__ if model is not None else {}
+    for name in names:
+        value = fields.get(name)
+        if type(value) is str:
+            fields[name] = sys.intern(value)
 
 
 def _intern_queries(scaler: ElasticScaler) -> None:
@@ -270,11 +289,26 @@ def _intern_queries(scaler: ElasticScaler) -> None:
 
 @functools.cache
 def _packer() -> PicklePacker:
-    """The packer of kept parses: deflated against the pickle of a typical ElasticScaler parsed (the
-    guide's sample spec, ``escaler.api.typical.SPEC_TEXT``, with server-set metadata)."""
+    """The packer of kept parses: deflated against the pickles of typical ElasticScalers parsed, the
+    guide's sample spec (``escaler.api.typical.SPEC_TEXT``, with server-set metadata) and each of its
+    four metrics alone (a fleet's scalers most often read one metric): ~270 bytes a parse of
+    bench/bench_capacity.py's scaler, whose pickle is ~1.6 KB."""
     typical = json.loads(SPEC_TEXT)
     typical["metadata"] = {"name": "llama-decode", "namespace": "default", "generation": 1,
                            "uid": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "resourceVersion": "123456",
                            "creationTimestamp": "2026-01-01T00:00:00Z"}
-    return PicklePacker(pickle.dumps(ElasticScaler.parse(typical), protocol=5),
-                        persistent_id=pickle_id, persistent_load=unpickle_id)
+    trigger = typical["spec"]["trigger"]
+    singles = [{**typical, "spec": {**typical["spec"], "trigger": {
+        **trigger, "metricsTrigger": {**trigger["metricsTrigger"], "metrics": [metric]}}}}
+        for metric in trigger["metricsTrigger"]["metrics"]]
+    zdict = b"".join(_pickled(share_bookkeeping(ElasticScaler.parse(obj))) for obj in (*singles, typical))
+    return PicklePacker(zdict, persistent_id=pickle_id, persistent_load=unpickle_id)
+
+
+def _pickled(model: ElasticScaler) -> bytes:
+    """``model`` as the packer pickles it (its shared sets and enum members by number)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.persistent_id = pickle_id  # type: ignore[method-assign]
+    pickler.dump(model)
+    return out.getvalue()
