@@ -6,10 +6,9 @@ allocation to tracemalloc):
 
 * **parse**: ``RSS_PARSES`` (default 20,000) ElasticScalers shaped like bench/bench_capacity.py's
   fleet (one ExternalServer query of their own each) kept by the reconciler's ``ParseCache``: as the
-  code is (each parse kept pickled and deflated, the ``DEFAULT_RECENT`` latest as models), kept as
-  models (``ParseCache(pack=False)``, as before 2026-12-08: ``escaler.api.compact.share_bookkeeping``
-  gives each model an instance dict sharing its keys with its class), and as models with that step
-  undone too (each model keeps the dict pydantic made, as before 71a3441);
+  code is (``escaler.api.compact.share_bookkeeping`` gives each model an instance dict sharing its
+  keys with its class), and with that one step undone (each model keeps the dict pydantic made, as
+  before 71a3441);
 * **memo**: ``RSS_MEMO_ENTRIES`` (default 200,000) uid-keyed entries written into a per-scaler memo
   (the Reporter's and the StatusWriter's), a third of them read back: a ``cachetools.LRUCache`` (as
   before 0e5652e) and an ``escaler.boundeddict.BoundedDict`` (the values are one shared object: what
@@ -57,17 +56,12 @@ def _parses(variant: str, n: int) -> Callable[[], Any]:
     from escaler.reconcilers.elasticscaler.parsecache import ParseCache
     from escaler.runtime.types import Request
 
-    if variant == "models, own dicts":
+    if variant == "own dicts":
         compact._shared_keys_dict = lambda cls, fields: fields
     objects = [_scaler(i) for i in range(n)]
-    cache = ParseCache(pack=variant == "packed")
+    cache = ParseCache()
     cache.load(Request("tenant-a", "warm"), _scaler(n + 1))
-    def fill() -> ParseCache:  # the cache is what is kept (not the parses returned: the latest only)
-        for i, obj in enumerate(objects):
-            cache.load(Request("tenant-a", f"s{i}"), obj)
-        return cache
-
-    return fill
+    return lambda: [cache.load(Request("tenant-a", f"s{i}"), obj) for i, obj in enumerate(objects)]
 
 
 def _memo(variant: str, n: int) -> Callable[[], Any]:
@@ -91,8 +85,7 @@ def _memo(variant: str, n: int) -> Callable[[], Any]:
 
 # table → (what a row counts, its size's environment variable and default, its variants, set-up)
 TABLES: dict[str, tuple[str, str, int, tuple[str, ...], Callable[[str, int], Callable[[], Any]]]] = {
-    "parse": ("parses", "RSS_PARSES", 20_000, ("packed", "models, shared-keys dicts", "models, own dicts"),
-              _parses),
+    "parse": ("parses", "RSS_PARSES", 20_000, ("shared-keys dicts", "own dicts"), _parses),
     "memo": ("entries", "RSS_MEMO_ENTRIES", 200_000, ("escaler.boundeddict.BoundedDict",
                                                       "cachetools.LRUCache"), _memo),
 }

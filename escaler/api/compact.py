@@ -35,28 +35,16 @@ nested in its fields, lists, tuples and dict values):
   parsed ElasticScaler (``python bench/rss_cuts.py``: RSS of 20,000 parses kept).
 * One pass over the tree, no validation: about as costly as walking ``__dict__`` once. It is
   meant to run once per parse, never per read.
-
-A shared model pickled and unpickled (the reconciler's ``ParseCache`` keeps its parses packed:
-``escaler.packed.PicklePacker``) stays read-only without another pass: ``pickle_id`` gives each
-``SharedFieldSet`` (and each enum member, which pickle would otherwise rebuild by calling its class)
-a persistent id, its number in this process, and ``unpickle_id`` turns the number back into the very
-object, so an unpickled model refuses assignment as the one pickled did (its instance dicts are
-plain again: it is a fresh copy, equal and read alike). The numbers are bounded by the schema and
-the code (the sets and the members), and mean nothing in another process: such a pickle never
-leaves the one that made it.
 """
 
 from __future__ import annotations
 
-import pickle
-import threading
 from collections.abc import Iterable
-from enum import Enum
 from typing import Any, NoReturn, TypeVar
 
 from pydantic import BaseModel
 
-__all__ = ["READ_ONLY_MESSAGE", "SharedFieldSet", "pickle_id", "share_bookkeeping", "unpickle_id"]
+__all__ = ["READ_ONLY_MESSAGE", "SharedFieldSet", "share_bookkeeping"]
 
 READ_ONLY_MESSAGE = "this model's fields-set is shared with other models (share_bookkeeping); copy the model"
 
@@ -148,32 +136,3 @@ def share_bookkeeping(model: _M) -> _M:
     """``model`` with its (and its nested models') fields-sets shared and empty extras dropped."""
     _share(model)
     return model
-
-
-# the objects pickle_id refers to by number (SharedFieldSets and enum members: bounded by the schema
-# and the code), and each one's number (by id: the objects live as long as the process)
-_CONSTANTS: list[Any] = []
-_NUMBERS: dict[int, int] = {}
-_constants_mu = threading.Lock()
-
-
-def pickle_id(obj: Any) -> int | None:
-    """A ``pickle.Pickler.persistent_id``: a ``SharedFieldSet`` or an enum member by its number in
-    this process, anything else as usual."""
-    if type(obj) is not SharedFieldSet and not isinstance(obj, Enum):
-        return None
-    number = _NUMBERS.get(id(obj))
-    if number is None:
-        with _constants_mu:
-            number = _NUMBERS.get(id(obj))
-            if number is None:
-                _CONSTANTS.append(obj)
-                number = _NUMBERS[id(obj)] = len(_CONSTANTS) - 1
-    return number
-
-
-def unpickle_id(pid: Any) -> Any:
-    """A ``pickle.Unpickler.persistent_load`` for ``pickle_id``'s numbers: the very object."""
-    if type(pid) is not int or not 0 <= pid < len(_CONSTANTS):
-        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
-    return _CONSTANTS[pid]

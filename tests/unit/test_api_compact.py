@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import gc
 import pickle
-import re
 import tracemalloc
 from collections.abc import Callable
 
@@ -105,30 +104,3 @@ def test_each_models_dict_shares_its_keys_with_its_class() -> None:
     plain = _traced_bytes_each(lambda: dict(fields))
     shared = _traced_bytes_each(lambda: _shared_keys_dict(cls, fields))
     assert shared < 0.8 * plain, (shared, plain)
-
-
-def test_pickled_with_the_persistent_ids_a_shared_model_unpickles_read_only_and_equal() -> None:
-    """What the ParseCache keeps packed (issue 30): unpickled through ``unpickle_id``, the fields-sets
-    are the very shared ones (read-only, no second pass) and the enum members the very members."""
-    import io
-
-    from escaler.api.compact import pickle_id, unpickle_id
-
-    model = share_bookkeeping(_parse())
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=5)
-    pickler.persistent_id = pickle_id  # type: ignore[method-assign]
-    pickler.dump(model)
-    unpickler = pickle.Unpickler(io.BytesIO(out.getvalue()))
-    unpickler.persistent_load = unpickle_id  # type: ignore[method-assign]
-    back = unpickler.load()
-    assert back is not model and back == model
-    for kwargs in DUMPS:
-        assert back.model_dump(**kwargs) == model.model_dump(**kwargs), kwargs
-    assert back.spec.__pydantic_fields_set__ is model.spec.__pydantic_fields_set__
-    assert back.spec.trigger.type is model.spec.trigger.type
-    with pytest.raises(TypeError, match=re.escape(READ_ONLY_MESSAGE)):
-        back.spec.max_replicas = 3
-    for bad in (10**9, -1, "x", (1, 2)):
-        with pytest.raises(pickle.UnpicklingError, match="unknown persistent id"):
-            unpickle_id(bad)

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-import sys
-
-import pytest
 from es_fakes import external_metric, metrics_trigger, scaler
 
 from escaler.reconcilers.elasticscaler.parsecache import ParseCache
@@ -186,72 +182,3 @@ def test_a_reparse_holds_the_same_strings_as_the_parse_before() -> None:
     assert q1 == query and q1 is q2
     for field in ("api_version", "kind", "name"):
         assert getattr(one.spec.target_ref, field) is getattr(two.spec.target_ref, field), field
-
-
-def _es_query(parsed: object) -> str:
-    return parsed.scaler.spec.trigger.metrics_trigger.metrics[0].external_server.query  # type: ignore[attr-defined,no-any-return]
-
-
-def test_a_parse_is_kept_packed_and_unpacks_equal_to_a_fresh_parse_without_parsing(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 30: the kept parse is the model pickled and deflated (~2.2 KB of models → ~100 bytes);
-    the latest loads stay models, so a poll's peek and its reconcile unpack once."""
-    from es_fakes import external_server_metric
-
-    from escaler.api.elasticscaler import ElasticScaler
-
-    cache = ParseCache(recent=1)
-    a_obj = _named("a", "1", metrics_trigger(external_server_metric('sum(up{job="a"})', "10")))
-    b_obj = _named("b", "1", metrics_trigger(external_server_metric('sum(up{job="b"})', "10")))
-    first = cache.load(Request("default", "a"), a_obj)
-    assert cache.load(Request("default", "a"), a_obj) is first  # recent: the same model
-    cache.load(Request("default", "b"), b_obj)  # pushes a out of the recent models
-    entry = cache._entries[Request("default", "a")]
-    assert isinstance(entry.parsed, bytes) and len(entry.parsed) < 400
-
-    parses = []
-    real = ElasticScaler.parse
-    monkeypatch.setattr(ElasticScaler, "parse", classmethod(lambda cls, o: parses.append(o) or real(o)))
-    peeked = cache.peek(Request("default", "a"), a_obj)
-    again = cache.load(Request("default", "a"), a_obj)
-    assert parses == [], "a kept version is unpacked, never parsed again"
-    assert peeked is again and peeked is not first  # unpacked once, then a recent model
-    fresh = real(a_obj)
-    assert again.scaler == fresh and again.scaler.to_object() == fresh.to_object()
-    for kwargs in ({}, {"exclude_unset": True}, {"mode": "json", "by_alias": True, "exclude_none": True}):
-        assert again.scaler.model_dump(**kwargs) == fresh.model_dump(**kwargs)  # type: ignore[arg-type]
-    assert (again.problems, again.annotations, again.annotation_problems) == \
-        (first.problems, first.annotations, first.annotation_problems)
-    assert _es_query(again) is _es_query(first), "the unpacked query is the interned one"
-    # what a sync keeps beyond the parse (the memory's uid, the target's reference): interned too
-    meta, ref = again.scaler.metadata, again.scaler.spec.target_ref
-    for value in (meta.name, meta.namespace, meta.uid, meta.resource_version, ref.api_version, ref.kind,
-                  ref.name):
-        assert value is sys.intern(str(value)), value
-    with pytest.raises(TypeError):  # read-only, as a fresh parse is (share_bookkeeping)
-        again.scaler.spec.max_replicas = 3
-    assert cache.peek(Request("default", "a"), {**a_obj, "metadata": {**a_obj["metadata"],  # type: ignore[dict-item]
-                                                                      "resourceVersion": "2"}}) is None
-
-
-def test_a_model_that_does_not_pickle_is_kept_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
-    from escaler.reconcilers.elasticscaler import parsecache
-
-    class Refusing:
-        def pack(self, value: object) -> bytes:
-            raise pickle.PicklingError("no")
-
-    monkeypatch.setattr(parsecache, "_packer", lambda: Refusing())
-    cache = ParseCache(recent=1)
-    first = cache.load(REQ, _obj("1"))
-    cache.load(Request("default", "other"), {**_obj("1"), "metadata": {
-        "name": "other", "namespace": "default", "uid": "u2", "resourceVersion": "1"}})
-    assert cache.load(REQ, _obj("1")) is first  # kept whole: nothing lost, only memory
-
-
-def test_packing_off_keeps_every_parse_as_a_model() -> None:
-    cache = ParseCache(recent=1, pack=False)
-    first = cache.load(REQ, _obj("1"))
-    cache.load(Request("default", "other"), {**_obj("1"), "metadata": {
-        "name": "other", "namespace": "default", "uid": "u2", "resourceVersion": "1"}})
-    assert cache.load(REQ, _obj("1")) is first

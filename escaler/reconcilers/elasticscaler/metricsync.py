@@ -585,12 +585,10 @@ def _denominator(spec: MetricSpec, pods: PodCounts | None, current: int) -> floa
 def _row(m: _Metric, used: MetricValue, recommended: int | None) -> MetricStatus:
     # kept with the scaler's last collection until the next poll, and read only: shared bookkeeping,
     # and the type names interned (str() of an enum member is a new string each time: ~120 bytes a
-    # scaler for two words every scaler repeats; issue 30), the name too (a parse unpacked by the
-    # ParseCache has its own copy of a metric's name; the next parse's is the same interned one)
+    # scaler for two words every scaler repeats; issue 30)
     target_type = used.target_type
     return share_bookkeeping(MetricStatus(
-        name=sys.intern(m.name[:1024]), type=sys.intern(str(m.spec.type)), value=used.value,
-        target=used.target_value,
+        name=m.name[:1024], type=sys.intern(str(m.spec.type)), value=used.value, target=used.target_value,
         target_type=sys.intern(target_type) if isinstance(target_type, str) else target_type,
         recommended_replicas=recommended,
         error=cap_text(m.error) if m.error is not None else None))

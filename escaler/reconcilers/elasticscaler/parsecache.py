@@ -39,44 +39,20 @@ per-scaler series, the PromQL verdict cache) held the previous parse's copy of t
 copies a scaler beyond the parse's own after a surge (``bench/memprobe.py``'s duplicate strings,
 issue 30). The parse's other strings come interned from the cache's decode
 (``escaler.informers.frozen.loads_frozen``).
-
-**Kept packed** (issue 30, second memory pass): a parse kept as a tree of pydantic models is ~2.2
-KB of RSS a scaler even with the cuts above (each model's object and instance dict; ``python
-bench/rss_cuts.py``), the largest thing the manager kept per scaler. Each entry keeps the model
-pickled and deflated against the pickle of a typical parse (``escaler.packed.PicklePacker``,
-``_packer``): ~300 bytes (``python bench/rss_cuts.py``: 2,212 → 714 bytes of RSS a kept parse,
-every cost of the entry included). The ``recent`` latest loads and peeks (``DEFAULT_RECENT``; an
-``escaler.boundeddict.BoundedDict``) stay models, so the poller's ``peek`` and the reconcile that
-its collection wakes unpack a parse once; a version not among them is unpacked (``pickle.loads``,
-its fields-sets turned back into the shared ones, ``escaler.api.compact.unpickle_id``, its queries
-interned: tens of microseconds, against ~150 for a parse), never parsed again. An unpacked parse
-reads, dumps and compares as the parse it was packed from (equal by ``==``, the same dumps) and
-refuses assignment as one does; only ``is`` differs between two unpacks, and the shared-part tables
-share only what is parsed, not what is unpacked. A model that does not pickle is kept as it is (a
-debug log line; nothing is lost, it costs memory).
-``ParseCache(pack=False)`` keeps every parse as a model (the cache before 2026-12-08; measurements).
 """
 
 from __future__ import annotations
 
-import functools
-import io
-import json
-import logging
-import pickle
 import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from escaler.api.compact import pickle_id, share_bookkeeping, unpickle_id
+from escaler.api.compact import share_bookkeeping
 from escaler.api.elasticscaler import ElasticScaler, TriggerType
 from escaler.api.rules import validate
 from escaler.api.share import SubModelTable
-from escaler.api.typical import SPEC_TEXT
-from escaler.boundeddict import BoundedDict
-from escaler.packed import PicklePacker
 from escaler.runtime.types import Request
 from escaler.scaling.annotations import DEFAULTS as ANNOTATION_DEFAULTS
 from escaler.scaling.annotations import (
@@ -86,14 +62,7 @@ from escaler.scaling.annotations import (
     parse_annotations,
 )
 
-__all__ = ["DEFAULT_RECENT", "SHARED_SOURCE_FIELDS", "SHARED_SPEC_FIELDS", "ParseCache", "Parsed",
-           "defaults_for"]
-
-_log = logging.getLogger(__name__)
-
-# the latest parses kept as models (a few hundred bytes to ~3 KB each): at 10,000 scalers polled
-# every 30 s, a few seconds of polls, longer than a poll's collection takes to wake its reconcile
-DEFAULT_RECENT = 1024
+__all__ = ["SHARED_SOURCE_FIELDS", "SHARED_SPEC_FIELDS", "ParseCache", "Parsed", "defaults_for"]
 
 # the spec's parts a fleet made from one template has in common (not targetRef: one per scaler)
 SHARED_SPEC_FIELDS = ("trigger", "fallback", "floor_from", "scale_down")
@@ -130,16 +99,11 @@ def _intern_query(source: Any) -> None:
 class ParseCache:
     """See the module docstring. Thread-safe."""
 
-    def __init__(self, recent: int = DEFAULT_RECENT, pack: bool = True) -> None:
-        # guards _entries and _recent
+    def __init__(self) -> None:
+        # guards _entries
         self._mu = threading.Lock()
-        # scaler key → its last parse, kept packed (_Kept)
-        self._entries: dict[Request, _Kept] = {}
-        # scaler key → ((uid, resourceVersion), the parse as a model): the latest loads and peeks,
-        # so the poller's peek and the reconcile its collection wakes unpack a parse once
-        self._recent: BoundedDict[Request, tuple[tuple[str, str], Parsed]] = BoundedDict(recent)
-        # False: keep every parse as a model (what the cache did before 2026-12-08; measurements)
-        self._pack = pack
+        # scaler key → ((uid, resourceVersion) parsed, what it parsed to)
+        self._entries: dict[Request, tuple[tuple[str, str], Parsed]] = {}
         # equal spec parts shared across the scalers parsed here (thread-safe on its own)
         self.shared = SubModelTable()
         # equal metric-source parts (SHARED_SOURCE_FIELDS) shared likewise, in a table of their own
@@ -147,10 +111,13 @@ class ParseCache:
 
     def load(self, req: Request, obj: Mapping[str, Any]) -> Parsed:
         """``obj`` parsed (``pydantic.ValidationError`` when it does not parse)."""
-        version = _version(obj)
-        kept = self._kept(req, version)
-        if kept is not None:
-            return kept
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        version = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        with self._mu:
+            hit = self._entries.get(req)
+        if hit is not None and hit[0] == version and version[1]:
+            return hit[1]
         scaler = share_bookkeeping(ElasticScaler.parse({k: v for k, v in obj.items() if k != "status"}))
         spec = obj.get("spec")
         if isinstance(spec, Mapping):
@@ -163,54 +130,9 @@ class ParseCache:
         ann = defaults if ann == defaults else ann  # one shared instance
         parsed = Parsed(scaler, tuple(str(e) for e in validate(scaler)), ann, tuple(ann_problems))
         if version[1]:
-            entry = self._keep(version, parsed)
             with self._mu:
-                self._entries[req] = entry
-                self._recent[req] = (version, parsed)
+                self._entries[req] = (version, parsed)
         return parsed
-
-    def peek(self, req: Request, obj: Mapping[str, Any]) -> Parsed | None:
-        """The parse of ``obj`` if it was loaded already (same uid and resourceVersion), else None:
-        never parses (the poller's shortcut leaves anything new to a reconcile); it may unpack."""
-        return self._kept(req, _version(obj))
-
-    def forget(self, req: Request) -> None:
-        with self._mu:
-            self._entries.pop(req, None)
-            self._recent.pop(req, None)
-
-    def __len__(self) -> int:
-        with self._mu:
-            return len(self._entries)
-
-    def _kept(self, req: Request, version: tuple[str, str]) -> Parsed | None:
-        """The parse kept for ``req`` at ``version`` (a recent model, or the packed one unpacked)."""
-        if not version[1]:
-            return None
-        with self._mu:
-            recent = self._recent.get(req)
-            entry = self._entries.get(req)
-        if recent is not None and recent[0] == version:
-            return recent[1]
-        if entry is None or (entry.uid, entry.resource_version) != version:
-            return None
-        parsed = entry.parsed if isinstance(entry.parsed, Parsed) else _unpacked(entry, entry.parsed)
-        with self._mu:
-            if self._entries.get(req) is entry:  # not replaced or forgotten meanwhile
-                self._recent[req] = (version, parsed)
-        return parsed
-
-    def _keep(self, version: tuple[str, str], parsed: Parsed) -> _Kept:
-        """What ``_entries`` keeps of ``parsed``: its model packed (the model itself when packing is
-        off or the model does not pickle: nothing is lost, it only costs memory)."""
-        packed: bytes | Parsed = parsed
-        if self._pack:
-            try:
-                packed = _packer().pack(parsed.scaler)
-            except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as err:
-                _log.debug("ElasticScaler %s kept unpacked: %s", parsed.scaler.name, err)
-        return _Kept(version[0], version[1], packed, parsed.problems, parsed.annotations,
-                     parsed.annotation_problems)
 
     def _share_sources(self, scaler: ElasticScaler, spec: Mapping[str, Any]) -> None:
         """Each metric source's ``SHARED_SOURCE_FIELDS`` through the table (a no-op on a trigger
@@ -231,84 +153,20 @@ class ParseCache:
                     self.sources.share(source, raw_source, SHARED_SOURCE_FIELDS)
                     _intern_query(source)
 
+    def peek(self, req: Request, obj: Mapping[str, Any]) -> Parsed | None:
+        """The parse of ``obj`` if it was loaded already (same uid and resourceVersion), else None:
+        never parses (the poller's shortcut leaves anything new to a reconcile)."""
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, Mapping) else {}
+        version = (str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""))
+        with self._mu:
+            hit = self._entries.get(req)
+        return hit[1] if hit is not None and hit[0] == version and version[1] else None
 
-@dataclass(frozen=True, slots=True)
-class _Kept:
-    """One scaler's last parse as ``ParseCache`` keeps it: the model packed (``_packer``), the rest
-    as parsed (the findings are usually empty, the annotations the shared defaults)."""
+    def forget(self, req: Request) -> None:
+        with self._mu:
+            self._entries.pop(req, None)
 
-    # metadata.uid and metadata.resourceVersion of the object parsed (the cache's interned strings)
-    uid: str
-    resource_version: str
-    # the model pickled and deflated; the whole Parse when it could not be packed
-    parsed: bytes | Parsed
-    problems: tuple[str, ...]
-    annotations: ScalerAnnotations
-    annotation_problems: tuple[AnnotationProblem, ...]
-
-
-def _version(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    return str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
-
-
-def _unpacked(entry: _Kept, packed: bytes) -> Parsed:
-    """``entry``'s model unpacked: a fresh tree equal to the one parsed, read-only as a parse is (its
-    fields-sets unpickled as the shared ones: ``escaler.api.compact.unpickle_id``), and the strings
-    that outlive a sync interned, as a parse's are (the parse's came from the cache: its queries
-    interned by ``_share_sources``, its names by the cache's decode and ``freeze``)."""
-    scaler: ElasticScaler = _packer().unpack(packed)  # its fields-sets the shared ones: read-only
-    _intern_fields(scaler.metadata, _META_STRINGS)
-    _intern_fields(scaler.spec.target_ref, _REF_STRINGS)
-    _intern_queries(scaler)
-    return Parsed(scaler, entry.problems, entry.annotations, entry.annotation_problems)
-
-
-# what a sync keeps of a parse beyond itself: the scaler's names and uid (the per-scaler memory, the
-# status writer's and the Reporter's keys), its target's reference (the watch index, the bindings)
-_META_STRINGS = ("name", "namespace", "uid", "resource_version")
-_REF_STRINGS = ("api_version", "kind", "name")
-
-
-def _intern_fields(model: Any, names: tuple[str, ...]) -> None:
-    fields = model.__dict__ if model is not None else {}
-    for name in names:
-        value = fields.get(name)
-        if type(value) is str:
-            fields[name] = sys.intern(value)
-
-
-def _intern_queries(scaler: ElasticScaler) -> None:
-    mt = scaler.spec.trigger.metrics_trigger if scaler.spec.trigger is not None else None
-    for metric in mt.metrics if mt is not None else ():
-        source = metric.__dict__.get("external_server")
-        if source is not None:
-            _intern_query(source)
-
-
-@functools.cache
-def _packer() -> PicklePacker:
-    """The packer of kept parses: deflated against the pickles of typical ElasticScalers parsed, the
-    guide's sample spec (``escaler.api.typical.SPEC_TEXT``, with server-set metadata) and each of its
-    four metrics alone (a fleet's scalers most often read one metric): ~270 bytes a parse of
-    bench/bench_capacity.py's scaler, whose pickle is ~1.6 KB."""
-    typical = json.loads(SPEC_TEXT)
-    typical["metadata"] = {"name": "llama-decode", "namespace": "default", "generation": 1,
-                           "uid": "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "resourceVersion": "123456",
-                           "creationTimestamp": "2026-01-01T00:00:00Z"}
-    trigger = typical["spec"]["trigger"]
-    singles = [{**typical, "spec": {**typical["spec"], "trigger": {
-        **trigger, "metricsTrigger": {**trigger["metricsTrigger"], "metrics": [metric]}}}}
-        for metric in trigger["metricsTrigger"]["metrics"]]
-    zdict = b"".join(_pickled(share_bookkeeping(ElasticScaler.parse(obj))) for obj in (*singles, typical))
-    return PicklePacker(zdict, persistent_id=pickle_id, persistent_load=unpickle_id)
-
-
-def _pickled(model: ElasticScaler) -> bytes:
-    """``model`` as the packer pickles it (its shared sets and enum members by number)."""
-    out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=5)
-    pickler.persistent_id = pickle_id  # type: ignore[method-assign]
-    pickler.dump(model)
-    return out.getvalue()
+    def __len__(self) -> int:
+        with self._mu:
+            return len(self._entries)
