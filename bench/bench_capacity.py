@@ -116,6 +116,9 @@ manager's idle CPU per query it made (per completed poll; `idle CPU ms/poll` div
 the same two cores. `empty cores` (newer runs) is the manager's CPU with no scaler, measured before
 the fleet is created; `idle marginal ms/query` the idle window's CPU less that fixed part, per query;
 `idle system share` the part of the idle window's CPU spent in the kernel (system time).
+`HWM KB/scaler` (newer runs) is (VmHWM - the empty manager's VmRSS) / N, the peak the issue
+measures, with the bench scraping the manager's `/metrics` every `BENCH_CAPACITY_SCRAPE_S` seconds
+as a Prometheus would (`scrapes`: the pages read); `KB/scaler` is the same with VmRSS after the surge.
 """
 
 NS_LIST = [int(x) for x in os.environ.get("BENCH_CAPACITY_N", "1000,3000,10000").split(",") if x.strip()]

@@ -229,3 +229,19 @@ def test_the_index_matches_a_plain_model_through_random_changes() -> None:
             assert names(store.by_index("each", v)) == want, (step, v)
             assert sorted(store.index_keys("each", v)) == [f"default/{n}" for n in want], (step, v)
         assert all(isinstance(k, str) or len(k) > 1 for k in store._indices["each"].values()), step
+
+
+def test_keys_and_request_names_are_one_string_per_object_not_one_per_event() -> None:
+    """Issue 30: a store key, and a Request made from one, are interned: the store, its indexes, the
+    watch index and every per-scaler map hold one string per object, not a copy per event."""
+    import json
+
+    from escaler.runtime.types import Request
+
+    text = json.dumps({"metadata": {"name": "a-scaler-seen-twice", "namespace": "team-interned"}})
+    one, two = json.loads(text), json.loads(text)  # two events: two decodes, two sets of strings
+    assert one["metadata"]["name"] is not two["metadata"]["name"]
+    assert meta_namespace_key(one) is meta_namespace_key(two)
+    r1 = Request.from_key(meta_namespace_key(one))
+    r2 = Request(*json.loads('["team-interned", "a-scaler-seen-twice"]'))
+    assert r1 == r2 and r1.name is r2.name and r1.namespace is r2.namespace
