@@ -55,8 +55,8 @@ class DeletedFinalStateUnknown:
 
 
 KeyFunc = Callable[[Any], str]
-_intern = sys.intern
 IndexFunc = Callable[[FrozenDict], list[str]]
+_intern = sys.intern
 
 
 def meta_namespace_key(obj: Mapping[str, Any] | DeletedFinalStateUnknown) -> str:
@@ -72,7 +72,9 @@ def meta_namespace_key(obj: Mapping[str, Any] | DeletedFinalStateUnknown) -> str
     namespace = meta.get("namespace")
     # interned: the store, its indices, the watch index and every handler computing it hold one
     # string per object, not one per event (issue 30)
-    return _intern(f"{namespace}/{name}") if namespace else _intern(name) if type(name) is str else name
+    if namespace:
+        return _intern(f"{namespace}/{name}")
+    return _intern(name) if type(name) is str else name  # sys.intern refuses a str subclass
 
 
 def split_key(key: str) -> tuple[str, str]:
